@@ -1,0 +1,888 @@
+"""CognitiveMemory: a household's working, episodic, semantic and archive memory.
+
+This implements the contract of DESIGN.md section 3 with the fixes of section 9:
+
+* working memory is a FIFO of ``working_capacity`` items;
+* episodic memory holds at most ``episodic_capacity`` items and forgets by a configurable
+  retention policy; pinned items are never forgotten;
+* ``consolidate`` copies each working item at or above the threshold into episodic memory once;
+* ``retrieve`` never returns one item twice, and ordering uses insertion sequence, never time.
+
+Beyond the seed specification it offers weighted (recency/importance/relevance) retrieval with
+query relevance and metadata filters, rule-based or pluggable reflection into semantic memory,
+tiered retention with promotion and demotion, and pre-seeded memories.
+
+Example:
+    >>> mem = CognitiveMemory(agent_id="H001")
+    >>> _ = mem.update_after_flood(damage=50_000, year=3)
+    >>> mem.retrieve(top_k=1, current_year=4)
+    ['Year 3: A flood occurred causing $50,000 in damages']
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import asdict
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from simulation.memory.item import SOURCES, MemoryItem, ScoredMemory
+from simulation.memory.reflection import RuleBasedReflector
+from simulation.memory.relevance import KeywordRelevance
+from simulation.memory.settings import (
+    ReflectionSettings,
+    RetentionSettings,
+    RetrievalSettings,
+    check_fraction,
+    check_positive_int,
+)
+from simulation.memory.stores import LongTermStore
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+
+    from simulation.memory.reflection import Reflector
+    from simulation.memory.relevance import RelevanceScorer
+
+__all__ = [
+    "FORMAT_VERSION",
+    "CognitiveMemory",
+    "Consolidation",
+    "Eviction",
+    "WriteResult",
+    "YearEnd",
+]
+
+#: Version of the :meth:`CognitiveMemory.to_dict` layout.
+FORMAT_VERSION = 1
+
+_KEYWORD_RELEVANCE = KeywordRelevance()
+_RULE_REFLECTOR = RuleBasedReflector()
+_DEFAULT_RETRIEVAL = RetrievalSettings()
+_DEFAULT_RETENTION = RetentionSettings()
+_DEFAULT_REFLECTION = ReflectionSettings()
+# Working memory is read most recent year first, ties by importance, then newest insertion.
+_WORKING_ORDER = attrgetter("year", "importance", "seq")
+
+
+class Eviction(NamedTuple):
+    """An item leaving a store: forgotten (``to`` is ``None``) or moved to another store."""
+
+    item: MemoryItem
+    store: str
+    to: str | None
+
+
+class WriteResult(NamedTuple):
+    """What one memory write did: the item, where it went, and what it displaced."""
+
+    item: MemoryItem
+    store: str
+    evictions: tuple[Eviction, ...]
+
+
+class Consolidation(NamedTuple):
+    """Items copied from working into episodic memory and what that displaced."""
+
+    transferred: tuple[MemoryItem, ...]
+    evictions: tuple[Eviction, ...]
+
+
+class YearEnd(NamedTuple):
+    """Everything the year-end pass changed (see :meth:`CognitiveMemory.end_year`)."""
+
+    transferred: tuple[MemoryItem, ...]
+    evictions: tuple[Eviction, ...]
+    promoted: tuple[MemoryItem, ...]
+    reflections: tuple[MemoryItem, ...]
+
+
+class CognitiveMemory:
+    """A household's memory: FIFO working memory and decaying long-term stores.
+
+    Args:
+        agent_id: Owner id; item ids are ``"<agent_id>:<seq>"``.
+        working_capacity: Items working memory holds before evicting the oldest.
+        episodic_capacity: Items episodic memory holds before the retention policy forgets one.
+        consolidation_threshold: Importance at or above which an item belongs in episodic memory
+            (``add_experience`` routes there; ``consolidate`` copies working items there).
+        decay_rate: Per-year decay of importance in (0, 1] for ranking and retention.
+        retrieval: Retrieval settings; the seed-000 ``spec`` strategy by default.
+        retention: Retention settings; drop the lowest decayed importance by default.
+        reflection: Reflection settings; off by default.
+        relevance: Relevance scorer for queries; TF-IDF keywords by default.
+        reflector: Reflector used at year end; rule-based by default.
+
+    Raises:
+        ValueError: For a capacity below 1, a threshold outside [0, 1] or a decay rate outside
+            (0, 1], naming the argument and the value.
+    """
+
+    __slots__ = (
+        "_archive",
+        "_clock",
+        "_demoted_hits",
+        "_episodic",
+        "_next_seq",
+        "_semantic",
+        "_since_reflection",
+        "_working",
+        "agent_id",
+        "consolidation_threshold",
+        "decay_rate",
+        "episodic_capacity",
+        "reflection",
+        "reflector",
+        "relevance",
+        "retention",
+        "retrieval",
+        "working_capacity",
+    )
+
+    def __init__(
+        self,
+        agent_id: str,
+        working_capacity: int = 10,
+        episodic_capacity: int = 50,
+        consolidation_threshold: float = 0.7,
+        decay_rate: float = 0.95,
+        *,
+        retrieval: RetrievalSettings | None = None,
+        retention: RetentionSettings | None = None,
+        reflection: ReflectionSettings | None = None,
+        relevance: RelevanceScorer | None = None,
+        reflector: Reflector | None = None,
+    ):
+        check_positive_int("working_capacity", working_capacity)
+        check_positive_int("episodic_capacity", episodic_capacity)
+        check_fraction("consolidation_threshold", consolidation_threshold)
+        check_fraction("decay_rate", decay_rate, low_open=True)
+        self.agent_id = str(agent_id)
+        self.working_capacity = working_capacity
+        self.episodic_capacity = episodic_capacity
+        self.consolidation_threshold = float(consolidation_threshold)
+        self.decay_rate = float(decay_rate)
+        self.retrieval = retrieval or _DEFAULT_RETRIEVAL
+        self.retention = retention or _DEFAULT_RETENTION
+        self.reflection = reflection or _DEFAULT_REFLECTION
+        if self.retrieval.relevance == "embedding" and relevance is None:
+            msg = "retrieval.relevance='embedding' needs an embedding relevance scorer"
+            raise ValueError(msg)
+        self.relevance = relevance or _KEYWORD_RELEVANCE
+        self.reflector = reflector or _RULE_REFLECTOR
+        self._working: list[MemoryItem] = []
+        self._episodic = LongTermStore("episodic", episodic_capacity, self.decay_rate)
+        self._semantic = LongTermStore(
+            "semantic", self.reflection.semantic_capacity, self.decay_rate
+        )
+        self._archive = LongTermStore("archive", self.retention.archive_capacity, self.decay_rate)
+        self._next_seq = 0
+        self._clock = 0  # latest year seen; the "now" of retention decisions between years
+        self._since_reflection = 0.0
+        self._demoted_hits: dict[int, int] = {}  # archive seq -> access_count at demotion
+
+    # ------------------------------------------------------------------ views
+    @property
+    def working(self) -> tuple[MemoryItem, ...]:
+        """Working memory, oldest first (read-only view)."""
+        return tuple(self._working)
+
+    @property
+    def episodic(self) -> tuple[MemoryItem, ...]:
+        """Episodic memory in the order items entered it (read-only view)."""
+        return self._episodic.in_order()
+
+    @property
+    def semantic(self) -> tuple[MemoryItem, ...]:
+        """Reflections, oldest first (read-only view)."""
+        return self._semantic.in_order()
+
+    @property
+    def archive(self) -> tuple[MemoryItem, ...]:
+        """Items demoted by the ``tiered`` retention policy (read-only view)."""
+        return self._archive.in_order()
+
+    def counts(self) -> dict[str, int]:
+        """Number of items in each store."""
+        return {
+            "working": len(self._working),
+            "episodic": len(self._episodic),
+            "semantic": len(self._semantic),
+            "archive": len(self._archive),
+        }
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k}={v}" for k, v in self.counts().items())
+        return f"CognitiveMemory(agent_id={self.agent_id!r}, {counts})"
+
+    # ----------------------------------------------------------------- writes
+    def _new_item(
+        self,
+        content: str,
+        importance: float,
+        year: int,
+        tags: Iterable[str] | None,
+        source: str,
+        *,
+        pinned: bool = False,
+        amount: float | None = None,
+        evidence: tuple[str, ...] = (),
+    ) -> MemoryItem:
+        if not 0.0 <= importance <= 1.0:
+            msg = f"importance must be in [0, 1], got {importance!r}"
+            raise ValueError(msg)
+        if source not in SOURCES:
+            msg = f"source must be one of {sorted(SOURCES)}, got {source!r}"
+            raise ValueError(msg)
+        seq = self._next_seq
+        self._next_seq = seq + 1
+        year = int(year)
+        self._clock = max(self._clock, year)
+        self._since_reflection += importance
+        return MemoryItem(
+            self.agent_id,
+            seq,
+            content,
+            float(importance),
+            year,
+            tuple(tags) if tags else (),
+            source,
+            pinned,
+            evidence,
+            amount,
+            year,
+        )
+
+    def write(
+        self,
+        content: str,
+        importance: float = 0.5,
+        year: int = 0,
+        tags: Iterable[str] | None = None,
+        *,
+        store: str = "auto",
+        source: str = "other",
+        pinned: bool = False,
+        amount: float | None = None,
+    ) -> WriteResult:
+        """Write one memory and report where it went and what it displaced.
+
+        The ``add_*`` methods are shorthands for this; the model and the audit trail use it
+        directly because they log evictions.
+
+        Args:
+            content: The experience in natural language.
+            importance: Salience in [0, 1].
+            year: Simulation year of the experience.
+            tags: Classification tags.
+            store: ``working``, ``episodic``, or ``auto`` (episodic when importance reaches the
+                consolidation threshold or the item is pinned, else working).
+            source: What produced the memory, one of :data:`~simulation.memory.item.SOURCES`.
+            pinned: Never forget this item (it goes to episodic memory).
+            amount: Dollar amount behind the text (damage, payout), for reflection and analysis.
+
+        Returns:
+            The written item, its store and the evictions it caused.
+
+        Raises:
+            ValueError: For importance outside [0, 1], an unknown store or source, or pinning
+                more items than episodic memory can hold.
+        """
+        if store == "auto":
+            store = (
+                "episodic" if pinned or importance >= self.consolidation_threshold else "working"
+            )
+        if store == "working":
+            if pinned:
+                msg = "pinned items live in episodic memory; use store='episodic' or 'auto'"
+                raise ValueError(msg)
+            item = self._new_item(content, importance, year, tags, source, amount=amount)
+            return WriteResult(item, "working", self._push_working(item))
+        if store == "episodic":
+            item = self._new_item(
+                content, importance, year, tags, source, pinned=pinned, amount=amount
+            )
+            item.consolidated = True  # already long-term; nothing to consolidate
+            return WriteResult(item, "episodic", tuple(self._insert(self._episodic, item)))
+        msg = f"store must be 'working', 'episodic' or 'auto', got {store!r}"
+        raise ValueError(msg)
+
+    def add_working(
+        self,
+        content: str,
+        importance: float = 0.5,
+        year: int = 0,
+        tags: Iterable[str] | None = None,
+        *,
+        source: str = "other",
+    ) -> MemoryItem:
+        """Add an item to working memory, evicting the oldest past capacity."""
+        return self.write(content, importance, year, tags, store="working", source=source).item
+
+    def add_episodic(
+        self,
+        content: str,
+        importance: float = 0.5,
+        year: int = 0,
+        tags: Iterable[str] | None = None,
+        *,
+        source: str = "other",
+        pinned: bool = False,
+    ) -> MemoryItem:
+        """Add an item to episodic memory; past capacity the retention policy forgets one."""
+        return self.write(
+            content, importance, year, tags, store="episodic", source=source, pinned=pinned
+        ).item
+
+    def add_experience(
+        self,
+        content: str,
+        importance: float = 0.5,
+        year: int = 0,
+        tags: Iterable[str] | None = None,
+        *,
+        source: str = "other",
+        pinned: bool = False,
+    ) -> MemoryItem:
+        """Add an item routed by importance: at or above the threshold to episodic memory."""
+        return self.write(
+            content, importance, year, tags, store="auto", source=source, pinned=pinned
+        ).item
+
+    def add_seed(
+        self,
+        content: str,
+        importance: float = 0.5,
+        year: int = 0,
+        tags: Iterable[str] | None = None,
+        *,
+        pinned: bool = False,
+    ) -> MemoryItem:
+        """Add a pre-seeded ("gifted") memory, e.g. a flood reported in a survey.
+
+        It is routed like :meth:`add_experience`, has source ``seed`` and carries the tag
+        ``seed`` in addition to ``tags``.
+        """
+        all_tags = ("seed", *(t for t in (tags or ()) if t != "seed"))
+        return self.write(
+            content, importance, year, all_tags, store="auto", source="seed", pinned=pinned
+        ).item
+
+    def update_after_flood(self, damage: float, year: int) -> MemoryItem:
+        """Remember a flood: episodic, importance 0.9 (seed 000 section 4.2).
+
+        Raises:
+            ValueError: If ``damage`` is negative.
+        """
+        if not damage >= 0.0:
+            msg = f"damage must be >= 0, got {damage!r}"
+            raise ValueError(msg)
+        return self.write(
+            f"Year {year}: A flood occurred causing ${damage:,.0f} in damages",
+            0.9,
+            year,
+            ("flood", "damage"),
+            store="episodic",
+            source="flood",
+            amount=float(damage),
+        ).item
+
+    def update_after_decision(self, decision: str, year: int) -> MemoryItem:
+        """Remember a decision: working memory, importance 0.3 for do_nothing else 0.7."""
+        return self.write(
+            f"Year {year}: I decided to {decision}",
+            0.3 if decision == "do_nothing" else 0.7,
+            year,
+            ("decision",),
+            store="working",
+            source="decision",
+        ).item
+
+    def _push_working(self, item: MemoryItem) -> tuple[Eviction, ...]:
+        working = self._working
+        working.append(item)
+        if len(working) <= self.working_capacity:
+            return ()
+        return (Eviction(working.pop(0), "working", None),)
+
+    def _insert(self, store: LongTermStore, item: MemoryItem) -> list[Eviction]:
+        """Put ``item`` into ``store`` and enforce its capacity."""
+        store.add(item)
+        if len(store) <= store.capacity:
+            return []
+        victim = self._pop_victim(store)
+        if victim is None:  # everything, the new item included, is pinned
+            store.remove(item)
+            msg = (
+                f"cannot pin more than {store.capacity} items in {store.name} memory "
+                f"({store.name}_capacity={store.capacity})"
+            )
+            raise ValueError(msg)
+        if store is self._episodic and self.retention.policy == "tiered":
+            self._demoted_hits[victim.seq] = victim.access_count
+            return [Eviction(victim, "episodic", "archive"), *self._insert(self._archive, victim)]
+        if self._demoted_hits:
+            self._demoted_hits.pop(victim.seq, None)
+        return [Eviction(victim, store.name, None)]
+
+    def _pop_victim(self, store: LongTermStore) -> MemoryItem | None:
+        """Remove and return the item the retention policy forgets first, if any."""
+        policy = self.retention.policy
+        if store is self._semantic or (store is self._episodic and policy == "fifo"):
+            victim = store.oldest_unpinned()  # for reflections: the newest supersedes the oldest
+        elif store is self._episodic and policy == "importance_weighted":
+            w_i, w_r = self.retention.w_importance, self.retention.w_recency
+            decay, now = self.decay_rate, self._clock
+            candidates = [i for i in store.ranked() if not i.pinned]
+            victim = min(
+                candidates,
+                key=lambda i: (w_i * i.importance + w_r * decay ** (now - i.last_access), i.seq),
+                default=None,
+            )
+        else:  # decayed importance: the spec, the tiered policy and the archive
+            return store.pop_lowest_unpinned()
+        if victim is not None:
+            store.remove(victim)
+        return victim
+
+    # ---------------------------------------------------------- consolidation
+    def consolidate(self) -> int:
+        """Copy working items at or above the threshold into episodic memory, once each.
+
+        Returns:
+            The number of items this call transferred (0 when called again).
+        """
+        return len(self.consolidate_detailed().transferred)
+
+    def consolidate_detailed(self) -> Consolidation:
+        """Like :meth:`consolidate`, returning the items transferred and the evictions."""
+        threshold = self.consolidation_threshold
+        transferred = []
+        evictions: list[Eviction] = []
+        for item in self._working:
+            if not item.consolidated and item.importance >= threshold:
+                item.consolidated = True
+                transferred.append(item)
+                evictions.extend(self._insert(self._episodic, item))
+        return Consolidation(tuple(transferred), tuple(evictions))
+
+    def end_year(self, year: int) -> YearEnd:
+        """Year-end pass: consolidate, apply tiered demotion and promotion, then reflect.
+
+        Args:
+            year: The year that is ending.
+
+        Returns:
+            Items transferred, evictions and moves, promoted items and new reflections.
+        """
+        year = int(year)
+        self._clock = max(self._clock, year)
+        transferred, evictions = self.consolidate_detailed()
+        moves = list(evictions)
+        promoted: list[MemoryItem] = []
+        if self.retention.policy == "tiered":
+            promoted = self._rebalance_tiers(year, moves)
+        reflections = self.reflect(year, moves) if self.reflection.enabled else []
+        return YearEnd(transferred, tuple(moves), tuple(promoted), tuple(reflections))
+
+    def _rebalance_tiers(self, year: int, moves: list[Eviction]) -> list[MemoryItem]:
+        settings, episodic, archive = self.retention, self._episodic, self._archive
+        faded = [
+            i
+            for i in episodic.ranked()
+            if not i.pinned and episodic.score(i, year) < settings.demote_below
+        ]
+        for item in faded:
+            episodic.remove(item)
+            self._demoted_hits[item.seq] = item.access_count
+            moves.append(Eviction(item, "episodic", "archive"))
+            moves.extend(self._insert(archive, item))
+        promoted = []
+        rehearsed = [
+            i
+            for i in archive.ranked()
+            if i.access_count - self._demoted_hits.get(i.seq, i.access_count)
+            >= settings.promote_after
+        ]
+        for item in rehearsed:
+            if item not in archive:  # displaced by an earlier promotion in this loop
+                continue
+            archive.remove(item)
+            del self._demoted_hits[item.seq]
+            moves.append(Eviction(item, "archive", "episodic"))
+            moves.extend(self._insert(episodic, item))
+            promoted.append(item)
+        return promoted
+
+    def reflect(self, year: int, moves: list[Eviction] | None = None) -> list[MemoryItem]:
+        """Write reflections when enough importance accumulated since the last one.
+
+        Args:
+            year: Current year (the reflections' year).
+            moves: Optional list that receives evictions from semantic memory.
+
+        Returns:
+            The reflection items written (none when below the threshold).
+        """
+        settings = self.reflection
+        if self._since_reflection < settings.threshold:
+            return []
+        drafts = self.reflector.reflect(self._distinct_items(include_semantic=False), year)
+        written = []
+        for draft in drafts:
+            importance = settings.importance if draft.importance is None else draft.importance
+            item = self._new_item(
+                draft.content,
+                importance,
+                year,
+                ("reflection", *draft.tags),
+                "reflection",
+                evidence=tuple(draft.evidence),
+            )
+            item.consolidated = True
+            evictions = self._insert(self._semantic, item)
+            if moves is not None:
+                moves.extend(evictions)
+            written.append(item)
+        self._since_reflection = 0.0
+        return written
+
+    def _distinct_items(self, *, include_semantic: bool = True) -> list[MemoryItem]:
+        """Every item once, oldest first."""
+        seen: dict[int, MemoryItem] = {}
+        stores = [self._working, self._episodic.ranked(), self._archive.ranked()]
+        if include_semantic:
+            stores.append(self._semantic.ranked())
+        for store in stores:
+            for item in store:
+                seen.setdefault(item.seq, item)
+        return [seen[s] for s in sorted(seen)]
+
+    # -------------------------------------------------------------- retrieval
+    def retrieve(
+        self, top_k: int | None = None, current_year: int = 0, **options: Any
+    ) -> list[str]:
+        """Return the contents of the best memories, at most ``top_k``, each at most once.
+
+        Takes the same options as :meth:`retrieve_scored`.
+        """
+        return [hit[0].content for hit in self._select(top_k, current_year, **options)]
+
+    def retrieve_scored(
+        self,
+        top_k: int | None = None,
+        current_year: int = 0,
+        *,
+        strategy: str | None = None,
+        query: str | None = None,
+        tags: Iterable[str] | None = None,
+        sources: Iterable[str] | None = None,
+        min_year: int | None = None,
+        max_year: int | None = None,
+        w_recency: float | None = None,
+        w_importance: float | None = None,
+        w_relevance: float | None = None,
+    ) -> list[ScoredMemory]:
+        """Return the best memories with their scores, best first.
+
+        Args:
+            top_k: Maximum items; the retrieval settings' ``top_k`` when ``None``.
+            current_year: The year of retrieval (for decay and recency).
+            strategy: ``spec`` or ``weighted``; the configured strategy when ``None``.
+            query: Free text whose relevance weighs in under ``weighted`` (a query given to
+                ``spec`` switches to ``weighted``, since ``spec`` has no relevance term).
+            tags: Keep only items carrying at least one of these tags.
+            sources: Keep only items produced by one of these sources.
+            min_year: Keep only items from this year on.
+            max_year: Keep only items up to this year.
+            w_recency: Override the recency weight of ``weighted``.
+            w_importance: Override the importance weight of ``weighted``.
+            w_relevance: Override the relevance weight of ``weighted``.
+
+        Returns:
+            Scored items; every returned item's access count and last access are refreshed.
+
+        Raises:
+            ValueError: For a negative ``top_k`` or an unknown strategy.
+        """
+        hits = self._select(
+            top_k,
+            current_year,
+            strategy=strategy,
+            query=query,
+            tags=tags,
+            sources=sources,
+            min_year=min_year,
+            max_year=max_year,
+            w_recency=w_recency,
+            w_importance=w_importance,
+            w_relevance=w_relevance,
+        )
+        return [ScoredMemory(*hit) for hit in hits]
+
+    def _select(
+        self,
+        top_k: int | None,
+        current_year: int,
+        *,
+        strategy: str | None = None,
+        query: str | None = None,
+        tags: Iterable[str] | None = None,
+        sources: Iterable[str] | None = None,
+        min_year: int | None = None,
+        max_year: int | None = None,
+        w_recency: float | None = None,
+        w_importance: float | None = None,
+        w_relevance: float | None = None,
+    ) -> list[tuple[MemoryItem, float, str]]:
+        """Retrieval proper, as ``(item, score, store)`` triples; see :meth:`retrieve_scored`."""
+        settings = self.retrieval
+        k = settings.top_k if top_k is None else top_k
+        if k.__class__ is not int or k < 0:
+            msg = f"top_k must be a non-negative integer, got {top_k!r}"
+            raise ValueError(msg)
+        if k == 0:
+            return []
+        strategy = strategy or settings.strategy
+        if query is None:
+            query = settings.query
+        keep = _make_filter(tags, sources, min_year, max_year)
+        if strategy == "spec" and query is None:
+            hits = self._retrieve_spec(k, current_year, keep)
+        elif strategy in ("spec", "weighted"):
+            hits = self._retrieve_weighted(
+                k,
+                current_year,
+                keep,
+                query,
+                settings.w_recency if w_recency is None else w_recency,
+                settings.w_importance if w_importance is None else w_importance,
+                settings.w_relevance if w_relevance is None else w_relevance,
+            )
+        else:
+            msg = f"strategy must be 'spec' or 'weighted', got {strategy!r}"
+            raise ValueError(msg)
+        for item, _, _ in hits:
+            item.access_count += 1
+            item.last_access = max(item.last_access, current_year)
+        return hits
+
+    def _retrieve_spec(
+        self, k: int, year: int, keep: Callable[[MemoryItem], bool] | None
+    ) -> list[tuple[MemoryItem, float, str]]:
+        decay = self.decay_rate
+        out: list[tuple[MemoryItem, float, str]] = []
+        working = self._working
+        if working:
+            for item in sorted(working, key=_WORKING_ORDER, reverse=True):
+                if keep is None or keep(item):
+                    out.append((item, item.importance * decay ** (year - item.year), "working"))
+                    if len(out) == k:
+                        return out
+        # Merge the long-term stores, each already ranked, by their heads' scores.
+        seen = {hit[0].seq for hit in out}
+        stores = [s for s in (self._episodic, self._semantic, self._archive) if len(s)]
+        heads = [0] * len(stores)
+        while len(out) < k:
+            best: tuple[int, MemoryItem] | None = None
+            best_score = -1.0
+            for n, store in enumerate(stores):
+                ranked = store.ranked()
+                i = heads[n]
+                while i < len(ranked) and (
+                    ranked[i].seq in seen or (keep is not None and not keep(ranked[i]))
+                ):
+                    i += 1
+                heads[n] = i
+                if i < len(ranked):
+                    score = store.score(ranked[i], year)
+                    if score > best_score or (
+                        score == best_score and best is not None and ranked[i].seq > best[1].seq
+                    ):
+                        best, best_score = (n, ranked[i]), score
+            if best is None:
+                break
+            n, item = best
+            out.append((item, best_score, stores[n].name))
+            seen.add(item.seq)
+            heads[n] += 1
+        return out
+
+    def _retrieve_weighted(
+        self,
+        k: int,
+        year: int,
+        keep: Callable[[MemoryItem], bool] | None,
+        query: str | None,
+        w_recency: float,
+        w_importance: float,
+        w_relevance: float,
+    ) -> list[tuple[MemoryItem, float, str]]:
+        candidates: list[MemoryItem] = []
+        where: list[str] = []
+        seen: set[int] = set()
+        for name, items in (
+            ("working", self._working),
+            ("episodic", self._episodic.ranked()),
+            ("semantic", self._semantic.ranked()),
+            ("archive", self._archive.ranked()),
+        ):
+            for item in items:
+                if item.seq not in seen and (keep is None or keep(item)):
+                    seen.add(item.seq)
+                    candidates.append(item)
+                    where.append(name)
+        if not candidates:
+            return []
+        decay = self.retrieval.recency_decay or self.decay_rate
+        recency = _minmax([decay ** (year - i.last_access) for i in candidates])
+        importance = _minmax([i.importance for i in candidates])
+        scores = [
+            w_recency * r + w_importance * m for r, m in zip(recency, importance, strict=True)
+        ]
+        if query and w_relevance > 0.0:
+            relevance = _minmax(self.relevance.scores(query, candidates))
+            scores = [s + w_relevance * r for s, r in zip(scores, relevance, strict=True)]
+        best = heapq.nlargest(
+            k, range(len(candidates)), key=lambda n: (scores[n], candidates[n].seq)
+        )
+        return [(candidates[n], scores[n], where[n]) for n in best]
+
+    def format_for_prompt(
+        self, top_k: int | None = None, current_year: int = 0, **options: Any
+    ) -> str:
+        """Retrieved memories as a bulleted list for a prompt (``"- ..."`` per line)."""
+        memories = self.retrieve(top_k, current_year, **options)
+        if not memories:
+            return "- (no relevant memories)"
+        return "\n".join(f"- {m}" for m in memories)
+
+    def to_list(self, store: str = "all") -> list[str]:
+        """Contents of one store (``working``, ``episodic``, ``semantic``, ``archive``) or all.
+
+        ``all`` lists every distinct item once, oldest first.
+        """
+        if store == "all":
+            return [i.content for i in self._distinct_items()]
+        views: dict[str, Sequence[MemoryItem]] = {
+            "working": self._working,
+            "episodic": self.episodic,
+            "semantic": self.semantic,
+            "archive": self.archive,
+        }
+        if store not in views:
+            msg = f"store must be one of {[*views, 'all']}, got {store!r}"
+            raise ValueError(msg)
+        return [i.content for i in views[store]]
+
+    # ---------------------------------------------------------- persistence
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready, versioned, lossless snapshot (settings objects included)."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "agent_id": self.agent_id,
+            "working_capacity": self.working_capacity,
+            "episodic_capacity": self.episodic_capacity,
+            "consolidation_threshold": self.consolidation_threshold,
+            "decay_rate": self.decay_rate,
+            "retrieval": asdict(self.retrieval),
+            "retention": asdict(self.retention),
+            "reflection": asdict(self.reflection),
+            "next_seq": self._next_seq,
+            "clock": self._clock,
+            "since_reflection": self._since_reflection,
+            "demoted_hits": {str(k): v for k, v in self._demoted_hits.items()},
+            "items": [i.to_dict() for i in self._distinct_items()],
+            "stores": {
+                "working": [i.seq for i in self._working],
+                "episodic": [i.seq for i in self._episodic.ranked()],
+                "semantic": [i.seq for i in self._semantic.ranked()],
+                "archive": [i.seq for i in self._archive.ranked()],
+            },
+        }
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        relevance: RelevanceScorer | None = None,
+        reflector: Reflector | None = None,
+    ) -> CognitiveMemory:
+        """Restore a memory written by :meth:`to_dict` (also after a JSON round trip).
+
+        Args:
+            data: The snapshot.
+            relevance: Relevance scorer to use (scorers are code, not data).
+            reflector: Reflector to use.
+
+        Raises:
+            ValueError: For an unknown ``format_version``.
+        """
+        version = data.get("format_version")
+        if version != FORMAT_VERSION:
+            msg = f"format_version must be {FORMAT_VERSION}, got {version!r}"
+            raise ValueError(msg)
+        mem = cls(
+            data["agent_id"],
+            data["working_capacity"],
+            data["episodic_capacity"],
+            data["consolidation_threshold"],
+            data["decay_rate"],
+            retrieval=RetrievalSettings(**data["retrieval"]),
+            retention=RetentionSettings(**data["retention"]),
+            reflection=ReflectionSettings(**data["reflection"]),
+            relevance=relevance,
+            reflector=reflector,
+        )
+        items = {int(d["seq"]): MemoryItem.from_dict(mem.agent_id, d) for d in data["items"]}
+        stores = data["stores"]
+        mem._working = [items[s] for s in stores["working"]]
+        for name, store in (
+            ("episodic", mem._episodic),
+            ("semantic", mem._semantic),
+            ("archive", mem._archive),
+        ):
+            store.restore_ranked([items[seq] for seq in stores[name]])
+        mem._next_seq = int(data["next_seq"])
+        mem._clock = int(data["clock"])
+        mem._since_reflection = float(data["since_reflection"])
+        mem._demoted_hits = {int(k): int(v) for k, v in data["demoted_hits"].items()}
+        return mem
+
+
+def _minmax(values: list[float]) -> list[float]:
+    """Scale to [0, 1]; a constant list maps to 0.5 (it carries no ranking information)."""
+    lo, hi = min(values), max(values)
+    if hi - lo <= 1e-12:
+        return [0.5] * len(values)
+    span = hi - lo
+    return [(v - lo) / span for v in values]
+
+
+def _make_filter(
+    tags: Iterable[str] | None,
+    sources: Iterable[str] | None,
+    min_year: int | None,
+    max_year: int | None,
+) -> Callable[[MemoryItem], bool] | None:
+    """Build a predicate for the metadata filters, or ``None`` when no filter applies."""
+    if tags is None and sources is None and min_year is None and max_year is None:
+        return None
+    tag_set = frozenset([tags] if isinstance(tags, str) else tags) if tags is not None else None
+    source_set = (
+        frozenset([sources] if isinstance(sources, str) else sources)
+        if sources is not None
+        else None
+    )
+
+    def keep(item: MemoryItem) -> bool:
+        if tag_set is not None and tag_set.isdisjoint(item.tags):
+            return False
+        if source_set is not None and item.source not in source_set:
+            return False
+        if min_year is not None and item.year < min_year:
+            return False
+        return max_year is None or item.year <= max_year
+
+    return keep

@@ -1,0 +1,119 @@
+"""Memory items and scored retrieval results.
+
+A :class:`MemoryItem` is one remembered experience. Items are ordered by ``seq``, a per-memory
+insertion counter, never by wall-clock time, so that equal inputs always give equal orderings
+(DESIGN.md section 9.6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["SOURCES", "STORES", "MemoryItem", "ScoredMemory"]
+
+#: What produced a memory. ``seed`` memories are pre-seeded ("gifted") before the run starts;
+#: ``reflection`` memories are written by a reflector into semantic memory.
+SOURCES: frozenset[str] = frozenset(
+    {"flood", "claim", "decision", "policy", "neighbor", "seed", "reflection", "other"}
+)
+
+#: Where an item can live. An item consolidated from working memory lives in ``working`` and
+#: ``episodic`` at once until working memory evicts it; it is still one item (one id).
+STORES: tuple[str, ...] = ("working", "episodic", "semantic", "archive")
+
+
+@dataclass(slots=True, eq=False)
+class MemoryItem:
+    """One remembered experience.
+
+    Attributes:
+        owner: Id of the agent whose memory holds the item.
+        seq: Insertion counter, unique within the owner's memory; orders items.
+        content: The experience in natural language.
+        importance: Salience in [0, 1]; routes the item and weights its retrieval.
+        year: Simulation year the experience happened.
+        tags: Classification tags, e.g. ``("flood", "major")``.
+        source: What produced the item, one of :data:`SOURCES`.
+        pinned: Pinned items are never forgotten by any retention policy.
+        evidence: For reflections, the ids of the items they summarise.
+        amount: The dollar amount behind the text (flood damage, claim payout, premium) for
+            reflectors and analysis; ``None`` when the experience has none.
+        last_access: Year the item was last written or retrieved (drives weighted recency).
+        access_count: How many retrievals returned the item.
+        consolidated: Whether consolidation already copied the item into episodic memory.
+    """
+
+    owner: str
+    seq: int
+    content: str
+    importance: float
+    year: int
+    tags: tuple[str, ...] = ()
+    source: str = "other"
+    pinned: bool = False
+    evidence: tuple[str, ...] = ()
+    amount: float | None = None
+    last_access: int = 0
+    access_count: int = 0
+    consolidated: bool = field(default=False)
+
+    @property
+    def id(self) -> str:
+        """Stable id, unique within a run because agent ids are: ``"<owner>:<seq>"``."""
+        return f"{self.owner}:{self.seq}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict of every field except ``owner`` (the memory knows it)."""
+        return {
+            "seq": self.seq,
+            "content": self.content,
+            "importance": self.importance,
+            "year": self.year,
+            "tags": list(self.tags),
+            "source": self.source,
+            "pinned": self.pinned,
+            "evidence": list(self.evidence),
+            "amount": self.amount,
+            "last_access": self.last_access,
+            "access_count": self.access_count,
+            "consolidated": self.consolidated,
+        }
+
+    @classmethod
+    def from_dict(cls, owner: str, data: Mapping[str, Any]) -> MemoryItem:
+        """Rebuild an item written by :meth:`to_dict`."""
+        return cls(
+            owner=owner,
+            seq=int(data["seq"]),
+            content=str(data["content"]),
+            importance=float(data["importance"]),
+            year=int(data["year"]),
+            tags=tuple(data.get("tags", ())),
+            source=str(data.get("source", "other")),
+            pinned=bool(data.get("pinned", False)),
+            evidence=tuple(data.get("evidence", ())),
+            amount=None if data.get("amount") is None else float(data["amount"]),
+            last_access=int(data.get("last_access", data["year"])),
+            access_count=int(data.get("access_count", 0)),
+            consolidated=bool(data.get("consolidated", False)),
+        )
+
+
+class ScoredMemory(NamedTuple):
+    """A retrieved item with its retrieval score.
+
+    Attributes:
+        item: The retrieved item.
+        score: Its score under the strategy that retrieved it (higher ranks first).
+        source: The store it was retrieved from (``working``, ``episodic``, ``semantic`` or
+            ``archive``). This is where the item lives, not what produced it; for the latter
+            see ``item.source``.
+    """
+
+    item: MemoryItem
+    score: float
+    source: str

@@ -1,0 +1,83 @@
+"""Reflection: summarising experiences into semantic memory.
+
+A reflector reads a household's memories and proposes reflection items: higher-level beliefs
+("I have been flooded three times in ten years") with pointers to the items they rest on, as in
+Generative Agents. :class:`RuleBasedReflector` needs no language model; any object with the same
+``reflect`` method (for example one that asks an LLM) can replace it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from simulation.memory.item import MemoryItem
+
+__all__ = ["ReflectionDraft", "Reflector", "RuleBasedReflector"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectionDraft:
+    """A reflection proposed by a reflector, before the memory stores it.
+
+    Attributes:
+        content: The belief in natural language.
+        evidence: Ids of the items it summarises.
+        tags: Tags for the stored item (``reflection`` is always added).
+        importance: Importance to store it with; ``None`` uses the configured default.
+    """
+
+    content: str
+    evidence: tuple[str, ...]
+    tags: tuple[str, ...] = ()
+    importance: float | None = None
+
+
+@runtime_checkable
+class Reflector(Protocol):
+    """Proposes reflections from a household's memories."""
+
+    def reflect(self, items: Sequence[MemoryItem], year: int) -> list[ReflectionDraft]:
+        """Return reflections about ``items`` (distinct, oldest first) at ``year``."""
+        ...
+
+
+class RuleBasedReflector:
+    """Summarises flood and insurance-claim experience without a language model.
+
+    It writes at most one reflection: how many floods in which span of years, how many caused
+    damage and how much in total, and how insurance claims turned out. Damage and payouts are
+    read from each item's ``amount``; a claim tagged ``denied`` counts as denied.
+    """
+
+    def reflect(self, items: Sequence[MemoryItem], year: int) -> list[ReflectionDraft]:
+        """Return one flood-experience reflection, or none when there is no flood or claim."""
+        floods = [i for i in items if i.source == "flood"]
+        claims = [i for i in items if i.source == "claim"]
+        if not floods and not claims:
+            return []
+        parts = []
+        if floods:
+            damages = [i.amount or 0.0 for i in floods]
+            damaging = sum(d > 0.0 for d in damages)
+            first, last = min(i.year for i in floods), max(i.year for i in floods)
+            span = f"in year {first}" if first == last else f"between years {first} and {last}"
+            parts.append(
+                f"I remember {len(floods)} flood{'s' if len(floods) != 1 else ''} {span}; "
+                f"{damaging} damaged my home, ${sum(damages):,.0f} in total"
+            )
+        if claims:
+            approved = [i for i in claims if "denied" not in i.tags]
+            denied = len(claims) - len(approved)
+            paid = sum(i.amount or 0.0 for i in approved)
+            parts.append(
+                f"insurance paid {len(approved)} of my {len(claims)} claim"
+                f"{'s' if len(claims) != 1 else ''} (${paid:,.0f})"
+                + (f" and denied {denied}" if denied else "")
+            )
+        content = f"Year {year}: " + "; ".join(parts) + "."
+        tags = ("flood_experience",) if floods else ("insurance_experience",)
+        return [ReflectionDraft(content, tuple(i.id for i in floods + claims), tags)]

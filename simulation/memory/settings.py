@@ -1,0 +1,151 @@
+"""Tunable behaviour of a cognitive memory: retrieval, retention and reflection settings.
+
+Settings objects are immutable and shared by every household of a run, so a memory holds only a
+reference to them. Each validates its values on construction and raises ``ValueError`` naming the
+argument and the value. The YAML keys of ``memory:`` in a run config map one to one onto these
+fields (see ``configs/default.yaml``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "RETENTION_POLICIES",
+    "RETRIEVAL_STRATEGIES",
+    "ReflectionSettings",
+    "RetentionSettings",
+    "RetrievalSettings",
+    "check_fraction",
+    "check_positive_int",
+]
+
+RETRIEVAL_STRATEGIES = ("spec", "weighted")
+RETENTION_POLICIES = ("decayed_importance", "fifo", "importance_weighted", "tiered")
+
+
+def check_fraction(name: str, value: float, *, low_open: bool = False) -> None:
+    """Raise ``ValueError`` unless ``value`` lies in [0, 1] (or (0, 1] with ``low_open``)."""
+    ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
+    if not ok:  # NaN fails both comparisons, so it is rejected too
+        interval = "(0, 1]" if low_open else "[0, 1]"
+        msg = f"{name} must be in {interval}, got {value!r}"
+        raise ValueError(msg)
+
+
+def check_positive_int(name: str, value: int) -> None:
+    """Raise ``ValueError`` unless ``value`` is an integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        msg = f"{name} must be a positive integer, got {value!r}"
+        raise ValueError(msg)
+
+
+def _check_non_negative(name: str, value: float) -> None:
+    if not value >= 0.0:
+        msg = f"{name} must be >= 0, got {value!r}"
+        raise ValueError(msg)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalSettings:
+    """How ``retrieve`` ranks memories.
+
+    Attributes:
+        strategy: ``spec`` (seed 000: working memory most recent first, then long-term items by
+            ``importance * decay ** age``) or ``weighted`` (Generative-Agents style
+            ``w_recency * recency + w_importance * importance + w_relevance * relevance``, each
+            min-max normalised over the candidates).
+        top_k: Items returned when the caller does not say.
+        w_recency: Weight of recency (``recency_decay ** years since last access``).
+        w_importance: Weight of importance.
+        w_relevance: Weight of query relevance (ignored when no query is given).
+        recency_decay: Per-year decay of recency; ``None`` uses the memory's ``decay_rate``.
+        relevance: ``keyword`` (TF-IDF) or ``embedding`` (needs an embedder at construction).
+        query: Default query for weighted retrieval (e.g. ``"flood damage insurance"``).
+    """
+
+    strategy: str = "spec"
+    top_k: int = 5
+    w_recency: float = 1.0
+    w_importance: float = 1.0
+    w_relevance: float = 1.0
+    recency_decay: float | None = None
+    relevance: str = "keyword"
+    query: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.strategy not in RETRIEVAL_STRATEGIES:
+            msg = f"strategy must be one of {RETRIEVAL_STRATEGIES}, got {self.strategy!r}"
+            raise ValueError(msg)
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            msg = f"top_k must be a non-negative integer, got {self.top_k!r}"
+            raise ValueError(msg)
+        for name in ("w_recency", "w_importance", "w_relevance"):
+            _check_non_negative(name, getattr(self, name))
+        if self.recency_decay is not None:
+            check_fraction("recency_decay", self.recency_decay, low_open=True)
+        if self.relevance not in ("keyword", "embedding"):
+            msg = f"relevance must be 'keyword' or 'embedding', got {self.relevance!r}"
+            raise ValueError(msg)
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionSettings:
+    """What episodic memory forgets when it is over capacity.
+
+    Attributes:
+        policy: ``decayed_importance`` (drop the lowest ``importance * decay ** age``; the
+            spec), ``fifo`` (drop the oldest), ``importance_weighted`` (drop the lowest
+            ``w_importance * importance + w_recency * recency``, so often-retrieved memories
+            survive), or ``tiered`` (demote instead of dropping: see below).
+        w_importance: Importance weight of ``importance_weighted``.
+        w_recency: Recency weight of ``importance_weighted``.
+        archive_capacity: ``tiered``: items the archive tier holds; past it the lowest decayed
+            importance is forgotten.
+        demote_below: ``tiered``: at year end, episodic items whose decayed importance fell
+            below this move to the archive.
+        promote_after: ``tiered``: an archived item retrieved this many times since its
+            demotion moves back into episodic memory (rehearsal strengthens memories).
+    """
+
+    policy: str = "decayed_importance"
+    w_importance: float = 0.7
+    w_recency: float = 0.3
+    archive_capacity: int = 50
+    demote_below: float = 0.1
+    promote_after: int = 2
+
+    def __post_init__(self) -> None:
+        if self.policy not in RETENTION_POLICIES:
+            msg = f"policy must be one of {RETENTION_POLICIES}, got {self.policy!r}"
+            raise ValueError(msg)
+        _check_non_negative("w_importance", self.w_importance)
+        _check_non_negative("w_recency", self.w_recency)
+        check_positive_int("archive_capacity", self.archive_capacity)
+        check_fraction("demote_below", self.demote_below)
+        check_positive_int("promote_after", self.promote_after)
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectionSettings:
+    """When and how experiences are summarised into semantic memory.
+
+    Attributes:
+        enabled: Whether reflection runs at year end.
+        threshold: Importance accumulated since the last reflection that triggers one (the sum of
+            the importances of items written since; Generative Agents uses the same trigger).
+        importance: Importance of the reflection items written.
+        semantic_capacity: Reflections kept; the oldest is replaced first.
+    """
+
+    enabled: bool = False
+    threshold: float = 3.0
+    importance: float = 0.8
+    semantic_capacity: int = 5
+
+    def __post_init__(self) -> None:
+        if not self.threshold > 0.0:
+            msg = f"threshold must be > 0, got {self.threshold!r}"
+            raise ValueError(msg)
+        check_fraction("importance", self.importance)
+        check_positive_int("semantic_capacity", self.semantic_capacity)

@@ -1,0 +1,114 @@
+"""Long-term memory stores kept in retrieval order.
+
+Under exponential decay, ``importance * decay ** (year_now - year)`` ranks items in the same order
+for every ``year_now``: the common factor ``decay ** year_now`` cancels. A store therefore keeps its
+items sorted once, by ``year * log(decay) - log(importance)`` (ascending is best first), on
+insertion (a binary search and a short memmove); retrieval reads the best items off the front
+instead of scoring and sorting the whole store every time.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from simulation.memory.item import MemoryItem
+
+__all__ = ["LongTermStore"]
+
+
+class LongTermStore:
+    """A capacity-bounded store ranked by decayed importance.
+
+    Args:
+        name: ``episodic``, ``semantic`` or ``archive``.
+        capacity: Items the store may hold; the owner enforces it (it decides what goes).
+        decay_rate: Per-year decay in (0, 1].
+    """
+
+    __slots__ = ("_keys", "_log_decay", "_ranked", "capacity", "decay_rate", "name")
+
+    def __init__(self, name: str, capacity: int, decay_rate: float):
+        self.name = name
+        self.capacity = capacity
+        self.decay_rate = decay_rate
+        self._log_decay = math.log(decay_rate)
+        self._keys: list[float] = []  # ascending == best first
+        self._ranked: list[MemoryItem] = []
+
+    def _key(self, item: MemoryItem) -> float:
+        importance = item.importance
+        if importance <= 0.0:
+            return math.inf
+        return item.year * self._log_decay - math.log(importance)
+
+    def __len__(self) -> int:
+        return len(self._ranked)
+
+    def __contains__(self, item: MemoryItem) -> bool:
+        return self._index(item) >= 0
+
+    def _index(self, item: MemoryItem) -> int:
+        keys, ranked = self._keys, self._ranked
+        i = bisect_left(keys, self._key(item))
+        n = len(ranked)
+        while i < n and ranked[i] is not item:
+            i += 1
+        return i if i < n else -1
+
+    def add(self, item: MemoryItem) -> None:
+        """Insert ``item`` at its rank; among equal keys the newest item goes first."""
+        key = self._key(item)
+        i = bisect_left(self._keys, key)
+        self._keys.insert(i, key)
+        self._ranked.insert(i, item)
+
+    def restore_ranked(self, items: list[MemoryItem]) -> None:
+        """Replace the contents with ``items``, already in ranked order (from a snapshot)."""
+        self._ranked = list(items)
+        self._keys = [self._key(item) for item in items]
+
+    def remove(self, item: MemoryItem) -> None:
+        """Remove ``item``, which must be present."""
+        i = self._index(item)
+        del self._keys[i]
+        del self._ranked[i]
+
+    def score(self, item: MemoryItem, year: int) -> float:
+        """Decayed importance of ``item`` at ``year``."""
+        return item.importance * self.decay_rate ** (year - item.year)
+
+    def in_order(self) -> tuple[MemoryItem, ...]:
+        """Items oldest first (by insertion sequence)."""
+        return tuple(sorted(self._ranked, key=_seq))
+
+    def ranked(self) -> list[MemoryItem]:
+        """Items best first (the live list: do not mutate)."""
+        return self._ranked
+
+    def lowest_unpinned(self) -> MemoryItem | None:
+        """The unpinned item with the lowest decayed importance, if any."""
+        for item in reversed(self._ranked):
+            if not item.pinned:
+                return item
+        return None
+
+    def pop_lowest_unpinned(self) -> MemoryItem | None:
+        """Remove and return :meth:`lowest_unpinned` (one scan from the end, no search)."""
+        ranked = self._ranked
+        for i in range(len(ranked) - 1, -1, -1):
+            if not ranked[i].pinned:
+                del self._keys[i]
+                return ranked.pop(i)
+        return None
+
+    def oldest_unpinned(self) -> MemoryItem | None:
+        """The unpinned item with the lowest insertion sequence, if any."""
+        unpinned = [item for item in self._ranked if not item.pinned]
+        return min(unpinned, key=_seq) if unpinned else None
+
+
+def _seq(item: MemoryItem) -> int:
+    return item.seq

@@ -1,0 +1,493 @@
+"""Tests for simulation.memory: seed 000 section 7 ported to the public API, plus the contract."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from simulation.memory import (
+    CognitiveMemory,
+    EmbeddingRelevance,
+    ReflectionDraft,
+    ReflectionSettings,
+    RetentionSettings,
+    RetrievalSettings,
+)
+
+# --------------------------------------------------------------- seed 000 section 7.1 (unit)
+
+
+def test_memory_add_working():
+    mem = CognitiveMemory(agent_id="H001")
+    for i in range(12):
+        mem.add_working(f"Event {i}", importance=0.5)
+    assert len(mem.working) == 10
+    contents = [m.content for m in mem.working]
+    assert "Event 0" not in contents
+    assert "Event 1" not in contents
+    assert contents[0] == "Event 2"  # oldest first
+
+
+def test_memory_add_episodic():
+    mem = CognitiveMemory(agent_id="H001")
+    mem.add_episodic("Major flood", importance=0.9, year=3)
+    assert len(mem.episodic) == 1
+    assert mem.episodic[0].tags == ()
+    assert mem.episodic[0].year == 3
+
+
+def test_memory_consolidation():
+    mem = CognitiveMemory(agent_id="H001")
+    mem.add_working("Low importance", importance=0.3)
+    mem.add_working("High importance", importance=0.8)
+    assert mem.consolidate() == 1
+    assert [m.content for m in mem.episodic] == ["High importance"]
+
+
+def test_memory_retrieval_priority():
+    mem = CognitiveMemory(agent_id="H001")
+    mem.add_episodic("Old event", importance=0.9, year=1)
+    mem.add_working("Recent event", importance=0.5, year=5)
+    assert mem.retrieve(top_k=2, current_year=5) == ["Recent event", "Old event"]
+
+
+def test_memory_retrieval_decay_follows_the_formula():
+    # DESIGN.md 9.5: 0.9 * 0.95**9 = 0.567 > 0.5, so the year-1 event still ranks first.
+    mem = CognitiveMemory(agent_id="H001")
+    mem.add_episodic("Year 1 event", importance=0.9, year=1)
+    mem.add_episodic("Year 10 event", importance=0.5, year=10)
+    scored = mem.retrieve_scored(top_k=2, current_year=10)
+    assert [s.item.content for s in scored] == ["Year 1 event", "Year 10 event"]
+    assert scored[0].score == pytest.approx(0.9 * 0.95**9)
+    assert scored[1].score == pytest.approx(0.5)
+
+
+def test_memory_retrieval_decay_lets_recent_events_win_when_old_enough():
+    mem = CognitiveMemory(agent_id="H001")
+    mem.add_episodic("Year 1 event", importance=0.9, year=1)
+    mem.add_episodic("Year 20 event", importance=0.5, year=20)
+    # 0.9 * 0.95**19 = 0.34 < 0.5
+    assert mem.retrieve(top_k=2, current_year=20)[0] == "Year 20 event"
+
+
+# ---------------------------------------------------------- seed 000 section 7.2 (integration)
+
+
+def test_memory_with_flood_decision_cycle():
+    mem = CognitiveMemory("H001")
+    mem.update_after_flood(damage=50_000, year=1)
+    assert len(mem.episodic) == 1
+    memories = mem.retrieve(top_k=5, current_year=2)
+    assert "flood" in memories[0].lower()
+    mem.update_after_decision("buy_insurance", year=2)
+    assert len(mem.working) == 1
+    assert mem.working[0].importance == 0.7
+
+
+def test_memory_serialization_round_trip_through_json():
+    mem = CognitiveMemory(agent_id="H001")
+    mem.add_episodic("Event 1", importance=0.9, year=1)
+    mem.add_working("Event 2", importance=0.5, year=2)
+    restored = CognitiveMemory.from_dict(json.loads(json.dumps(mem.to_dict())))
+    assert [m.content for m in restored.working] == ["Event 2"]
+    assert [m.content for m in restored.episodic] == ["Event 1"]
+    assert restored.retrieve(5, 3) == mem.retrieve(5, 3)
+
+
+# ----------------------------------------------------------------------- convenience methods
+
+
+def test_update_after_flood_text_and_routing():
+    mem = CognitiveMemory("H001")
+    item = mem.update_after_flood(damage=52_340.4, year=3)
+    assert item.content == "Year 3: A flood occurred causing $52,340 in damages"
+    assert item.importance == 0.9
+    assert item.source == "flood"
+    assert item.amount == 52_340.4
+    assert mem.episodic == (item,)
+    assert mem.working == ()
+
+
+def test_update_after_decision_importance():
+    mem = CognitiveMemory("H001")
+    wait = mem.update_after_decision("do_nothing", year=4)
+    act = mem.update_after_decision("elevate_house", year=4)
+    assert wait.content == "Year 4: I decided to do_nothing"
+    assert (wait.importance, act.importance) == (0.3, 0.7)
+    assert mem.working == (wait, act)
+
+
+def test_add_experience_routes_by_threshold():
+    mem = CognitiveMemory("H001", consolidation_threshold=0.7)
+    low = mem.add_experience("minor", importance=0.69)
+    high = mem.add_experience("major", importance=0.7)
+    assert mem.working == (low,)
+    assert mem.episodic == (high,)
+
+
+def test_item_ids_are_stable_and_unique():
+    mem = CognitiveMemory("H007")
+    ids = [mem.add_working(f"e{i}", 0.5).id for i in range(5)]
+    assert ids == [f"H007:{i}" for i in range(5)]
+
+
+# ------------------------------------------------------- DESIGN.md section 9 resolutions
+
+
+def test_consolidation_is_idempotent_and_never_duplicates():
+    mem = CognitiveMemory("H001")
+    item = mem.add_working("High importance", importance=0.8, year=1)
+    assert mem.consolidate() == 1
+    assert mem.consolidate() == 0
+    assert mem.consolidate() == 0
+    assert mem.episodic == (item,)
+
+
+def test_retrieval_never_returns_an_item_twice_after_consolidation():
+    mem = CognitiveMemory("H001")
+    mem.add_working("Insured", importance=0.8, year=1)
+    mem.consolidate()
+    retrieved = mem.retrieve(top_k=5, current_year=2)
+    assert retrieved == ["Insured"]
+    weighted = mem.retrieve(top_k=5, current_year=2, strategy="weighted")
+    assert weighted == ["Insured"]
+
+
+def test_consolidated_item_evicted_from_episodic_is_not_copied_again():
+    mem = CognitiveMemory("H001", episodic_capacity=1)
+    first = mem.add_working("first", importance=0.8, year=1)
+    mem.consolidate()
+    mem.add_episodic("stronger", importance=0.95, year=1)
+    assert first not in mem.episodic
+    assert mem.consolidate() == 0
+    assert [m.content for m in mem.episodic] == ["stronger"]
+
+
+def test_working_ties_within_a_year_broken_by_importance_then_recency():
+    mem = CognitiveMemory("H001")
+    mem.add_working("minor flood", importance=0.6, year=3)
+    mem.add_working("neighbour insured", importance=0.4, year=3)
+    mem.add_working("earlier", importance=0.6, year=2)
+    mem.add_working("second minor", importance=0.6, year=3)
+    assert mem.retrieve(top_k=4, current_year=3) == [
+        "second minor",
+        "minor flood",
+        "neighbour insured",
+        "earlier",
+    ]
+
+
+# ------------------------------------------------------------------------------ retention
+
+
+def test_episodic_capacity_forgets_lowest_decayed_importance():
+    mem = CognitiveMemory("H001", episodic_capacity=2)
+    mem.add_episodic("old strong", importance=0.9, year=0)  # 0.9 * .95^-0 key
+    mem.add_episodic("new weak", importance=0.5, year=10)
+    result = mem.write("new strong", 0.8, 10, store="episodic")
+    # at year 10: old strong 0.9*0.95**10 = 0.539 > new weak 0.5
+    assert [m.content for m in mem.episodic] == ["old strong", "new strong"]
+    assert [(e.item.content, e.store, e.to) for e in result.evictions] == [
+        ("new weak", "episodic", None)
+    ]
+
+
+def test_fifo_retention_forgets_oldest():
+    mem = CognitiveMemory("H001", episodic_capacity=2, retention=RetentionSettings(policy="fifo"))
+    for name in ("a", "b", "c"):
+        mem.add_episodic(name, importance=0.9, year=1)
+    assert [m.content for m in mem.episodic] == ["b", "c"]
+
+
+def test_importance_weighted_retention_keeps_rehearsed_memories():
+    settings = RetentionSettings(policy="importance_weighted", w_importance=0.5, w_recency=0.5)
+    mem = CognitiveMemory("H001", episodic_capacity=2, retention=settings)
+    mem.add_episodic("rehearsed", importance=0.5, year=0, tags=["r"])
+    mem.add_episodic("ignored", importance=0.55, year=0)
+    assert mem.retrieve(top_k=1, current_year=10, tags=["r"]) == ["rehearsed"]
+    mem.add_episodic("new", importance=0.6, year=10)
+    # rehearsed: .5*.5 + .5*1 = .75; ignored: .5*.55 + .5*.95**10 = .57; decayed importance
+    # alone would have forgotten "rehearsed" (0.5 < 0.55).
+    assert [m.content for m in mem.episodic] == ["rehearsed", "new"]
+
+
+def test_pinned_items_are_never_forgotten():
+    mem = CognitiveMemory("H001", episodic_capacity=2)
+    pinned = mem.add_episodic("survey: flooded in 1998", importance=0.1, year=0, pinned=True)
+    for i in range(10):
+        mem.add_episodic(f"flood {i}", importance=0.9, year=i)
+    assert pinned in mem.episodic
+    assert len(mem.episodic) == 2
+
+
+def test_pinning_more_than_capacity_is_an_error():
+    mem = CognitiveMemory("H001", episodic_capacity=1)
+    mem.add_episodic("a", 0.5, pinned=True)
+    with pytest.raises(ValueError, match="episodic_capacity=1"):
+        mem.add_episodic("b", 0.5, pinned=True)
+    assert [m.content for m in mem.episodic] == ["a"]
+
+
+def test_unpinned_item_does_not_stick_when_all_others_are_pinned():
+    mem = CognitiveMemory("H001", episodic_capacity=1)
+    mem.add_episodic("a", 0.1, pinned=True)
+    result = mem.write("b", 0.9, store="episodic")
+    assert [m.content for m in mem.episodic] == ["a"]
+    assert result.evictions[0].item is result.item
+
+
+def test_tiered_retention_demotes_and_promotes():
+    settings = RetentionSettings(
+        policy="tiered", archive_capacity=3, demote_below=0.3, promote_after=2
+    )
+    mem = CognitiveMemory("H001", episodic_capacity=5, retention=settings)
+    faded = mem.add_episodic("flood in year 0", importance=0.4, year=0)
+    kept = mem.add_episodic("flood in year 9", importance=0.9, year=9)
+    report = mem.end_year(10)  # 0.4 * 0.95**10 = 0.24 < 0.3
+    assert faded in mem.archive
+    assert faded not in mem.episodic
+    assert kept in mem.episodic
+    assert (faded.id, "episodic", "archive") in [
+        (e.item.id, e.store, e.to) for e in report.evictions
+    ]
+    # Rehearsal: retrieving the archived memory twice promotes it back.
+    for year in (11, 12):
+        got = mem.retrieve_scored(top_k=1, current_year=year, sources=["other"], max_year=0)
+        assert got[0].item is faded
+        assert got[0].source == "archive"
+    report = mem.end_year(12)
+    assert report.promoted == (faded,)
+    assert faded in mem.episodic
+
+
+def test_tiered_overflow_demotes_instead_of_forgetting():
+    settings = RetentionSettings(policy="tiered", archive_capacity=1, demote_below=0.0)
+    mem = CognitiveMemory("H001", episodic_capacity=1, retention=settings)
+    a = mem.add_episodic("a", 0.5, 1)
+    b = mem.add_episodic("b", 0.6, 1)
+    assert mem.episodic == (b,)
+    assert mem.archive == (a,)
+    c = mem.add_episodic("c", 0.7, 1)  # b demoted, archive full -> lowest (a) forgotten
+    assert mem.episodic == (c,)
+    assert mem.archive == (b,)
+
+
+# ------------------------------------------------------------------------------ retrieval
+
+
+def test_retrieval_filters_by_tag_source_and_year():
+    mem = CognitiveMemory("H001")
+    mem.write("flood 1", 0.9, 1, ["flood"], source="flood")
+    mem.write("claim 2", 0.8, 2, ["insurance", "claim"], source="claim")
+    mem.write("policy 3", 0.5, 3, ["policy"], source="policy")
+    mem.write("flood 4", 0.6, 4, ["flood"], source="flood")
+    assert mem.retrieve(10, 5, tags=["flood"]) == ["flood 4", "flood 1"]
+    assert mem.retrieve(10, 5, sources=["claim", "policy"]) == ["policy 3", "claim 2"]
+    assert set(mem.retrieve(10, 5, min_year=2, max_year=3)) == {"claim 2", "policy 3"}
+    assert mem.retrieve(10, 5, tags="insurance", strategy="weighted") == ["claim 2"]
+
+
+def test_weighted_retrieval_scores_are_min_max_normalised():
+    mem = CognitiveMemory("H001", retrieval=RetrievalSettings(strategy="weighted"))
+    mem.add_episodic("a", 0.2, 0)
+    mem.add_episodic("b", 0.9, 10)
+    scored = mem.retrieve_scored(2, 10)
+    assert [s.item.content for s in scored] == ["b", "a"]
+    assert scored[0].score == pytest.approx(2.0)  # w_recency*1 + w_importance*1
+    assert scored[1].score == pytest.approx(0.0)
+
+
+def test_weighted_recency_is_refreshed_by_access():
+    settings = RetrievalSettings(strategy="weighted", w_importance=0.0, w_relevance=0.0)
+    control = CognitiveMemory("H001", retrieval=settings)
+    mem = CognitiveMemory("H001", retrieval=settings)
+    for m in (control, mem):
+        m.add_episodic("old", 0.5, 0)
+        m.add_episodic("newer", 0.5, 5)
+    assert mem.retrieve(1, 10, max_year=0) == ["old"]  # recalling refreshes the old memory
+    assert mem.episodic[0].last_access == 10
+    assert mem.retrieve(1, 11) == ["old"]
+    assert control.retrieve(1, 11) == ["newer"]
+
+
+def test_query_relevance_picks_matching_memories():
+    mem = CognitiveMemory("H001")
+    mem.add_episodic("Year 2: Insurance paid $12,000 for my claim", 0.7, 2)
+    mem.add_episodic("Year 3: The government raised the elevation subsidy", 0.7, 3)
+    mem.add_episodic("Year 3: My neighbour elevated their house", 0.7, 3)
+    got = mem.retrieve(1, 4, query="insurance claim payout", w_recency=0.0, w_importance=0.0)
+    assert got == ["Year 2: Insurance paid $12,000 for my claim"]
+
+
+def test_embedder_interface_is_pluggable():
+    vocab = {"water": 0, "money": 1}
+
+    def embed(texts):
+        out = np.zeros((len(texts), 2))
+        for n, text in enumerate(texts):
+            for word, dim in vocab.items():
+                out[n, dim] += text.count(word)
+        return out + 1e-3
+
+    settings = RetrievalSettings(
+        strategy="weighted", relevance="embedding", w_recency=0.0, w_importance=0.0
+    )
+    mem = CognitiveMemory("H001", retrieval=settings, relevance=EmbeddingRelevance(embed))
+    mem.add_episodic("water everywhere", 0.9, 1)
+    mem.add_episodic("money from the insurer", 0.1, 1)
+    assert mem.retrieve(1, 2, query="money") == ["money from the insurer"]
+    assert mem.retrieve(1, 2, query="water") == ["water everywhere"]
+
+
+def test_embedding_relevance_requires_a_scorer():
+    with pytest.raises(ValueError, match="embedding"):
+        CognitiveMemory("H001", retrieval=RetrievalSettings(relevance="embedding"))
+
+
+def test_top_k_zero_returns_nothing_and_caps_results():
+    mem = CognitiveMemory("H001")
+    for i in range(8):
+        mem.add_experience(f"e{i}", 0.5 + i * 0.05, i)
+    assert mem.retrieve(top_k=0) == []
+    assert len(mem.retrieve(top_k=3, current_year=8)) == 3
+    assert len(mem.retrieve(top_k=50, current_year=8)) == 8
+
+
+def test_format_for_prompt_and_to_list():
+    mem = CognitiveMemory("H001")
+    assert mem.format_for_prompt() == "- (no relevant memories)"
+    mem.update_after_flood(1000, 1)
+    mem.update_after_decision("buy_insurance", 1)
+    assert mem.format_for_prompt(top_k=5, current_year=2) == (
+        "- Year 1: I decided to buy_insurance\n- Year 1: A flood occurred causing $1,000 in damages"
+    )
+    assert mem.to_list() == [
+        "Year 1: A flood occurred causing $1,000 in damages",
+        "Year 1: I decided to buy_insurance",
+    ]
+    assert mem.to_list("working") == ["Year 1: I decided to buy_insurance"]
+
+
+# ----------------------------------------------------------------------------- reflection
+
+
+def test_reflection_summarises_floods_with_evidence():
+    mem = CognitiveMemory("H001", reflection=ReflectionSettings(enabled=True, threshold=1.5))
+    f1 = mem.update_after_flood(20_000, 2)
+    f2 = mem.update_after_flood(60_000, 5)
+    claim = mem.write(
+        "Year 5: Insurance paid $40,000 for my claim",
+        0.7,
+        5,
+        ["claim", "approved"],
+        source="claim",
+        amount=40_000,
+    ).item
+    report = mem.end_year(5)
+    assert len(report.reflections) == 1
+    reflection = report.reflections[0]
+    assert reflection.source == "reflection"
+    assert set(reflection.evidence) == {f1.id, f2.id, claim.id}
+    assert "2 floods between years 2 and 5" in reflection.content
+    assert "$80,000" in reflection.content
+    assert "insurance paid 1 of my 1 claim ($40,000)" in reflection.content
+    assert mem.semantic == (reflection,)
+    # The accumulator was reset: no new reflection without new experience.
+    assert mem.end_year(6).reflections == ()
+
+
+def test_reflection_below_threshold_writes_nothing():
+    mem = CognitiveMemory("H001", reflection=ReflectionSettings(enabled=True, threshold=5.0))
+    mem.update_after_flood(20_000, 2)
+    assert mem.end_year(2).reflections == ()
+
+
+def test_custom_reflector_and_semantic_capacity():
+    class Counter:
+        def reflect(self, items, year):
+            return [ReflectionDraft(f"Year {year}: {len(items)} memories", (), ("count",))]
+
+    settings = ReflectionSettings(enabled=True, threshold=0.5, semantic_capacity=2)
+    mem = CognitiveMemory("H001", reflection=settings, reflector=Counter())
+    for year in range(4):
+        mem.add_episodic(f"e{year}", 0.9, year)
+        mem.end_year(year)
+    assert [m.content for m in mem.semantic] == ["Year 2: 3 memories", "Year 3: 4 memories"]
+    assert all("count" in m.tags and "reflection" in m.tags for m in mem.semantic)
+
+
+# -------------------------------------------------------------------------- seeded memories
+
+
+def test_seed_memories_are_tagged_and_routed():
+    mem = CognitiveMemory("H001")
+    gifted = mem.add_seed("Before the simulation my home flooded in 2011", 0.9, 0, ["flood"])
+    weak = mem.add_seed("A neighbour once mentioned flood insurance", 0.4, 0)
+    assert gifted.source == "seed"
+    assert gifted.tags == ("seed", "flood")
+    assert gifted in mem.episodic
+    assert weak in mem.working
+    assert mem.retrieve(5, 1, sources=["seed"]) == [weak.content, gifted.content]
+
+
+# ------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"working_capacity": 0}, "working_capacity"),
+        ({"working_capacity": -3}, "working_capacity"),
+        ({"episodic_capacity": 0}, "episodic_capacity"),
+        ({"decay_rate": 0.0}, "decay_rate"),
+        ({"decay_rate": 1.5}, "decay_rate"),
+        ({"decay_rate": float("nan")}, "decay_rate"),
+        ({"consolidation_threshold": -0.1}, "consolidation_threshold"),
+        ({"consolidation_threshold": 1.01}, "consolidation_threshold"),
+    ],
+)
+def test_bad_constructor_arguments_name_the_argument_and_value(kwargs, name):
+    ((_, value),) = kwargs.items()
+    with pytest.raises(ValueError, match=name) as err:
+        CognitiveMemory("H001", **kwargs)
+    assert repr(value) in str(err.value)
+
+
+@pytest.mark.parametrize("importance", [-0.01, 1.01, float("nan")])
+@pytest.mark.parametrize("method", ["add_working", "add_episodic", "add_experience"])
+def test_importance_outside_unit_interval_is_rejected(method, importance):
+    mem = CognitiveMemory("H001")
+    with pytest.raises(ValueError, match="importance") as err:
+        getattr(mem, method)("x", importance=importance)
+    assert repr(importance) in str(err.value)
+    assert mem.counts() == {"working": 0, "episodic": 0, "semantic": 0, "archive": 0}
+
+
+def test_negative_top_k_is_rejected():
+    mem = CognitiveMemory("H001")
+    with pytest.raises(ValueError, match="top_k must be a non-negative integer, got -1"):
+        mem.retrieve(top_k=-1)
+    with pytest.raises(ValueError, match="top_k"):
+        RetrievalSettings(top_k=-2)
+
+
+def test_bad_settings_are_rejected():
+    with pytest.raises(ValueError, match="strategy"):
+        RetrievalSettings(strategy="magic")
+    with pytest.raises(ValueError, match="policy"):
+        RetentionSettings(policy="random")
+    with pytest.raises(ValueError, match="threshold"):
+        ReflectionSettings(threshold=0.0)
+    with pytest.raises(ValueError, match="source"):
+        CognitiveMemory("H001").write("x", source="rumour")
+    with pytest.raises(ValueError, match="damage"):
+        CognitiveMemory("H001").update_after_flood(-5.0, 1)
+
+
+def test_from_dict_rejects_unknown_version():
+    data = CognitiveMemory("H001").to_dict()
+    data["format_version"] = 99
+    with pytest.raises(ValueError, match="format_version"):
+        CognitiveMemory.from_dict(data)

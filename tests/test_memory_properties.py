@@ -1,0 +1,170 @@
+"""Property tests for CognitiveMemory: invariants hold for any sequence of operations."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulation.memory import (
+    CognitiveMemory,
+    ReflectionSettings,
+    RetentionSettings,
+    RetrievalSettings,
+)
+
+WORDS = ["flood", "insurance", "claim", "neighbour", "elevated", "subsidy", "premium", "wait"]
+
+importance = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+year = st.integers(min_value=0, max_value=40)
+content = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join)
+
+operation = st.one_of(
+    st.tuples(st.just("working"), content, importance, year),
+    st.tuples(st.just("episodic"), content, importance, year, st.booleans()),
+    st.tuples(st.just("experience"), content, importance, year),
+    st.tuples(st.just("consolidate")),
+    st.tuples(st.just("end_year"), year),
+    st.tuples(
+        st.just("retrieve"),
+        st.integers(min_value=0, max_value=8),
+        year,
+        st.sampled_from(["spec", "weighted"]),
+        st.one_of(st.none(), content),
+    ),
+)
+
+
+@st.composite
+def memory_params(draw):
+    return {
+        "working_capacity": draw(st.integers(1, 6)),
+        "episodic_capacity": draw(st.integers(2, 8)),
+        "consolidation_threshold": draw(importance),
+        "decay_rate": draw(st.floats(min_value=0.5, max_value=1.0)),
+        "retention": RetentionSettings(
+            policy=draw(
+                st.sampled_from(["decayed_importance", "fifo", "importance_weighted", "tiered"])
+            ),
+            archive_capacity=draw(st.integers(1, 4)),
+            demote_below=draw(st.floats(0.0, 0.5)),
+            promote_after=draw(st.integers(1, 3)),
+        ),
+        "reflection": ReflectionSettings(
+            enabled=draw(st.booleans()), threshold=draw(st.floats(0.5, 3.0)), semantic_capacity=2
+        ),
+    }
+
+
+def apply(mem: CognitiveMemory, op: tuple) -> object:
+    """Apply one operation; return what a caller would observe."""
+    kind = op[0]
+    if kind == "working":
+        return mem.add_working(op[1], op[2], op[3]).id
+    if kind == "episodic":
+        # Pin at most half the capacity so that pinning never legitimately fails.
+        pin = op[4] and sum(i.pinned for i in mem.episodic) < mem.episodic_capacity // 2
+        return mem.add_episodic(op[1], op[2], op[3], pinned=pin).id
+    if kind == "experience":
+        return mem.add_experience(op[1], op[2], op[3], source="flood").id
+    if kind == "consolidate":
+        return mem.consolidate()
+    if kind == "end_year":
+        report = mem.end_year(op[1])
+        return [i.id for i in report.transferred], [i.id for i in report.reflections]
+    _, top_k, current_year, strategy, query = op
+    return [
+        (s.item.id, s.score, s.source)
+        for s in mem.retrieve_scored(top_k, current_year, strategy=strategy, query=query)
+    ]
+
+
+def check_invariants(mem: CognitiveMemory) -> None:
+    assert len(mem.working) <= mem.working_capacity
+    assert len(mem.episodic) <= mem.episodic_capacity
+    assert len(mem.semantic) <= mem.reflection.semantic_capacity
+    assert len(mem.archive) <= mem.retention.archive_capacity
+    for store in (mem.working, mem.episodic, mem.semantic, mem.archive):
+        ids = [i.id for i in store]
+        assert len(ids) == len(set(ids))
+    # An item lives in at most one long-term store.
+    long_term = [i.id for i in (*mem.episodic, *mem.semantic, *mem.archive)]
+    assert len(long_term) == len(set(long_term))
+
+
+@settings(max_examples=150, deadline=None)
+@given(memory_params(), st.lists(operation, max_size=60))
+def test_capacities_never_exceeded_and_no_item_stored_twice(params, ops):
+    mem = CognitiveMemory("H001", **params)
+    for op in ops:
+        apply(mem, op)
+        check_invariants(mem)
+
+
+@settings(max_examples=150, deadline=None)
+@given(memory_params(), st.lists(operation, max_size=40))
+def test_consolidation_is_idempotent(params, ops):
+    mem = CognitiveMemory("H001", **params)
+    for op in ops:
+        apply(mem, op)
+    mem.consolidate()
+    before = mem.to_dict()
+    assert mem.consolidate() == 0
+    assert mem.to_dict() == before
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    memory_params(),
+    st.lists(operation, max_size=40),
+    st.integers(0, 12),
+    year,
+    st.sampled_from(["spec", "weighted"]),
+    st.one_of(st.none(), content),
+)
+def test_retrieval_has_no_duplicates_and_respects_top_k(params, ops, top_k, now, strategy, query):
+    mem = CognitiveMemory("H001", **params)
+    for op in ops:
+        apply(mem, op)
+    got = mem.retrieve_scored(top_k, now, strategy=strategy, query=query)
+    ids = [s.item.id for s in got]
+    assert len(ids) == len(set(ids))
+    assert len(ids) <= top_k
+    distinct = len(mem.to_list())
+    assert len(ids) == min(top_k, distinct)
+    if strategy == "spec" and query is None:
+        # Working memory always comes first under the spec strategy.
+        stores = [s.source for s in got]
+        assert stores == sorted(stores, key=lambda s: s != "working")
+
+
+@settings(max_examples=100, deadline=None)
+@given(memory_params(), st.lists(operation, max_size=50))
+def test_equal_inputs_give_equal_retrievals(params, ops):
+    a = CognitiveMemory("H001", **params)
+    b = CognitiveMemory("H001", **params)
+    assert [apply(a, op) for op in ops] == [apply(b, op) for op in ops]
+    assert a.to_dict() == b.to_dict()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    memory_params(),
+    st.lists(operation, max_size=50),
+    st.lists(operation, max_size=15),
+    st.sampled_from(["spec", "weighted"]),
+)
+def test_round_trip_through_json_is_lossless(params, ops, later_ops, strategy):
+    params["retrieval"] = RetrievalSettings(strategy=strategy, query="flood insurance")
+    original = CognitiveMemory("H001", **params)
+    for op in ops:
+        apply(original, op)
+    snapshot = original.to_dict()
+    restored = CognitiveMemory.from_dict(json.loads(json.dumps(snapshot)))
+    assert restored.to_dict() == snapshot
+    # Same behaviour from here on, not just the same state.
+    assert [apply(original, op) for op in later_ops] == [apply(restored, op) for op in later_ops]
+    final = ("retrieve", 5, 41, strategy, None)
+    assert apply(restored, final) == apply(original, final)
+    assert restored.to_dict() == original.to_dict()
