@@ -1,0 +1,76 @@
+"""Household state: the fields skills may read (preconditions) and change (effects).
+
+The state is plain data so that traces can log it before and after a decision and checkpoints can
+restore it. Skill preconditions, effects and memory templates are checked against
+:data:`STATE_FIELDS` when the skill registry loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+__all__ = ["STATE_FIELDS", "TENURES", "HouseholdState"]
+
+#: Agent types a skill can be made eligible for.
+TENURES = ("owner", "renter")
+
+
+@dataclass(slots=True)
+class HouseholdState:
+    """What one household is and has done.
+
+    Attributes:
+        agent_id: Unique id, e.g. ``"H00042"``.
+        tenure: ``owner`` or ``renter`` (the agent type of skill eligibility).
+        income: Annual household income in dollars.
+        structure_value: Replacement value of the building in dollars (0 for renters).
+        contents_value: Replacement value of the contents in dollars.
+        flood_zone: FEMA zone, ``AE`` (100-year floodplain) or ``X`` (outside it).
+        ground_elevation: Ground elevation at the home, feet above the datum.
+        first_floor_height: First floor above ground, feet.
+        x: Easting of the home (same units as hazard rasters).
+        y: Northing of the home.
+        has_insurance: Holds an annual structure-and-contents flood policy (owners).
+        has_contents_insurance: Holds an annual contents-only flood policy (renters).
+        elevated: The home has been elevated (owners, once).
+        relocated: The household has moved away (permanent; it no longer takes part).
+        cumulative_damage: Flood damage suffered so far, dollars.
+        last_damage: Flood damage in the most recent flood year, dollars.
+        insured_years: Consecutive years the current policy has been held (0 when uninsured).
+        claims_paid: Claims paid so far.
+        claims_denied: Claims denied so far.
+    """
+
+    agent_id: str
+    tenure: str
+    income: float
+    structure_value: float
+    contents_value: float
+    flood_zone: str
+    ground_elevation: float
+    first_floor_height: float
+    x: float = 0.0
+    y: float = 0.0
+    has_insurance: bool = False
+    has_contents_insurance: bool = False
+    elevated: bool = False
+    relocated: bool = False
+    cumulative_damage: float = 0.0
+    last_damage: float = 0.0
+    insured_years: int = 0
+    claims_paid: int = 0
+    claims_denied: int = 0
+
+    @property
+    def insured(self) -> bool:
+        """Holds any flood policy (structure or contents)."""
+        return self.has_insurance or self.has_contents_insurance
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as a JSON-ready dict."""
+        return asdict(self)
+
+
+#: Names of the state fields, for validating preconditions, effects and templates.
+STATE_FIELDS: frozenset[str] = frozenset(f.name for f in fields(HouseholdState))

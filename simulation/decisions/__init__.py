@@ -1,0 +1,14 @@
+"""Decision policies: ``pmt`` (Protection Motivation Theory, default), ``llm``, ``scripted``."""
+
+from __future__ import annotations
+
+from simulation.decisions.base import (
+    LEVELS,
+    Construct,
+    DecisionPolicy,
+    Option,
+    Proposal,
+    level_of,
+)
+
+__all__ = ["LEVELS", "Construct", "DecisionPolicy", "Option", "Proposal", "level_of"]

@@ -1,0 +1,81 @@
+"""The decision-policy interface shared by the ``pmt``, ``llm`` and ``scripted`` policies.
+
+A policy sees one household, its retrieved memories (with scores) and the options it may choose
+from this year, and returns a :class:`Proposal`. The skill registry validates every proposal;
+an invalid one is never executed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    import numpy as np
+
+    from simulation.agents.state import HouseholdState
+    from simulation.memory import ScoredMemory
+
+__all__ = ["LEVELS", "Construct", "DecisionPolicy", "Option", "Proposal", "level_of"]
+
+#: Appraisal levels, lowest first (very low, low, medium, high, very high).
+LEVELS = ("VL", "L", "M", "H", "VH")
+
+
+def level_of(value: float) -> str:
+    """Map an appraisal in [0, 1] to a level by equal fifths."""
+    return LEVELS[min(4, max(0, int(value * 5)))]
+
+
+@dataclass(frozen=True, slots=True)
+class Construct:
+    """One appraisal construct (threat or coping) as the trace records it."""
+
+    level: str
+    value: float
+    explanation: str
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """A skill the household may choose this year and what it would cost.
+
+    Attributes:
+        skill_id: The skill.
+        cost: Out-of-pocket cost this year in dollars (premium, elevation cost after subsidy,
+            relocation cost net of buyout); 0 for ``do_nothing``.
+        description: The registry's description (for prompts).
+    """
+
+    skill_id: str
+    cost: float
+    description: str = ""
+
+
+@dataclass(slots=True)
+class Proposal:
+    """What a policy proposes: a skill, its parameters and the reasoning behind it."""
+
+    skill_id: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    constructs: dict[str, Construct] = field(default_factory=dict)
+    justification: str = ""
+    probabilities: dict[str, float] | None = None
+
+
+@runtime_checkable
+class DecisionPolicy(Protocol):
+    """Chooses a skill for one household."""
+
+    def decide(
+        self,
+        state: HouseholdState,
+        memories: Sequence[ScoredMemory],
+        options: Sequence[Option],
+        context: Mapping[str, Any],
+        rng: np.random.Generator,
+    ) -> Proposal:
+        """Return a proposal among ``options`` (``context`` holds year, subsidy, premium rate)."""
+        ...
