@@ -1,0 +1,110 @@
+"""Safe formatting of memory templates such as ``"Year {year}: premium ${premium:,.0f}"``.
+
+Templates come from configuration files, so they are treated as untrusted: only plain named
+placeholders with an optional format spec are accepted. ``str.format`` would resolve
+``{year.__class__}`` or ``{values[0]}`` by attribute and index access on the values; here such
+placeholders are rejected before anything is formatted, and :func:`render` never resolves a
+field name itself: it looks the plain name up in the given mapping and passes the value and the
+literal spec to :func:`format`.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+__all__ = ["TemplateError", "render", "template_fields"]
+
+_FORMATTER = string.Formatter()
+
+
+class TemplateError(ValueError):
+    """A template uses a forbidden placeholder, is malformed or lacks a value when rendered."""
+
+
+def _pieces(template: str) -> Iterator[tuple[str, str | None, str]]:
+    """Yield ``(literal, name, spec)`` for each piece, checking every placeholder.
+
+    Raises:
+        TemplateError: For malformed braces or a placeholder that is not a plain name.
+    """
+    try:
+        parsed = list(_FORMATTER.parse(template))
+    except ValueError as exc:
+        msg = f"malformed template {template!r}: {exc}"
+        raise TemplateError(msg) from None
+    for literal, name, spec, conversion in parsed:
+        if name is None:
+            yield literal, None, ""
+            continue
+        shown = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+        if not name or name.isdigit():
+            msg = f"positional placeholder {shown!r} is not allowed; use a name"
+            raise TemplateError(msg)
+        if not name.isidentifier():
+            # Covers attribute access ("a.b"), indexing ("a[0]") and anything else exotic.
+            msg = f"placeholder {shown!r} is not a plain name (no attribute or index access)"
+            raise TemplateError(msg)
+        if conversion is not None:
+            msg = f"placeholder {shown!r} uses a conversion (!{conversion}), which is not allowed"
+            raise TemplateError(msg)
+        if "{" in spec or "}" in spec:
+            msg = f"placeholder {shown!r} has a nested field in its format spec"
+            raise TemplateError(msg)
+        yield literal, name, spec
+
+
+def template_fields(template: str) -> set[str]:
+    """Return the placeholder names a template uses.
+
+    Args:
+        template: A ``str.format``-style template restricted to plain named placeholders with an
+            optional format spec, e.g. ``"{premium:,.0f}"`` or ``"{subsidy_share:.0%}"``.
+
+    Returns:
+        The set of placeholder names.
+
+    Raises:
+        TemplateError: For malformed braces, a positional or empty placeholder (``{}``,
+            ``{0}``), attribute or index access (``{a.b}``, ``{a[0]}``), a conversion
+            (``{a!r}``) or a nested field in a format spec (``{a:{w}}``); the message names the
+            placeholder.
+    """
+    return {name for _, name, _ in _pieces(template) if name is not None}
+
+
+def render(template: str, values: Mapping[str, object]) -> str:
+    """Format ``template`` with ``values``, using plain names only.
+
+    Args:
+        template: The template (checked as in :func:`template_fields`).
+        values: Value for each placeholder name; extra entries are ignored.
+
+    Returns:
+        The formatted text.
+
+    Raises:
+        TemplateError: If the template is not allowed, a placeholder has no value, or a value
+            does not accept its format spec (e.g. ``{premium:,.0f}`` given a string).
+    """
+    parts: list[str] = []
+    for literal, name, spec in _pieces(template):
+        parts.append(literal)
+        if name is None:
+            continue
+        if name not in values:
+            msg = f"no value for placeholder {name!r}"
+            raise TemplateError(msg)
+        value = values[name]
+        try:
+            parts.append(format(value, spec))
+        except (ValueError, TypeError) as exc:
+            msg = (
+                f"placeholder {name!r}: format spec {spec!r} does not apply to "
+                f"{type(value).__name__} value {value!r} ({exc})"
+            )
+            raise TemplateError(msg) from None
+    return "".join(parts)

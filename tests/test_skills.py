@@ -1,0 +1,668 @@
+"""Tests for the skill registry and the safe memory-template formatter."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from simulation.agents.state import HouseholdState
+from simulation.decisions.base import Option
+from simulation.skills import (
+    CONTEXT_FIELDS,
+    MemoryTemplate,
+    Precondition,
+    RegistryError,
+    Skill,
+    SkillRegistry,
+    TemplateError,
+    Validation,
+    load_registry,
+    render,
+    template_fields,
+)
+
+SHIPPED = Path(__file__).resolve().parents[1] / "skill_registry.yaml"
+SKILLS = ("buy_insurance", "buy_contents_insurance", "elevate_house", "relocate", "do_nothing")
+
+
+@pytest.fixture(scope="module")
+def registry() -> SkillRegistry:
+    return load_registry(SHIPPED)
+
+
+@pytest.fixture(scope="module")
+def shipped_data() -> dict[str, Any]:
+    return yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
+
+
+def make_state(**changes: Any) -> HouseholdState:
+    state = HouseholdState(
+        agent_id="H1",
+        tenure="owner",
+        income=60000.0,
+        structure_value=250000.0,
+        contents_value=100000.0,
+        flood_zone="AE",
+        ground_elevation=5.0,
+        first_floor_height=2.0,
+    )
+    for name, value in changes.items():
+        setattr(state, name, value)
+    return state
+
+
+# ---- the shipped registry -----------------------------------------------------------------------
+
+
+def test_shipped_registry_loads(registry: SkillRegistry) -> None:
+    assert registry.skill_ids == SKILLS
+    assert tuple(registry.skills) == SKILLS
+    assert registry.default_skill == "do_nothing"
+    tool = registry.memory_tools["retrieve_memory"]
+    assert tool.implementation_mapping == "memory.retrieve"
+    assert tool.parameters["top_k"] == 5
+    assert tool.institutional_constraints["max_retrieve"] == 10
+    assert tool.allowed_state_changes == frozenset()
+    insurance = registry.skills["buy_insurance"]
+    assert insurance.eligible_agent_types == ("owner",)
+    assert insurance.institutional_constraints == {"max_premium_share_of_income": 0.05}
+    assert insurance.effects == {"has_insurance": True}
+    assert insurance.memory == MemoryTemplate(
+        "Year {year}: I purchased flood insurance (premium: ${premium:,.0f})",
+        0.7,
+        ("decision", "insurance"),
+    )
+    assert [p.text for p in registry.skills["elevate_house"].preconditions] == [
+        "not relocated",
+        "not elevated",
+    ]
+
+
+def test_shipped_file_comments_every_key() -> None:
+    # Each key line has a comment right above it; "- skill_id" lines open an entry whose keys
+    # are documented in the block comment before the list.
+    lines = SHIPPED.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "- skill_id:")):
+            continue
+        assert lines[i - 1].strip().startswith("#"), f"line {i + 1} has no comment: {stripped}"
+
+
+# ---- check() -----------------------------------------------------------------------------------
+
+
+def test_check_eligible_owner_passes(registry: SkillRegistry) -> None:
+    validation = registry.check("buy_insurance", make_state(), 1200.0)
+    assert validation == Validation(valid=True)
+    assert validation.to_dict() == {"valid": True, "errors": [], "warnings": []}
+
+
+def test_check_ineligible_tenure(registry: SkillRegistry) -> None:
+    renter = make_state(tenure="renter", structure_value=0.0)
+    validation = registry.check("buy_insurance", renter, 300.0)
+    assert not validation.valid
+    assert validation.errors == ("not eligible: tenure 'renter' not in [owner]",)
+    assert registry.check("buy_contents_insurance", renter, 300.0).valid
+    assert not registry.check("buy_contents_insurance", make_state(), 300.0).valid
+    assert registry.check("relocate", renter, 0.0).valid
+
+
+def test_check_failed_preconditions(registry: SkillRegistry) -> None:
+    moved = make_state(relocated=True)
+    validation = registry.check("do_nothing", moved, 0.0)
+    assert validation.errors == ("precondition failed: not relocated",)
+    elevated = registry.check("elevate_house", make_state(relocated=True, elevated=True), 0.0)
+    assert elevated.errors == (
+        "precondition failed: not relocated",
+        "precondition failed: not elevated",
+    )
+
+
+def test_check_unaffordable_premium_names_the_shares(registry: SkillRegistry) -> None:
+    validation = registry.check("buy_insurance", make_state(income=50000.0), 3200.0)
+    assert not validation.valid
+    assert validation.errors == (
+        "unaffordable: cost $3,200 is 6.4% of income, limit 5.0% (max_premium_share_of_income)",
+    )
+    # Exactly at the limit is affordable.
+    assert registry.check("buy_insurance", make_state(income=50000.0), 2500.0).valid
+
+
+def test_check_zero_income_with_cost_is_unaffordable(registry: SkillRegistry) -> None:
+    broke = make_state(income=0.0)
+    (error,) = registry.check("elevate_house", broke, 10000.0).errors
+    assert error.startswith("unaffordable: cost $10,000 with income $0")
+    assert registry.check("do_nothing", broke, 0.0).valid
+
+
+def test_check_unknown_skill(registry: SkillRegistry) -> None:
+    assert registry.check("build_levee", make_state(), 0.0).to_dict() == {
+        "valid": False,
+        "errors": ["unknown skill 'build_levee'"],
+        "warnings": [],
+    }
+    (error,) = registry.check("retrieve_memory", make_state(), 0.0).errors
+    assert "memory tool" in error
+
+
+def test_check_rejects_non_finite_cost(registry: SkillRegistry) -> None:
+    assert not registry.check("buy_insurance", make_state(), float("nan")).valid
+
+
+# ---- options() ---------------------------------------------------------------------------------
+
+
+def test_options_splits_valid_and_rejected(registry: SkillRegistry) -> None:
+    costs = {"buy_insurance": 1200.0, "elevate_house": 40000.0, "relocate": 15000.0}
+    options, rejected = registry.options(make_state(), costs)
+    assert options == [
+        Option("buy_insurance", 1200.0, registry.skills["buy_insurance"].description),
+        Option("relocate", 15000.0, registry.skills["relocate"].description),
+        Option("do_nothing", 0.0, registry.skills["do_nothing"].description),
+    ]
+    assert set(rejected) == {"buy_contents_insurance", "elevate_house"}
+    assert rejected["elevate_house"].errors == (
+        "unaffordable: cost $40,000 is 66.7% of income, limit 50.0% (max_cost_share_of_income)",
+    )
+
+
+def test_options_without_descriptions_and_for_relocated(registry: SkillRegistry) -> None:
+    options, _ = registry.options(make_state(), {}, descriptions=False)
+    assert all(option.description == "" for option in options)
+    options, rejected = registry.options(make_state(relocated=True), {})
+    assert options == []
+    assert set(rejected) == set(SKILLS)
+
+
+def test_options_rejects_costs_for_unknown_skills(registry: SkillRegistry) -> None:
+    with pytest.raises(RegistryError, match="unknown skills: buy_insurence"):
+        registry.options(make_state(), {"buy_insurence": 900.0})
+
+
+# ---- apply() -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("skill_id", "changed"),
+    [
+        ("buy_insurance", {"has_insurance": (False, True)}),
+        ("buy_contents_insurance", {"has_contents_insurance": (False, True)}),
+        ("elevate_house", {"elevated": (False, True)}),
+        ("relocate", {"relocated": (False, True)}),
+        ("do_nothing", {}),
+    ],
+)
+def test_apply_changes_only_effect_fields(
+    registry: SkillRegistry, skill_id: str, changed: dict[str, tuple[object, object]]
+) -> None:
+    state = make_state()
+    before = state.to_dict()
+    assert registry.apply(skill_id, state) == changed
+    after = state.to_dict()
+    assert {k for k in before if before[k] != after[k]} == set(changed)
+    # Applying again (e.g. a renewal) changes nothing further.
+    assert registry.apply(skill_id, state) == {}
+
+
+def test_apply_refuses_effects_outside_allowed_changes() -> None:
+    rogue = Skill(
+        skill_id="rogue",
+        description="sets a field it did not declare",
+        eligible_agent_types=("*",),
+        preconditions=(),
+        institutional_constraints={},
+        allowed_state_changes=frozenset({"has_insurance"}),
+        effects={"has_insurance": True, "income": 0.0},
+        memory=MemoryTemplate("Year {year}", 0.1),
+    )
+    registry = SkillRegistry([rogue], default_skill="rogue")
+    state = make_state()
+    with pytest.raises(RegistryError, match="income outside allowed_state_changes"):
+        registry.apply("rogue", state)
+    assert not state.has_insurance
+    assert state.income == 60000.0
+    with pytest.raises(RegistryError, match="unknown skill 'nope'"):
+        registry.apply("nope", state)
+
+
+# ---- memory_update() ---------------------------------------------------------------------------
+
+
+def test_memory_update_renders_shipped_templates(registry: SkillRegistry) -> None:
+    state = make_state()
+    assert registry.memory_update("buy_insurance", state, {"year": 3, "premium": 1234.4}) == (
+        "Year 3: I purchased flood insurance (premium: $1,234)",
+        0.7,
+        ("decision", "insurance"),
+    )
+    content, importance, tags = registry.memory_update(
+        "elevate_house", state, {"year": 3, "subsidy_share": 0.5}
+    )
+    assert content == "Year 3: I elevated my house with 50% subsidy"
+    assert (importance, tags) == (0.8, ("decision", "elevation"))
+    assert registry.memory_update("do_nothing", state, {"year": 1})[0] == (
+        "Year 1: I chose to wait and not take protective action"
+    )
+    assert registry.memory_update("relocate", state, {"year": 7})[1] == 0.9
+
+
+def test_memory_update_missing_context_names_skill_and_placeholder(
+    registry: SkillRegistry,
+) -> None:
+    with pytest.raises(TemplateError, match=r"skill 'buy_insurance'.*'premium'"):
+        registry.memory_update("buy_insurance", make_state(), {"year": 2})
+
+
+def test_memory_update_reads_state_and_context_wins() -> None:
+    data = _minimal()
+    data["skills"][0]["memory"]["template"] = "{agent_id} in zone {flood_zone} earns {income:,.0f}"
+    registry = SkillRegistry.from_mapping(data, "inline")
+    state = make_state()
+    assert registry.memory_update("do_nothing", state, {})[0] == "H1 in zone AE earns 60,000"
+    assert registry.memory_update("do_nothing", state, {"flood_zone": "X"})[0] == (
+        "H1 in zone X earns 60,000"
+    )
+
+
+# ---- check_tool() ------------------------------------------------------------------------------
+
+
+def test_check_tool(registry: SkillRegistry) -> None:
+    assert registry.check_tool("retrieve_memory", "renter", {"top_k": 10}).valid
+    assert registry.check_tool("retrieve_memory", "owner", {}).valid
+    assert registry.check_tool("retrieve_memory", "owner", {"top_k": 11}).errors == (
+        "top_k 11 exceeds max_retrieve 10",
+    )
+    assert not registry.check_tool("retrieve_memory", "owner", {"top_k": 0}).valid
+    assert registry.check_tool("search_web", "owner", {}).errors == (
+        "unknown memory tool 'search_web'",
+    )
+    data = _minimal()
+    data["memory_tools"][0]["eligible_agent_types"] = ["owner"]
+    owners_only = SkillRegistry.from_mapping(data, "inline")
+    assert owners_only.check_tool("retrieve_memory", "renter", {}).errors == (
+        "not eligible: agent type 'renter' not in [owner]",
+    )
+
+
+# ---- preconditions -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        ("not relocated", True),
+        ("relocated", False),
+        ("tenure == owner", True),
+        ("tenure != owner", False),
+        ('flood_zone == "AE"', True),
+        ("flood_zone == 'X'", False),
+        ("income >= 20000", True),
+        ("income < 60000", False),
+        ("income<=60000", True),
+        ("first_floor_height > 1.5", True),
+        ("has_insurance == false", True),
+    ],
+)
+def test_precondition_grammar(text: str, holds: bool) -> None:
+    assert Precondition.parse(text).check(make_state()) is holds
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("not elevatd", "unknown state field 'elevatd'"),
+        ("income >= rich", "needs a numeric field and a number"),
+        ("flood_zone > 3", "needs a numeric field and a number"),
+        ("elevated == 1", "compared with int 1"),
+        ("income = 5", "cannot parse"),
+        ("__import__('os')", "cannot parse"),
+    ],
+)
+def test_precondition_errors(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        Precondition.parse(text)
+
+
+# ---- templates ---------------------------------------------------------------------------------
+
+
+def test_template_fields_accepts_names_with_format_specs() -> None:
+    template = "Year {year}: ${premium:,.0f} at {subsidy_share:.0%} {{literal}}"
+    assert template_fields(template) == {"year", "premium", "subsidy_share"}
+    assert render(template, {"year": 2, "premium": 1234.4, "subsidy_share": 0.5}) == (
+        "Year 2: $1,234 at 50% {literal}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("template", "shown"),
+    [
+        ("{year.__class__}", "{year.__class__}"),
+        ("{a.b}", "{a.b}"),
+        ("{a[0]}", "{a[0]}"),
+        ("{a!r}", "{a!r}"),
+        ("{a:{w}}", "{a:{w}}"),
+        ("{}", "{}"),
+        ("{0}", "{0}"),
+    ],
+)
+def test_forbidden_placeholders_are_rejected(template: str, shown: str) -> None:
+    with pytest.raises(TemplateError, match=f"'{shown}'".replace("[", r"\[").replace("{", r"\{")):
+        template_fields(template)
+    with pytest.raises(TemplateError):
+        render(template, {"a": 1, "year": 1, "w": 3})
+
+
+def test_render_never_touches_attributes_or_items() -> None:
+    class Spy:
+        touched: list[str] = []  # noqa: RUF012 - shared log is the point of the spy
+
+        def __getattr__(self, name: str) -> object:
+            Spy.touched.append(name)
+            return "leak"
+
+        def __getitem__(self, key: object) -> object:
+            Spy.touched.append(repr(key))
+            return "leak"
+
+    for template in ("{spy.secret}", "{spy[0]}", "{spy[secret]}", "{spy!r}"):
+        with pytest.raises(TemplateError):
+            render(template, {"spy": Spy()})
+    assert Spy.touched == []
+
+
+def test_render_errors() -> None:
+    with pytest.raises(TemplateError, match="no value for placeholder 'premium'"):
+        render("{premium}", {})
+    with pytest.raises(TemplateError, match="placeholder 'premium'"):
+        render("{premium:,.0f}", {"premium": "cheap"})
+    with pytest.raises(TemplateError, match="malformed"):
+        template_fields("Year {year")
+
+
+def test_context_fields_are_exported() -> None:
+    assert {"year", "premium", "subsidy_share"} <= CONTEXT_FIELDS
+
+
+# ---- load errors -------------------------------------------------------------------------------
+
+
+def _minimal() -> dict[str, Any]:
+    return {
+        "version": 1,
+        "default_skill": "do_nothing",
+        "skills": [
+            {
+                "skill_id": "do_nothing",
+                "description": "wait",
+                "eligible_agent_types": ["*"],
+                "allowed_state_changes": [],
+                "memory": {"template": "Year {year}: waited", "importance": 0.3, "tags": ["x"]},
+            }
+        ],
+        "memory_tools": [
+            {
+                "skill_id": "retrieve_memory",
+                "eligible_agent_types": ["*"],
+                "implementation_mapping": "memory.retrieve",
+                "parameters": {"top_k": 5},
+                "institutional_constraints": {"max_retrieve": 10},
+                "allowed_state_changes": [],
+            }
+        ],
+    }
+
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _skill(data: dict[str, Any], skill_id: str) -> dict[str, Any]:
+    return next(s for s in data["skills"] if s["skill_id"] == skill_id)
+
+
+def _set(skill_id: str, key: str, value: object) -> Edit:
+    def edit(data: dict[str, Any]) -> None:
+        target = _skill(data, skill_id)
+        *parents, last = key.split(".")
+        for part in parents:
+            target = target[part]
+        target[last] = value
+
+    return edit
+
+
+def _tool(key: str, value: object) -> Edit:
+    def edit(data: dict[str, Any]) -> None:
+        data["memory_tools"][0][key] = value
+
+    return edit
+
+
+def _top(key: str, value: object) -> Edit:
+    def edit(data: dict[str, Any]) -> None:
+        data[key] = value
+
+    return edit
+
+
+def _duplicate(data: dict[str, Any]) -> None:
+    data["skills"].append(copy.deepcopy(_skill(data, "do_nothing")))
+
+
+def _drop(skill_id: str, key: str) -> Edit:
+    def edit(data: dict[str, Any]) -> None:
+        del _skill(data, skill_id)[key]
+
+    return edit
+
+
+LOAD_ERRORS = [
+    # (id, edit, skill label or None, key, problem fragment)
+    (
+        "unknown placeholder",
+        _set("buy_insurance", "memory.template", "Year {year}: ${premum:,.0f}"),
+        "skill 'buy_insurance'",
+        "memory.template",
+        "unknown placeholder 'premum'",
+    ),
+    (
+        "attribute placeholder",
+        _set("relocate", "memory.template", "Year {year.__class__}"),
+        "skill 'relocate'",
+        "memory.template",
+        "not a plain name",
+    ),
+    (
+        "format spec wrong for type",
+        _set("relocate", "memory.template", "I was a {tenure:.0f}"),
+        "skill 'relocate'",
+        "memory.template",
+        "placeholder 'tenure'",
+    ),
+    (
+        "precondition on unknown field",
+        _set("elevate_house", "preconditions", ["not relocated", "not elevatd"]),
+        "skill 'elevate_house'",
+        "preconditions[1]",
+        "unknown state field 'elevatd'",
+    ),
+    (
+        "state change outside household state",
+        _set("relocate", "allowed_state_changes", ["relocated", "moved_out"]),
+        "skill 'relocate'",
+        "allowed_state_changes[1]",
+        "unknown state field 'moved_out'",
+    ),
+    (
+        "effect outside allowed changes",
+        _set("buy_insurance", "effects", {"has_insurance": True, "elevated": True}),
+        "skill 'buy_insurance'",
+        "effects.elevated",
+        "not in allowed_state_changes",
+    ),
+    (
+        "effect value of wrong type",
+        _set("buy_insurance", "effects", {"has_insurance": "yes"}),
+        "skill 'buy_insurance'",
+        "effects.has_insurance",
+        "bool field 'has_insurance' cannot be set to 'yes'",
+    ),
+    (
+        "unknown constraint",
+        _set("elevate_house", "institutional_constraints", {"max_loan": 3}),
+        "skill 'elevate_house'",
+        "institutional_constraints.max_loan",
+        "unknown constraint 'max_loan'",
+    ),
+    (
+        "tool constraint on a skill",
+        _set("relocate", "institutional_constraints", {"max_retrieve": 3}),
+        "skill 'relocate'",
+        "institutional_constraints.max_retrieve",
+        "memory tools only",
+    ),
+    (
+        "negative constraint",
+        _set("buy_insurance", "institutional_constraints", {"max_premium_share_of_income": -1}),
+        "skill 'buy_insurance'",
+        "institutional_constraints.max_premium_share_of_income",
+        "positive",
+    ),
+    (
+        "importance above one",
+        _set("do_nothing", "memory.importance", 1.5),
+        "skill 'do_nothing'",
+        "memory.importance",
+        "1.5",
+    ),
+    (
+        "tags not strings",
+        _set("do_nothing", "memory.tags", ["decision", 3]),
+        "skill 'do_nothing'",
+        "memory.tags[1]",
+        "valid string",
+    ),
+    (
+        "unknown agent type",
+        _set("relocate", "eligible_agent_types", ["owner", "landlord"]),
+        "skill 'relocate'",
+        "eligible_agent_types[1]",
+        "'landlord'",
+    ),
+    (
+        "unknown skill key",
+        _set("relocate", "memroy", {}),
+        "skill 'relocate'",
+        "memroy",
+        "unknown key",
+    ),
+    (
+        "missing required key",
+        _drop("elevate_house", "description"),
+        "skill 'elevate_house'",
+        "description",
+        "missing required key",
+    ),
+    (
+        "bad precondition grammar",
+        _set("do_nothing", "preconditions", ["relocated is False"]),
+        "skill 'do_nothing'",
+        "preconditions[0]",
+        "cannot parse",
+    ),
+    ("duplicate skill id", _duplicate, "skill 'do_nothing'", "skill_id", "duplicate id"),
+    ("unknown top-level key", _top("skils", []), None, "skils", "unknown top-level key"),
+    ("default skill undefined", _top("default_skill", "wait"), None, "default_skill", "'wait'"),
+    ("unsupported version", _top("version", 2), None, "version", "unsupported version 2"),
+    (
+        "tool with state changes",
+        _tool("allowed_state_changes", ["has_insurance"]),
+        "memory tool 'retrieve_memory'",
+        "allowed_state_changes",
+        "read-only",
+    ),
+    (
+        "tool top_k above max_retrieve",
+        _tool("parameters", {"top_k": 20}),
+        "memory tool 'retrieve_memory'",
+        "parameters.top_k",
+        "exceeds max_retrieve",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("edit", "label", "key", "problem"),
+    [case[1:] for case in LOAD_ERRORS],
+    ids=[case[0] for case in LOAD_ERRORS],
+)
+def test_load_errors_name_file_skill_and_key(
+    tmp_path: Path,
+    shipped_data: dict[str, Any],
+    edit: Edit,
+    label: str | None,
+    key: str,
+    problem: str,
+) -> None:
+    data = copy.deepcopy(shipped_data)
+    edit(data)
+    path = tmp_path / "bad_registry.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(RegistryError) as caught:
+        load_registry(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    if label:
+        assert f": {label}: {key}: " in message
+    else:
+        assert f": {key}: " in message
+    assert problem in message
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("skills:\n  - skill_id: x\n    description: [unclosed\n", "line 4"),
+        ("- just\n- a list\n", "top level must be a mapping"),
+        ("", "top level must be a mapping, got an empty document"),
+    ],
+    ids=["yaml syntax", "list", "empty"],
+)
+def test_load_errors_for_malformed_files(tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(RegistryError) as caught:
+        SkillRegistry.load(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    assert fragment in message
+
+
+def test_load_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere.yaml"
+    with pytest.raises(RegistryError, match="registry file not found") as caught:
+        load_registry(path)
+    assert str(caught.value).startswith(f"{path}: ")
+
+
+def test_from_mapping_labels_skills_without_id() -> None:
+    data = _minimal()
+    data["skills"].append({"description": "anonymous"})
+    with pytest.raises(RegistryError, match=r"^inline: skills\[1\]: "):
+        SkillRegistry.from_mapping(data, "inline")
+
+
+def test_strict_types_do_not_coerce() -> None:
+    data = _minimal()
+    data["skills"][0]["memory"]["importance"] = "0.3"
+    with pytest.raises(RegistryError, match=r"skill 'do_nothing': memory\.importance: "):
+        SkillRegistry.from_mapping(data, "inline")
