@@ -1,0 +1,381 @@
+"""Behavioural tests of the Protection Motivation Theory decision policy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from simulation.agents.state import HouseholdState
+from simulation.decisions.base import LEVELS, DecisionPolicy, Option
+from simulation.decisions.pmt import (
+    MEMORY_KINDS,
+    PMTConfig,
+    PMTPolicy,
+    coping_appraisal,
+    memory_kind,
+    threat_appraisal,
+)
+from simulation.memory.item import MemoryItem, ScoredMemory
+
+INCOME = 60_000.0
+PREMIUM = 1_200.0  # 2% of income
+OPTIONS = (
+    Option("do_nothing", 0.0),
+    Option("buy_insurance", PREMIUM),
+    Option("elevate_house", 0.3 * INCOME),
+    Option("relocate", INCOME),
+)
+
+
+def household(**changes: object) -> HouseholdState:
+    fields: dict[str, object] = {
+        "agent_id": "H00001",
+        "tenure": "owner",
+        "income": INCOME,
+        "structure_value": 250_000.0,
+        "contents_value": 60_000.0,
+        "flood_zone": "AE",
+        "ground_elevation": 5.0,
+        "first_floor_height": 1.0,
+    }
+    fields.update(changes)
+    return HouseholdState(**fields)  # type: ignore[arg-type]
+
+
+def memory(
+    source: str,
+    tags: tuple[str, ...] = (),
+    *,
+    score: float = 0.9,
+    year: int = 3,
+    amount: float | None = None,
+    seq: int = 1,
+) -> ScoredMemory:
+    item = MemoryItem(
+        "H00001", seq, f"Year {year}: {source}", 0.9, year, tags=tags, source=source, amount=amount
+    )
+    return ScoredMemory(item, score, "episodic")
+
+
+MAJOR_FLOOD = memory("flood", ("flood", "major"), amount=80_000.0)
+
+
+def probabilities(state: HouseholdState, memories=(), options=OPTIONS, config=None):
+    proposal = PMTPolicy(config).decide(
+        state, list(memories), options, {}, np.random.default_rng(0)
+    )
+    assert proposal.probabilities is not None
+    return proposal.probabilities
+
+
+# Threat appraisal -------------------------------------------------------------------------------
+
+
+def test_threat_without_memories_is_the_zone_baseline() -> None:
+    ae, _ = threat_appraisal([], "AE")
+    x, _ = threat_appraisal([], "X")
+    assert ae == 0.25
+    assert x == 0.05
+    assert ae > x
+    other, _ = threat_appraisal([], "VE", PMTConfig(other_zone_threat=0.4))
+    assert other == 0.4
+
+
+def test_major_flood_raises_threat_and_names_it() -> None:
+    none, _ = threat_appraisal([], "AE")
+    flooded, explanation = threat_appraisal([MAJOR_FLOOD], "AE")
+    assert flooded > none + 0.3
+    assert math.isclose(flooded, 1 - 0.75 * math.exp(-0.9))
+    assert "major flood" in explanation
+    assert "year 3" in explanation
+
+
+def test_decayed_memory_gives_less_threat() -> None:
+    scores = [0.9, 0.9 * 0.95**5, 0.9 * 0.95**15, 0.0]
+    tps = [
+        threat_appraisal([memory("flood", ("flood", "major"), score=s)], "AE")[0] for s in scores
+    ]
+    assert tps == sorted(tps, reverse=True)
+    assert len(set(tps)) == len(tps)
+    assert tps[-1] == 0.25  # a forgotten (score 0) memory is no cue at all
+
+
+def test_severity_orders_threat() -> None:
+    tp = {
+        tag: threat_appraisal([memory("flood", ("flood", tag))], "X")[0]
+        for tag in ("major", "minor", "no_damage")
+    }
+    assert tp["major"] > tp["minor"] > tp["no_damage"] > 0.05
+
+
+def test_claim_denied_raises_threat_more_than_paid() -> None:
+    base, _ = threat_appraisal([], "AE")
+    denied, _ = threat_appraisal([memory("claim", ("claim", "denied"))], "AE")
+    paid, _ = threat_appraisal([memory("claim", ("claim",))], "AE")
+    assert denied > paid > base
+
+
+def test_threat_saturates_below_one() -> None:
+    floods = [memory("flood", ("flood", "major"), seq=n, score=5.0) for n in range(50)]
+    tp, _ = threat_appraisal(floods, "AE")
+    assert 0.99 < tp <= 1.0
+    capped, _ = threat_appraisal([memory("flood", ("flood", "major"), score=3.0)], "AE")
+    unit, _ = threat_appraisal([memory("flood", ("flood", "major"), score=1.0)], "AE")
+    assert capped == unit  # weighted-retrieval scores above score_cap count as score_cap
+
+
+def test_decisions_and_other_memories_are_not_threat_cues() -> None:
+    cues = [memory("decision", ("decision",)), memory("other"), memory("seed", ("seed",))]
+    assert threat_appraisal(cues, "AE")[0] == 0.25
+
+
+@pytest.mark.parametrize(
+    ("source", "tags", "amount", "kind"),
+    [
+        ("flood", ("flood", "major"), None, "flood_major"),
+        ("flood", ("flood", "minor"), 90_000.0, "flood_minor"),
+        ("flood", ("flood", "no_damage"), None, "flood_no_damage"),
+        ("flood", ("flood", "damage"), 50_000.0, "flood_major"),
+        ("flood", ("flood", "damage"), 49_999.0, "flood_minor"),
+        ("flood", ("flood", "damage"), 0.0, "flood_no_damage"),
+        ("flood", ("flood",), None, "flood_minor"),
+        ("claim", ("claim", "denied"), 0.0, "claim_denied"),
+        ("claim", ("claim",), 20_000.0, "claim_paid"),
+        ("neighbor", (), None, "neighbor"),
+        ("policy", (), None, "policy"),
+        ("reflection", ("reflection",), None, "reflection"),
+        ("seed", ("seed", "flood"), None, "seed"),
+        ("seed", ("seed",), None, None),
+        ("decision", ("decision",), None, None),
+        ("other", (), None, None),
+    ],
+)
+def test_memory_kind(source, tags, amount, kind) -> None:
+    item = MemoryItem("H1", 0, "x", 0.5, 1, tags=tags, source=source, amount=amount)
+    assert memory_kind(item) == kind
+    assert kind is None or kind in MEMORY_KINDS
+
+
+# Coping appraisal -------------------------------------------------------------------------------
+
+
+def test_coping_falls_with_cost_relative_to_income() -> None:
+    state = household()
+    cps = [coping_appraisal(Option("buy_insurance", cost), state) for cost in (0, 600, 1200, 6000)]
+    assert cps == sorted(cps, reverse=True)
+    assert math.isclose(cps[2], 0.6 * 0.6 - 4.0 * 0.02)  # 2% of income lowers CP by 0.08
+    poorer = coping_appraisal(Option("buy_insurance", 1200), household(income=20_000.0))
+    assert poorer < cps[2]
+    assert coping_appraisal(Option("elevate_house", 0.3 * INCOME), state) == 0.0
+    assert coping_appraisal(Option("relocate", 0.0), state) == pytest.approx(0.54)
+
+
+def test_claim_experience_moves_insurance_coping_only() -> None:
+    option = Option("buy_insurance", PREMIUM)
+    base = coping_appraisal(option, household())
+    assert coping_appraisal(option, household(claims_paid=1)) == pytest.approx(base + 0.1)
+    assert coping_appraisal(option, household(claims_paid=5)) == pytest.approx(base + 0.2)
+    assert coping_appraisal(option, household(claims_denied=1)) == pytest.approx(base - 0.15)
+    assert coping_appraisal(option, household(claims_denied=9)) == 0.0
+    elevate = Option("elevate_house", 5_000.0)
+    assert coping_appraisal(elevate, household(claims_paid=2)) == coping_appraisal(
+        elevate, household()
+    )
+
+
+def test_coping_of_unknown_skill_is_an_error() -> None:
+    with pytest.raises(ValueError, match="flood_wall"):
+        coping_appraisal(Option("flood_wall", 1.0), household())
+
+
+# Choice -----------------------------------------------------------------------------------------
+
+
+def test_probabilities_sum_to_one_over_offered_options_only() -> None:
+    offered = (OPTIONS[0], OPTIONS[1])
+    probs = probabilities(household(), [MAJOR_FLOOD], offered)
+    assert list(probs) == ["do_nothing", "buy_insurance"]
+    assert math.isclose(sum(probs.values()), 1.0)
+    full = probabilities(household(), [MAJOR_FLOOD])
+    assert math.isclose(sum(full.values()), 1.0)
+    assert set(full) == {o.skill_id for o in OPTIONS}
+    assert all(0.0 < p < 1.0 for p in full.values())
+
+
+def test_plausibility_targets_of_the_defaults() -> None:
+    uninsured = probabilities(household())
+    insured = probabilities(household(has_insurance=True))
+    flooded = probabilities(household(), [MAJOR_FLOOD])
+    assert 0.1 <= uninsured["buy_insurance"] <= 0.2
+    assert 0.3 <= insured["buy_insurance"] <= 0.6
+    assert flooded["buy_insurance"] > 0.6
+    assert uninsured["elevate_house"] < 0.01
+    assert insured["elevate_house"] < 0.01
+    assert uninsured["relocate"] < uninsured["elevate_house"]
+    assert flooded["relocate"] < flooded["elevate_house"] < 0.05
+    outside = probabilities(household(flood_zone="X"))
+    assert outside["buy_insurance"] < uninsured["buy_insurance"]
+    renter = household(tenure="renter", structure_value=0.0, income=40_000.0)
+    contents = (Option("do_nothing", 0.0), Option("buy_contents_insurance", 400.0))
+    assert 0.05 < probabilities(renter, (), contents)["buy_contents_insurance"] < 0.2
+
+
+def test_forgetting_lowers_insurance_uptake() -> None:
+    uptake = [
+        probabilities(household(), [memory("flood", ("flood", "major"), score=0.9 * 0.9**age)])[
+            "buy_insurance"
+        ]
+        for age in range(0, 30, 5)
+    ]
+    assert uptake == sorted(uptake, reverse=True)
+    assert uptake[0] > 0.6
+    assert uptake[-1] < 0.2
+
+
+def test_denied_claims_lower_renewal() -> None:
+    trusting = probabilities(household(has_insurance=True, claims_paid=1))
+    burnt = probabilities(household(has_insurance=True, claims_denied=2))
+    assert burnt["buy_insurance"] < trusting["buy_insurance"]
+
+
+def test_logit_scale_sharpens_choice() -> None:
+    flat = probabilities(household(), [MAJOR_FLOOD], config=PMTConfig(logit_scale=0.2))
+    sharp = probabilities(household(), [MAJOR_FLOOD], config=PMTConfig(logit_scale=5.0))
+    assert max(sharp.values()) > max(flat.values())
+
+
+def test_empirical_frequency_matches_probability() -> None:
+    policy = PMTPolicy()
+    state = household(has_insurance=True)
+    rng = np.random.default_rng(12345)
+    p = policy.decide(state, [], OPTIONS, {}, rng).probabilities["buy_insurance"]
+    n = 20_000
+    hits = sum(
+        policy.decide(state, [], OPTIONS, {}, rng).skill_id == "buy_insurance" for _ in range(n)
+    )
+    assert abs(hits / n - p) < 0.01
+
+
+def test_same_seed_same_choices_different_seed_differs() -> None:
+    policy = PMTPolicy()
+    states = [
+        household(agent_id=f"H{n:05d}", flood_zone="AE" if n % 3 else "X", has_insurance=n % 2 == 0)
+        for n in range(200)
+    ]
+    flood = [[MAJOR_FLOOD] if n % 4 == 0 else [] for n in range(200)]
+
+    def run(seed: int) -> list[str]:
+        rng = np.random.default_rng(seed)
+        return [
+            policy.decide(s, m, OPTIONS, {}, rng).skill_id
+            for s, m in zip(states, flood, strict=True)
+        ]
+
+    assert run(7) == run(7)
+    assert run(7) != run(8)
+
+
+def test_exactly_one_draw_per_decision_even_with_one_option() -> None:
+    policy = PMTPolicy()
+    for options in (OPTIONS, (OPTIONS[0],)):
+        rng = np.random.default_rng(3)
+        reference = np.random.default_rng(3)
+        proposal = policy.decide(household(), [MAJOR_FLOOD], options, {}, rng)
+        reference.random()
+        assert rng.random() == reference.random()
+    assert proposal.skill_id == "do_nothing"
+    assert proposal.probabilities == {"do_nothing": 1.0}
+    assert proposal.constructs["CP"].level in LEVELS
+
+
+def test_no_options_or_unknown_skill_is_an_error() -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="no options offered"):
+        PMTPolicy().decide(household(), [], [], {}, rng)
+    with pytest.raises(ValueError, match="flood_wall"):
+        PMTPolicy().decide(household(), [], [Option("flood_wall", 1.0)], {}, rng)
+
+
+def test_proposal_carries_constructs_and_justification() -> None:
+    policy = PMTPolicy()
+    assert isinstance(policy, DecisionPolicy)
+    rng = np.random.default_rng(1)
+    seen = set()
+    for n in range(60):
+        state = household(has_insurance=n % 2 == 0)
+        memories = [MAJOR_FLOOD] if n % 3 == 0 else []
+        proposal = policy.decide(state, memories, OPTIONS, {"year": 5}, rng)
+        seen.add(proposal.skill_id)
+        assert proposal.parameters == {}
+        assert proposal.skill_id in proposal.probabilities
+        tp, cp = proposal.constructs["TP"], proposal.constructs["CP"]
+        assert tp.level in LEVELS
+        assert cp.level in LEVELS
+        assert 0.0 <= tp.value <= 1.0
+        assert 0.0 <= cp.value <= 1.0
+        assert tp.explanation
+        assert cp.explanation
+        assert proposal.justification.startswith(f"Threat is {tp.level} ")
+        assert proposal.justification.endswith(".")
+        if memories:
+            assert "major flood remembered from year 3" in proposal.justification
+    assert {"do_nothing", "buy_insurance"} <= seen
+
+
+def test_cp_construct_reports_the_chosen_or_most_likely_action() -> None:
+    rng = np.random.default_rng(0)
+    policy = PMTPolicy()
+    state = household()
+    for _ in range(50):
+        proposal = policy.decide(state, [], OPTIONS, {}, rng)
+        cp = proposal.constructs["CP"]
+        if proposal.skill_id == "do_nothing":
+            expected = coping_appraisal(OPTIONS[1], state)  # insurance is the likeliest action
+        else:
+            option = next(o for o in OPTIONS if o.skill_id == proposal.skill_id)
+            expected = coping_appraisal(option, state)
+        assert cp.value == pytest.approx(expected)
+        assert cp.level in LEVELS
+
+
+# Configuration ----------------------------------------------------------------------------------
+
+
+def test_config_partial_dicts_merge_over_defaults() -> None:
+    config = PMTConfig(zone_threat={"VE": 0.4}, asc={"buy_insurance": -2.0})
+    assert config.zone_threat == {"AE": 0.25, "X": 0.05, "VE": 0.4}
+    assert config.asc["relocate"] == PMTConfig().asc["relocate"]
+    assert config.asc["buy_insurance"] == -2.0
+    assert PMTConfig.model_validate(config.model_dump()) == config
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"threat_gian": 1.0},
+        {"zone_threat": {"AE": 1.5}},
+        {"memory_weights": {"earthquake": 1.0}},
+        {"memory_weights": {"flood_major": -1.0}},
+        {"self_efficacy": 1.2},
+        {"cost_sensitivity": -1.0},
+        {"beta_tp": -1.0},
+        {"logit_scale": 0.0},
+        {"threat_gain": 0.0},
+        {"max_claims_counted": -1},
+        {"asc": {"do_nothing": 0.0}},
+        {"asc": {"flood_wall": -5.0}},
+        {"insurance_skills": ["flood_wall"]},
+    ],
+)
+def test_config_rejects_bad_values(bad) -> None:
+    with pytest.raises(ValidationError):
+        PMTConfig.model_validate(bad)
+
+
+def test_config_is_frozen() -> None:
+    config = PMTConfig()
+    with pytest.raises(ValidationError):
+        config.beta_tp = 1.0  # type: ignore[misc]
