@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: $(STAMP)  ## Run the default simulation end to end
-	$(BIN)/floodsim memory-demo
+	$(BIN)/floodsim run configs/default.yaml
 
 test: $(STAMP)  ## Lint, format check and the whole test suite
 	$(BIN)/ruff check .

@@ -1,0 +1,102 @@
+"""Institutions households respond to: the government (elevation subsidy) and the insurer.
+
+Both are Mesa agents that review the year once its losses are known and may change one policy
+lever within configured bounds. A change is returned as ``(old, new)`` so the model can turn it
+into a policy-change memory for every household.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+import mesa
+
+if TYPE_CHECKING:
+    from simulation.config import GovernmentConfig, InsurerConfig
+
+__all__ = ["Government", "Insurer"]
+
+
+class Government(mesa.Agent):
+    """Sets the share of elevation costs it subsidises.
+
+    After a heavy-loss year (mean damage per active household above the configured level) the
+    share rises by one step, up to its maximum; after ``relax_after`` quiet years in a row it
+    falls by one step, down to its minimum. An optional yearly budget caps what it pays.
+    """
+
+    def __init__(self, model: mesa.Model, config: GovernmentConfig):
+        super().__init__(model)
+        self.config = config
+        self.subsidy_share = config.initial_subsidy
+        self.quiet_years = 0
+        self.spent_this_year = 0.0
+
+    def subsidy_for(self, cost: float) -> float:
+        """The share this government would pay of ``cost`` now, given its remaining budget."""
+        budget = self.config.budget
+        if budget is not None and self.spent_this_year + cost * self.subsidy_share > budget:
+            return 0.0
+        return self.subsidy_share
+
+    def pay(self, amount: float) -> None:
+        """Record a subsidy payment against this year's budget."""
+        self.spent_this_year += amount
+
+    def review(self, mean_damage: float) -> tuple[float, float] | None:
+        """Adjust the subsidy after a year with ``mean_damage`` per active household.
+
+        Returns:
+            ``(old, new)`` when the share changed, else ``None``.
+        """
+        cfg = self.config
+        self.spent_this_year = 0.0
+        old = self.subsidy_share
+        if mean_damage >= cfg.heavy_loss_per_household and mean_damage > 0.0:
+            self.quiet_years = 0
+            self.subsidy_share = min(cfg.max_subsidy, old + cfg.step)
+        else:
+            self.quiet_years += 1
+            if cfg.relax_after is not None and self.quiet_years >= cfg.relax_after:
+                self.quiet_years = 0
+                self.subsidy_share = max(cfg.min_subsidy, old - cfg.step)
+        self.subsidy_share = round(self.subsidy_share, 10)  # keep steps from drifting
+        return (old, self.subsidy_share) if self.subsidy_share != old else None
+
+
+class Insurer(mesa.Agent):
+    """Moves the premium rate toward a target loss ratio over a rolling window.
+
+    The rate is scaled by ``loss_ratio / target`` over the last ``window`` years, clipped to
+    ``max_change`` per year and to ``[min_rate, max_rate]``; within ``tolerance`` of the target
+    nothing changes. Years without premiums are skipped.
+    """
+
+    def __init__(self, model: mesa.Model, config: InsurerConfig, rate: float):
+        super().__init__(model)
+        self.config = config
+        self.rate = rate
+        self._history: deque[tuple[float, float]] = deque(maxlen=config.window)
+
+    def review(self, premiums: float, claims: float) -> tuple[float, float] | None:
+        """Record a year's premiums and claims; return ``(old, new)`` if the rate changed."""
+        cfg = self.config
+        self._history.append((premiums, claims))
+        if not cfg.enabled or len(self._history) < cfg.window:
+            return None
+        total_premiums = sum(p for p, _ in self._history)
+        if total_premiums <= 0.0:
+            return None
+        loss_ratio = sum(c for _, c in self._history) / total_premiums
+        if abs(loss_ratio / cfg.target_loss_ratio - 1.0) <= cfg.tolerance:
+            return None
+        factor = min(
+            1.0 + cfg.max_change, max(1.0 - cfg.max_change, loss_ratio / cfg.target_loss_ratio)
+        )
+        old = self.rate
+        new = round(min(cfg.max_rate, max(cfg.min_rate, old * factor)), 4)
+        if abs(new - old) < 0.005:  # below a cent per $1,000: not worth a filing
+            return None
+        self.rate = new
+        return (old, new)

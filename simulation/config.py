@@ -1,0 +1,558 @@
+"""Run configuration: typed models, loading, ``base:`` inheritance and ``--set`` overrides.
+
+A run config is a YAML file whose sections map onto the models below; every key is documented
+by its ``Field`` description (and in ``configs/default.yaml``). :func:`load_config` reads,
+merges and validates a file and everything it refers to (damage curves, skill registry,
+household table, hazard rasters) before anything runs. Any problem raises :class:`ConfigError`
+with one line naming the file, the key and the problem.
+
+Sections defined next to the code that uses them are imported here: ``households``
+(:class:`~simulation.agents.population.PopulationConfig`), ``decision.pmt``
+(:class:`~simulation.decisions.pmt.PMTConfig`) and the memory settings dataclasses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simulation.agents.population import PopulationConfig
+from simulation.decisions.pmt import PMTConfig
+from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
+from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
+from simulation.skills.templates import TemplateError, template_fields
+
+__all__ = [
+    "AdaptationConfig",
+    "ConfigError",
+    "DamageConfig",
+    "DecisionConfig",
+    "EventMemoryConfig",
+    "EventTemplate",
+    "GovernmentConfig",
+    "HazardConfig",
+    "InsuranceConfig",
+    "InsurerConfig",
+    "MemoryConfig",
+    "RunConfig",
+    "SocialConfig",
+    "apply_overrides",
+    "load_config",
+    "read_yaml",
+]
+
+# The settings dataclasses validate themselves; inside a config they must also reject unknown keys.
+for _settings in (RetrievalSettings, RetentionSettings, ReflectionSettings):
+    _settings.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the file and the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HazardConfig(_Section):
+    """Where each year's flood depths come from (``hazard:``)."""
+
+    source: Literal["stochastic", "scripted", "raster"] = Field(
+        "stochastic",
+        description="stochastic: annual maximum water level drawn from `distribution`; "
+        "scripted: listed `events`; raster: one ESRI ASCII depth grid per year in `rasters`.",
+    )
+    distribution: Literal["gumbel", "lognormal"] = Field(
+        "gumbel", description="stochastic: distribution of the annual maximum water level."
+    )
+    loc: float | None = Field(
+        2.0, description="gumbel: location of the annual maximum level, ft above datum."
+    )
+    scale: float | None = Field(
+        1.5, gt=0, description="gumbel: scale, ft; the 100-year level is loc + 4.6 * scale."
+    )
+    mean: float | None = Field(None, description="lognormal: mean of log(level).")
+    sigma: float | None = Field(None, gt=0, description="lognormal: sd of log(level).")
+    spatial_noise_sd: float = Field(
+        0.0, ge=0, description="stochastic: sd (ft) of per-household noise on the level."
+    )
+    events: dict[int, float] = Field(
+        default_factory=dict,
+        description="scripted: year -> water level (ft above datum) or depth (ft), by `kind`.",
+    )
+    kind: Literal["level", "depth"] = Field(
+        "level", description="scripted: whether `events` give levels or uniform depths."
+    )
+    rasters: dict[int, str] = Field(
+        default_factory=dict,
+        description="raster: year -> path of an .asc depth grid (relative to the config file).",
+    )
+    units: Literal["ft", "m"] = Field("ft", description="raster: depth units of the grids.")
+
+    def build(self, base_dir: Path) -> HazardSource:
+        """The configured hazard source (raster files are checked to exist here).
+
+        Raises:
+            HazardError: Naming the file and year of a missing or malformed raster.
+        """
+        if self.source == "stochastic":
+            keys = ("loc", "scale") if self.distribution == "gumbel" else ("mean", "sigma")
+            return StochasticSource(
+                self.distribution,
+                spatial_noise_sd=self.spatial_noise_sd,
+                **{k: getattr(self, k) for k in keys},
+            )
+        if self.source == "scripted":
+            return ScriptedSource(self.events, kind=self.kind)
+        paths = {year: base_dir / path for year, path in self.rasters.items()}
+        return RasterSource(paths, units=self.units)
+
+
+class DamageConfig(_Section):
+    """How flood depth becomes damage (``damage:``)."""
+
+    curves: str = Field(
+        "usace_one_story_no_basement",
+        description="Shipped curve set (usace_one_story_no_basement, jrc_north_america) or a "
+        "YAML file of the same shape (relative to the config file).",
+    )
+    owner_contents_basis: Literal["structure", "contents"] = Field(
+        "structure",
+        description="USACE contents curves give damage as a share of the *structure* value "
+        "(EGM 01-03); `structure` applies them that way for owners, `contents` applies them "
+        "to the contents value. Renters always use their contents value.",
+    )
+
+
+class InsuranceConfig(_Section):
+    """NFIP-like annual flood insurance (``insurance:``)."""
+
+    rate_per_1000: float = Field(
+        4.0,
+        gt=0,
+        description="Initial premium per $1,000 of coverage in zone AE. $4 gives about $1,400 "
+        "for full owner coverage, near the Risk Rating 2.0 average for AE single-family homes.",
+    )
+    zone_multiplier: dict[str, float] = Field(
+        default_factory=lambda: {"AE": 1.0, "X": 0.3},
+        description="Premium multiplier by flood zone; X-zone policies cost about a third "
+        "(preferred-risk policies). Zones not listed use 1.0.",
+    )
+    elevated_multiplier: float = Field(
+        0.5, gt=0, le=1, description="Premium multiplier for elevated homes."
+    )
+    structure_limit: float = Field(250_000, gt=0, description="NFIP structure coverage limit.")
+    contents_limit: float = Field(100_000, gt=0, description="NFIP contents coverage limit.")
+    deductible: float = Field(1_250, ge=0, description="Deductible per claim, dollars.")
+    claim_approval_probability: float = Field(
+        0.85,
+        ge=0,
+        le=1,
+        description="Chance a claim is paid; roughly a quarter of NFIP claims historically "
+        "close without payment, many for damage under the deductible (handled separately).",
+    )
+
+
+class InsurerConfig(_Section):
+    """The insurer agent moving the premium rate by loss ratio (``insurer:``)."""
+
+    enabled: bool = Field(True, description="Whether the insurer adjusts the rate.")
+    min_rate: float = Field(2.0, gt=0, description="Lowest rate per $1,000.")
+    max_rate: float = Field(12.0, gt=0, description="Highest rate per $1,000.")
+    target_loss_ratio: float = Field(
+        0.8, gt=0, description="Claims over premiums the insurer aims for over `window` years."
+    )
+    window: int = Field(5, ge=1, description="Years of losses and premiums averaged.")
+    max_change: float = Field(
+        0.18,
+        gt=0,
+        lt=1,
+        description="Largest yearly relative rate change (NFIP caps most increases at 18%).",
+    )
+    tolerance: float = Field(
+        0.25,
+        ge=0,
+        description="Dead band: the rate moves only when the loss ratio is more than this "
+        "relative distance from the target (insurers file rate changes, not yearly drifts).",
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> InsurerConfig:
+        if self.min_rate > self.max_rate:
+            msg = f"min_rate ({self.min_rate}) must not exceed max_rate ({self.max_rate})"
+            raise ValueError(msg)
+        return self
+
+
+class GovernmentConfig(_Section):
+    """The government agent setting the elevation subsidy (``government:``)."""
+
+    initial_subsidy: float = Field(
+        0.5, ge=0, le=1, description="Share of elevation cost the government pays at first."
+    )
+    min_subsidy: float = Field(0.2, ge=0, le=1, description="Lowest subsidy share.")
+    max_subsidy: float = Field(0.95, ge=0, le=1, description="Highest subsidy share.")
+    step: float = Field(0.05, gt=0, le=1, description="Change of the share after a trigger.")
+    heavy_loss_per_household: float = Field(
+        2_000.0,
+        ge=0,
+        description="Mean damage per active household ($) that makes a year heavy-loss; "
+        "the subsidy is raised by `step` the following year.",
+    )
+    relax_after: int | None = Field(
+        10,
+        ge=1,
+        description="Quiet years after which the subsidy is lowered by `step` (null: never).",
+    )
+    budget: float | None = Field(
+        None,
+        ge=0,
+        description="Yearly subsidy budget in dollars (null: unlimited); once spent, further "
+        "elevations that year get no subsidy.",
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> GovernmentConfig:
+        if not self.min_subsidy <= self.initial_subsidy <= self.max_subsidy:
+            msg = (
+                f"initial_subsidy ({self.initial_subsidy}) must lie within "
+                f"[min_subsidy, max_subsidy] = [{self.min_subsidy}, {self.max_subsidy}]"
+            )
+            raise ValueError(msg)
+        return self
+
+
+class AdaptationConfig(_Section):
+    """Costs and effects of elevation and relocation (``adaptation:``)."""
+
+    elevation_cost: float = Field(
+        90_000,
+        ge=0,
+        description="Cost of elevating a single-family home before subsidy; FEMA puts typical "
+        "projects at $30-$90 per sq ft, so about $60k-$135k for 1,500 sq ft.",
+    )
+    elevation_height_ft: float = Field(
+        6.0, gt=0, description="Feet an elevation raises the first floor."
+    )
+    owner_relocation_cost: float = Field(
+        30_000,
+        ge=0,
+        description="Out-of-pocket cost of moving for owners after a buyout at market value "
+        "(transaction and moving costs).",
+    )
+    renter_relocation_cost: float = Field(
+        5_000, ge=0, description="Out-of-pocket cost of moving for renters."
+    )
+
+
+class EventTemplate(_Section):
+    """A memory written when an event happens: template, importance and tags."""
+
+    template: str = Field(description="Text with {placeholders}; see EventMemoryConfig.")
+    importance: float = Field(ge=0, le=1, description="Importance; >= threshold -> episodic.")
+    tags: tuple[str, ...] = Field((), description="Tags of the memory.")
+
+
+class EventMemoryConfig(_Section):
+    """Memories of events (``events:``); defaults follow seed 000 sections 5.2 and 10.3.
+
+    Placeholders: floods ``{year} {damage} {depth}``; claims ``{year} {payout} {damage}``;
+    policy changes ``{year} {old} {new}``; neighbours ``{year} {count} {total} {action}``.
+    """
+
+    major_damage_threshold: float = Field(
+        50_000, ge=0, description="Damage ($) at or above which a flood is major."
+    )
+    flood_major: EventTemplate = EventTemplate(
+        template="Year {year}: A major flood caused ${damage:,.0f} in damages",
+        importance=0.9,
+        tags=("flood", "major"),
+    )
+    flood_minor: EventTemplate = EventTemplate(
+        template="Year {year}: A minor flood caused ${damage:,.0f} in damages",
+        importance=0.6,
+        tags=("flood", "minor"),
+    )
+    flood_no_damage: EventTemplate = EventTemplate(
+        template="Year {year}: A flood occurred but caused no damage to my property",
+        importance=0.4,
+        tags=("flood", "no_damage"),
+    )
+    claim_paid: EventTemplate = EventTemplate(
+        template="Year {year}: Insurance paid ${payout:,.0f} for my claim",
+        importance=0.7,
+        tags=("insurance", "claim", "approved"),
+    )
+    claim_denied: EventTemplate = EventTemplate(
+        template="Year {year}: My insurance claim was denied",
+        importance=0.8,
+        tags=("insurance", "claim", "denied"),
+    )
+    subsidy_change: EventTemplate = EventTemplate(
+        template="Year {year}: The government changed the elevation subsidy from {old:.0%} "
+        "to {new:.0%}",
+        importance=0.5,
+        tags=("policy", "subsidy"),
+    )
+    premium_change: EventTemplate = EventTemplate(
+        template="Year {year}: The flood insurance rate changed from ${old:.2f} to ${new:.2f} "
+        "per $1,000 of coverage",
+        importance=0.5,
+        tags=("policy", "premium"),
+    )
+    neighbor_adaptation: EventTemplate = EventTemplate(
+        template="Year {year}: {count} of my {total} neighbours {action} last year",
+        importance=0.4,
+        tags=("neighbor",),
+    )
+
+
+#: Placeholders each event template may use.
+EVENT_FIELDS: dict[str, frozenset[str]] = {
+    "flood_major": frozenset({"year", "damage", "depth"}),
+    "flood_minor": frozenset({"year", "damage", "depth"}),
+    "flood_no_damage": frozenset({"year", "damage", "depth"}),
+    "claim_paid": frozenset({"year", "payout", "damage"}),
+    "claim_denied": frozenset({"year", "payout", "damage"}),
+    "subsidy_change": frozenset({"year", "old", "new"}),
+    "premium_change": frozenset({"year", "old", "new"}),
+    "neighbor_adaptation": frozenset({"year", "count", "total", "action"}),
+}
+
+
+class MemoryConfig(_Section):
+    """Each household's CognitiveMemory (``memory:``); see simulation.memory for the fields."""
+
+    working_capacity: int = Field(10, ge=1, description="Working-memory FIFO capacity.")
+    episodic_capacity: int = Field(50, ge=1, description="Episodic-memory capacity.")
+    consolidation_threshold: float = Field(
+        0.7, ge=0, le=1, description="Importance at or above which memories become episodic."
+    )
+    decay_rate: float = Field(
+        0.95, gt=0, le=1, description="Per-year decay of importance in retrieval and retention."
+    )
+    retrieval: RetrievalSettings = Field(
+        default_factory=RetrievalSettings,
+        description="strategy (spec|weighted), top_k, w_recency, w_importance, w_relevance, "
+        "recency_decay, relevance (keyword|embedding), query.",
+    )
+    retention: RetentionSettings = Field(
+        default_factory=RetentionSettings,
+        description="policy (decayed_importance|fifo|importance_weighted|tiered), w_importance, "
+        "w_recency, archive_capacity, demote_below, promote_after.",
+    )
+    reflection: ReflectionSettings = Field(
+        default_factory=ReflectionSettings,
+        description="enabled, threshold, importance, semantic_capacity.",
+    )
+
+
+class SocialConfig(_Section):
+    """Who observes whom (``social:``)."""
+
+    neighborhood: Literal["moore", "von_neumann", "small_world"] = Field(
+        "moore",
+        description="moore / von_neumann: grid neighbours of each home's cell; small_world: a "
+        "Watts-Strogatz network over households in grid order.",
+    )
+    k: int = Field(6, ge=2, description="small_world: neighbours each household starts with.")
+    p: float = Field(0.1, ge=0, le=1, description="small_world: rewiring probability.")
+    observe: bool = Field(True, description="Write neighbour-adaptation memories.")
+
+
+class DecisionConfig(_Section):
+    """How households decide (``decision:``)."""
+
+    policy: Literal["pmt"] = Field("pmt", description="pmt: Protection Motivation Theory.")
+    pmt: PMTConfig = Field(default_factory=PMTConfig, description="PMT coefficients.")
+
+
+class RunConfig(_Section):
+    """A whole run. Paths inside are relative to the config file's folder."""
+
+    name: str = Field(
+        "run",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="Run name, used in the run directory name (letters, digits, _ . -).",
+    )
+    seed: int = Field(42, ge=0, description="Root seed; every random stream derives from it.")
+    years: int = Field(30, ge=1, le=1000, description="Simulated years (model steps).")
+    registry: str = Field(
+        "skill_registry.yaml", description="Skill registry file (relative to the config file)."
+    )
+    households: PopulationConfig = Field(default_factory=PopulationConfig)
+    hazard: HazardConfig = Field(default_factory=HazardConfig)
+    damage: DamageConfig = Field(default_factory=DamageConfig)
+    insurance: InsuranceConfig = Field(default_factory=InsuranceConfig)
+    insurer: InsurerConfig = Field(default_factory=InsurerConfig)
+    government: GovernmentConfig = Field(default_factory=GovernmentConfig)
+    adaptation: AdaptationConfig = Field(default_factory=AdaptationConfig)
+    events: EventMemoryConfig = Field(default_factory=EventMemoryConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    social: SocialConfig = Field(default_factory=SocialConfig)
+    decision: DecisionConfig = Field(default_factory=DecisionConfig)
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """The fully merged config as plain data (for ``config.resolved.yaml``)."""
+        return self.model_dump(mode="json")
+
+
+# ---------------------------------------------------------------------------------- loading
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping safely.
+
+    Raises:
+        ConfigError: If the file is missing, unreadable, not YAML, or not a mapping.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        msg = f"{path}: file not found"
+        raise ConfigError(msg) from None
+    except OSError as err:
+        msg = f"{path}: cannot read: {err.strerror}"
+        raise ConfigError(msg) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        msg = f"{path}: {where}YAML syntax error: {problem}"
+        raise ConfigError(msg) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        msg = f"{path}: top level must be a mapping of keys, got {type(data).__name__}"
+        raise ConfigError(msg)
+    return data
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _resolve_base(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> dict[str, Any]:
+    """Merge a ``base:`` file under ``data`` (recursively; paths relative to each file)."""
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        msg = f"{path}: base: must be a path string, got {type(base).__name__}"
+        raise ConfigError(msg)
+    base_path = (path.parent / base).resolve()
+    if base_path in seen:
+        msg = f"{path}: base: circular inheritance through {base_path}"
+        raise ConfigError(msg)
+    parent = _resolve_base(base_path, read_yaml(base_path), (*seen, base_path))
+    # Paths in the base file stay relative to the base file.
+    for key in ("registry",):
+        if key in parent and key not in data:
+            parent[key] = str((base_path.parent / parent[key]).resolve())
+    return _deep_merge(parent, data)
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str], origin: str) -> dict[str, Any]:
+    """Apply ``KEY=VALUE`` overrides with dotted keys; values are parsed as YAML scalars.
+
+    Raises:
+        ConfigError: For an override without ``=`` or an unparsable value.
+    """
+    result = _deep_merge({}, data)
+    for override in overrides:
+        key, sep, raw = override.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            msg = f"{origin}: --set {override!r}: expected KEY=VALUE with a dotted KEY"
+            raise ConfigError(msg)
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            msg = f"{origin}: --set {key}: cannot parse value {raw!r}"
+            raise ConfigError(msg) from None
+        node = result
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {} if child is None else child
+                if not isinstance(child, dict):
+                    msg = f"{origin}: --set {key}: {part} is not a section"
+                    raise ConfigError(msg)
+                node[part] = child = dict(child)
+            else:
+                node[part] = child = dict(child)
+            node = child
+        node[parts[-1]] = value
+    return result
+
+
+def _describe(error: ValidationError, origin: str) -> str:
+    """One line: file, dotted key path, problem (and how many more problems there are)."""
+    first = error.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        message = "unknown key"
+    elif "input" in first and first["type"] != "missing":
+        message = f"{message} (got {first['input']!r})"
+    more = len(error.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{origin}: {loc or '(top level)'}: {message}{suffix}"
+
+
+def load_config(
+    path: str | Path, overrides: list[str] | None = None, seed: int | None = None
+) -> tuple[RunConfig, Path]:
+    """Load, merge and validate a run config.
+
+    Args:
+        path: The YAML file.
+        overrides: ``KEY=VALUE`` strings with dotted keys (``--set``).
+        seed: Overrides ``seed`` (``--seed``).
+
+    Returns:
+        The validated config and the folder relative paths in it refer to.
+
+    Raises:
+        ConfigError: One line naming the file, the key and the problem.
+    """
+    path = Path(path)
+    origin = str(path)
+    data = _resolve_base(path.resolve(), read_yaml(path), (path.resolve(),))
+    if overrides:
+        data = apply_overrides(data, overrides, origin)
+    if seed is not None:
+        data["seed"] = seed
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_describe(err, origin)) from None
+    _check_event_templates(config, origin)
+    return config, path.resolve().parent
+
+
+def _check_event_templates(config: RunConfig, origin: str) -> None:
+    for name, allowed in EVENT_FIELDS.items():
+        template = getattr(config.events, name).template
+        try:
+            used = template_fields(template)
+        except TemplateError as err:
+            msg = f"{origin}: events.{name}.template: {err}"
+            raise ConfigError(msg) from None
+        unknown = sorted(used - allowed)
+        if unknown:
+            msg = (
+                f"{origin}: events.{name}.template: unknown placeholder {unknown[0]!r} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
+            raise ConfigError(msg)

@@ -1,0 +1,520 @@
+"""FloodAdaptationModel: households, institutions and the yearly cycle on Mesa.
+
+One step is one year, in the order DESIGN.md section 2 fixes (and the README documents):
+
+1. hazard: each active household's flood depth;
+2. damage: depth above the first floor through the depth-damage curves;
+3. claims: insured households with damage above the deductible claim; approval is drawn;
+4. event memories: flood and claim experiences, routed by importance;
+5. institutions: the government may change the elevation subsidy, the insurer the premium rate;
+   every household remembers a change;
+6. social observation: each household remembers what its neighbours adopted *last* year (a
+   snapshot, so activation order does not matter);
+7. decisions: households, in a shuffled order, retrieve memories, the policy proposes a skill,
+   the registry validates and executes it, and its memory template is written; insurance that
+   is not renewed lapses;
+8. year end: consolidation, retention and reflection; the metrics row is collected.
+
+The model owns its random streams: Mesa's ``random`` (activation order) and numpy generators for
+the population, hazard, claims and decisions, all derived from the config's seed, so equal
+configs give equal runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import mesa
+import networkx as nx
+import numpy as np
+from mesa.discrete_space import (
+    CellAgent,
+    Network,
+    OrthogonalMooreGrid,
+    OrthogonalVonNeumannGrid,
+)
+
+from simulation.agents.institutions import Government, Insurer
+from simulation.agents.population import build_population
+from simulation.config import ConfigError
+from simulation.decisions.pmt import PMTPolicy
+from simulation.hazard import HazardError, Sites, compute_damage, load_curves
+from simulation.memory import CognitiveMemory
+from simulation.skills import SkillRegistry
+from simulation.skills.templates import render
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from simulation.agents.state import HouseholdState
+    from simulation.config import EventTemplate, RunConfig
+    from simulation.decisions import Proposal
+    from simulation.memory import ScoredMemory, WriteResult
+    from simulation.skills.registry import Validation
+
+__all__ = ["METRIC_COLUMNS", "Decision", "FloodAdaptationModel", "HouseholdAgent"]
+
+#: Columns of ``model_years.csv``, in order.
+METRIC_COLUMNS = (
+    "year",
+    "active_households",
+    "insured_share",
+    "insured_share_ae",
+    "insured_share_x",
+    "elevated_share",
+    "relocated_share",
+    "flooded_households",
+    "damaged_households",
+    "total_damage",
+    "claims_filed",
+    "claims_paid",
+    "claims_paid_amount",
+    "premium_rate",
+    "subsidy_share",
+    "mean_tp",
+    "mean_working",
+    "mean_episodic",
+    "decisions_buy_insurance",
+    "decisions_elevate_house",
+    "decisions_relocate",
+    "decisions_do_nothing",
+    "invalid_proposals",
+)
+
+_INSURANCE_SKILLS = frozenset({"buy_insurance", "buy_contents_insurance"})
+# What neighbours notice, per adopted skill: the action phrase of the neighbour template.
+_ADOPTION_PHRASES = {
+    "insurance": "bought flood insurance",
+    "elevate_house": "elevated their homes",
+    "relocate": "moved away",
+}
+
+
+@dataclass(slots=True)
+class Decision:
+    """One household's decision in one year, kept for metrics and the audit trail."""
+
+    year: int
+    proposal: Proposal
+    skill_id: str
+    validation: Validation
+    retrieved: list[ScoredMemory]
+    state_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    memory_update: WriteResult | None = None
+    cost: float = 0.0
+
+
+class HouseholdAgent(CellAgent):
+    """A household: its state, its memory and its place among neighbours.
+
+    Args:
+        model: The model.
+        state: The household's state record.
+        memory: Its cognitive memory.
+    """
+
+    def __init__(self, model: FloodAdaptationModel, state: HouseholdState, memory: CognitiveMemory):
+        super().__init__(model)
+        self.state = state
+        self.memory = memory
+        self.neighbors: tuple[HouseholdAgent, ...] = ()
+        self.adopted_last_year: str | None = None  # what neighbours can observe this year
+        self.adopted_this_year: str | None = None
+        self.last_decision: Decision | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether the household still takes part (has not relocated)."""
+        return not self.state.relocated
+
+    def decide(self, year: int) -> None:
+        """Step 7 for this household: retrieve, propose, validate, execute, remember."""
+        self.model.decide_for(self, year)
+
+
+class FloodAdaptationModel(mesa.Model):
+    """Flood adaptation of households with cognitive memory.
+
+    Args:
+        config: A validated run config (see :func:`simulation.config.load_config`).
+        base_dir: Folder that relative paths in the config refer to.
+        origin: The config file's name, for error messages.
+
+    Raises:
+        ConfigError: For damage curves or hazard files that cannot be used.
+        RegistryError: For a broken skill registry (the message names its file).
+        PopulationError: For a broken household table (the message names file, row, column).
+    """
+
+    def __init__(self, config: RunConfig, base_dir: Path, origin: str = "config"):
+        super().__init__(seed=config.seed)
+        self.config = config
+        streams = np.random.SeedSequence(config.seed).spawn(4)
+        self.population_rng, self.hazard_rng, self.claims_rng, self.decision_rng = (
+            np.random.default_rng(s) for s in streams
+        )
+        self.registry = SkillRegistry.load(base_dir / config.registry)
+        try:
+            self.curves = load_curves(_resolve(base_dir, config.damage.curves))
+        except HazardError as err:
+            raise ConfigError(f"{origin}: damage.curves: {err}") from None
+        try:
+            self.hazard = config.hazard.build(base_dir)
+        except HazardError as err:
+            raise ConfigError(f"{origin}: hazard: {err}") from None
+        self.policy = PMTPolicy(config.decision.pmt)
+        self.government = Government(self, config.government)
+        self.insurer = Insurer(self, config.insurer, config.insurance.rate_per_1000)
+        self._retrieve_tool = self.registry.memory_tools["retrieve_memory"]
+
+        population = build_population(config.households, self.population_rng, base_dir)
+        self.households: list[HouseholdAgent] = []
+        memory_cfg = config.memory
+        for state in population.states:
+            memory = CognitiveMemory(
+                state.agent_id,
+                memory_cfg.working_capacity,
+                memory_cfg.episodic_capacity,
+                memory_cfg.consolidation_threshold,
+                memory_cfg.decay_rate,
+                retrieval=memory_cfg.retrieval,
+                retention=memory_cfg.retention,
+                reflection=memory_cfg.reflection,
+            )
+            for seed in population.seeds.get(state.agent_id, ()):
+                memory.add_seed(seed.content, seed.importance, seed.year, seed.tags)
+            self.households.append(HouseholdAgent(self, state, memory))
+        self._place(population.grid_shape, population.cells)
+
+        self.year_stats: dict[str, float] = {}
+        self._premiums_collected = 0.0  # premiums paid for the coming year's coverage
+        self.datacollector = mesa.DataCollector(
+            model_reporters={name: _stat(name) for name in METRIC_COLUMNS}
+        )
+
+    # ------------------------------------------------------------------------ set-up
+    def _place(self, grid_shape: tuple[int, int], cells: list[tuple[int, int]]) -> None:
+        """Put households in a Mesa discrete space and cache each one's neighbours."""
+        social = self.config.social
+        if social.neighborhood == "small_world":
+            n = len(self.households)
+            k = min(social.k, n - 1 - (n - 1) % 2) if n > 2 else 0
+            graph = nx.watts_strogatz_graph(n, max(k, 0), social.p, seed=self.random)
+            self.space = Network(graph, random=self.random)
+            for node, agent in enumerate(self.households):
+                agent.cell = self.space[node]
+        else:
+            height, width = grid_shape
+            grid_cls = (
+                OrthogonalMooreGrid if social.neighborhood == "moore" else OrthogonalVonNeumannGrid
+            )
+            self.space = grid_cls((width, height), torus=False, random=self.random)
+            for agent, (col, row) in zip(self.households, cells, strict=True):
+                agent.cell = self.space[(col, row)]
+        for agent in self.households:
+            agent.neighbors = tuple(
+                a
+                for a in agent.cell.neighborhood.agents
+                if a is not agent and isinstance(a, HouseholdAgent)
+            )
+            # Several households can share a grid cell (tables with coarse coordinates).
+            agent.neighbors += tuple(
+                a for a in agent.cell.agents if a is not agent and a not in agent.neighbors
+            )
+
+    # -------------------------------------------------------------------------- step
+    def step(self) -> None:
+        """Advance one year (see the module docstring for the order)."""
+        year = self.steps
+        active = [h for h in self.households if h.active]
+        stats = dict.fromkeys(METRIC_COLUMNS, 0.0)
+        stats["year"] = year
+        self.year_stats = stats
+
+        depths, damage_s, damage_c = self._hazard_and_damage(year, active)
+        claims_paid = self._claims_and_event_memories(year, active, depths, damage_s, damage_c)
+        self._institutions(year, active, float(np.sum(damage_s + damage_c)), claims_paid)
+        self._observe_neighbours(year, active)
+
+        tps: list[float] = []
+        self._tps = tps
+        self._premiums_collected = 0.0
+        self.agents_by_type[HouseholdAgent].select(lambda h: h.active).shuffle_do("decide", year)
+
+        for household in active:
+            household.memory.end_year(year)
+            household.adopted_last_year = household.adopted_this_year
+            household.adopted_this_year = None
+        self._collect(stats, tps)
+
+    def _hazard_and_damage(
+        self, year: int, active: list[HouseholdAgent]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Steps 1-2: flood depth at each active home and the damage it does."""
+        states = [h.state for h in active]
+        sites = Sites(
+            x=np.fromiter((s.x for s in states), float, len(states)),
+            y=np.fromiter((s.y for s in states), float, len(states)),
+            ground_elevation=np.fromiter((s.ground_elevation for s in states), float, len(states)),
+        )
+        depths = self.hazard.depths(year, self.hazard_rng, sites)
+        raised = self.config.adaptation.elevation_height_ft
+        floor = np.fromiter(
+            (s.first_floor_height + (raised if s.elevated else 0.0) for s in states),
+            float,
+            len(states),
+        )
+        above_floor = np.where(depths > 0.0, depths - floor, -np.inf)
+        structure = np.fromiter((s.structure_value for s in states), float, len(states))
+        contents = np.fromiter((s.contents_value for s in states), float, len(states))
+        if self.config.damage.owner_contents_basis == "structure":
+            contents_basis = np.where(structure > 0.0, structure, contents)
+        else:
+            contents_basis = contents
+        damage_s, damage_c = compute_damage(above_floor, structure, contents_basis, self.curves)
+        # The curves' contents share of structure value cannot exceed what the contents are worth.
+        damage_c = np.minimum(damage_c, contents)
+        self.year_stats["flooded_households"] = int(np.count_nonzero(depths > 0.0))
+        return depths, damage_s, damage_c
+
+    def _claims_and_event_memories(
+        self,
+        year: int,
+        active: list[HouseholdAgent],
+        depths: np.ndarray,
+        damage_s: np.ndarray,
+        damage_c: np.ndarray,
+    ) -> float:
+        """Steps 3-4: claims and the flood and claim memories they leave. Returns the payout."""
+        ins, events, stats = self.config.insurance, self.config.events, self.year_stats
+        # One uniform per active household every year keeps the claims stream aligned.
+        approval_draws = self.claims_rng.random(len(active))
+        total_damage = damage_s + damage_c
+        paid_total = 0.0
+        for i in np.flatnonzero(depths > 0.0):
+            household = active[i]
+            state = household.state
+            damage = float(total_damage[i])
+            depth = float(depths[i])
+            if damage > 0.0:
+                state.cumulative_damage += damage
+                state.last_damage = damage
+                stats["damaged_households"] += 1
+                major = damage >= events.major_damage_threshold
+                event = events.flood_major if major else events.flood_minor
+            else:
+                event = events.flood_no_damage
+            self._remember(household, event, year, "flood", damage, damage=damage, depth=depth)
+            if not state.insured or damage <= 0.0:
+                continue
+            covered = (
+                min(float(damage_s[i]), ins.structure_limit) if state.has_insurance else 0.0
+            ) + min(float(damage_c[i]), ins.contents_limit)
+            if covered <= ins.deductible:
+                continue
+            stats["claims_filed"] += 1
+            if approval_draws[i] < ins.claim_approval_probability:
+                payout = covered - ins.deductible
+                paid_total += payout
+                state.claims_paid += 1
+                stats["claims_paid"] += 1
+                self._remember(
+                    household,
+                    events.claim_paid,
+                    year,
+                    "claim",
+                    payout,
+                    payout=payout,
+                    damage=damage,
+                )
+            else:
+                state.claims_denied += 1
+                self._remember(
+                    household, events.claim_denied, year, "claim", 0.0, payout=0.0, damage=damage
+                )
+        stats["total_damage"] = float(np.sum(total_damage))
+        stats["claims_paid_amount"] = paid_total
+        return paid_total
+
+    def _institutions(
+        self, year: int, active: list[HouseholdAgent], total_damage: float, claims_paid: float
+    ) -> None:
+        """Step 5: subsidy and premium reviews; changes become policy memories."""
+        events = self.config.events
+        changes = []
+        subsidy = self.government.review(total_damage / max(len(active), 1))
+        if subsidy is not None:
+            changes.append((events.subsidy_change, subsidy))
+        rate = self.insurer.review(self._premiums_collected, claims_paid)
+        if rate is not None:
+            changes.append((events.premium_change, rate))
+        for event, (old, new) in changes:
+            content = render(event.template, {"year": year, "old": old, "new": new})
+            for household in active:
+                household.memory.write(content, event.importance, year, event.tags, source="policy")
+
+    def _observe_neighbours(self, year: int, active: list[HouseholdAgent]) -> None:
+        """Step 6: remember last year's adoptions among neighbours (a snapshot)."""
+        if not self.config.social.observe:
+            return
+        event = self.config.events.neighbor_adaptation
+        for household in active:
+            neighbors = household.neighbors
+            if not neighbors:
+                continue
+            counts: dict[str, int] = {}
+            for neighbor in neighbors:
+                adopted = neighbor.adopted_last_year
+                if adopted is not None:
+                    counts[adopted] = counts.get(adopted, 0) + 1
+            for adopted, count in counts.items():
+                content = render(
+                    event.template,
+                    {
+                        "year": year,
+                        "count": count,
+                        "total": len(neighbors),
+                        "action": _ADOPTION_PHRASES[adopted],
+                    },
+                )
+                household.memory.write(
+                    content, event.importance, year, (*event.tags, adopted), source="neighbor"
+                )
+
+    # --------------------------------------------------------------------- decisions
+    def costs_for(self, state: HouseholdState) -> dict[str, float]:
+        """Each skill's out-of-pocket cost for ``state`` this year."""
+        ins, adapt = self.config.insurance, self.config.adaptation
+        rate = self.insurer.rate * ins.zone_multiplier.get(state.flood_zone, 1.0)
+        if state.elevated:
+            rate *= ins.elevated_multiplier
+        contents_cover = min(state.contents_value, ins.contents_limit)
+        structure_cover = min(state.structure_value, ins.structure_limit)
+        subsidy = self.government.subsidy_for(adapt.elevation_cost)
+        return {
+            "buy_insurance": rate * (structure_cover + contents_cover) / 1000.0,
+            "buy_contents_insurance": rate * contents_cover / 1000.0,
+            "elevate_house": adapt.elevation_cost * (1.0 - subsidy),
+            "relocate": adapt.owner_relocation_cost
+            if state.tenure == "owner"
+            else adapt.renter_relocation_cost,
+            "do_nothing": 0.0,
+        }
+
+    def decide_for(self, household: HouseholdAgent, year: int) -> Decision:
+        """Step 7 for one household; see :meth:`HouseholdAgent.decide`."""
+        state, memory = household.state, household.memory
+        top_k = self.config.memory.retrieval.top_k
+        retrieved = memory.retrieve_scored(top_k=top_k, current_year=year)
+        costs = self.costs_for(state)
+        options, _ = self.registry.options(state, costs)
+        context = {
+            "year": year,
+            "subsidy_share": self.government.subsidy_share,
+            "premium_rate": self.insurer.rate,
+        }
+        proposal = self.policy.decide(state, retrieved, options, context, self.decision_rng)
+        validation = self.registry.check(proposal.skill_id, state, costs.get(proposal.skill_id, 0))
+        skill_id = proposal.skill_id if validation.valid else self.registry.default_skill
+        if not validation.valid:
+            self.year_stats["invalid_proposals"] += 1
+        decision = Decision(year, proposal, skill_id, validation, retrieved, cost=costs[skill_id])
+        self._execute(household, decision, costs)
+        household.last_decision = decision
+        tp = proposal.constructs.get("TP")
+        if tp is not None:
+            self._tps.append(tp.value)
+        return decision
+
+    def _execute(
+        self, household: HouseholdAgent, decision: Decision, costs: dict[str, float]
+    ) -> None:
+        state, skill_id, year = household.state, decision.skill_id, decision.year
+        was_insured = state.insured
+        changes = decision.state_changes
+        if skill_id not in _INSURANCE_SKILLS and was_insured:  # annual policies lapse
+            for name in ("has_insurance", "has_contents_insurance"):
+                if getattr(state, name):
+                    setattr(state, name, False)
+                    changes[name] = (True, False)
+            state.insured_years = 0
+        changes.update(self.registry.apply(skill_id, state))
+        cost = costs[skill_id]
+        context: dict[str, Any] = {"year": year, "cost": cost}
+        if skill_id in _INSURANCE_SKILLS:
+            state.insured_years = state.insured_years + 1 if was_insured else 1
+            self._premiums_collected += cost
+            context["premium"] = cost
+            if not was_insured:
+                household.adopted_this_year = "insurance"
+        elif skill_id == "elevate_house":
+            share = 1.0 - cost / max(self.config.adaptation.elevation_cost, 1e-9)
+            self.government.pay(self.config.adaptation.elevation_cost * share)
+            context["subsidy_share"] = share
+            household.adopted_this_year = skill_id
+        elif skill_id == "relocate":
+            household.adopted_this_year = skill_id
+        stat = f"decisions_{'buy_insurance' if skill_id in _INSURANCE_SKILLS else skill_id}"
+        if stat in self.year_stats:
+            self.year_stats[stat] += 1
+        content, importance, tags = self.registry.memory_update(skill_id, state, context)
+        decision.memory_update = household.memory.write(
+            content, importance, year, tags, source="decision"
+        )
+
+    def _remember(
+        self,
+        household: HouseholdAgent,
+        event: EventTemplate,
+        year: int,
+        source: str,
+        amount: float,
+        **values: float,
+    ) -> WriteResult:
+        content = render(event.template, {"year": year, **values})
+        return household.memory.write(
+            content, event.importance, year, event.tags, source=source, amount=amount
+        )
+
+    # ----------------------------------------------------------------------- metrics
+    def _collect(self, stats: dict[str, float], tps: list[float]) -> None:
+        total = len(self.households)
+        active = [h for h in self.households if h.active]
+        n = len(active)
+        stats["active_households"] = n
+        stats["premium_rate"] = self.insurer.rate
+        stats["subsidy_share"] = self.government.subsidy_share
+        stats["relocated_share"] = (total - n) / total if total else 0.0
+        if n:
+            stats["insured_share"] = sum(h.state.insured for h in active) / n
+            stats["elevated_share"] = sum(h.state.elevated for h in active) / n
+            for zone, key in (("AE", "insured_share_ae"), ("X", "insured_share_x")):
+                in_zone = [h for h in active if h.state.flood_zone == zone]
+                stats[key] = (
+                    sum(h.state.insured for h in in_zone) / len(in_zone) if in_zone else 0.0
+                )
+            counts = [h.memory.counts() for h in active]
+            stats["mean_working"] = sum(c["working"] for c in counts) / n
+            stats["mean_episodic"] = sum(c["episodic"] for c in counts) / n
+        stats["mean_tp"] = sum(tps) / len(tps) if tps else 0.0
+        self.datacollector.collect(self)
+
+    def metrics(self) -> Any:
+        """The yearly metrics as a pandas DataFrame (one row per year)."""
+        frame = self.datacollector.get_model_vars_dataframe()
+        return frame.reset_index(drop=True)[list(METRIC_COLUMNS)]
+
+
+def _stat(name: str) -> Any:
+    def report(model: FloodAdaptationModel) -> float:
+        return model.year_stats[name]
+
+    return report
+
+
+def _resolve(base_dir: Path, name_or_path: str) -> str:
+    """A curve-set name stays a name; anything that looks like a file is made absolute."""
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        return str(base_dir / name_or_path)
+    return name_or_path

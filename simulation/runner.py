@@ -1,0 +1,154 @@
+"""Run one simulation and write its run directory.
+
+A run directory holds ``manifest.json`` (what ran, with which versions, how it ended),
+``config.resolved.yaml`` (the fully merged config) and ``model_years.csv`` (one row per year).
+It is assembled in a hidden ``.<run_id>.partial`` folder and renamed into place only when the run
+completes, so an interrupted run never leaves anything that looks finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from typing import TYPE_CHECKING
+
+import orjson
+import yaml
+from tqdm import tqdm
+
+from simulation import __version__
+from simulation.config import ConfigError
+from simulation.model import FloodAdaptationModel
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from simulation.config import RunConfig
+
+__all__ = ["RunResult", "build_model", "config_hash", "run_simulation"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """A finished run: where it was written and its yearly metrics."""
+
+    run_dir: Path
+    metrics: pd.DataFrame
+    model: FloodAdaptationModel
+
+
+def config_hash(config: RunConfig) -> str:
+    """SHA-256 of the canonical JSON of the resolved config."""
+    canonical = orjson.dumps(config.to_yaml_dict(), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def build_model(config: RunConfig, base_dir: Path, origin: str = "config") -> FloodAdaptationModel:
+    """Build the model, checking what the config refers to (registry, curves, files).
+
+    Args:
+        config: The validated config.
+        base_dir: Folder relative paths in the config refer to.
+        origin: The config file's name, for error messages.
+
+    Raises:
+        ConfigError: When the retrieval ``top_k`` exceeds what the registry's
+            ``retrieve_memory`` tool allows.
+        ValueError: Subclasses naming the file and key for registry, curve, hazard and
+            household-table problems.
+    """
+    model = FloodAdaptationModel(config, base_dir, origin)
+    top_k = config.memory.retrieval.top_k
+    check = model.registry.check_tool("retrieve_memory", "owner", {"top_k": top_k})
+    if not check.valid:
+        msg = (
+            f"{origin}: memory.retrieval.top_k: {'; '.join(check.errors)} "
+            f"(retrieve_memory in {config.registry})"
+        )
+        raise ConfigError(msg)
+    return model
+
+
+def run_simulation(
+    config: RunConfig,
+    base_dir: Path,
+    out_root: Path,
+    *,
+    progress: bool | None = None,
+    model: FloodAdaptationModel | None = None,
+) -> RunResult:
+    """Run ``config`` for its years and write the run directory under ``out_root``.
+
+    Args:
+        config: The validated config.
+        base_dir: Folder relative paths in the config refer to.
+        out_root: Folder that receives the run directory.
+        progress: Show a progress bar (``None``: only on a terminal).
+        model: A model already built from ``config`` (built here when omitted).
+
+    Returns:
+        The run directory, the metrics table and the model.
+    """
+    model = model or build_model(config, base_dir)
+    digest = config_hash(config)
+    run_id = f"{config.name}-s{config.seed}-{digest[:8]}"
+    out_root.mkdir(parents=True, exist_ok=True)
+    final_dir = out_root / run_id
+    partial = out_root / f".{run_id}.partial"
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.mkdir()
+
+    started = datetime.now(UTC)
+    clock = time.perf_counter()
+    for _ in tqdm(
+        range(config.years),
+        desc=run_id,
+        unit="year",
+        disable=progress is False if progress is not None else None,
+        leave=False,
+    ):
+        model.step()
+    elapsed = time.perf_counter() - clock
+    metrics = model.metrics()
+
+    (partial / "config.resolved.yaml").write_text(
+        yaml.safe_dump(config.to_yaml_dict(), sort_keys=False), encoding="utf-8"
+    )
+    metrics.to_csv(partial / "model_years.csv", index=False)
+    households = len(model.households)
+    manifest = {
+        "schema_version": 1,
+        "run_id": run_id,
+        "name": config.name,
+        "seed": config.seed,
+        "config_hash": digest,
+        "status": "complete",
+        "started_at": started.isoformat(),
+        "finished_at": datetime.now(UTC).isoformat(),
+        "duration_s": round(elapsed, 3),
+        "counts": {
+            "households": households,
+            "years": config.years,
+            "household_years": households * config.years,
+        },
+        "versions": {
+            "floodsim": __version__,
+            "mesa": version("mesa"),
+            "numpy": version("numpy"),
+            "python": platform.python_version(),
+        },
+    }
+    (partial / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    if final_dir.exists():
+        shutil.rmtree(final_dir)
+    os.replace(partial, final_dir)
+    return RunResult(final_dir, metrics, model)

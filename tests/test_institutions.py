@@ -1,0 +1,65 @@
+"""Tests for the government (subsidy) and insurer (premium rate) agents."""
+
+from __future__ import annotations
+
+import mesa
+import pytest
+
+from simulation.agents.institutions import Government, Insurer
+from simulation.config import GovernmentConfig, InsurerConfig
+
+
+def test_subsidy_rises_after_heavy_losses_up_to_the_maximum():
+    gov = Government(mesa.Model(seed=1), GovernmentConfig(max_subsidy=0.6, step=0.05))
+    assert gov.review(5_000.0) == (0.5, 0.55)
+    assert gov.review(5_000.0) == (0.55, 0.6)
+    assert gov.review(5_000.0) is None  # at the maximum
+    assert gov.subsidy_share == 0.6
+
+
+def test_subsidy_relaxes_after_quiet_years_down_to_the_minimum():
+    config = GovernmentConfig(initial_subsidy=0.3, min_subsidy=0.25, relax_after=2)
+    gov = Government(mesa.Model(seed=1), config)
+    assert gov.review(0.0) is None
+    assert gov.review(0.0) == (0.3, 0.25)
+    assert [gov.review(0.0) for _ in range(4)] == [None] * 4
+    assert gov.subsidy_share == 0.25
+
+
+def test_budget_caps_subsidies_within_a_year():
+    gov = Government(mesa.Model(seed=1), GovernmentConfig(budget=100_000))
+    assert gov.subsidy_for(90_000) == 0.5
+    gov.pay(45_000)
+    assert gov.subsidy_for(90_000) == 0.5  # 45k + 45k fits
+    gov.pay(45_000)
+    assert gov.subsidy_for(90_000) == 0.0  # the budget is spent
+    gov.review(0.0)  # a new year
+    assert gov.subsidy_for(90_000) == 0.5
+
+
+def test_government_config_rejects_initial_outside_bounds():
+    with pytest.raises(ValueError, match="initial_subsidy"):
+        GovernmentConfig(initial_subsidy=0.99)
+
+
+def test_insurer_waits_for_a_full_window_then_moves_toward_the_target():
+    insurer = Insurer(mesa.Model(seed=1), InsurerConfig(window=2, max_change=0.18), rate=4.0)
+    assert insurer.review(100.0, 300.0) is None  # window not yet full
+    old, new = insurer.review(100.0, 300.0)  # loss ratio 3.0 vs 0.8: capped at +18%
+    assert (old, new) == (4.0, pytest.approx(4.72))
+
+
+def test_insurer_tolerance_and_bounds():
+    config = InsurerConfig(window=1, tolerance=0.25, min_rate=3.5, max_change=0.18)
+    insurer = Insurer(mesa.Model(seed=1), config, rate=4.0)
+    assert insurer.review(100.0, 90.0) is None  # loss ratio 0.9: within 25% of 0.8
+    assert insurer.review(100.0, 0.0) == (4.0, 3.5)  # -18% would be 3.28: floored at min_rate
+    assert insurer.review(0.0, 50.0) is None  # no premiums, no ratio
+    assert InsurerConfig(enabled=False).enabled is False
+    disabled = Insurer(mesa.Model(seed=1), InsurerConfig(enabled=False, window=1), rate=4.0)
+    assert disabled.review(100.0, 1_000.0) is None
+
+
+def test_insurer_config_rejects_inverted_bounds():
+    with pytest.raises(ValueError, match="min_rate"):
+        InsurerConfig(min_rate=9.0, max_rate=3.0)

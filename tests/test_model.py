@@ -1,0 +1,238 @@
+"""Integration tests for FloodAdaptationModel: every stage of the yearly cycle has its effect."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulation.config import load_config
+from simulation.hazard import compute_damage
+from simulation.model import METRIC_COLUMNS, FloodAdaptationModel, HouseholdAgent
+from simulation.runner import build_model
+
+DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+
+
+def make_model(*overrides: str, count: int = 64) -> FloodAdaptationModel:
+    config, base = load_config(DEFAULT, [f"households.count={count}", *overrides])
+    return build_model(config, base)
+
+
+def flood_in_year_two(*extra: str, depth: float = 4.0, count: int = 64) -> FloodAdaptationModel:
+    """Every home gets ``depth`` ft of water in year 2 and stays dry otherwise."""
+    return make_model(
+        "hazard.source=scripted",
+        "hazard.kind=depth",
+        f"hazard.events={{2: {depth}}}",
+        *extra,
+        count=count,
+    )
+
+
+def test_dry_years_leave_no_flood_memories_and_no_damage():
+    model = flood_in_year_two()
+    model.step()
+    stats = model.year_stats
+    assert stats["flooded_households"] == 0
+    assert stats["total_damage"] == 0.0
+    assert not any(i.source == "flood" for h in model.households for i in h.memory.episodic)
+
+
+def test_hazard_damage_and_flood_memories():
+    model = flood_in_year_two(depth=4.0)
+    model.step()
+    states_before = {
+        h.unique_id: (h.state.elevated, h.state.first_floor_height) for h in model.households
+    }
+    active = [h for h in model.households if h.active]
+    model.step()
+    assert model.year_stats["flooded_households"] == len(active)
+    # Damage equals the curves applied to depth above the (possibly raised) first floor.
+    raised = model.config.adaptation.elevation_height_ft
+    for household in active[:10]:
+        elevated, ffh = states_before[household.unique_id]
+        s = household.state
+        above = np.array([4.0 - ffh - (raised if elevated else 0.0)])
+        basis = np.array([s.structure_value if s.structure_value > 0 else s.contents_value])
+        ds, dc = compute_damage(above, np.array([s.structure_value]), basis, model.curves)
+        expected = float(ds[0] + min(dc[0], s.contents_value))
+        assert s.last_damage == pytest.approx(expected)
+        floods = [
+            i
+            for i in (*household.memory.working, *household.memory.episodic)
+            if i.source == "flood" and i.year == 2
+        ]
+        assert len(floods) == 1
+        threshold = model.config.events.major_damage_threshold
+        kind = "major" if expected >= threshold else "minor" if expected > 0 else "no_damage"
+        assert kind in floods[0].tags
+        assert floods[0].amount == pytest.approx(expected)
+        # Routed by importance: major floods (0.9) to episodic, minor (0.6) to working.
+        assert (floods[0] in household.memory.episodic) == (floods[0].importance >= 0.7)
+
+
+def test_claims_pay_insured_households_above_the_deductible():
+    model = flood_in_year_two("insurance.claim_approval_probability=1.0", depth=5.0)
+    model.step()
+    insured = [h for h in model.households if h.active and h.state.insured]
+    assert insured, "some households insure in year 1"
+    model.step()
+    ins = model.config.insurance
+    paid = 0
+    for household in insured:
+        claims = [
+            i
+            for i in (*household.memory.working, *household.memory.episodic)
+            if i.source == "claim"
+        ]
+        if household.state.last_damage > ins.deductible:
+            assert household.state.claims_paid == 1
+            assert len(claims) == 1
+            assert "approved" in claims[0].tags
+            assert claims[0].amount <= household.state.last_damage - ins.deductible + 1e-6
+            paid += 1
+    assert model.year_stats["claims_paid"] == paid > 0
+    # Uninsured households never claim.
+    for household in model.households:
+        if household not in insured:
+            assert household.state.claims_paid == household.state.claims_denied == 0
+
+
+def test_denied_claims_are_remembered():
+    model = flood_in_year_two("insurance.claim_approval_probability=0.0", depth=5.0)
+    model.step()
+    model.step()
+    assert model.year_stats["claims_filed"] > 0
+    assert model.year_stats["claims_paid"] == 0
+    denied = [h for h in model.households if h.state.claims_denied]
+    assert len(denied) == model.year_stats["claims_filed"]
+    for household in denied:
+        memory = [i for i in household.memory.episodic if "denied" in i.tags]
+        assert memory
+        assert memory[0].importance == 0.8
+
+
+def test_heavy_losses_raise_the_subsidy_and_everyone_remembers_it():
+    model = flood_in_year_two(depth=5.0)
+    model.step()
+    model.step()  # heavy losses in year 2: the government reviews in the same year
+    gov = model.config.government
+    assert model.government.subsidy_share == pytest.approx(gov.initial_subsidy + gov.step)
+    for household in model.households:
+        if household.active:
+            policy = [i for i in household.memory.working if i.source == "policy"]
+            assert any("elevation subsidy from 50% to 55%" in i.content for i in policy)
+
+
+def test_neighbours_remember_last_years_adoptions():
+    model = make_model("hazard.source=scripted", "hazard.events={}")
+    model.step()
+    adopters = {h for h in model.households if h.adopted_last_year}
+    assert adopters
+    model.step()
+    for household in model.households:
+        if not household.active:
+            continue
+        seen = sum(n in adopters for n in household.neighbors)
+        notes = [i for i in household.memory.working if i.source == "neighbor" and i.year == 2]
+        if seen:
+            assert notes, household.unique_id
+            total = sum(int(i.content.split(": ")[1].split(" of ")[0]) for i in notes)
+            assert total == seen
+        else:
+            assert not notes
+
+
+def test_decisions_follow_the_registry_and_insurance_lapses():
+    model = make_model("hazard.source=scripted", "hazard.events={}", count=100)
+    for _ in range(3):
+        model.step()
+        for household in model.households:
+            decision = household.last_decision
+            if not household.active and decision is None:
+                continue
+            assert decision is not None
+            allowed = model.registry.skills[decision.skill_id].allowed_state_changes | {
+                "has_insurance",
+                "has_contents_insurance",
+            }
+            assert set(decision.state_changes) <= allowed
+            state = household.state
+            if decision.year == model.steps and household.active:
+                renewed = decision.skill_id in ("buy_insurance", "buy_contents_insurance")
+                assert state.insured == renewed  # a policy not renewed lapses
+            assert decision.memory_update is not None
+            assert decision.memory_update.item.source == "decision"
+            assert decision.proposal.constructs["TP"].level in {"VL", "L", "M", "H", "VH"}
+
+
+def test_renters_never_elevate_and_owners_never_buy_contents_only():
+    model = flood_in_year_two(count=200)
+    for _ in range(4):
+        model.step()
+    for household in model.households:
+        if household.state.tenure == "renter":
+            assert not household.state.elevated
+            assert not household.state.has_insurance
+        else:
+            assert not household.state.has_contents_insurance
+
+
+def test_relocated_households_leave_the_cycle():
+    model = make_model("decision.pmt.asc.relocate=5.0", count=30)
+    model.step()
+    moved = [h for h in model.households if h.state.relocated]
+    assert moved
+    decided = {id(h): h.last_decision for h in moved}
+    model.step()
+    for household in moved:
+        assert household.last_decision is decided[id(household)]
+    assert model.year_stats["active_households"] == 30 - len(moved)
+
+
+def test_year_end_consolidates_working_memory():
+    model = flood_in_year_two()
+    for _ in range(3):
+        model.step()
+    for household in model.households:
+        for item in household.memory.working:
+            if item.importance >= model.config.memory.consolidation_threshold:
+                assert item.consolidated
+                assert item in household.memory.episodic or item.pinned is False
+
+
+def test_metrics_rows_and_columns():
+    model = make_model(count=40)
+    for _ in range(4):
+        model.step()
+    frame = model.metrics()
+    assert list(frame.columns) == list(METRIC_COLUMNS)
+    assert list(frame["year"]) == [1, 2, 3, 4]
+    assert frame["insured_share"].between(0, 1).all()
+    assert (frame["mean_working"] <= model.config.memory.working_capacity).all()
+
+
+def test_same_seed_same_run_different_seed_different_run():
+    def run(seed: int):
+        model = make_model(f"seed={seed}", count=80)
+        for _ in range(8):
+            model.step()
+        return model.metrics()
+
+    first, again, other = run(3), run(3), run(4)
+    assert first.equals(again)
+    assert not first.equals(other)
+
+
+def test_grid_and_network_neighbourhoods():
+    moore = make_model(count=49)
+    von = make_model("social.neighborhood=von_neumann", count=49)
+    small = make_model("social.neighborhood=small_world", "social.k=4", count=49)
+    centre = 24  # middle of a 7 x 7 grid
+    assert len(moore.households[centre].neighbors) == 8
+    assert len(von.households[centre].neighbors) == 4
+    degrees = [len(h.neighbors) for h in small.households]
+    assert sum(degrees) / len(degrees) == pytest.approx(4.0)
+    assert all(isinstance(n, HouseholdAgent) for h in small.households for n in h.neighbors)
