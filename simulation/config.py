@@ -108,7 +108,10 @@ class HazardConfig(_Section):
         if self.source == "scripted":
             return ScriptedSource(self.events, kind=self.kind)
         paths = {year: base_dir / path for year, path in self.rasters.items()}
-        return RasterSource(paths, units=self.units)
+        source = RasterSource(paths, units=self.units)
+        for year in paths:  # read every grid now: a malformed one must stop the run up front
+            source.grid(year)
+        return source
 
 
 class DamageConfig(_Section):
@@ -421,6 +424,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        context, start = getattr(err, "context", None), getattr(err, "context_mark", None)
+        if context and start:
+            problem += f", {context} started at line {start.line + 1}"
         msg = f"{path}: {where}YAML syntax error: {problem}"
         raise ConfigError(msg) from None
     if data is None:
@@ -454,11 +460,29 @@ def _resolve_base(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> d
         msg = f"{path}: base: circular inheritance through {base_path}"
         raise ConfigError(msg)
     parent = _resolve_base(base_path, read_yaml(base_path), (*seen, base_path))
-    # Paths in the base file stay relative to the base file.
-    for key in ("registry",):
-        if key in parent and key not in data:
-            parent[key] = str((base_path.parent / parent[key]).resolve())
+    _rebase_paths(parent, base_path.parent)
     return _deep_merge(parent, data)
+
+
+def _rebase_paths(data: dict[str, Any], folder: Path) -> None:
+    """Make the file paths of a base config absolute, so they stay relative to *its* folder."""
+
+    def absolute(value: Any) -> Any:
+        return str((folder / value).resolve()) if isinstance(value, str) else value
+
+    if "registry" in data:
+        data["registry"] = absolute(data["registry"])
+    households = data.get("households")
+    if isinstance(households, dict) and households.get("table"):
+        households["table"] = absolute(households["table"])
+    damage = data.get("damage")
+    if isinstance(damage, dict) and isinstance(damage.get("curves"), str):
+        curves = damage["curves"]
+        if curves.endswith((".yaml", ".yml")) or "/" in curves:  # a file, not a shipped name
+            damage["curves"] = absolute(curves)
+    hazard = data.get("hazard")
+    if isinstance(hazard, dict) and isinstance(hazard.get("rasters"), dict):
+        hazard["rasters"] = {year: absolute(p) for year, p in hazard["rasters"].items()}
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str], origin: str) -> dict[str, Any]:

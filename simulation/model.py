@@ -36,12 +36,12 @@ from mesa.discrete_space import (
 )
 
 from simulation.agents.institutions import Government, Insurer
-from simulation.agents.population import build_population
+from simulation.agents.population import PopulationError, build_population
 from simulation.config import ConfigError
 from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import HazardError, Sites, compute_damage, load_curves
 from simulation.memory import CognitiveMemory
-from simulation.skills import SkillRegistry
+from simulation.skills import RegistryError, SkillRegistry
 from simulation.skills.templates import render
 
 if TYPE_CHECKING:
@@ -142,9 +142,8 @@ class FloodAdaptationModel(mesa.Model):
         origin: The config file's name, for error messages.
 
     Raises:
-        ConfigError: For damage curves or hazard files that cannot be used.
-        RegistryError: For a broken skill registry (the message names its file).
-        PopulationError: For a broken household table (the message names file, row, column).
+        ConfigError: For a skill registry, damage curves, hazard files or a household table
+            that cannot be used; the message names the config key and the broken file.
     """
 
     def __init__(self, config: RunConfig, base_dir: Path, origin: str = "config"):
@@ -154,7 +153,10 @@ class FloodAdaptationModel(mesa.Model):
         self.population_rng, self.hazard_rng, self.claims_rng, self.decision_rng = (
             np.random.default_rng(s) for s in streams
         )
-        self.registry = SkillRegistry.load(base_dir / config.registry)
+        try:
+            self.registry = SkillRegistry.load(base_dir / config.registry)
+        except RegistryError as err:
+            raise ConfigError(f"{origin}: registry: {err}") from None
         try:
             self.curves = load_curves(_resolve(base_dir, config.damage.curves))
         except HazardError as err:
@@ -168,7 +170,10 @@ class FloodAdaptationModel(mesa.Model):
         self.insurer = Insurer(self, config.insurer, config.insurance.rate_per_1000)
         self._retrieve_tool = self.registry.memory_tools["retrieve_memory"]
 
-        population = build_population(config.households, self.population_rng, base_dir)
+        try:
+            population = build_population(config.households, self.population_rng, base_dir)
+        except PopulationError as err:
+            raise ConfigError(f"{origin}: households.table: {err}") from None
         self.households: list[HouseholdAgent] = []
         memory_cfg = config.memory
         for state in population.states:

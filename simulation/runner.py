@@ -107,13 +107,30 @@ def run_simulation(
         shutil.rmtree(partial)
     partial.mkdir()
 
+    try:
+        return _run_into(config, model, digest, run_id, partial, final_dir, progress)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def _run_into(
+    config: RunConfig,
+    model: FloodAdaptationModel,
+    digest: str,
+    run_id: str,
+    partial: Path,
+    final_dir: Path,
+    progress: bool | None,
+) -> RunResult:
+    """Step the model, write every file into ``partial`` and rename it to ``final_dir``."""
     started = datetime.now(UTC)
     clock = time.perf_counter()
     for _ in tqdm(
         range(config.years),
         desc=run_id,
         unit="year",
-        disable=progress is False if progress is not None else None,
+        disable=None if progress is None else not progress,
         leave=False,
     ):
         model.step()
