@@ -1,0 +1,397 @@
+"""Tests for run configs: loading, ``base:`` inheritance, ``--set`` overrides and error messages."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simulation.config import ConfigError, RunConfig, apply_overrides, load_config
+from simulation.runner import build_model, config_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "configs" / "default.yaml"
+REGISTRY = ROOT / "skill_registry.yaml"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def load_error(path: Path, overrides: list[str] | None = None) -> str:
+    """The ConfigError message of loading ``path``, checked to be one line naming the file."""
+    with pytest.raises(ConfigError) as info:
+        load_config(path, overrides)
+    message = str(info.value)
+    assert "\n" not in message, message
+    assert message.startswith(f"{path}: "), message
+    return message
+
+
+# ------------------------------------------------------------------------------- default.yaml
+def test_default_config_loads():
+    config, base_dir = load_config(DEFAULT)
+    assert isinstance(config, RunConfig)
+    assert base_dir == DEFAULT.parent
+    assert config.name == "default"
+    assert config.seed == 42
+    assert config.years == 30
+    assert config.households.count == 1000
+    assert config.hazard.source == "stochastic"
+    assert (base_dir / config.registry).resolve() == REGISTRY
+
+
+def test_default_config_accepts_a_relative_path(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    config, base_dir = load_config("configs/default.yaml")
+    assert base_dir == DEFAULT.parent
+    assert config == load_config(DEFAULT)[0]
+
+
+# ---------------------------------------------------------------------------------- overrides
+@pytest.mark.parametrize(
+    ("override", "read", "expected"),
+    [
+        ("years=7", lambda c: c.years, 7),
+        ("households.count=60", lambda c: c.households.count, 60),
+        ("memory.decay_rate=0.9", lambda c: c.memory.decay_rate, 0.9),
+        ("memory.retrieval.top_k=3", lambda c: c.memory.retrieval.top_k, 3),
+        ("memory.retrieval.strategy=weighted", lambda c: c.memory.retrieval.strategy, "weighted"),
+        ("memory.reflection.enabled=true", lambda c: c.memory.reflection.enabled, True),
+        ("insurer.enabled=false", lambda c: c.insurer.enabled, False),
+        ("insurance.rate_per_1000=5.5", lambda c: c.insurance.rate_per_1000, 5.5),
+        ("government.relax_after=null", lambda c: c.government.relax_after, None),
+        (
+            "decision.pmt.insurance_skills=[buy_insurance]",
+            lambda c: c.decision.pmt.insurance_skills,
+            ("buy_insurance",),
+        ),
+        (
+            "events.flood_major.tags=[flood, big]",
+            lambda c: c.events.flood_major.tags,
+            ("flood", "big"),
+        ),
+        ("hazard.events={3: 9.5, 5: 11}", lambda c: c.hazard.events, {3: 9.5, 5: 11.0}),
+        ("insurance.zone_multiplier.X=0.5", lambda c: c.insurance.zone_multiplier["X"], 0.5),
+    ],
+)
+def test_set_override_changes_the_field(override, read, expected):
+    config, _ = load_config(DEFAULT, [override])
+    value = read(config)
+    assert value == expected
+    assert type(value) is type(expected)
+
+
+def test_set_override_leaves_sibling_keys_alone():
+    default, _ = load_config(DEFAULT)
+    config, _ = load_config(
+        DEFAULT, ["memory.retrieval.top_k=3", "insurance.zone_multiplier.X=0.5"]
+    )
+    assert config.memory.retrieval.strategy == default.memory.retrieval.strategy
+    assert config.memory.retrieval.w_recency == default.memory.retrieval.w_recency
+    assert config.memory.decay_rate == default.memory.decay_rate
+    assert config.insurance.zone_multiplier == {"AE": 1.0, "X": 0.5}
+    untouched = {"name", "seed", "years", "registry", "households", "hazard", "decision"}
+    assert config.model_dump(include=untouched) == default.model_dump(include=untouched)
+
+
+def test_later_override_wins_and_value_may_contain_equals():
+    config, _ = load_config(DEFAULT, ["years=3", "years=4", "memory.retrieval.query=a=b"])
+    assert config.years == 4
+    assert config.memory.retrieval.query == "a=b"
+
+
+def test_seed_argument_overrides_config_and_set():
+    assert load_config(DEFAULT, seed=7)[0].seed == 7
+    assert load_config(DEFAULT, ["seed=5"])[0].seed == 5
+    assert load_config(DEFAULT, ["seed=5"], seed=9)[0].seed == 9
+    assert load_config(DEFAULT, seed=0)[0].seed == 0
+
+
+def test_apply_overrides_does_not_mutate_its_input():
+    data = {"memory": {"decay_rate": 0.9, "retrieval": {"top_k": 5}}, "years": 3}
+    result = apply_overrides(data, ["memory.retrieval.top_k=2", "years=4"], "cfg.yaml")
+    assert result == {"memory": {"decay_rate": 0.9, "retrieval": {"top_k": 2}}, "years": 4}
+    assert data == {"memory": {"decay_rate": 0.9, "retrieval": {"top_k": 5}}, "years": 3}
+
+
+def test_apply_overrides_creates_missing_sections():
+    assert apply_overrides({}, ["memory.retrieval.top_k=2"], "o") == {
+        "memory": {"retrieval": {"top_k": 2}}
+    }
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("years", "KEY=VALUE"),
+        ("=5", "KEY=VALUE"),
+        ("  =5", "KEY=VALUE"),
+        ("years=[1", "cannot parse"),
+        ("memory.decay_rate.fast=1", "not a section"),
+    ],
+)
+def test_apply_overrides_errors(override, expected):
+    with pytest.raises(ConfigError) as info:
+        apply_overrides({"memory": {"decay_rate": 0.9}}, [override], "cfg.yaml")
+    message = str(info.value)
+    assert message.startswith("cfg.yaml: ")
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_bad_override_through_load_config_names_the_key():
+    message = load_error(DEFAULT, ["years=-1"])
+    assert ": years: " in message
+    assert "-1" in message
+
+
+# ------------------------------------------------------------------------- base: inheritance
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+def test_base_inheritance_merges_deeply(tmp_path, relative):
+    base = os.path.relpath(DEFAULT, tmp_path / "exp") if relative else str(DEFAULT)
+    child = write(
+        tmp_path / "exp" / "child.yaml",
+        f"base: {base}\n"
+        "name: child\n"
+        "years: 3\n"
+        "households: {count: 40}\n"
+        "memory:\n"
+        "  decay_rate: 0.8\n"
+        "  retrieval: {top_k: 7}\n"
+        "insurance: {zone_multiplier: {X: 0.4}}\n",
+    )
+    config, base_dir = load_config(child)
+    default, _ = load_config(DEFAULT)
+    assert base_dir == child.parent
+    # child wins
+    assert config.name == "child"
+    assert config.years == 3
+    assert config.households.count == 40
+    assert config.memory.decay_rate == 0.8
+    assert config.memory.retrieval.top_k == 7
+    # other base keys kept, also next to overridden ones in the same section
+    assert config.seed == default.seed
+    assert config.households.owner_share == default.households.owner_share
+    assert config.households.income == default.households.income
+    assert config.memory.working_capacity == default.memory.working_capacity
+    assert config.memory.retrieval.strategy == default.memory.retrieval.strategy
+    assert config.insurance.zone_multiplier == {"AE": 1.0, "X": 0.4}
+    assert config.hazard == default.hazard
+    assert config.decision == default.decision
+    # the base's relative registry still points at the real file
+    assert (base_dir / config.registry).resolve() == REGISTRY
+    model = build_model(config, base_dir, str(child))
+    assert len(model.households) == 40
+    assert model.registry.default_skill == "do_nothing"
+
+
+def test_base_chain_and_overrides_on_top(tmp_path):
+    write(tmp_path / "a" / "mid.yaml", f"base: {DEFAULT}\nyears: 6\nmemory: {{decay_rate: 0.8}}\n")
+    child = write(
+        tmp_path / "b" / "child.yaml",
+        "base: ../a/mid.yaml\nmemory: {working_capacity: 4}\nhouseholds: {count: 30}\n",
+    )
+    config, base_dir = load_config(child, ["years=2"], seed=11)
+    assert config.years == 2  # --set beats the chain
+    assert config.seed == 11
+    assert config.memory.decay_rate == 0.8  # from the middle file
+    assert config.memory.working_capacity == 4  # from the child
+    assert config.memory.episodic_capacity == 50  # from default.yaml
+    assert (base_dir / config.registry).resolve() == REGISTRY
+    assert len(build_model(config, base_dir).households) == 30
+
+
+def test_child_registry_is_relative_to_the_child(tmp_path):
+    registry = write(tmp_path / "reg" / "skills.yaml", REGISTRY.read_text(encoding="utf-8"))
+    child = write(
+        tmp_path / "child.yaml", f"base: {DEFAULT}\nregistry: reg/skills.yaml\nyears: 2\n"
+    )
+    config, base_dir = load_config(child)
+    assert (base_dir / config.registry).resolve() == registry
+
+
+def test_base_curve_file_stays_relative_to_the_base(tmp_path):
+    write(
+        tmp_path / "base" / "curves.yaml",
+        "source: test\nunits: feet_above_first_floor\n"
+        "structure: {depth: [0, 10], damage_fraction: [0.0, 0.5]}\n"
+        "contents: {depth: [0, 10], damage_fraction: [0.0, 0.25]}\n",
+    )
+    write(
+        tmp_path / "base" / "base.yaml",
+        f"base: {DEFAULT}\ndamage: {{curves: curves.yaml}}\nhouseholds: {{count: 30}}\nyears: 2\n",
+    )
+    child = write(tmp_path / "child" / "child.yaml", "base: ../base/base.yaml\nseed: 3\n")
+    config, base_dir = load_config(child)
+    model = build_model(config, base_dir, str(child))
+    assert model.curves.source == "test"
+
+
+# ------------------------------------------------------------------------------ error messages
+@pytest.mark.parametrize(
+    ("text", "key", "detail"),
+    [
+        ("colour: red\n", "colour", "unknown key"),
+        ("memory:\n  retrieval:\n    strategi: weighted\n", "memory.retrieval.strategi", "unknown"),
+        ("households: {count: 30, colour: red}\n", "households.colour", "unknown"),
+        ("years: many\n", "years", "many"),
+        ("memory: {working_capacity: ten}\n", "memory.working_capacity", "ten"),
+        ("memory: {decay_rate: 1.5}\n", "memory.decay_rate", "1.5"),
+        ("households: {count: 0}\n", "households.count", "0"),
+        ("years: 0\n", "years", "0"),
+        ("seed: -3\n", "seed", "-3"),
+        ("name: my run\n", "name", "my run"),
+        ("hazard: {source: tsunami}\n", "hazard.source", "tsunami"),
+        ("memory: {retrieval: {strategy: psychic}}\n", "memory.retrieval", "psychic"),
+        (
+            "government: {initial_subsidy: 0.99, max_subsidy: 0.95}\n",
+            "government",
+            "initial_subsidy",
+        ),
+        ("insurer: {min_rate: 20}\n", "insurer", "min_rate"),
+        ('events:\n  claim_paid: {template: "Year {yeer}", importance: 0.7}\n', "", "yeer"),
+        ('events:\n  claim_paid: {template: "{year.real}", importance: 0.7}\n', "", "year.real"),
+        ('events:\n  claim_paid: {template: "Year {year", importance: 0.7}\n', "", "malformed"),
+    ],
+    ids=[
+        "unknown-top-level",
+        "unknown-nested",
+        "unknown-households",
+        "wrong-type-years",
+        "wrong-type-int",
+        "decay-rate-above-1",
+        "zero-households",
+        "zero-years",
+        "negative-seed",
+        "bad-name",
+        "unknown-hazard-source",
+        "unknown-retrieval-strategy",
+        "subsidy-above-max",
+        "min-rate-above-max",
+        "template-unknown-placeholder",
+        "template-attribute-access",
+        "template-unclosed-brace",
+    ],
+)
+def test_config_error_names_file_and_key(tmp_path, text, key, detail):
+    path = write(tmp_path / "bad.yaml", text)
+    message = load_error(path)
+    key = key or "events.claim_paid.template"
+    assert f": {key}: " in message or f": {key}." in message, message
+    assert detail in message, message
+
+
+def test_the_same_errors_through_base_and_set(tmp_path):
+    child = write(tmp_path / "child.yaml", f"base: {DEFAULT}\nmemory: {{decay_rate: 1.5}}\n")
+    assert ": memory.decay_rate: " in load_error(child)
+    message = load_error(DEFAULT, ["memory.retrieval.strategi=weighted"])
+    assert ": memory.retrieval.strategi: unknown key" in message
+    message = load_error(DEFAULT, ["government.initial_subsidy=0.99"])
+    assert ": government: " in message
+    assert "initial_subsidy" in message
+
+
+def test_several_problems_are_counted_on_one_line(tmp_path):
+    path = write(tmp_path / "bad.yaml", "years: many\nseed: -1\ncolour: red\n")
+    assert "2 more problems" in load_error(path)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    path = write(tmp_path / "bad.yaml", "years: 3\nmemory:\n  decay_rate: 0.9\n retrieval: {}\n")
+    message = load_error(path)
+    assert "line 4" in message
+    assert "YAML" in message
+
+
+def test_unclosed_flow_mapping_names_a_line(tmp_path):
+    path = write(tmp_path / "bad.yaml", "households: {count: 30\nyears: 2\n")
+    assert "line " in load_error(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"), [("- years: 3\n- seed: 1\n", "list"), ("just words\n", "str")]
+)
+def test_top_level_must_be_a_mapping(tmp_path, text, kind):
+    message = load_error(write(tmp_path / "bad.yaml", text))
+    assert "top level" in message
+    assert kind in message
+
+
+def test_empty_file_gives_the_defaults(tmp_path):
+    config, _ = load_config(write(tmp_path / "empty.yaml", "# nothing yet\n"))
+    assert config == RunConfig()
+
+
+def test_missing_file(tmp_path):
+    message = load_error(tmp_path / "nope.yaml")
+    assert "not found" in message
+
+
+def test_missing_base_file_names_it(tmp_path):
+    child = write(tmp_path / "child.yaml", "base: no_such_base.yaml\nyears: 2\n")
+    with pytest.raises(ConfigError, match=r"no_such_base\.yaml: file not found") as info:
+        load_config(child)
+    assert "\n" not in str(info.value)
+
+
+def test_base_must_be_a_string(tmp_path):
+    message = load_error(write(tmp_path / "bad.yaml", "base: [a.yaml, b.yaml]\n"))
+    assert ": base: " in message
+
+
+def test_circular_base(tmp_path):
+    first = write(tmp_path / "a.yaml", "base: b.yaml\nyears: 2\n")
+    second = write(tmp_path / "b.yaml", "base: a.yaml\nseed: 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(first)
+    message = str(info.value)
+    assert "\n" not in message
+    # the cycle closes at b.yaml's base: key, which points back at a.yaml
+    assert message.startswith(f"{second}: base: ")
+    assert "circular" in message
+    assert str(first) in message
+
+
+def test_base_that_names_itself(tmp_path):
+    path = write(tmp_path / "self.yaml", "base: ./self.yaml\nyears: 2\n")
+    assert "circular" in load_error(path)
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+# ---------------------------------------------------------------------------------- round trip
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        [
+            "hazard.source=scripted",
+            "hazard.kind=depth",
+            "hazard.events={2: 3.5, 4: 1}",
+            "memory.retrieval.strategy=weighted",
+            "memory.retrieval.query=flood damage",
+            "memory.retrieval.recency_decay=0.9",
+            "memory.reflection.enabled=true",
+            "government.budget=250000",
+            "government.relax_after=null",
+            "social.neighborhood=small_world",
+            "events.flood_major.tags=[flood, big]",
+            "households.table=data/households.csv",
+        ],
+    ],
+    ids=["default", "non-default"],
+)
+def test_to_yaml_dict_round_trips(tmp_path, overrides):
+    config, _ = load_config(DEFAULT, overrides)
+    dumped = write(tmp_path / "resolved.yaml", yaml.safe_dump(config.to_yaml_dict()))
+    again, _ = load_config(dumped)
+    assert again == config
+    assert config_hash(again) == config_hash(config)
+    assert again.to_yaml_dict() == config.to_yaml_dict()
