@@ -1,7 +1,9 @@
 """Run one simulation and write its run directory.
 
 A run directory holds ``manifest.json`` (what ran, with which versions, how it ended),
-``config.resolved.yaml`` (the fully merged config) and ``model_years.csv`` (one row per year).
+``config.resolved.yaml`` (the fully merged config, runnable from the run directory),
+``skill_registry.yaml`` (a copy of the registry that ran) and ``model_years.csv`` (one row per
+year).
 It is assembled in a hidden ``.<run_id>.partial`` folder and renamed into place only when the run
 completes, so an interrupted run never leaves anything that looks finished.
 """
@@ -33,7 +35,17 @@ if TYPE_CHECKING:
 
     from simulation.config import RunConfig
 
-__all__ = ["RunResult", "build_model", "config_hash", "run_simulation"]
+__all__ = [
+    "REGISTRY_COPY",
+    "RunResult",
+    "build_model",
+    "config_hash",
+    "resolve_for_run_dir",
+    "run_simulation",
+]
+
+#: Name of the registry copy inside a run directory.
+REGISTRY_COPY = "skill_registry.yaml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +61,35 @@ def config_hash(config: RunConfig) -> str:
     """SHA-256 of the canonical JSON of the resolved config."""
     canonical = orjson.dumps(config.to_yaml_dict(), option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
+
+
+def resolve_for_run_dir(config: RunConfig, base_dir: Path) -> RunConfig:
+    """The config as a run directory records it: runnable from that directory.
+
+    The registry is copied into the run directory (``skill_registry.yaml``); other files the
+    config names (household table, curve file, rasters) are made absolute.
+    """
+    households = config.households
+    if households.table is not None:
+        households = households.model_copy(
+            update={"table": str((base_dir / households.table).resolve())}
+        )
+    damage = config.damage
+    if damage.curves.endswith((".yaml", ".yml")) or "/" in damage.curves:
+        damage = damage.model_copy(update={"curves": str((base_dir / damage.curves).resolve())})
+    hazard = config.hazard.model_copy(
+        update={
+            "rasters": {y: str((base_dir / p).resolve()) for y, p in config.hazard.rasters.items()}
+        }
+    )
+    return config.model_copy(
+        update={
+            "registry": REGISTRY_COPY,
+            "households": households,
+            "damage": damage,
+            "hazard": hazard,
+        }
+    )
 
 
 def build_model(config: RunConfig, base_dir: Path, origin: str = "config") -> FloodAdaptationModel:
@@ -98,7 +139,9 @@ def run_simulation(
         The run directory, the metrics table and the model.
     """
     model = model or build_model(config, base_dir)
-    digest = config_hash(config)
+    resolved = resolve_for_run_dir(config, base_dir)
+    digest = config_hash(resolved)
+    registry = (base_dir / config.registry).read_bytes()
     run_id = f"{config.name}-s{config.seed}-{digest[:8]}"
     out_root.mkdir(parents=True, exist_ok=True)
     final_dir = out_root / run_id
@@ -108,7 +151,8 @@ def run_simulation(
     partial.mkdir()
 
     try:
-        return _run_into(config, model, digest, run_id, partial, final_dir, progress)
+        (partial / REGISTRY_COPY).write_bytes(registry)
+        return _run_into(resolved, model, digest, run_id, partial, final_dir, progress)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -123,7 +167,10 @@ def _run_into(
     final_dir: Path,
     progress: bool | None,
 ) -> RunResult:
-    """Step the model, write every file into ``partial`` and rename it to ``final_dir``."""
+    """Step the model, write every file into ``partial`` and rename it to ``final_dir``.
+
+    ``config`` is the resolved config (see :func:`resolve_for_run_dir`).
+    """
     started = datetime.now(UTC)
     clock = time.perf_counter()
     for _ in tqdm(
@@ -148,6 +195,7 @@ def _run_into(
         "name": config.name,
         "seed": config.seed,
         "config_hash": digest,
+        "registry_sha256": hashlib.sha256((partial / REGISTRY_COPY).read_bytes()).hexdigest(),
         "status": "complete",
         "started_at": started.isoformat(),
         "finished_at": datetime.now(UTC).isoformat(),

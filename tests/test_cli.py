@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -87,6 +88,7 @@ def test_run_exits_0_and_prints_the_run_directory_last(small_run):
         "config.resolved.yaml",
         "manifest.json",
         "model_years.csv",
+        "skill_registry.yaml",
     ]
 
 
@@ -113,7 +115,11 @@ def test_manifest(small_run):
     assert manifest["counts"] == {"households": 60, "years": 5, "household_years": 300}
     assert manifest["seed"] == 42
     assert manifest["name"] == "default"
-    assert manifest["config_hash"] == config_hash(config)
+    resolved, _ = load_config(run_dir / "config.resolved.yaml")
+    assert manifest["config_hash"] == config_hash(resolved)
+    registry = (run_dir / "skill_registry.yaml").read_bytes()
+    assert registry == (DEFAULT.parent / config.registry).read_bytes()
+    assert manifest["registry_sha256"] == hashlib.sha256(registry).hexdigest()
     assert re.fullmatch(r"[0-9a-f]{64}", manifest["config_hash"])
     assert manifest["run_id"] == run_dir.name == f"default-s42-{manifest['config_hash'][:8]}"
     versions = manifest["versions"]
@@ -128,21 +134,21 @@ def test_resolved_config_loads_back(small_run):
     run_dir = Path(out.splitlines()[-1])
     resolved, _ = load_config(run_dir / "config.resolved.yaml")
     config, _ = load_config(DEFAULT, ["households.count=60", "years=5"])
-    assert resolved == config
+    assert resolved == config.model_copy(update={"registry": "skill_registry.yaml"})
     manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
     assert config_hash(resolved) == manifest["config_hash"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: config.resolved.yaml keeps `registry: ../skill_registry.yaml` relative to the "
-    "original config's folder, so the resolved config cannot be validated or re-run",
-)
-def test_resolved_config_validates_from_the_run_directory(small_run, capsys):
+def test_resolved_config_reruns_from_the_run_directory(small_run, capsys, tmp_path):
     _, out, _, _ = small_run
     run_dir = Path(out.splitlines()[-1])
     code, _, err = call(capsys, "validate", run_dir / "config.resolved.yaml")
     assert code == 0, err
+    code, again, err = call(capsys, "run", run_dir / "config.resolved.yaml", "--out", tmp_path)
+    assert code == 0, err
+    rerun = Path(again.splitlines()[-1])
+    assert rerun.name == run_dir.name
+    assert (rerun / "model_years.csv").read_bytes() == (run_dir / "model_years.csv").read_bytes()
 
 
 def test_model_years_csv(small_run):
