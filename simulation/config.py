@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from simulation.agents.population import PopulationConfig
 from simulation.decisions.pmt import PMTConfig
@@ -27,6 +34,7 @@ from simulation.skills.templates import TemplateError, template_fields
 
 __all__ = [
     "AdaptationConfig",
+    "AuditConfig",
     "ConfigError",
     "DamageConfig",
     "DecisionConfig",
@@ -373,6 +381,45 @@ class DecisionConfig(_Section):
     pmt: PMTConfig = Field(default_factory=PMTConfig, description="PMT coefficients.")
 
 
+class AuditConfig(_Section):
+    """The JSONL audit trail (``audit:``); see simulation/audit/schemas for each stream."""
+
+    level: Literal["full", "standard", "minimal", "off"] = Field(
+        "standard",
+        description="full: traces with memory snapshots and explanations; standard: ids and "
+        "counts in traces, every memory write, consolidation and retrieval streamed (enough to "
+        "rebuild any household's memory); minimal: traces with decisions only; off: no streams.",
+    )
+    timestamps: bool = Field(
+        True,
+        description="Stamp lines with wall-clock UTC time (one stamp per year per stream "
+        "batch); false makes outputs byte-identical across runs with the same seed.",
+    )
+    sample: float | list[str] = Field(
+        1.0,
+        description="Households audited: a fraction in (0, 1] (chosen by a hash of seed and id, "
+        "stable across runs) or a list of agent ids.",
+    )
+    gzip: bool = Field(False, description="Write streams as .jsonl.gz.")
+    buffer_bytes: int = Field(
+        4_000_000, ge=1, description="Bytes buffered per stream before a write to disk."
+    )
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads a bare `off` as false; `level: off` must still mean "off".
+        return "off" if value is False else value
+
+    @field_validator("sample")
+    @classmethod
+    def _sample(cls, value: float | list[str]) -> float | list[str]:
+        if isinstance(value, float | int) and not 0.0 < value <= 1.0:
+            msg = "must be a fraction in (0, 1] or a list of agent ids"
+            raise ValueError(msg)
+        return value
+
+
 class RunConfig(_Section):
     """A whole run. Paths inside are relative to the config file's folder."""
 
@@ -397,6 +444,7 @@ class RunConfig(_Section):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     social: SocialConfig = Field(default_factory=SocialConfig)
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
 
     def to_yaml_dict(self) -> dict[str, Any]:
         """The fully merged config as plain data (for ``config.resolved.yaml``)."""
@@ -527,8 +575,9 @@ def _describe(error: ValidationError, origin: str) -> str:
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         message = "unknown key"
-    elif "input" in first and first["type"] != "missing":
-        message = f"{message} (got {first['input']!r})"
+    elif "input" in first and first["type"] != "missing" and not isinstance(first["input"], dict):
+        shown = repr(first["input"])
+        message = f"{message} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
     more = len(error.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     return f"{origin}: {loc or '(top level)'}: {message}{suffix}"

@@ -37,6 +37,7 @@ from mesa.discrete_space import (
 
 from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import PopulationError, build_population
+from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError
 from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import HazardError, Sites, compute_damage, load_curves
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from simulation.agents.state import HouseholdState
+    from simulation.audit.writer import AuditWriter
     from simulation.config import EventTemplate, RunConfig
     from simulation.decisions import Proposal
     from simulation.memory import ScoredMemory, WriteResult
@@ -192,6 +194,7 @@ class FloodAdaptationModel(mesa.Model):
             self.households.append(HouseholdAgent(self, state, memory))
         self._place(population.grid_shape, population.cells)
 
+        self.audit: AuditWriter | None = None
         self.year_stats: dict[str, float] = {}
         self._premiums_collected = 0.0  # premiums paid for the coming year's coverage
         self.datacollector = mesa.DataCollector(
@@ -199,6 +202,12 @@ class FloodAdaptationModel(mesa.Model):
         )
 
     # ------------------------------------------------------------------------ set-up
+    def attach_audit(self, writer: AuditWriter) -> None:
+        """Stream this run's audit trail to ``writer`` (logs the households' initial memories)."""
+        self.audit = writer
+        for household in self.households:
+            writer.initial_memory(household.state.agent_id, household.memory)
+
     def _place(self, grid_shape: tuple[int, int], cells: list[tuple[int, int]]) -> None:
         """Put households in a Mesa discrete space and cache each one's neighbours."""
         social = self.config.social
@@ -232,6 +241,9 @@ class FloodAdaptationModel(mesa.Model):
     def step(self) -> None:
         """Advance one year (see the module docstring for the order)."""
         year = self.steps
+        audit = self.audit
+        if audit is not None:
+            audit.begin_year(year)
         active = [h for h in self.households if h.active]
         stats = dict.fromkeys(METRIC_COLUMNS, 0.0)
         stats["year"] = year
@@ -248,10 +260,14 @@ class FloodAdaptationModel(mesa.Model):
         self.agents_by_type[HouseholdAgent].select(lambda h: h.active).shuffle_do("decide", year)
 
         for household in active:
-            household.memory.end_year(year)
+            report = household.memory.end_year(year)
+            if audit is not None:
+                audit.consolidation(household.state.agent_id, report, household.memory)
             household.adopted_last_year = household.adopted_this_year
             household.adopted_this_year = None
         self._collect(stats, tps)
+        if audit is not None:
+            audit.flush()
 
     def _hazard_and_damage(
         self, year: int, active: list[HouseholdAgent]
@@ -357,7 +373,10 @@ class FloodAdaptationModel(mesa.Model):
         for event, (old, new) in changes:
             content = render(event.template, {"year": year, "old": old, "new": new})
             for household in active:
-                household.memory.write(content, event.importance, year, event.tags, source="policy")
+                result = household.memory.write(
+                    content, event.importance, year, event.tags, source="policy"
+                )
+                self._log(household, result)
 
     def _observe_neighbours(self, year: int, active: list[HouseholdAgent]) -> None:
         """Step 6: remember last year's adoptions among neighbours (a snapshot)."""
@@ -383,9 +402,10 @@ class FloodAdaptationModel(mesa.Model):
                         "action": _ADOPTION_PHRASES[adopted],
                     },
                 )
-                household.memory.write(
+                result = household.memory.write(
                     content, event.importance, year, (*event.tags, adopted), source="neighbor"
                 )
+                self._log(household, result)
 
     # --------------------------------------------------------------------- decisions
     def costs_for(self, state: HouseholdState) -> dict[str, float]:
@@ -412,6 +432,15 @@ class FloodAdaptationModel(mesa.Model):
         state, memory = household.state, household.memory
         top_k = self.config.memory.retrieval.top_k
         retrieved = memory.retrieve_scored(top_k=top_k, current_year=year)
+        audit = self.audit
+        traced = audit is not None and audit.audits(state.agent_id)
+        before = None
+        if traced:
+            audit.tool_invocation(state.agent_id, {"top_k": top_k, "current_year": year}, retrieved)
+            if audit.level == "full":
+                before = dynamic_state(state)
+            elif audit.level == "standard":
+                before = changed_state(state)
         costs = self.costs_for(state)
         options, _ = self.registry.options(state, costs)
         context = {
@@ -427,6 +456,8 @@ class FloodAdaptationModel(mesa.Model):
         decision = Decision(year, proposal, skill_id, validation, retrieved, cost=costs[skill_id])
         self._execute(household, decision, costs)
         household.last_decision = decision
+        if traced:
+            audit.trace(state.agent_id, decision, before, state, memory)
         tp = proposal.constructs.get("TP")
         if tp is not None:
             self._tps.append(tp.value)
@@ -464,8 +495,8 @@ class FloodAdaptationModel(mesa.Model):
         if stat in self.year_stats:
             self.year_stats[stat] += 1
         content, importance, tags = self.registry.memory_update(skill_id, state, context)
-        decision.memory_update = household.memory.write(
-            content, importance, year, tags, source="decision"
+        decision.memory_update = self._log(
+            household, household.memory.write(content, importance, year, tags, source="decision")
         )
 
     def _remember(
@@ -478,9 +509,18 @@ class FloodAdaptationModel(mesa.Model):
         **values: float,
     ) -> WriteResult:
         content = render(event.template, {"year": year, **values})
-        return household.memory.write(
-            content, event.importance, year, event.tags, source=source, amount=amount
+        return self._log(
+            household,
+            household.memory.write(
+                content, event.importance, year, event.tags, source=source, amount=amount
+            ),
         )
+
+    def _log(self, household: HouseholdAgent, result: WriteResult) -> WriteResult:
+        """Pass a memory write to the audit trail (when one is attached)."""
+        if self.audit is not None:
+            self.audit.memory_update(household.state.agent_id, result)
+        return result
 
     # ----------------------------------------------------------------------- metrics
     def _collect(self, stats: dict[str, float], tps: list[float]) -> None:

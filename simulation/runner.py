@@ -25,6 +25,7 @@ import yaml
 from tqdm import tqdm
 
 from simulation import __version__
+from simulation.audit.writer import AuditWriter
 from simulation.config import ConfigError
 from simulation.model import FloodAdaptationModel
 
@@ -172,6 +173,10 @@ def _run_into(
     ``config`` is the resolved config (see :func:`resolve_for_run_dir`).
     """
     started = datetime.now(UTC)
+    writer = None
+    if config.audit.level != "off":
+        writer = AuditWriter(partial, run_id, config.audit, config.seed)
+        model.attach_audit(writer)
     clock = time.perf_counter()
     for _ in tqdm(
         range(config.years),
@@ -183,6 +188,7 @@ def _run_into(
         model.step()
     elapsed = time.perf_counter() - clock
     metrics = model.metrics()
+    audit = writer.close() if writer is not None else {"level": "off", "streams": {}}
 
     (partial / "config.resolved.yaml").write_text(
         yaml.safe_dump(config.to_yaml_dict(), sort_keys=False), encoding="utf-8"
@@ -205,6 +211,7 @@ def _run_into(
             "years": config.years,
             "household_years": households * config.years,
         },
+        "audit": audit,
         "versions": {
             "floodsim": __version__,
             "mesa": version("mesa"),

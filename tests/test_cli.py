@@ -86,9 +86,13 @@ def test_run_exits_0_and_prints_the_run_directory_last(small_run):
     assert sorted(p.name for p in out_root.iterdir()) == [run_dir.name]  # no .partial left
     assert sorted(p.name for p in run_dir.iterdir()) == [
         "config.resolved.yaml",
+        "consolidation.jsonl",
+        "household_traces.jsonl",
         "manifest.json",
+        "memory_updates.jsonl",
         "model_years.csv",
         "skill_registry.yaml",
+        "tool_invocations.jsonl",
     ]
 
 

@@ -363,10 +363,22 @@ class CognitiveMemory:
         It is routed like :meth:`add_experience`, has source ``seed`` and carries the tag
         ``seed`` in addition to ``tags``.
         """
+        return self.write_seed(content, importance, year, tags, pinned=pinned).item
+
+    def write_seed(
+        self,
+        content: str,
+        importance: float = 0.5,
+        year: int = 0,
+        tags: Iterable[str] | None = None,
+        *,
+        pinned: bool = False,
+    ) -> WriteResult:
+        """Like :meth:`add_seed`, returning the :class:`WriteResult` (for the audit trail)."""
         all_tags = ("seed", *(t for t in (tags or ()) if t != "seed"))
         return self.write(
             content, importance, year, all_tags, store="auto", source="seed", pinned=pinned
-        ).item
+        )
 
     def update_after_flood(self, damage: float, year: int) -> MemoryItem:
         """Remember a flood: episodic, importance 0.9 (seed 000 section 4.2).

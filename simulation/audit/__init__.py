@@ -1,0 +1,26 @@
+"""The JSONL audit trail: writing it, reading it back, rebuilding memories from it.
+
+:class:`AuditWriter` streams ``household_traces``, ``memory_updates``, ``consolidation`` and
+``tool_invocations`` (JSON Schemas in ``simulation/audit/schemas``); readers load any stream into
+pandas, and the replay rebuilds a household's memory at the end of any year.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+import orjson
+
+from simulation.audit.writer import DYNAMIC_FIELDS, SCHEMA_VERSION, STREAMS, AuditWriter
+
+__all__ = ["DYNAMIC_FIELDS", "SCHEMA_VERSION", "STREAMS", "AuditWriter", "load_schema"]
+
+
+def load_schema(stream: str) -> dict:
+    """The JSON Schema of ``stream`` (one of :data:`STREAMS`), shipped with the package."""
+    if stream not in STREAMS:
+        msg = f"unknown stream {stream!r}; expected one of {STREAMS}"
+        raise ValueError(msg)
+    return orjson.loads(
+        files("simulation.audit").joinpath("schemas", f"{stream}.schema.json").read_bytes()
+    )

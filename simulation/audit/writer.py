@@ -1,0 +1,376 @@
+"""AuditWriter: the JSONL audit trail of a run.
+
+Four streams (DESIGN.md section 6; JSON Schemas in ``simulation/audit/schemas``):
+
+``household_traces.jsonl``
+    one line per audited household-year: state, retrieved memories, reasoning, action, the memory
+    the action left, validation;
+``memory_updates.jsonl``
+    one line per memory write, with the items it evicted or moved;
+``consolidation.jsonl``
+    one line per audited household-year end: transfers, retention moves, reflections;
+``tool_invocations.jsonl``
+    one line per ``retrieve_memory`` call.
+
+At the ``standard`` level traces refer to memories by id; the memory streams carry the contents,
+so any household's memory at the end of any year can be rebuilt from them
+(:func:`simulation.audit.replay.rebuild_memory`). Lines are encoded with orjson into a per-stream
+buffer and written whole, so a crash can only truncate the last line of a file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import orjson
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from simulation.agents.state import HouseholdState
+    from simulation.config import AuditConfig
+    from simulation.memory import CognitiveMemory, Eviction, MemoryItem, WriteResult, YearEnd
+    from simulation.model import Decision
+
+__all__ = [
+    "DYNAMIC_FIELDS",
+    "SCHEMA_VERSION",
+    "STREAMS",
+    "AuditWriter",
+    "changed_state",
+    "dynamic_state",
+]
+
+SCHEMA_VERSION = 1
+STREAMS = ("household_traces", "memory_updates", "consolidation", "tool_invocations")
+#: Streams each level writes.
+_LEVEL_STREAMS = {
+    "full": STREAMS,
+    "standard": STREAMS,
+    "minimal": ("household_traces",),
+    "off": (),
+}
+#: Household fields that change during a run (the rest are fixed and live in the config/table).
+DYNAMIC_FIELDS = (
+    "has_insurance",
+    "has_contents_insurance",
+    "elevated",
+    "relocated",
+    "cumulative_damage",
+    "insured_years",
+    "claims_paid",
+    "claims_denied",
+)
+
+
+def dynamic_state(state: HouseholdState) -> dict[str, Any]:
+    """The fields of ``state`` that can change during a run."""
+    return {name: getattr(state, name) for name in DYNAMIC_FIELDS}
+
+
+def changed_state(state: HouseholdState) -> dict[str, Any]:
+    """The dynamic fields that differ from their initial value (every one starts False or 0)."""
+    return {name: value for name in DYNAMIC_FIELDS if (value := getattr(state, name))}
+
+
+def _item(item: MemoryItem, **extra: Any) -> dict[str, Any]:
+    record = {
+        "id": item.id,
+        "content": item.content,
+        "importance": item.importance,
+        "year": item.year,
+        "tags": list(item.tags),
+        "source": item.source,
+    }
+    if item.amount is not None:
+        record["amount"] = item.amount
+    if item.pinned:
+        record["pinned"] = True
+    if item.evidence:
+        record["evidence"] = list(item.evidence)
+    record.update(extra)
+    return record
+
+
+def _evictions(evictions: tuple[Eviction, ...] | list[Eviction]) -> list[dict[str, Any]]:
+    return [{"id": e.item.id, "from": e.store, "to": e.to} for e in evictions]
+
+
+class _Stream:
+    """One buffered output file; only whole lines ever reach the file."""
+
+    __slots__ = ("buffer", "file", "limit", "lines", "path")
+
+    def __init__(self, path: Path, *, compress: bool, limit: int):
+        self.path = path
+        self.file: BinaryIO = gzip.open(path, "wb") if compress else path.open("wb")  # noqa: SIM115
+        self.buffer = bytearray()
+        self.limit = limit
+        self.lines = 0
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.buffer += orjson.dumps(record)
+        self.buffer += b"\n"
+        self.lines += 1
+        if len(self.buffer) >= self.limit:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.file.write(self.buffer)
+            self.buffer.clear()
+        self.file.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self.file.close()
+
+
+class AuditWriter:
+    """Writes the audit streams of one run.
+
+    Args:
+        run_dir: Folder receiving the stream files.
+        run_id: Id written on every line.
+        config: The ``audit:`` section.
+        seed: The run's seed (household sampling is a hash of seed and agent id).
+    """
+
+    def __init__(self, run_dir: Path, run_id: str, config: AuditConfig, seed: int):
+        self.config = config
+        self.level = config.level
+        self.run_id = run_id
+        self._seed = seed
+        suffix = ".jsonl.gz" if config.gzip else ".jsonl"
+        self._streams = {
+            name: _Stream(
+                run_dir / f"{name}{suffix}", compress=config.gzip, limit=config.buffer_bytes
+            )
+            for name in _LEVEL_STREAMS[self.level]
+        }
+        self.traces = self._streams.get("household_traces")
+        self.updates = self._streams.get("memory_updates")
+        self.consolidations = self._streams.get("consolidation")
+        self.tools = self._streams.get("tool_invocations")
+        self.full = self.level == "full"
+        sample = config.sample
+        self._ids = frozenset(sample) if isinstance(sample, list) else None
+        self._threshold = int(float(sample) * 2**32) if self._ids is None else 0
+        self._sampled: dict[str, bool] = {}
+        self._year = 0
+        self._stamp: str | None = None
+
+    # ------------------------------------------------------------------ helpers
+    def audits(self, agent_id: str) -> bool:
+        """Whether ``agent_id`` is in the audited sample (stable for a seed)."""
+        cached = self._sampled.get(agent_id)
+        if cached is None:
+            if self._ids is not None:
+                cached = agent_id in self._ids
+            else:
+                cached = zlib.crc32(f"{self._seed}:{agent_id}".encode()) < self._threshold
+            self._sampled[agent_id] = cached
+        return cached
+
+    def begin_year(self, year: int) -> None:
+        """Start ``year``: one wall-clock stamp serves all of its lines (when enabled)."""
+        self._year = year
+        if self.config.timestamps:
+            self._stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _head(self, agent_id: str) -> dict[str, Any]:
+        head: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "year": self._year,
+            "agent_id": agent_id,
+        }
+        if self._stamp is not None:
+            head["timestamp"] = self._stamp
+        return head
+
+    # ------------------------------------------------------------------ streams
+    def initial_memory(self, agent_id: str, memory: CognitiveMemory) -> None:
+        """Log the memories a household starts with (pre-seeded) as year-0 writes."""
+        if self.updates is None or not self.audits(agent_id):
+            return
+        stores = {i.seq: "working" for i in memory.working}
+        stores.update({i.seq: "episodic" for i in memory.episodic})
+        items = {i.seq: i for i in (*memory.working, *memory.episodic)}
+        for seq in sorted(items):
+            item = items[seq]
+            head = self._head(agent_id)
+            head["year"] = 0
+            self.updates.write(
+                {
+                    **head,
+                    "update_type": item.source,
+                    "memory_item": _item(item, destination=stores[seq]),
+                    "evicted": [],
+                }
+            )
+
+    def memory_update(self, agent_id: str, result: WriteResult) -> None:
+        """Log one memory write and what it evicted."""
+        if self.updates is None or not self.audits(agent_id):
+            return
+        item = result.item
+        self.updates.write(
+            {
+                **self._head(agent_id),
+                "update_type": item.source,
+                "memory_item": _item(item, destination=result.store),
+                "evicted": _evictions(result.evictions),
+            }
+        )
+
+    def tool_invocation(self, agent_id: str, parameters: dict[str, Any], hits: list[Any]) -> None:
+        """Log a ``retrieve_memory`` call and its scored result."""
+        if self.tools is None or not self.audits(agent_id):
+            return
+        ids = [h.item.id for h in hits]
+        call: dict[str, Any] = {
+            "tool_id": "retrieve_memory",
+            "parameters": parameters,
+            "result": [h.item.content for h in hits] if self.full else ids,
+            "result_count": len(hits),
+            "scores": [round(h.score, 6) for h in hits],
+        }
+        if self.full:
+            call["result_ids"] = ids
+        self.tools.write({**self._head(agent_id), "tool_invocation": call})
+
+    def consolidation(self, agent_id: str, report: YearEnd, memory: CognitiveMemory) -> None:
+        """Log one household's year-end pass."""
+        if self.consolidations is None or not self.audits(agent_id):
+            return
+        counts = memory.counts()
+        self.consolidations.write(
+            {
+                **self._head(agent_id),
+                "consolidation": {
+                    "transferred_count": len(report.transferred),
+                    "transferred_items": [i.id for i in report.transferred],
+                    "evicted": _evictions(report.evictions),
+                    "promoted": [i.id for i in report.promoted],
+                    "reflections": [_item(i) for i in report.reflections],
+                    "working_after": counts["working"],
+                    "episodic_after": counts["episodic"],
+                },
+            }
+        )
+
+    def trace(
+        self,
+        agent_id: str,
+        decision: Decision,
+        state_before: dict[str, Any] | None,
+        state: HouseholdState,
+        memory: CognitiveMemory,
+    ) -> None:
+        """Log one household-year decision (seed 000 section 11)."""
+        if self.traces is None or not self.audits(agent_id):
+            return
+        proposal, full = decision.proposal, self.full
+        digits = 4 if full else 3
+        constructs = {
+            name: (
+                {"level": c.level, "value": round(c.value, 4), "explanation": c.explanation}
+                if full
+                else {"level": c.level, "value": round(c.value, digits)}
+            )
+            for name, c in proposal.constructs.items()
+        }
+        record = self._head(agent_id)
+        reasoning: dict[str, Any] = {"constructs": constructs}
+        action: dict[str, Any] = {"decision_skill": decision.skill_id}
+        validation = decision.validation
+        if self.level != "minimal":
+            counts = memory.counts()
+            hits = decision.retrieved
+            record["state_before"] = state_before
+            record["memory"] = {
+                "retrieved": [h.item.id for h in hits],
+                "retrieval_scores": [round(h.score, digits) for h in hits],
+                "working_count": counts["working"],
+                "episodic_count": counts["episodic"],
+            }
+            if proposal.skill_id != decision.skill_id or full:
+                action["proposed_skill"] = proposal.skill_id
+            if proposal.parameters or full:
+                action["skill_parameters"] = proposal.parameters
+            if decision.cost or full:
+                action["cost"] = round(decision.cost, 2)
+            update = decision.memory_update
+            if update is not None:
+                record["memory_update"] = (
+                    {
+                        "type": "skill_execution",
+                        "id": update.item.id,
+                        "content": update.item.content,
+                        "importance": update.item.importance,
+                        "destination": update.store,
+                    }
+                    if full
+                    else {"id": update.item.id}
+                )
+        record["reasoning"] = reasoning
+        record["action"] = action
+        if full or validation.errors or validation.warnings:
+            record["validation"] = {
+                "valid": validation.valid,
+                "errors": list(validation.errors),
+                "warnings": list(validation.warnings),
+            }
+        else:
+            record["validation"] = {"valid": validation.valid}
+        if self.level == "standard":
+            if decision.state_changes:
+                record["state_after"] = {k: new for k, (_, new) in decision.state_changes.items()}
+        elif full:
+            record["state_after"] = dynamic_state(state)
+            mem = record["memory"]
+            mem["retrieved_from"] = [h.source for h in decision.retrieved]
+            mem["retrieved_content"] = [h.item.content for h in decision.retrieved]
+            mem["working_items"] = [_snapshot(i) for i in memory.working]
+            mem["episodic_items"] = [_snapshot(i) for i in memory.episodic]
+            reasoning["justification"] = proposal.justification
+            if proposal.probabilities is not None:
+                reasoning["probabilities"] = {
+                    k: round(v, 6) for k, v in proposal.probabilities.items()
+                }
+        self.traces.write(record)
+
+    # ------------------------------------------------------------------ closing
+    def flush(self) -> None:
+        """Write every buffered line (whole lines only)."""
+        for stream in self._streams.values():
+            stream.flush()
+
+    def close(self) -> dict[str, Any]:
+        """Flush and close every stream; return the manifest's ``audit`` entry."""
+        for stream in self._streams.values():
+            stream.close()
+        sample = self.config.sample
+        return {
+            "level": self.level,
+            "gzip": self.config.gzip,
+            "timestamps": self.config.timestamps,
+            "sample": sample,
+            "streams": {
+                name: {"file": stream.path.name, "lines": stream.lines}
+                for name, stream in self._streams.items()
+            },
+        }
+
+
+def _snapshot(item: MemoryItem) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "content": item.content,
+        "importance": item.importance,
+        "year": item.year,
+    }
