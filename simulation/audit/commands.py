@@ -1,0 +1,436 @@
+"""The ``floodsim audit`` commands: inspect a run's audit trail.
+
+Subcommands:
+    memory      Rebuild one household's memory at the end of a year and print it.
+    summarize   Count each stream's lines, years and households and check the trail's integrity.
+
+``register`` adds them to the ``floodsim`` parser. Handlers raise :class:`AuditReadError` for a
+bad run directory, household or year (the ``floodsim`` command prints it as one line and exits
+with code 2); ``summarize`` exits with 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from simulation.audit.readers import (
+    STREAMS,
+    AuditReadError,
+    ReadReport,
+    iter_file,
+    read_manifest,
+    stream_path,
+)
+from simulation.audit.replay import format_memory, rebuild_memory
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterable
+
+    from simulation.audit.readers import StrPath
+
+__all__ = [
+    "EXIT_INCONSISTENT",
+    "AuditSummary",
+    "Check",
+    "StreamStats",
+    "register",
+    "summarize_run",
+]
+
+#: Exit code of ``floodsim audit summarize`` when a check fails.
+EXIT_INCONSISTENT = 1
+# Problems listed per failed check before "and N more".
+_MAX_EXAMPLES = 3
+
+
+@dataclass(slots=True)
+class StreamStats:
+    """What one stream holds.
+
+    Attributes:
+        name: The stream.
+        file: Its file name (``None`` when absent).
+        lines: Records read.
+        years: Lowest and highest year (``None`` when empty or absent).
+        households: Distinct agent ids.
+        skipped: Lines skipped (a truncated last line).
+        error: Why the stream could not be read to the end, if it could not.
+    """
+
+    name: str
+    file: str | None = None
+    lines: int = 0
+    years: tuple[int, int] | None = None
+    households: int = 0
+    skipped: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One integrity check: its name, whether it passed and a short reason."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(slots=True)
+class AuditSummary:
+    """Counts per stream and integrity checks of one run directory."""
+
+    run_dir: Path
+    run_id: str | None
+    audit: dict[str, Any]
+    streams: dict[str, StreamStats]
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every check passed."""
+        return all(check.ok for check in self.checks)
+
+    def format(self) -> str:
+        """The printable summary: a header, a table of streams, one line per check."""
+        audit = self.audit
+        gzip = "on" if audit.get("gzip") else "off"
+        lines = [
+            f"Audit trail of {self.run_dir}",
+            (
+                f"run {self.run_id or '?'}, audit level {audit.get('level', '?')}, "
+                f"gzip {gzip}, sample {audit.get('sample', '?')}"
+            ),
+            "",
+            f"{'stream':<18} {'lines':>9}  {'years':<9} {'households':>10}  {'skipped':>7}",
+        ]
+        for name in STREAMS:
+            stats = self.streams[name]
+            if stats.file is None:
+                lines.append(f"{name:<18} {'(absent)':>9}")
+                continue
+            years = f"{stats.years[0]}-{stats.years[1]}" if stats.years else "-"
+            lines.append(
+                f"{name:<18} {stats.lines:>9}  {years:<9} {stats.households:>10}  "
+                f"{stats.skipped:>7}"
+            )
+        lines += ["", "checks"]
+        lines += [f"  {'ok' if c.ok else 'FAIL':<5} {c.name}: {c.detail}" for c in self.checks]
+        return "\n".join(lines)
+
+
+def _examples(problems: list[str]) -> str:
+    shown = "; ".join(problems[:_MAX_EXAMPLES])
+    more = len(problems) - _MAX_EXAMPLES
+    return f"{shown}; and {more} more" if more > 0 else shown
+
+
+class _Scan:
+    """State gathered while streaming every file once."""
+
+    def __init__(self, expected_run_id: str | None, level: str | None):
+        self.run_id = expected_run_id
+        self.level = level
+        self.run_id_problems: list[str] = []
+        self.run_id_mismatches = 0
+        self.known_ids: set[str] = set()
+        self.unresolved: dict[str, str] = {}  # referenced id -> where it was first referenced
+        self.trace_years: dict[str, list[int]] = defaultdict(list)
+        self.trace_last: dict[str, tuple[int, bool]] = {}  # agent -> (year, relocated then)
+        self.end_years: dict[str, list[int]] = defaultdict(list)
+
+    def refer(self, ids: Iterable[Any], where: str) -> None:
+        for item_id in ids:
+            if item_id not in self.known_ids and item_id not in self.unresolved:
+                self.unresolved[item_id] = where
+
+    def know(self, item_id: Any) -> None:
+        self.known_ids.add(item_id)
+
+    def run_id_of(self, record: dict[str, Any], where: str) -> None:
+        run_id = record.get("run_id")
+        if self.run_id is None:
+            self.run_id = run_id
+        elif run_id != self.run_id:
+            self.run_id_mismatches += 1
+            if len(self.run_id_problems) < _MAX_EXAMPLES:
+                self.run_id_problems.append(f"{where} has {run_id!r}")
+
+    def record(self, name: str, record: dict[str, Any], where: str) -> None:
+        """Take in one line of stream ``name``."""
+        agent = record.get("agent_id")
+        year = record.get("year")
+        if name == "memory_updates":
+            self.know(record["memory_item"]["id"])
+            self.refer((e["id"] for e in record["evicted"]), where)
+        elif name == "consolidation":
+            block = record["consolidation"]
+            for reflection in block["reflections"]:
+                self.know(reflection["id"])
+            self.refer(block["transferred_items"], where)
+            self.refer((e["id"] for e in block["evicted"]), where)
+            self.refer(block["promoted"], where)
+            self.end_years[agent].append(year)
+        elif name == "household_traces":
+            self.trace_years[agent].append(year)
+            action = record.get("action") or {}
+            after = record.get("state_after") or {}
+            relocated = action.get("decision_skill") == "relocate" or after.get("relocated")
+            last = self.trace_last.get(agent)
+            if last is None or year >= last[0]:
+                self.trace_last[agent] = (year, bool(relocated))
+            memory = record.get("memory") or {}
+            self.refer(memory.get("retrieved") or (), where)
+            for key in ("working_items", "episodic_items"):
+                self.refer((i["id"] for i in memory.get(key) or ()), where)
+            update = record.get("memory_update")
+            if update and "id" in update:
+                self.refer((update["id"],), where)
+        elif name == "tool_invocations":
+            call = record["tool_invocation"]
+            if "result_ids" in call:
+                self.refer(call["result_ids"], where)
+            elif self.level != "full":  # at level full 'result' holds contents, not ids
+                self.refer(call["result"], where)
+
+
+def _scan_stream(path: Path, name: str, scan: _Scan) -> StreamStats:
+    stats = StreamStats(name, path.name)
+    report = ReadReport()
+    agents: set[str] = set()
+    low: int | None = None
+    high: int | None = None
+    try:
+        for line, record in iter_file(path, report=report):
+            where = f"{path.name}:{line}"
+            scan.run_id_of(record, where)
+            year, agent = record.get("year"), record.get("agent_id")
+            agents.add(agent)
+            if isinstance(year, int):
+                low = year if low is None else min(low, year)
+                high = year if high is None else max(high, year)
+            try:
+                scan.record(name, record, where)
+            except (KeyError, TypeError) as err:
+                msg = f"{where}: missing or malformed field {err}"
+                raise AuditReadError(msg) from None
+    except AuditReadError as err:
+        stats.error = str(err)
+    stats.lines = report.records
+    stats.skipped = len(report.skipped)
+    stats.households = len(agents)
+    stats.years = (low, high) if low is not None and high is not None else None
+    if report.gzip_incomplete and stats.error is None:
+        stats.error = f"{path.name}: gzip data ends without its trailer (writer not closed)"
+    return stats
+
+
+def _check_files(
+    streams: dict[str, StreamStats], listed: dict[str, Any], reports: list[str]
+) -> Check:
+    problems = list(reports)
+    for name, entry in listed.items():
+        stats = streams.get(name)
+        if stats is None or stats.file is None:
+            problems.append(f"{name} is listed in the manifest but absent")
+        elif isinstance(entry, dict) and entry.get("file") not in (None, stats.file):
+            problems.append(f"{name} is {stats.file}, manifest says {entry.get('file')}")
+    for stats in streams.values():
+        if stats.skipped:
+            problems.append(f"{stats.file}: {stats.skipped} truncated line skipped")
+        if stats.error:
+            problems.append(stats.error)
+    if problems:
+        return Check("files", ok=False, detail=_examples(problems))
+    present = [s.file for s in streams.values() if s.file]
+    detail = f"{len(present)} stream(s) present and readable to the end"
+    return Check("files", ok=True, detail=detail if present else "no audit streams (level off)")
+
+
+def _check_line_counts(streams: dict[str, StreamStats], listed: dict[str, Any]) -> Check:
+    problems = []
+    compared = 0
+    for name, entry in listed.items():
+        stats = streams.get(name)
+        expected = entry.get("lines") if isinstance(entry, dict) else None
+        if stats is None or stats.file is None or not isinstance(expected, int):
+            continue
+        compared += 1
+        if stats.lines != expected:
+            problems.append(f"{stats.file} has {stats.lines} lines, manifest says {expected}")
+    if problems:
+        return Check("line counts", ok=False, detail=_examples(problems))
+    if not compared:
+        return Check("line counts", ok=True, detail="manifest lists no line counts to compare")
+    return Check("line counts", ok=True, detail=f"{compared} stream(s) match the manifest")
+
+
+def _check_run_id(scan: _Scan, manifest_run_id: str | None) -> Check:
+    if scan.run_id_mismatches:
+        expected = "the manifest's" if manifest_run_id else "the first line's"
+        detail = f"{scan.run_id_mismatches} line(s) differ from {expected} {scan.run_id!r}: "
+        return Check("run_id", ok=False, detail=detail + _examples(scan.run_id_problems))
+    if scan.run_id is None:
+        return Check("run_id", ok=True, detail="no lines to check")
+    return Check("run_id", ok=True, detail=f"every line has {scan.run_id!r}")
+
+
+def _year_problems(agent: str, years: list[int]) -> str | None:
+    counts = Counter(years)
+    duplicated = sorted(y for y, n in counts.items() if n > 1)
+    if duplicated:
+        return f"{agent} year {duplicated[0]} appears {counts[duplicated[0]]} times"
+    expected = range(1, max(years) + 1)
+    missing = [y for y in expected if y not in counts]
+    if missing:
+        return f"{agent} has no line for year {missing[0]}"
+    return None
+
+
+def _check_household_years(
+    scan: _Scan, final_year: int | None, households: int | None, sampled_all: bool
+) -> Check:
+    name = "household-years"
+    if not scan.trace_years:
+        return Check(name, ok=True, detail="no household traces to check")
+    problems = []
+    for agent, years in scan.trace_years.items():
+        problem = _year_problems(agent, years)
+        if problem is None and final_year is not None:
+            last_year, relocated = scan.trace_last[agent]
+            if last_year < final_year and not relocated:
+                problem = f"{agent} stops at year {last_year} without relocating"
+            elif last_year > final_year:
+                problem = f"{agent} has year {last_year}, past the run's {final_year} years"
+        if problem:
+            problems.append(problem)
+    if sampled_all and households is not None and len(scan.trace_years) != households:
+        problems.append(f"{len(scan.trace_years)} households traced, manifest counts {households}")
+    for agent, years in scan.end_years.items():
+        traced = sorted(scan.trace_years.get(agent, ()))
+        if sorted(years) != traced:
+            problems.append(f"{agent}: consolidation years differ from trace years")
+    if problems:
+        return Check(name, ok=False, detail=_examples(problems))
+    count = len(scan.trace_years)
+    return Check(
+        name,
+        ok=True,
+        detail=f"{count} households, one trace per year from year 1 while active",
+    )
+
+
+def _check_ids(scan: _Scan, has_updates: bool) -> Check:
+    name = "memory ids"
+    if not has_updates:
+        return Check(name, ok=True, detail="not checked: no memory_updates stream")
+    missing = {i: w for i, w in scan.unresolved.items() if i not in scan.known_ids}
+    if missing:
+        problems = [f"{item_id!r} ({where})" for item_id, where in missing.items()]
+        detail = f"{len(missing)} referenced id(s) never written: " + _examples(problems)
+        return Check(name, ok=False, detail=detail)
+    return Check(
+        name,
+        ok=True,
+        detail=f"every referenced id is written ({len(scan.known_ids)} items)",
+    )
+
+
+def summarize_run(run_dir: StrPath) -> AuditSummary:
+    """Count each stream and check the audit trail's integrity, streaming each file once.
+
+    Checks (each ``ok`` or failed with a short reason):
+
+    * files: every stream the manifest lists is present, no line was truncated or corrupt;
+    * line counts: each stream has the number of lines the manifest records;
+    * run_id: identical on every line and equal to the manifest's;
+    * household-years: each traced household has one trace per year from year 1, without
+      duplicates or gaps, until the run's last year or the year it relocated; its consolidation
+      lines cover the same years; with no sampling, every household is traced;
+    * memory ids: every id referenced by traces, tool invocations, consolidation and evictions
+      is written by ``memory_updates`` or is a reflection.
+
+    Raises:
+        AuditReadError: If ``run_dir`` is not a folder.
+    """
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        msg = f"{folder}: not a run directory (no such folder)"
+        raise AuditReadError(msg)
+    problems: list[str] = []
+    try:
+        manifest = read_manifest(folder)
+    except AuditReadError as err:
+        manifest = {}
+        problems.append(str(err))
+    audit = manifest.get("audit") if isinstance(manifest.get("audit"), dict) else {}
+    if manifest and not audit:
+        problems.append("manifest.json has no 'audit' entry")
+    listed = audit.get("streams") if isinstance(audit.get("streams"), dict) else {}
+    manifest_run_id = manifest.get("run_id")
+    scan = _Scan(manifest_run_id, audit.get("level"))
+
+    streams = {name: StreamStats(name) for name in STREAMS}
+    # Writes first: the ids they define resolve most references as soon as they are seen.
+    for name in ("memory_updates", "consolidation", "household_traces", "tool_invocations"):
+        path = stream_path(folder, name)
+        if path is not None:
+            streams[name] = _scan_stream(path, name, scan)
+
+    counts = manifest.get("counts") if isinstance(manifest.get("counts"), dict) else {}
+    final_year = counts.get("years")
+    if not isinstance(final_year, int):
+        final_year = (
+            streams["household_traces"].years[1] if streams["household_traces"].years else None
+        )
+    sample = audit.get("sample", 1.0)
+    sampled_all = sample in (1, 1.0) and not isinstance(sample, bool)
+    summary = AuditSummary(folder, scan.run_id, audit, streams)
+    summary.checks = [
+        _check_files(streams, listed, problems),
+        _check_line_counts(streams, listed),
+        _check_run_id(scan, manifest_run_id),
+        _check_household_years(scan, final_year, counts.get("households"), sampled_all),
+        _check_ids(scan, streams["memory_updates"].file is not None),
+    ]
+    return summary
+
+
+# --------------------------------------------------------------------------- handlers
+def _memory(args: argparse.Namespace) -> int:
+    rebuilt = rebuild_memory(args.run_dir, args.agent, args.year)
+    print(format_memory(rebuilt))
+    return 0
+
+
+def _summarize(args: argparse.Namespace) -> int:
+    summary = summarize_run(args.run_dir)
+    print(summary.format())
+    return 0 if summary.ok else EXIT_INCONSISTENT
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``audit`` command and its subcommands to the ``floodsim`` subparsers.
+
+    Each subcommand sets ``func``: the caller runs ``args.func(args)`` and maps
+    :class:`AuditReadError` to exit code 2.
+    """
+    audit = subparsers.add_parser("audit", help="inspect a run's audit trail")
+    commands = audit.add_subparsers(dest="audit_command", required=True)
+
+    memory = commands.add_parser(
+        "memory", help="rebuild one household's memory at the end of a year"
+    )
+    memory.add_argument("run_dir", help="run directory (audit level standard or full)")
+    memory.add_argument("--agent", required=True, help="household id, e.g. H0007")
+    memory.add_argument("--year", required=True, type=int, help="year (0: pre-seeded memory)")
+    memory.set_defaults(func=_memory)
+
+    summarize = commands.add_parser(
+        "summarize", help="count each stream and check the audit trail's integrity"
+    )
+    summarize.add_argument("run_dir", help="run directory")
+    summarize.set_defaults(func=_summarize)

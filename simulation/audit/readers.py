@@ -1,0 +1,602 @@
+"""Read a run's audit streams back: records, pandas DataFrames and tidy summary tables.
+
+A run directory holds up to four JSONL streams (DESIGN.md section 6), each either plain
+(``<name>.jsonl``) or gzipped (``<name>.jsonl.gz``); a stream is absent when the run's audit level
+does not write it. Every line is one JSON object.
+
+Lines are written whole, so a crash can only leave a truncated *last* line. Readers skip such a
+line, warn (:class:`TruncatedLineWarning`) and record it in a :class:`ReadReport` when one is
+passed in; an unparsable line anywhere else means the file is corrupt and raises
+:class:`AuditReadError` naming the file and the line number.
+
+Example::
+
+    report = ReadReport()
+    traces = read_stream("outputs/default-s42-abcd1234", "household_traces", report=report)
+    traces["memory.working_count"].mean()
+    report.skipped  # lines that were dropped: at most a truncated last line
+    for chunk in read_stream(run_dir, "memory_updates", chunksize=100_000):
+        ...  # one DataFrame of at most 100,000 rows at a time
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
+
+import orjson
+import pandas as pd
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+__all__ = [
+    "BASE_COLUMNS",
+    "STREAMS",
+    "AuditReadError",
+    "ReadReport",
+    "SkippedLine",
+    "TruncatedLineWarning",
+    "consolidation_table",
+    "decisions_per_year",
+    "iter_file",
+    "iter_records",
+    "memory_counts",
+    "read_manifest",
+    "read_stream",
+    "retrievals",
+    "stream_path",
+]
+
+#: The audit streams, in the order a run writes them.
+STREAMS: tuple[str, ...] = (
+    "household_traces",
+    "memory_updates",
+    "consolidation",
+    "tool_invocations",
+)
+#: Columns every stream has (the columns of an empty stream's DataFrame).
+BASE_COLUMNS: tuple[str, ...] = ("schema_version", "run_id", "year", "agent_id")
+
+# Bytes read from disk at a time; large enough to amortise calls, small enough to stream.
+_CHUNK_BYTES = 1 << 18
+# gzip container (header and trailer) around a deflate stream.
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+# Characters of a skipped line kept in the report, enough to recognise it.
+_PREVIEW_CHARS = 80
+
+StrPath = str | os.PathLike[str]
+
+
+class AuditReadError(ValueError):
+    """A run directory or audit stream cannot be read as asked.
+
+    The message names the run directory or file (and the line, for a corrupt line) and the
+    problem; the ``floodsim`` command prints it as one line and exits with code 2.
+    """
+
+
+class TruncatedLineWarning(UserWarning):
+    """A stream's last line was cut short (an interrupted run) and was skipped."""
+
+
+class SkippedLine(NamedTuple):
+    """A line a reader dropped.
+
+    Attributes:
+        path: The stream file.
+        line: 1-based line number in the (decompressed) file.
+        reason: Why it was dropped, e.g. the JSON error.
+        preview: The line's first characters.
+    """
+
+    path: Path
+    line: int
+    reason: str
+    preview: str
+
+
+@dataclass(slots=True)
+class ReadReport:
+    """What reading one stream found; pass one to a reader and inspect it afterwards.
+
+    Readers reset the report when they start and fill it as they go, so for a lazy reader
+    (:func:`iter_records`, chunked :func:`read_stream`) it is complete once iteration ends.
+
+    Attributes:
+        path: The file read.
+        records: Records returned.
+        skipped: Lines dropped (at most one: a truncated last line).
+        gzip_incomplete: The gzip data ended without its trailer (the writer never closed it).
+    """
+
+    path: Path | None = None
+    records: int = 0
+    skipped: list[SkippedLine] = field(default_factory=list)
+    gzip_incomplete: bool = False
+
+    @property
+    def clean(self) -> bool:
+        """Whether every line was read and the file was properly closed."""
+        return not self.skipped and not self.gzip_incomplete
+
+    def _reset(self, path: Path) -> None:
+        self.path = path
+        self.records = 0
+        self.skipped = []
+        self.gzip_incomplete = False
+
+
+# --------------------------------------------------------------------------- files
+def _run_dir(run_dir: StrPath) -> Path:
+    path = Path(run_dir)
+    if not path.is_dir():
+        msg = f"{path}: not a run directory (no such folder)"
+        raise AuditReadError(msg)
+    return path
+
+
+def _check_name(name: str) -> None:
+    if name not in STREAMS:
+        msg = f"unknown audit stream {name!r}; expected one of {', '.join(STREAMS)}"
+        raise AuditReadError(msg)
+
+
+def stream_path(run_dir: StrPath, name: str) -> Path | None:
+    """The file of stream ``name`` in ``run_dir`` (``.jsonl`` or ``.jsonl.gz``), if any.
+
+    Raises:
+        AuditReadError: If ``run_dir`` is not a folder or ``name`` is not one of :data:`STREAMS`.
+    """
+    _check_name(name)
+    folder = _run_dir(run_dir)
+    for suffix in (".jsonl", ".jsonl.gz"):
+        path = folder / f"{name}{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+def _require_stream(run_dir: StrPath, name: str) -> Path:
+    path = stream_path(run_dir, name)
+    if path is None:
+        level = _audit_level(Path(run_dir))
+        why = f" (audit level {level!r} does not write it)" if level else ""
+        msg = f"{run_dir}: no {name}.jsonl or {name}.jsonl.gz{why}"
+        raise AuditReadError(msg)
+    return path
+
+
+def read_manifest(run_dir: StrPath) -> dict[str, Any]:
+    """The run's ``manifest.json``.
+
+    Raises:
+        AuditReadError: If ``run_dir`` is not a folder or the manifest is missing or not JSON.
+    """
+    path = _run_dir(run_dir) / "manifest.json"
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        msg = f"{run_dir}: no manifest.json (not a finished run directory)"
+        raise AuditReadError(msg) from None
+    except orjson.JSONDecodeError as err:
+        msg = f"{path}: not valid JSON ({err})"
+        raise AuditReadError(msg) from None
+    if not isinstance(data, dict):
+        msg = f"{path}: expected a JSON object"
+        raise AuditReadError(msg)
+    return data
+
+
+def _audit_level(run_dir: Path) -> str | None:
+    """The manifest's ``audit.level``, or ``None`` when there is no (readable) manifest."""
+    try:
+        audit = read_manifest(run_dir).get("audit")
+    except AuditReadError:
+        return None
+    return audit.get("level") if isinstance(audit, dict) else None
+
+
+def _plain_chunks(path: Path, _report: ReadReport) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK_BYTES):
+            yield chunk
+
+
+def _gzip_chunks(path: Path, report: ReadReport) -> Iterator[bytes]:
+    """Decompress ``path`` chunk by chunk, tolerating a missing end (a crashed writer).
+
+    ``gzip.open`` raises on a stream without its trailer and may lose the data it had already
+    decompressed; decompressing by hand keeps every byte that made it to disk.
+    """
+    with path.open("rb") as fh:
+        inflater = zlib.decompressobj(_GZIP_WBITS)
+        fed = False  # whether the current gzip member has received any bytes
+        while raw := fh.read(_CHUNK_BYTES):
+            while raw:
+                if not fed and not raw.strip(b"\0"):
+                    break  # zero padding after the last member, as gzip tolerates
+                fed = True
+                try:
+                    out = inflater.decompress(raw)
+                except zlib.error as err:
+                    msg = f"{path}: corrupt gzip data ({err})"
+                    raise AuditReadError(msg) from None
+                if out:
+                    yield out
+                if inflater.eof:  # a member ended; concatenated members may follow
+                    raw = inflater.unused_data
+                    inflater = zlib.decompressobj(_GZIP_WBITS)
+                    fed = False
+                else:
+                    raw = b""
+        if fed:
+            if tail := inflater.flush():
+                yield tail
+            report.gzip_incomplete = True
+
+
+def _numbered_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` pairs of ``path`` without newlines, decompressing ``.gz``."""
+    chunks = (_gzip_chunks if path.name.endswith(".gz") else _plain_chunks)(path, report)
+    number = 0
+    pending = b""
+    for chunk in chunks:
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            number += 1
+            yield number, line
+    if pending:
+        yield number + 1, pending
+
+
+def iter_file(
+    path: StrPath, *, report: ReadReport | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` pairs of one stream file (plain or ``.gz``), in file order.
+
+    The lower-level sibling of :func:`iter_records` for callers that cite line numbers; the
+    same policy for truncated and corrupt lines applies.
+
+    Args:
+        path: A ``.jsonl`` or ``.jsonl.gz`` file.
+        report: Filled with what was read and skipped (complete once iteration ends).
+
+    Raises:
+        AuditReadError: While iterating, for an unparsable line that is not the last or
+            corrupt gzip data.
+    """
+    path = Path(path)
+    report = report if report is not None else ReadReport()
+    report._reset(path)
+    bad: tuple[int, bytes, str] | None = None  # an unparsable line, fatal unless it is the last
+    for number, line in _numbered_lines(path, report):
+        if not line.strip():
+            continue
+        if bad is not None:
+            msg = f"{path}: line {bad[0]} is not a JSON object ({bad[2]}) and is not the last line"
+            raise AuditReadError(msg)
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as err:
+            bad = (number, line, str(err))
+            continue
+        if not isinstance(record, dict):
+            bad = (number, line, f"got {type(record).__name__}")
+            continue
+        report.records += 1
+        yield number, record
+    if bad is not None:
+        number, line, reason = bad
+        preview = line[:_PREVIEW_CHARS].decode("utf-8", errors="replace")
+        report.skipped.append(SkippedLine(path, number, reason, preview))
+        warnings.warn(
+            f"{path}: skipped truncated last line {number} ({len(line)} bytes; the run was "
+            "probably interrupted)",
+            TruncatedLineWarning,
+            stacklevel=3,
+        )
+
+
+def iter_records(
+    run_dir: StrPath, name: str, *, report: ReadReport | None = None
+) -> Iterator[dict[str, Any]]:
+    """Stream the records of one audit stream, one dict per line, in file order.
+
+    Reads ``<name>.jsonl`` or ``<name>.jsonl.gz`` a chunk at a time, so files larger than memory
+    are fine. A truncated last line is skipped with a :class:`TruncatedLineWarning` and listed in
+    ``report.skipped``; blank lines are ignored.
+
+    Args:
+        run_dir: The run directory.
+        name: One of :data:`STREAMS`.
+        report: Filled with what was read and skipped (complete once iteration ends).
+
+    Returns:
+        An iterator of records.
+
+    Raises:
+        AuditReadError: Immediately if the folder or stream does not exist; while iterating, for
+            an unparsable line that is not the last (naming file and line) or corrupt gzip data.
+    """
+    path = _require_stream(run_dir, name)
+    return (record for _, record in iter_file(path, report=report))
+
+
+# --------------------------------------------------------------------------- DataFrames
+def _frame(records: list[dict[str, Any]], *, flatten: bool) -> pd.DataFrame:
+    if not records:
+        return pd.DataFrame(columns=list(BASE_COLUMNS))
+    if flatten:
+        return pd.json_normalize(records, sep=".")
+    return pd.DataFrame.from_records(records)
+
+
+def _chunks(
+    records: Iterator[dict[str, Any]], chunksize: int, *, flatten: bool
+) -> Iterator[pd.DataFrame]:
+    batch: list[dict[str, Any]] = []
+    for record in records:
+        batch.append(record)
+        if len(batch) == chunksize:
+            yield _frame(batch, flatten=flatten)
+            batch = []
+    if batch:
+        yield _frame(batch, flatten=flatten)
+
+
+@overload
+def read_stream(
+    run_dir: StrPath,
+    name: str,
+    *,
+    chunksize: None = None,
+    flatten: bool = True,
+    report: ReadReport | None = None,
+) -> pd.DataFrame: ...
+
+
+@overload
+def read_stream(
+    run_dir: StrPath,
+    name: str,
+    *,
+    chunksize: int,
+    flatten: bool = True,
+    report: ReadReport | None = None,
+) -> Iterator[pd.DataFrame]: ...
+
+
+def read_stream(
+    run_dir: StrPath,
+    name: str,
+    *,
+    chunksize: int | None = None,
+    flatten: bool = True,
+    report: ReadReport | None = None,
+) -> pd.DataFrame | Iterator[pd.DataFrame]:
+    """Load one audit stream into pandas.
+
+    With ``flatten`` nested objects become dotted columns (``memory.working_count``,
+    ``consolidation.transferred_items``, ``memory_item.content``); lists stay lists in one cell.
+    An empty stream gives an empty DataFrame with the :data:`BASE_COLUMNS`.
+
+    Args:
+        run_dir: The run directory.
+        name: One of :data:`STREAMS`.
+        chunksize: Return an iterator of DataFrames of at most this many rows instead, reading
+            the file lazily (for streams larger than memory). Each chunk has the columns its
+            own rows have: optional fields missing from a whole chunk are missing from it.
+        flatten: Flatten nested objects with :func:`pandas.json_normalize` (``sep="."``);
+            otherwise nested objects stay dicts in their top-level column.
+        report: Filled with what was read and skipped (see :class:`ReadReport`).
+
+    Returns:
+        A DataFrame, or an iterator of DataFrames when ``chunksize`` is given.
+
+    Raises:
+        AuditReadError: As :func:`iter_records`, or for a ``chunksize`` below 1.
+    """
+    if chunksize is not None and (not isinstance(chunksize, int) or chunksize < 1):
+        msg = f"chunksize must be a positive integer, got {chunksize!r}"
+        raise AuditReadError(msg)
+    records = iter_records(run_dir, name, report=report)
+    if chunksize is not None:
+        return _chunks(records, chunksize, flatten=flatten)
+    return _frame(list(records), flatten=flatten)
+
+
+# --------------------------------------------------------------------------- tables
+def _traces_with_memory(run_dir: StrPath) -> bool:
+    """Whether the traces exist and carry the ``memory`` block (not level ``minimal``)."""
+    if stream_path(run_dir, "household_traces") is None:
+        return False
+    first = next(iter_records(run_dir, "household_traces"), None)
+    return first is not None and isinstance(first.get("memory"), dict)
+
+
+def decisions_per_year(run_dir: StrPath) -> pd.DataFrame:
+    """How many audited households chose each skill in each year (from ``household_traces``).
+
+    Every skill seen in any year gets a row in every year (count 0 when nobody chose it), so
+    the table pivots without gaps.
+
+    Returns:
+        Columns ``year`` (int), ``skill`` (str, ``action.decision_skill``), ``count`` (int) and
+        ``share`` (float, ``count`` over the year's decisions), sorted by year and skill.
+
+    Raises:
+        AuditReadError: If the run has no household traces (level ``off``).
+    """
+    counts: Counter[tuple[int, str]] = Counter(
+        (int(r["year"]), str(r["action"]["decision_skill"]))
+        for r in iter_records(run_dir, "household_traces")
+    )
+    columns = ["year", "skill", "count", "share"]
+    if not counts:
+        return pd.DataFrame(columns=columns)
+    years = sorted({y for y, _ in counts})
+    skills = sorted({s for _, s in counts})
+    table = pd.DataFrame(
+        [(y, s, counts.get((y, s), 0)) for y in years for s in skills],
+        columns=["year", "skill", "count"],
+    )
+    table["share"] = table["count"] / table.groupby("year")["count"].transform("sum")
+    return table[columns]
+
+
+_RETRIEVAL_COLUMNS = ["year", "agent_id", "rank", "id", "score", "store"]
+
+
+def _retrieval_rows_from_traces(records: Iterable[dict[str, Any]]) -> Iterator[tuple[Any, ...]]:
+    for r in records:
+        memory = r.get("memory") or {}
+        ids = memory.get("retrieved") or []
+        scores = memory.get("retrieval_scores") or []
+        stores = memory.get("retrieved_from") or []
+        for rank, item_id in enumerate(ids, start=1):
+            score = scores[rank - 1] if rank <= len(scores) else None
+            store = stores[rank - 1] if rank <= len(stores) else None
+            yield r["year"], r["agent_id"], rank, item_id, score, store
+
+
+def _retrieval_rows_from_tools(records: Iterable[dict[str, Any]]) -> Iterator[tuple[Any, ...]]:
+    for r in records:
+        call = r["tool_invocation"]
+        # At level full 'result' holds contents and 'result_ids' the ids.
+        ids = call.get("result_ids", call.get("result")) or []
+        scores = call.get("scores") or []
+        for rank, item_id in enumerate(ids, start=1):
+            score = scores[rank - 1] if rank <= len(scores) else None
+            yield r["year"], r["agent_id"], rank, item_id, score, None
+
+
+def retrievals(
+    run_dir: StrPath, *, source: Literal["auto", "traces", "tool_invocations"] = "auto"
+) -> pd.DataFrame:
+    """One row per retrieved memory item per decision.
+
+    Args:
+        run_dir: The run directory.
+        source: ``traces`` reads ``memory.retrieved``/``retrieval_scores``/``retrieved_from``
+            of ``household_traces``; ``tool_invocations`` reads the ``retrieve_memory`` calls
+            (they do not say which store an item came from); ``auto`` uses the traces when they
+            carry memory (levels standard and full), else the tool invocations.
+
+    Returns:
+        Columns ``year`` (int), ``agent_id`` (str), ``rank`` (int, 1 = best), ``id`` (item id),
+        ``score`` (float, retrieval score) and ``store`` (``working``, ``episodic``, ``semantic``,
+        ``archive``; ``None`` when the source does not record it).
+
+    Raises:
+        AuditReadError: If the chosen stream is missing or ``source`` is unknown.
+    """
+    if source == "auto":
+        source = "traces" if _traces_with_memory(run_dir) else "tool_invocations"
+    if source == "traces":
+        rows = _retrieval_rows_from_traces(iter_records(run_dir, "household_traces"))
+    elif source == "tool_invocations":
+        rows = _retrieval_rows_from_tools(iter_records(run_dir, "tool_invocations"))
+    else:
+        msg = f"source must be 'auto', 'traces' or 'tool_invocations', got {source!r}"
+        raise AuditReadError(msg)
+    table = pd.DataFrame(list(rows), columns=_RETRIEVAL_COLUMNS)
+    return table.astype({"year": "int64", "rank": "int64"})
+
+
+def memory_counts(
+    run_dir: StrPath, *, source: Literal["auto", "traces", "consolidation"] = "auto"
+) -> pd.DataFrame:
+    """Working and episodic memory sizes per household-year.
+
+    The two sources measure at different moments: a trace counts memory right after the
+    household's decision (before the year-end consolidation), a consolidation line right after
+    the year-end pass. The ``when`` column says which.
+
+    Args:
+        run_dir: The run directory.
+        source: ``traces`` (``memory.working_count``/``episodic_count``), ``consolidation``
+            (``working_after``/``episodic_after``), or ``auto``: the traces when they carry
+            memory (levels standard and full), else the consolidation stream.
+
+    Returns:
+        Columns ``year`` (int), ``agent_id`` (str), ``working_count`` (int),
+        ``episodic_count`` (int) and ``when`` (``decision`` or ``year_end``), in file order.
+
+    Raises:
+        AuditReadError: If the chosen stream is missing or ``source`` is unknown.
+    """
+    if source == "auto":
+        source = "traces" if _traces_with_memory(run_dir) else "consolidation"
+    if source == "traces":
+        rows = [
+            (r["year"], r["agent_id"], m["working_count"], m["episodic_count"], "decision")
+            for r in iter_records(run_dir, "household_traces")
+            if (m := r.get("memory"))
+        ]
+    elif source == "consolidation":
+        rows = [
+            (
+                r["year"],
+                r["agent_id"],
+                r["consolidation"]["working_after"],
+                r["consolidation"]["episodic_after"],
+                "year_end",
+            )
+            for r in iter_records(run_dir, "consolidation")
+        ]
+    else:
+        msg = f"source must be 'auto', 'traces' or 'consolidation', got {source!r}"
+        raise AuditReadError(msg)
+    table = pd.DataFrame(
+        rows, columns=["year", "agent_id", "working_count", "episodic_count", "when"]
+    )
+    return table.astype({"year": "int64", "working_count": "int64", "episodic_count": "int64"})
+
+
+def consolidation_table(run_dir: StrPath) -> pd.DataFrame:
+    """One row per household-year end (from ``consolidation``).
+
+    Returns:
+        Columns ``year``, ``agent_id``, ``transferred_count`` (items copied from working into
+        episodic memory), ``evicted_count`` (entries in ``evicted``: forgotten or moved,
+        promotions included), ``promoted_count`` (archive items promoted back to episodic),
+        ``reflections_count`` (reflections written), ``working_after`` and ``episodic_after``
+        (store sizes after the pass); all but ``agent_id`` are ints.
+
+    Raises:
+        AuditReadError: If the run has no consolidation stream (levels minimal and off).
+    """
+    columns = [
+        "year",
+        "agent_id",
+        "transferred_count",
+        "evicted_count",
+        "promoted_count",
+        "reflections_count",
+        "working_after",
+        "episodic_after",
+    ]
+    rows = []
+    for r in iter_records(run_dir, "consolidation"):
+        c = r["consolidation"]
+        rows.append(
+            (
+                r["year"],
+                r["agent_id"],
+                c["transferred_count"],
+                len(c["evicted"]),
+                len(c["promoted"]),
+                len(c["reflections"]),
+                c["working_after"],
+                c["episodic_after"],
+            )
+        )
+    table = pd.DataFrame(rows, columns=columns)
+    return table.astype({c: "int64" for c in columns if c != "agent_id"})

@@ -1,0 +1,360 @@
+"""Rebuild a household's memory at the end of any year from a run's audit streams.
+
+At audit levels ``standard`` and ``full`` every memory write is logged in ``memory_updates``
+(with what it evicted or moved) and every year-end pass in ``consolidation``. Replaying both in
+order reproduces the memory exactly:
+
+* a ``memory_updates`` line adds ``memory_item`` to its ``destination`` store, then applies each
+  ``evicted`` entry ``{id, from, to}``: the id leaves store ``from`` and, unless ``to`` is null,
+  enters store ``to`` (a move, e.g. episodic to archive). Year-0 lines are pre-seeded memories;
+* a ``consolidation`` line copies ``transferred_items`` from working into episodic memory (the
+  item stays in working memory too: it is one item in two stores), adds ``reflections`` to
+  semantic memory and applies ``evicted`` in order (promotions appear there as
+  archive-to-episodic moves, so ``promoted`` is informational).
+
+Within a year a household's writes precede its consolidation line, and both files are in year
+order, so one pass that stops after the requested year suffices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from simulation.audit.readers import (
+    AuditReadError,
+    ReadReport,
+    iter_file,
+    read_manifest,
+    stream_path,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from simulation.audit.readers import StrPath
+
+__all__ = ["MEMORY_STORES", "RebuiltMemory", "format_memory", "rebuild_memory"]
+
+#: The stores of a household's memory, in display order.
+MEMORY_STORES: tuple[str, ...] = ("working", "episodic", "semantic", "archive")
+# Levels whose streams log every memory write and year-end pass.
+_REPLAY_LEVELS = frozenset({"standard", "full"})
+# Fields an item keeps in the rebuilt memory (the store it went to is implied by where it is).
+_ITEM_FIELDS = ("id", "content", "importance", "year", "tags", "source", "amount", "pinned")
+
+
+@dataclass(slots=True)
+class RebuiltMemory:
+    """One household's memory at the end of one year, rebuilt from the audit streams.
+
+    Each store is a list of item dicts with at least ``id``, ``content``, ``importance``,
+    ``year``, ``tags`` and ``source`` (plus ``amount``, ``pinned`` and ``evidence`` when the
+    stream has them). Working memory is FIFO order, oldest first; the other stores are in the
+    order items entered them.
+
+    Attributes:
+        run_dir: The run directory.
+        run_id: The run's id, from the streams.
+        agent_id: The household.
+        year: The year at whose end the memory is taken.
+        working: Working memory, oldest first.
+        episodic: Episodic memory.
+        semantic: Reflections.
+        archive: Items demoted by the tiered retention policy.
+        last_year: Last year in which the household's memory changed (``None``: never, e.g.
+            nothing was seeded and ``year`` is 0).
+        reports: What reading each stream found (skipped truncated lines).
+    """
+
+    run_dir: Path
+    run_id: str | None
+    agent_id: str
+    year: int
+    working: list[dict[str, Any]] = field(default_factory=list)
+    episodic: list[dict[str, Any]] = field(default_factory=list)
+    semantic: list[dict[str, Any]] = field(default_factory=list)
+    archive: list[dict[str, Any]] = field(default_factory=list)
+    last_year: int | None = None
+    reports: dict[str, ReadReport] = field(default_factory=dict)
+
+    def store(self, name: str) -> list[dict[str, Any]]:
+        """The items of store ``name`` (one of :data:`MEMORY_STORES`)."""
+        if name not in MEMORY_STORES:
+            msg = f"store must be one of {MEMORY_STORES}, got {name!r}"
+            raise ValueError(msg)
+        return getattr(self, name)
+
+    def ids(self, name: str) -> list[str]:
+        """The item ids of store ``name``, in store order."""
+        return [item["id"] for item in self.store(name)]
+
+    def counts(self) -> dict[str, int]:
+        """Number of items in each store."""
+        return {name: len(self.store(name)) for name in MEMORY_STORES}
+
+
+def _item(record: dict[str, Any]) -> dict[str, Any]:
+    """An item dict as the rebuilt memory keeps it (without the routing ``destination``)."""
+    item = {key: record.get(key) for key in _ITEM_FIELDS}
+    item["tags"] = list(record.get("tags") or [])
+    item["pinned"] = bool(record.get("pinned", False))
+    if "evidence" in record:
+        item["evidence"] = list(record["evidence"])
+    return item
+
+
+class _Replayer:
+    """The four stores of one household as ordered ``id -> item`` maps.
+
+    Attributes:
+        agent_id: The household replayed.
+        stores: Store name to ``{id: item}`` in the order items entered.
+        items: Every item ever written, by id.
+        last_year: Year of the household's last line applied (``None``: none yet).
+        run_id: The ``run_id`` of its first line.
+    """
+
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
+        self.stores: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in MEMORY_STORES}
+        self.items: dict[str, dict[str, Any]] = {}
+        self.last_year: int | None = None
+        self.run_id: str | None = None
+
+    def run(self, updates: _Cursor, ends: _Cursor, year: int) -> None:
+        """Apply both streams up to the end of ``year``, a year's writes before its year end."""
+        while True:
+            heads = [y for y in (updates.head_year, ends.head_year) if y is not None]
+            if not heads or min(heads) > year:
+                return
+            current = min(heads)
+            self._apply(updates, current, self.update)
+            self._apply(ends, current, self.consolidate)
+
+    def _apply(
+        self, cursor: _Cursor, year: int, action: Callable[[dict[str, Any], str], None]
+    ) -> None:
+        for line, record in cursor.take_year(year):
+            if record.get("agent_id") != self.agent_id:
+                continue
+            self.last_year = year
+            self.run_id = self.run_id or record.get("run_id")
+            where = f"{cursor.path}: line {line}"
+            try:
+                action(record, where)
+            except (KeyError, TypeError) as err:
+                msg = f"{where}: missing or malformed field {err}"
+                raise AuditReadError(msg) from None
+
+    def _add(self, store: str, item: dict[str, Any]) -> None:
+        self.items[item["id"]] = item
+        self.stores[store][item["id"]] = item
+
+    def _evict(self, entries: list[dict[str, Any]], where: str) -> None:
+        for entry in entries:
+            item_id, source, target = entry["id"], entry["from"], entry["to"]
+            item = self.stores[source].pop(item_id, None)
+            if item is None:
+                known = "does not hold it" if item_id in self.items else "was never written"
+                msg = f"{where}: evicts {item_id!r} from {source}, which {known}"
+                raise AuditReadError(msg)
+            if target is not None:
+                self.stores[target][item_id] = item
+
+    def update(self, record: dict[str, Any], where: str) -> None:
+        written = record["memory_item"]
+        self._add(written["destination"], _item(written))
+        self._evict(record["evicted"], where)
+
+    def consolidate(self, record: dict[str, Any], where: str) -> None:
+        block = record["consolidation"]
+        for item_id in block["transferred_items"]:
+            item = self.stores["working"].get(item_id) or self.items.get(item_id)
+            if item is None:
+                msg = f"{where}: transfers {item_id!r}, which was never written"
+                raise AuditReadError(msg)
+            self.stores["episodic"][item_id] = item
+        # Reflections go in before the evictions: a reflection written this year may already be
+        # superseded (evicted from semantic memory) by a later one of the same pass.
+        for reflection in block["reflections"]:
+            self._add("semantic", _item(reflection))
+        self._evict(block["evicted"], where)
+
+
+def _year_of(record: dict[str, Any], path: Path, line: int) -> int:
+    year = record.get("year")
+    if not isinstance(year, int):
+        msg = f"{path}: line {line} has no integer 'year'"
+        raise AuditReadError(msg)
+    return year
+
+
+class _Cursor:
+    """A year-ordered stream with one record of look-ahead."""
+
+    def __init__(self, path: Path | None, report: ReadReport):
+        self.path = path
+        self._lines: Iterator[tuple[int, dict[str, Any]]] = (
+            iter_file(path, report=report) if path is not None else iter(())
+        )
+        self.head: tuple[int, dict[str, Any]] | None = None
+        self.head_year: int | None = None
+        self.max_year = -1
+        self._advance()
+
+    def _advance(self) -> None:
+        self.head = next(self._lines, None)
+        if self.head is None:
+            self.head_year = None
+            return
+        line, record = self.head
+        year = _year_of(record, self.path, line)  # type: ignore[arg-type]
+        if year < self.max_year:
+            msg = (
+                f"{self.path}: line {line} is year {year} after year {self.max_year} (out of order)"
+            )
+            raise AuditReadError(msg)
+        self.max_year = year
+        self.head_year = year
+
+    def take_year(self, year: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Records of ``year`` (the head must not be earlier)."""
+        while self.head is not None and self.head_year == year:
+            yield self.head
+            self._advance()
+
+    def drain(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        while self.head is not None:
+            yield self.head
+            self._advance()
+
+
+def _check_level(run_dir: Path) -> tuple[dict[str, Any] | None, Path]:
+    """The manifest (if any) and the memory_updates file; raise if replay is impossible."""
+    try:
+        manifest: dict[str, Any] | None = read_manifest(run_dir)
+    except AuditReadError:
+        manifest = None  # an interrupted run has streams but no manifest: replay what is there
+    audit = (manifest or {}).get("audit")
+    level = audit.get("level") if isinstance(audit, dict) else None
+    if level is not None and level not in _REPLAY_LEVELS:
+        msg = (
+            f"{run_dir}: audit level {level!r} does not log memory writes; rebuilding a memory "
+            "needs level 'standard' or 'full'"
+        )
+        raise AuditReadError(msg)
+    updates = stream_path(run_dir, "memory_updates")
+    if updates is None:
+        msg = (
+            f"{run_dir}: no memory_updates.jsonl (or .jsonl.gz); rebuilding a memory needs a run "
+            "with audit level 'standard' or 'full'"
+        )
+        raise AuditReadError(msg)
+    return manifest, updates
+
+
+def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
+    """Rebuild ``agent_id``'s memory at the end of ``year`` from the run's audit streams.
+
+    Streams ``memory_updates`` and ``consolidation`` once, in step, and stops reading after
+    ``year``. Year 0 is the pre-seeded memory before the first year. A household that relocated
+    keeps the memory it had when it left.
+
+    Args:
+        run_dir: The run directory.
+        agent_id: The household, e.g. ``"H0007"``.
+        year: The year at whose end to take the memory (0 to the run's last year).
+
+    Returns:
+        The rebuilt memory.
+
+    Raises:
+        AuditReadError: If the run's audit level does not log memory writes (``minimal``,
+            ``off``), ``memory_updates`` is missing, ``year`` is outside the run, ``agent_id``
+            never appears (unknown or not in the audited sample), or the streams are inconsistent
+            (an eviction of an item never written, lines out of year order, a corrupt line).
+    """
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        msg = f"{folder}: not a run directory (no such folder)"
+        raise AuditReadError(msg)
+    manifest, updates_path = _check_level(folder)
+    agent_id = str(agent_id)
+    years = ((manifest or {}).get("counts") or {}).get("years")
+    if not isinstance(year, int) or year < 0 or (isinstance(years, int) and year > years):
+        span = f"0 to {years}" if isinstance(years, int) else "0 or more"
+        msg = f"{folder}: year must be {span}, got {year!r}"
+        raise AuditReadError(msg)
+    consolidation_path = stream_path(folder, "consolidation")
+    if consolidation_path is None and (manifest or {}).get("audit") is not None:
+        msg = f"{folder}: no consolidation.jsonl (or .jsonl.gz) to replay year ends from"
+        raise AuditReadError(msg)
+
+    reports = {"memory_updates": ReadReport(), "consolidation": ReadReport()}
+    updates = _Cursor(updates_path, reports["memory_updates"])
+    ends = _Cursor(consolidation_path, reports["consolidation"])
+    replay = _Replayer(agent_id)
+    replay.run(updates, ends, year)
+
+    if replay.last_year is None:
+        # Only on this error path: does the household appear at all, later on?
+        later = any(
+            record.get("agent_id") == agent_id
+            for cursor in (updates, ends)
+            for _, record in cursor.drain()
+        )
+        if not later:
+            sample = ((manifest or {}).get("audit") or {}).get("sample")
+            hint = "" if sample in (None, 1, 1.0) else f" (audited sample: {sample!r})"
+            msg = f"{folder}: household {agent_id!r} does not appear in {updates_path.name}{hint}"
+            raise AuditReadError(msg)
+    elif years is None:
+        # Without a manifest the streams alone say how far the run got.
+        reached = max(updates.max_year, ends.max_year)
+        if year > reached and updates.head is None and ends.head is None:
+            msg = f"{folder}: the audit streams end at year {reached}, got year {year}"
+            raise AuditReadError(msg)
+
+    return RebuiltMemory(
+        run_dir=folder,
+        run_id=(manifest or {}).get("run_id") or replay.run_id,
+        agent_id=agent_id,
+        year=year,
+        working=list(replay.stores["working"].values()),
+        episodic=list(replay.stores["episodic"].values()),
+        semantic=list(replay.stores["semantic"].values()),
+        archive=list(replay.stores["archive"].values()),
+        last_year=replay.last_year,
+        reports=reports,
+    )
+
+
+def _format_item(item: dict[str, Any]) -> str:
+    importance = item.get("importance")
+    weight = f"{importance:.2f}" if isinstance(importance, int | float) else "?"
+    pin = "  (pinned)" if item.get("pinned") else ""
+    return (
+        f"  [{item['id']}] year {item.get('year')}  importance {weight}  {item.get('content')}{pin}"
+    )
+
+
+def format_memory(rebuilt: RebuiltMemory) -> str:
+    """A printable view: a header, then one section per store and one line per item.
+
+    Working and episodic memory are always shown; semantic and archive only when non-empty.
+    Items read ``  [id] year Y  importance 0.90  content``.
+    """
+    run = f" of run {rebuilt.run_id}" if rebuilt.run_id else ""
+    lines = [f"Memory of household {rebuilt.agent_id} at the end of year {rebuilt.year}{run}"]
+    if rebuilt.last_year is not None and rebuilt.last_year < rebuilt.year:
+        lines.append(f"(unchanged since year {rebuilt.last_year})")
+    for name in MEMORY_STORES:
+        items = rebuilt.store(name)
+        if not items and name in ("semantic", "archive"):
+            continue
+        lines.append("")
+        lines.append(f"{name.capitalize()} memory ({len(items)})")
+        lines.extend(_format_item(item) for item in items)
+    return "\n".join(lines)

@@ -1,0 +1,669 @@
+"""Tests for simulation.audit.replay and the ``floodsim audit`` commands.
+
+Hand-written streams pin down the replay semantics (FIFO eviction, copy on consolidation,
+episodic-to-archive moves, promotions, reflections); integration tests rebuild every household
+of real runs and compare with the model's memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import warnings
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pytest
+
+from simulation.audit.commands import register, summarize_run
+from simulation.audit.readers import AuditReadError, TruncatedLineWarning
+from simulation.audit.replay import RebuiltMemory, format_memory, rebuild_memory
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from simulation.memory import CognitiveMemory
+
+RUN_ID = "hand-s7-12345678"
+
+
+# --------------------------------------------------------------------------- a tiny history
+def _head(year: int, agent: str, run_id: str = RUN_ID) -> dict[str, Any]:
+    return {"schema_version": 1, "run_id": run_id, "year": year, "agent_id": agent}
+
+
+def _item(item_id: str, year: int, importance: float, content: str, **extra: Any) -> dict:
+    return {
+        "id": item_id,
+        "content": content,
+        "importance": importance,
+        "year": year,
+        "tags": [content.split(":", 1)[0].lower()],
+        "source": "other",
+        **extra,
+    }
+
+
+def _write(
+    agent: str,
+    year: int,
+    seq: int,
+    importance: float,
+    content: str,
+    destination: str,
+    evicted: list[tuple[str, str, str | None]] = (),  # type: ignore[assignment]
+) -> dict:
+    return {
+        **_head(year, agent),
+        "update_type": "seed" if year == 0 else "other",
+        "memory_item": _item(f"{agent}:{seq}", year, importance, content, destination=destination),
+        "evicted": [{"id": i, "from": f, "to": t} for i, f, t in evicted],
+    }
+
+
+def _end(
+    agent: str,
+    year: int,
+    transferred: list[str] = (),  # type: ignore[assignment]
+    evicted: list[tuple[str, str, str | None]] = (),  # type: ignore[assignment]
+    promoted: list[str] = (),  # type: ignore[assignment]
+    reflections: list[dict] = (),  # type: ignore[assignment]
+) -> dict:
+    return {
+        **_head(year, agent),
+        "consolidation": {
+            "transferred_count": len(transferred),
+            "transferred_items": list(transferred),
+            "evicted": [{"id": i, "from": f, "to": t} for i, f, t in evicted],
+            "promoted": list(promoted),
+            "reflections": list(reflections),
+            "working_after": 0,
+            "episodic_after": 0,
+        },
+    }
+
+
+def _trace(year: int, agent: str, retrieved: list[str], skill: str = "do_nothing") -> dict:
+    return {
+        **_head(year, agent),
+        "memory": {
+            "retrieved": retrieved,
+            "retrieval_scores": [0.5] * len(retrieved),
+            "working_count": 1,
+            "episodic_count": 1,
+        },
+        "reasoning": {"constructs": {}},
+        "action": {"decision_skill": skill},
+        "validation": {"valid": True, "errors": [], "warnings": []},
+    }
+
+
+def _tool(year: int, agent: str, ids: list[str]) -> dict:
+    call = {
+        "tool_id": "retrieve_memory",
+        "parameters": {"top_k": 5, "current_year": year},
+        "result": ids,
+        "result_count": len(ids),
+        "scores": [0.5] * len(ids),
+    }
+    return {**_head(year, agent), "tool_invocation": call}
+
+
+REFLECTION = _item("H1:7", 2, 0.8, "Reflection: floods here are frequent", source="reflection")
+
+# Household H1 (working capacity 3), with H2 interleaved as noise:
+#   year 0  seed H1:0 -> episodic
+#   year 1  H1:1 working 0.3; H1:2 working 0.8; year end copies H1:2 into episodic
+#   year 2  H1:3 working (FIFO: evicts H1:1); H1:4 episodic, which demotes H1:0 to archive;
+#           year end: reflection H1:7, promotion of H1:0 back to episodic, H1:4 forgotten
+#   year 3  H1:5 working (FIFO: evicts H1:2 from working; it stays in episodic)
+UPDATES = [
+    _write("H1", 0, 0, 0.8, "Seed: the 2011 flood reached my porch", "episodic"),
+    _write("H2", 0, 0, 0.9, "Seed: H2's flood", "episodic"),
+    _write("H1", 1, 1, 0.3, "Decision: I waited", "working"),
+    _write("H2", 1, 1, 0.3, "Decision: H2 waited", "working"),
+    _write("H1", 1, 2, 0.8, "Flood: water in my basement", "working"),
+    _write("H1", 2, 3, 0.5, "Policy: premiums went up", "working", [("H1:1", "working", None)]),
+    _write(
+        "H1", 2, 4, 0.9, "Claim: my claim was denied", "episodic", [("H1:0", "episodic", "archive")]
+    ),
+    _write("H2", 2, 2, 0.4, "Neighbor: two neighbours insured", "working"),
+    _write(
+        "H1", 3, 5, 0.4, "Neighbor: one neighbour elevated", "working", [("H1:2", "working", None)]
+    ),
+]
+ENDS = [
+    _end("H1", 1, transferred=["H1:2"]),
+    _end("H2", 1),
+    _end(
+        "H1",
+        2,
+        evicted=[("H1:0", "archive", "episodic"), ("H1:4", "episodic", None)],
+        promoted=["H1:0"],
+        reflections=[REFLECTION],
+    ),
+    _end("H2", 2),
+    _end("H1", 3),
+    _end("H2", 3),
+]
+TRACES = [
+    _trace(1, "H1", ["H1:0"]),
+    _trace(1, "H2", ["H2:0"]),
+    _trace(2, "H1", ["H1:2", "H1:1", "H1:0"]),
+    _trace(2, "H2", ["H2:1"], skill="relocate"),  # H2 relocates: no trace in year 3
+    _trace(3, "H1", ["H1:7", "H1:3"]),
+]
+TOOLS = [_tool(t["year"], t["agent_id"], t["memory"]["retrieved"]) for t in TRACES]
+H2_AFTER_RELOCATION = [_end("H2", 3)]  # a relocated household has no year-end either
+
+
+def _encode(records: list[dict]) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)
+
+
+def _manifest(level: str = "standard", years: int = 3, lines: dict | None = None) -> dict:
+    streams = {
+        "household_traces": TRACES,
+        "memory_updates": UPDATES,
+        "consolidation": [e for e in ENDS if e not in H2_AFTER_RELOCATION],
+        "tool_invocations": TOOLS,
+    }
+    return {
+        "run_id": RUN_ID,
+        "counts": {"households": 2, "years": years},
+        "audit": {
+            "level": level,
+            "gzip": False,
+            "sample": 1.0,
+            "streams": {
+                name: {"file": f"{name}.jsonl", "lines": (lines or {}).get(name, len(recs))}
+                for name, recs in streams.items()
+            },
+        },
+    }
+
+
+def make_run(
+    root: Path,
+    *,
+    gz: bool = False,
+    level: str = "standard",
+    streams: dict[str, list[dict]] | None = None,
+    manifest: dict | None = None,
+    tails: dict[str, bytes] | None = None,
+) -> Path:
+    """Write a run directory holding the hand-made history (or ``streams``)."""
+    run = root / RUN_ID
+    run.mkdir()
+    data = {
+        "household_traces": TRACES,
+        "memory_updates": UPDATES,
+        "consolidation": [e for e in ENDS if e not in H2_AFTER_RELOCATION],
+        "tool_invocations": TOOLS,
+        **(streams or {}),
+    }
+    doc = manifest if manifest is not None else _manifest(level)
+    if gz:
+        for entry in doc["audit"]["streams"].values():
+            entry["file"] += ".gz"
+        doc["audit"]["gzip"] = True
+    (run / "manifest.json").write_bytes(orjson.dumps(doc))
+    for name, records in data.items():
+        raw = _encode(records) + (tails or {}).get(name, b"")
+        if gz:
+            (run / f"{name}.jsonl.gz").write_bytes(gzip.compress(raw))
+        else:
+            (run / f"{name}.jsonl").write_bytes(raw)
+    return run
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "gzip"])
+def run_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    return make_run(tmp_path, gz=request.param)
+
+
+def _ids(rebuilt: RebuiltMemory) -> dict[str, list[str]]:
+    return {name: rebuilt.ids(name) for name in ("working", "episodic", "semantic", "archive")}
+
+
+# --------------------------------------------------------------------------- replay semantics
+@pytest.mark.parametrize(
+    ("stream", "records"),
+    [
+        ("memory_updates", UPDATES),
+        ("consolidation", ENDS),
+        ("household_traces", TRACES),
+        ("tool_invocations", TOOLS),
+    ],
+)
+def test_hand_made_streams_follow_the_schemas(stream: str, records: list[dict]) -> None:
+    """The fixtures are only meaningful if they are what a writer may produce."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = orjson.loads(
+        resources.files("simulation.audit")
+        .joinpath("schemas", f"{stream}.schema.json")
+        .read_bytes()
+    )
+    validator = jsonschema.Draft202012Validator(schema)
+    for record in records:
+        assert not list(validator.iter_errors(record)), record
+
+
+def test_year_zero_is_the_seeded_memory(run_dir: Path) -> None:
+    rebuilt = rebuild_memory(run_dir, "H1", 0)
+    assert _ids(rebuilt) == {"working": [], "episodic": ["H1:0"], "semantic": [], "archive": []}
+    assert rebuilt.episodic[0]["content"] == "Seed: the 2011 flood reached my porch"
+    assert rebuilt.run_id == RUN_ID
+
+
+def test_consolidation_copies_working_items_into_episodic(run_dir: Path) -> None:
+    rebuilt = rebuild_memory(run_dir, "H1", 1)
+    assert rebuilt.ids("working") == ["H1:1", "H1:2"]
+    assert rebuilt.ids("episodic") == ["H1:0", "H1:2"]
+    # One item in two stores, keeping the data of its write.
+    assert rebuilt.working[1] == rebuilt.episodic[1]
+    assert rebuilt.episodic[1]["importance"] == 0.8
+    assert rebuilt.episodic[1]["year"] == 1
+    assert "destination" not in rebuilt.episodic[1]
+
+
+def test_fifo_eviction_demotion_promotion_and_reflection(run_dir: Path) -> None:
+    rebuilt = rebuild_memory(run_dir, "H1", 2)
+    assert _ids(rebuilt) == {
+        "working": ["H1:2", "H1:3"],  # H1:1 left working memory (FIFO)
+        "episodic": ["H1:2", "H1:0"],  # H1:4 forgotten; H1:0 promoted back from the archive
+        "semantic": ["H1:7"],
+        "archive": [],
+    }
+    assert rebuilt.semantic[0]["source"] == "reflection"
+    assert rebuilt.semantic[0]["content"] == REFLECTION["content"]
+
+
+def test_demoted_item_sits_in_the_archive_between_write_and_year_end(tmp_path: Path) -> None:
+    run = make_run(tmp_path, streams={"consolidation": [e for e in ENDS if e["year"] != 2]})
+    rebuilt = rebuild_memory(run, "H1", 2)
+    assert rebuilt.ids("archive") == ["H1:0"]
+    assert rebuilt.ids("episodic") == ["H1:2", "H1:4"]
+    assert rebuilt.archive[0]["importance"] == 0.8
+
+
+def test_working_eviction_keeps_the_episodic_copy(run_dir: Path) -> None:
+    rebuilt = rebuild_memory(run_dir, "H1", 3)
+    assert rebuilt.ids("working") == ["H1:3", "H1:5"]
+    assert rebuilt.ids("episodic") == ["H1:2", "H1:0"]
+    assert rebuilt.ids("semantic") == ["H1:7"]
+    assert rebuilt.last_year == 3
+    item = rebuilt.working[1]
+    assert {"id", "content", "importance", "year", "tags", "source"} <= item.keys()
+    assert item["tags"] == ["neighbor"]
+
+
+def test_other_households_are_filtered_out(run_dir: Path) -> None:
+    rebuilt = rebuild_memory(run_dir, "H2", 3)
+    assert _ids(rebuilt) == {
+        "working": ["H2:1", "H2:2"],
+        "episodic": ["H2:0"],
+        "semantic": [],
+        "archive": [],
+    }
+    assert rebuilt.last_year == 2  # relocated after year 2: memory frozen since
+
+
+def test_reflection_superseded_in_the_same_pass(tmp_path: Path) -> None:
+    first = _item("H1:8", 3, 0.8, "Reflection one", source="reflection")
+    second = _item("H1:9", 3, 0.8, "Reflection two", source="reflection")
+    ends = [
+        *ENDS[:4],
+        _end(
+            "H1",
+            3,
+            evicted=[("H1:7", "semantic", None), ("H1:8", "semantic", None)],
+            reflections=[first, second],
+        ),
+    ]
+    run = make_run(tmp_path, streams={"consolidation": ends})
+    assert rebuild_memory(run, "H1", 3).ids("semantic") == ["H1:9"]
+
+
+def test_replay_stops_reading_after_the_year(tmp_path: Path) -> None:
+    """A corrupt line in year 3 does not matter when rebuilding year 1: it is never read."""
+    run = make_run(tmp_path)
+    data = _encode(UPDATES[:-1]) + b"{not json}\n" + _encode(UPDATES[-1:])
+    (run / "memory_updates.jsonl").write_bytes(data)
+    assert rebuild_memory(run, "H1", 1).ids("working") == ["H1:1", "H1:2"]
+    with pytest.raises(AuditReadError, match=r"memory_updates\.jsonl: line 9"):
+        rebuild_memory(run, "H1", 3)
+
+
+def test_truncated_last_line_is_skipped_and_reported(tmp_path: Path) -> None:
+    partial = orjson.dumps(_write("H1", 3, 6, 0.3, "Decision: I waited", "working"))[:50]
+    run = make_run(tmp_path, tails={"memory_updates": partial})
+    with pytest.warns(TruncatedLineWarning):
+        rebuilt = rebuild_memory(run, "H1", 3)
+    assert rebuilt.ids("working") == ["H1:3", "H1:5"]
+    assert [s.line for s in rebuilt.reports["memory_updates"].skipped] == [10]
+
+
+# --------------------------------------------------------------------------- replay errors
+@pytest.mark.parametrize("level", ["minimal", "off"])
+def test_levels_without_memory_streams_are_refused(tmp_path: Path, level: str) -> None:
+    run = make_run(tmp_path, level=level)
+    with pytest.raises(AuditReadError, match=f"audit level '{level}'.*'standard' or 'full'"):
+        rebuild_memory(run, "H1", 1)
+
+
+def test_missing_memory_updates_is_refused(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    (run / "memory_updates.jsonl").unlink()
+    with pytest.raises(AuditReadError, match=r"no memory_updates\.jsonl"):
+        rebuild_memory(run, "H1", 1)
+
+
+def test_unknown_household(run_dir: Path) -> None:
+    with pytest.raises(AuditReadError, match=rf"{RUN_ID}: household 'H9' does not appear"):
+        rebuild_memory(run_dir, "H9", 1)
+
+
+@pytest.mark.parametrize("year", [-1, 4])
+def test_year_outside_the_run(run_dir: Path, year: int) -> None:
+    with pytest.raises(AuditReadError, match=f"year must be 0 to 3, got {year}"):
+        rebuild_memory(run_dir, "H1", year)
+
+
+def test_missing_run_dir(tmp_path: Path) -> None:
+    with pytest.raises(AuditReadError, match="not a run directory"):
+        rebuild_memory(tmp_path / "nope", "H1", 1)
+
+
+def test_eviction_of_an_unknown_item_is_an_error(tmp_path: Path) -> None:
+    bad = _write("H1", 1, 9, 0.3, "Decision: x", "working", [("H1:42", "working", None)])
+    run = make_run(tmp_path, streams={"memory_updates": [*UPDATES[:2], bad]})
+    with pytest.raises(
+        AuditReadError, match="line 3: evicts 'H1:42' from working, which was never"
+    ):
+        rebuild_memory(run, "H1", 1)
+
+
+def test_lines_out_of_year_order_are_an_error(tmp_path: Path) -> None:
+    run = make_run(tmp_path, streams={"memory_updates": [*UPDATES, UPDATES[2]]})
+    with pytest.raises(AuditReadError, match="line 10 is year 1 after year 3"):
+        rebuild_memory(run, "H1", 3)
+
+
+# --------------------------------------------------------------------------- formatting
+def test_format_memory(run_dir: Path) -> None:
+    text = format_memory(rebuild_memory(run_dir, "H1", 2))
+    lines = text.splitlines()
+    assert lines[0] == f"Memory of household H1 at the end of year 2 of run {RUN_ID}"
+    assert "Working memory (2)" in lines
+    assert "Episodic memory (2)" in lines
+    assert "Semantic memory (1)" in lines
+    assert "Archive memory (0)" not in text  # empty long-term stores beyond episodic are omitted
+    assert "  [H1:3] year 2  importance 0.50  Policy: premiums went up" in lines
+    assert "  [H1:7] year 2  importance 0.80  Reflection: floods here are frequent" in lines
+    working = lines.index("Working memory (2)")
+    assert lines[working + 1].startswith("  [H1:2] year 1  importance 0.80")
+
+
+def test_format_memory_of_an_empty_year_zero(run_dir: Path) -> None:
+    text = format_memory(rebuild_memory(run_dir, "H1", 0))
+    assert "Working memory (0)" in text
+    assert "Episodic memory (1)" in text
+    assert "Semantic" not in text
+
+
+# --------------------------------------------------------------------------- commands
+def _run_cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="floodsim")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_audit_memory_command_prints_the_items(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run_cli(["audit", "memory", str(run_dir), "--agent", "H1", "--year", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Memory of household H1 at the end of year 3" in out
+    assert "  [H1:5] year 3  importance 0.40  Neighbor: one neighbour elevated" in out
+    assert "  [H1:2] year 1  importance 0.80  Flood: water in my basement" in out
+    assert "[H1:1]" not in out
+    assert "[H2:" not in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--agent", "H9", "--year", "1"], "household 'H9' does not appear"),
+        (["--agent", "H1", "--year", "99"], "year must be 0 to 3"),
+    ],
+)
+def test_audit_memory_command_bad_input(run_dir: Path, argv: list[str], message: str) -> None:
+    with pytest.raises(AuditReadError, match=message):
+        _run_cli(["audit", "memory", str(run_dir), *argv])
+
+
+def test_audit_memory_through_floodsim_main(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once the main CLI registers the commands: exit 0, and exit 2 with one error line."""
+    from simulation import cli
+
+    commands = next(
+        a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    if "audit" not in commands.choices:
+        pytest.skip("simulation.cli does not register the audit commands yet")
+    assert cli.main(["audit", "memory", str(run_dir), "--agent", "H1", "--year", "1"]) == 0
+    assert "[H1:2]" in capsys.readouterr().out
+    assert cli.main(["audit", "memory", str(run_dir), "--agent", "H9", "--year", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("floodsim: error: ")
+    assert "H9" in err[0]
+
+
+def _check_lines(out: str) -> dict[str, str]:
+    checks = {}
+    for line in out.splitlines():
+        parts = line.split(maxsplit=1)
+        if parts and parts[0] in ("ok", "FAIL"):
+            name = parts[1].split(":", 1)[0]
+            checks[name] = parts[0]
+    return checks
+
+
+def test_summarize_passes_on_a_consistent_run(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run_cli(["audit", "summarize", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert _check_lines(out) == {
+        "files": "ok",
+        "line counts": "ok",
+        "run_id": "ok",
+        "household-years": "ok",
+        "memory ids": "ok",
+    }
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line}
+    assert rows["memory_updates"][:3] == ["9", "0-3", "2"]
+    assert rows["household_traces"][:3] == ["5", "1-3", "2"]
+
+
+def _fails(run: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    assert _run_cli(["audit", "summarize", str(run)]) == 1
+    out = capsys.readouterr().out
+    return {k: v for k, v in _check_lines(out).items() if v == "FAIL"} | {"_out": out}
+
+
+def test_summarize_detects_a_duplicated_household_year(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces = [*TRACES, _trace(3, "H1", [])]
+    manifest = _manifest(lines={"household_traces": len(traces)})
+    run = make_run(tmp_path, streams={"household_traces": traces}, manifest=manifest)
+    failed = _fails(run, capsys)
+    assert "household-years" in failed
+    assert "H1 year 3 appears 2 times" in failed["_out"]
+    assert "line counts" not in failed
+
+
+def test_summarize_detects_a_gap_and_a_stop_without_relocation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    traces = [t for t in TRACES if (t["year"], t["agent_id"]) != (2, "H1")]
+    traces[2] = _trace(2, "H2", ["H2:1"])  # H2 no longer relocates, yet stops after year 2
+    manifest = _manifest(lines={"household_traces": len(traces)})
+    run = make_run(tmp_path, streams={"household_traces": traces}, manifest=manifest)
+    failed = _fails(run, capsys)
+    assert "H1 has no line for year 2" in failed["_out"]
+    assert "H2 stops at year 2 without relocating" in failed["_out"]
+
+
+@pytest.mark.parametrize(
+    ("stream", "record", "missing"),
+    [
+        ("household_traces", _trace(3, "H2", ["H2:77"]), "H2:77"),
+        ("tool_invocations", _tool(3, "H1", ["H1:66"]), "H1:66"),
+        ("consolidation", _end("H1", 4, transferred=["H1:55"]), "H1:55"),
+    ],
+)
+def test_summarize_detects_a_missing_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stream: str, record: dict, missing: str
+) -> None:
+    base = {"household_traces": TRACES, "tool_invocations": TOOLS, "consolidation": ENDS[:-1]}
+    records = [*base[stream], record]
+    manifest = _manifest(lines={stream: len(records)})
+    run = make_run(tmp_path, streams={stream: records}, manifest=manifest)
+    failed = _fails(run, capsys)
+    assert "memory ids" in failed
+    assert f"'{missing}'" in failed["_out"]
+
+
+def test_summarize_detects_a_run_id_mismatch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    updates = [*UPDATES[:-1], {**UPDATES[-1], "run_id": "other-run"}]
+    run = make_run(tmp_path, streams={"memory_updates": updates})
+    failed = _fails(run, capsys)
+    assert set(failed) == {"run_id", "_out"}
+    assert "memory_updates.jsonl:9 has 'other-run'" in failed["_out"]
+
+
+def test_summarize_detects_line_counts_and_truncation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = _manifest(lines={"tool_invocations": 7})
+    run = make_run(tmp_path, manifest=manifest, tails={"consolidation": b'{"schema_version":1,'})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncatedLineWarning)
+        failed = _fails(run, capsys)
+    assert {"files", "line counts"} <= failed.keys()
+    assert "tool_invocations.jsonl has 5 lines, manifest says 7" in failed["_out"]
+    assert "consolidation.jsonl: 1 truncated line skipped" in failed["_out"]
+
+
+def test_summarize_a_minimal_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    traces = [{k: v for k, v in t.items() if k != "memory"} for t in TRACES]
+    manifest = _manifest("minimal")
+    manifest["audit"]["streams"] = {"household_traces": {"file": "household_traces.jsonl"}}
+    run = make_run(tmp_path, manifest=manifest, streams={"household_traces": traces})
+    for name in ("memory_updates", "consolidation", "tool_invocations"):
+        (run / f"{name}.jsonl").unlink()
+    assert _run_cli(["audit", "summarize", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "memory_updates" in out
+    assert "(absent)" in out
+    assert "not checked: no memory_updates stream" in out
+
+
+def test_summarize_a_missing_run_dir(tmp_path: Path) -> None:
+    with pytest.raises(AuditReadError, match="not a run directory"):
+        summarize_run(tmp_path / "nope")
+
+
+# --------------------------------------------------------------------------- real runs
+def _snapshot(memory: CognitiveMemory) -> dict[str, Any]:
+    def triples(items: Any) -> list[tuple[str, float, int]]:
+        return [(i.id, i.importance, i.year) for i in items]
+
+    return {
+        "working": triples(memory.working),
+        "episodic": sorted(triples(memory.episodic)),
+        "semantic": sorted(triples(memory.semantic)),
+        "archive": sorted(triples(memory.archive)),
+    }
+
+
+def _rebuilt_snapshot(rebuilt: RebuiltMemory) -> dict[str, Any]:
+    def triples(items: list[dict]) -> list[tuple[str, float, int]]:
+        return [(i["id"], i["importance"], i["year"]) for i in items]
+
+    return {
+        "working": triples(rebuilt.working),
+        "episodic": sorted(triples(rebuilt.episodic)),
+        "semantic": sorted(triples(rebuilt.semantic)),
+        "archive": sorted(triples(rebuilt.archive)),
+    }
+
+
+# Small memories, reflection, tiered retention with demotion and promotion, pre-seeded floods:
+# every replay path (FIFO, forgetting, archive moves, reflections, year 0) is exercised.
+STRESS = [
+    "memory.working_capacity=4",
+    "memory.episodic_capacity=3",
+    "memory.retention.policy=tiered",
+    "memory.retention.archive_capacity=3",
+    "memory.retention.demote_below=0.6",
+    "memory.retention.promote_after=1",
+    "memory.retrieval.strategy=weighted",
+    "memory.reflection.enabled=true",
+    "memory.reflection.threshold=1.0",
+    "memory.reflection.semantic_capacity=2",
+    "households.prior_flood_share=0.5",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "overrides",
+    [["audit.level=standard"], ["audit.level=full", "audit.gzip=true", *STRESS]],
+    ids=["default-memory", "stress-full-gzip"],
+)
+def test_rebuild_matches_the_model(tmp_path: Path, overrides: list[str]) -> None:
+    from simulation.config import load_config
+    from simulation.runner import build_model, run_simulation
+
+    years = 8
+    config, base = load_config(
+        "configs/default.yaml", ["households.count=40", f"years={years}", *overrides]
+    )
+    model = build_model(config, base)
+    run_dir = run_simulation(config, base, tmp_path, model=model, progress=False).run_dir
+    agents = [h.state.agent_id for h in model.households]
+
+    # End of the last year: every household, against the model that wrote the streams.
+    for household in model.households:
+        rebuilt = rebuild_memory(run_dir, household.state.agent_id, years)
+        assert _rebuilt_snapshot(rebuilt) == _snapshot(household.memory), household.state.agent_id
+
+    # Intermediate years: a second, identical model stepped by hand (no audit attached).
+    twin = build_model(config, base)
+    checked = {0, 2, 5}
+    for year in range(max(checked) + 1):
+        if year:
+            twin.step()
+        if year in checked:
+            for household in twin.households:
+                rebuilt = rebuild_memory(run_dir, household.state.agent_id, year)
+                assert _rebuilt_snapshot(rebuilt) == _snapshot(household.memory), (
+                    household.state.agent_id,
+                    year,
+                )
+    assert [h.state.agent_id for h in twin.households] == agents
+
+    summary = summarize_run(run_dir)
+    assert summary.ok, summary.format()
+    assert summary.streams["household_traces"].households == len(agents)
