@@ -1,0 +1,438 @@
+"""Tables for analysing run directories: yearly shares, threat appraisal, memory composition.
+
+Every function takes a run directory or a DataFrame and returns a DataFrame, so notebooks, the
+``floodsim report`` command and tests share one definition of each quantity. Audit streams
+(``household_traces``, ``memory_updates``, ...) are optional: a run written with ``audit.level:
+off`` (or before the audit writer existed) still has ``model_years.csv``, and the functions that
+need a missing stream return an empty frame instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import yaml
+
+from simulation.audit.readers import iter_records, read_stream, retrievals
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Sequence
+
+__all__ = [
+    "DAMAGE_COLUMNS",
+    "SHARE_COLUMNS",
+    "WRITE_PREFIX",
+    "RunData",
+    "RunDirError",
+    "adaptation_shares",
+    "check_run_dir",
+    "combine_runs",
+    "damage_and_claims",
+    "flood_events",
+    "household_decisions",
+    "household_retrievals",
+    "load_run",
+    "memory_composition",
+    "read_stream_frame",
+    "stream_path",
+    "take_up",
+    "tp_distribution",
+    "tp_summary",
+]
+
+#: Share columns of ``model_years.csv`` (fractions of active households), in plotting order.
+SHARE_COLUMNS = (
+    "insured_share",
+    "insured_share_ae",
+    "insured_share_x",
+    "elevated_share",
+    "relocated_share",
+)
+#: Columns :func:`damage_and_claims` returns.
+DAMAGE_COLUMNS = ("damage_musd", "claims_paid_musd", "flooded_households")
+#: Prefix of the memory-write count columns of :func:`memory_composition`.
+WRITE_PREFIX = "writes_"
+# Columns model_years.csv must have for any analysis (DESIGN.md section 7 guarantees them).
+_REQUIRED_METRICS = ("year", "insured_share", "elevated_share", "relocated_share")
+# Memory sources in a fixed order, so stacked bars keep their colours from run to run.
+_SOURCE_ORDER = ("flood", "claim", "decision", "policy", "neighbor", "seed", "reflection", "other")
+_STREAM_SUFFIXES = (".jsonl", ".jsonl.gz")
+
+
+class RunDirError(ValueError):
+    """A folder is not a readable run directory; the message names the path and the problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunData:
+    """What every analysis of a run starts from.
+
+    Attributes:
+        run_dir: The run directory.
+        manifest: ``manifest.json`` as a dict.
+        config: ``config.resolved.yaml`` as a dict (empty when the file is missing).
+        metrics: ``model_years`` (one row per year).
+    """
+
+    run_dir: Path
+    manifest: dict[str, Any]
+    config: dict[str, Any] = field(repr=False)
+    metrics: pd.DataFrame = field(repr=False)
+
+    @property
+    def run_id(self) -> str:
+        """The run id from the manifest (the folder name when the manifest has none)."""
+        return str(self.manifest.get("run_id") or self.run_dir.name)
+
+
+def _metrics_path(run_dir: Path) -> Path | None:
+    for name in ("model_years.csv", "model_years.parquet"):
+        if (run_dir / name).is_file():
+            return run_dir / name
+    return None
+
+
+def check_run_dir(run_dir: str | Path) -> Path:
+    """Return ``run_dir`` as a Path after checking it holds a manifest and model_years.
+
+    Raises:
+        RunDirError: When the folder is missing, is not a folder, or lacks ``manifest.json``
+            or ``model_years.csv``.
+    """
+    path = Path(run_dir)
+    if not path.exists():
+        msg = f"{path}: run directory does not exist"
+        raise RunDirError(msg)
+    if not path.is_dir():
+        msg = f"{path}: not a directory (expected a run directory)"
+        raise RunDirError(msg)
+    if not (path / "manifest.json").is_file():
+        msg = f"{path}: not a run directory: manifest.json is missing"
+        raise RunDirError(msg)
+    if _metrics_path(path) is None:
+        msg = f"{path}: model_years.csv is missing (the run did not finish writing its metrics)"
+        raise RunDirError(msg)
+    return path
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read a run directory's manifest, resolved config and yearly metrics.
+
+    Raises:
+        RunDirError: When the folder is not a run directory or a file in it cannot be read;
+            the message names the file.
+    """
+    path = check_run_dir(run_dir)
+    try:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        msg = f"{path / 'manifest.json'}: cannot be read as JSON ({err})"
+        raise RunDirError(msg) from None
+    if not isinstance(manifest, dict):
+        msg = f"{path / 'manifest.json'}: expected a JSON object"
+        raise RunDirError(msg)
+    config: dict[str, Any] = {}
+    config_file = path / "config.resolved.yaml"
+    if config_file.is_file():
+        try:
+            config = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            msg = f"{config_file}: cannot be read as YAML ({first})"
+            raise RunDirError(msg) from None
+    metrics_file = _metrics_path(path) or path / "model_years.csv"
+    try:
+        if metrics_file.suffix == ".csv":
+            metrics = pd.read_csv(metrics_file)
+        else:
+            metrics = pd.read_parquet(metrics_file)
+    except (OSError, ValueError, ImportError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        msg = f"{metrics_file}: cannot be read ({first})"
+        raise RunDirError(msg) from None
+    missing = [c for c in _REQUIRED_METRICS if c not in metrics.columns]
+    if missing:
+        msg = f"{metrics_file}: missing column(s) {', '.join(missing)}"
+        raise RunDirError(msg)
+    return RunData(path, manifest, config, metrics.sort_values("year", ignore_index=True))
+
+
+# ------------------------------------------------------------------------------ model_years
+def adaptation_shares(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Adaptation shares per year, as fractions of active households.
+
+    Returns:
+        A frame indexed by ``year`` with those of :data:`SHARE_COLUMNS` that ``metrics`` has
+        (``insured_share_ae`` / ``_x`` are the take-up inside / outside the floodplain).
+    """
+    columns = [c for c in SHARE_COLUMNS if c in metrics.columns]
+    return metrics.set_index("year")[columns].astype(float)
+
+
+def damage_and_claims(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Flood losses per year: damage and paid claims in millions of dollars, flooded homes.
+
+    Returns:
+        A frame indexed by ``year`` with :data:`DAMAGE_COLUMNS`; a column whose source is
+        missing from ``metrics`` is all zeros.
+    """
+    frame = pd.DataFrame(index=pd.Index(metrics["year"], name="year"))
+    sources = {
+        "damage_musd": ("total_damage", 1e-6),
+        "claims_paid_musd": ("claims_paid_amount", 1e-6),
+        "flooded_households": ("flooded_households", 1.0),
+    }
+    for name, (source, scale) in sources.items():
+        values = metrics[source].to_numpy(float) * scale if source in metrics else 0.0
+        frame[name] = values
+    return frame
+
+
+def take_up(metrics: pd.DataFrame, *, last_years: int | None = None) -> pd.Series:
+    """Mean of each share column over the run (or over its last ``last_years`` years).
+
+    Averaging the final years rather than taking the last one smooths out single flood years.
+    """
+    shares = adaptation_shares(metrics)
+    if last_years is not None:
+        shares = shares.tail(last_years)
+    return shares.mean()
+
+
+def combine_runs(run_dirs: Iterable[str | Path], keys: Sequence[str] = ()) -> pd.DataFrame:
+    """Stack several runs' ``model_years`` into one long frame.
+
+    Args:
+        run_dirs: Run directories.
+        keys: Dotted config keys (``memory.decay_rate``) to add as columns, named by their last
+            part (``decay_rate``), read from each run's ``config.resolved.yaml``.
+
+    Returns:
+        One row per run and year with ``run_id``, ``seed``, one column per key, then the
+        ``model_years`` columns.
+    """
+    frames = []
+    for run_dir in run_dirs:
+        run = load_run(run_dir)
+        frame = run.metrics.copy()
+        extra: dict[str, Any] = {"run_id": run.run_id, "seed": run.manifest.get("seed")}
+        for key in keys:
+            value: Any = run.config
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            extra[key.rsplit(".", 1)[-1]] = value
+        for position, (name, value) in enumerate(extra.items()):
+            frame.insert(position, name, value)
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame()
+    return pd.concat(frames, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------ audit streams
+# Stream-based tables iterate records (simulation.audit.readers.iter_records) and keep only the
+# fields they need: flattening every line of a large run into a DataFrame costs far more time and
+# memory than these summaries need.
+def stream_path(run_dir: str | Path, name: str) -> Path | None:
+    """The file of audit stream ``name`` (``household_traces``...) in a run, or ``None``.
+
+    Unlike :func:`simulation.audit.readers.stream_path` this never raises: a missing folder or
+    stream simply has no file.
+    """
+    for suffix in _STREAM_SUFFIXES:
+        candidate = Path(run_dir) / f"{name}{suffix}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _records(run_dir: str | Path, name: str) -> Iterator[dict[str, Any]]:
+    """Records of stream ``name``; none when the run did not write it."""
+    if stream_path(run_dir, name) is None:
+        return iter(())
+    return iter_records(run_dir, name)
+
+
+def _construct(record: dict[str, Any], name: str) -> dict[str, Any]:
+    constructs = (record.get("reasoning") or {}).get("constructs") or {}
+    return constructs.get(name) or {}
+
+
+def read_stream_frame(run_dir: str | Path, name: str) -> pd.DataFrame:
+    """Audit stream ``name`` as a flattened DataFrame; empty when the run did not write it.
+
+    Nested fields become dotted columns (``reasoning.constructs.TP.value``), as
+    :func:`simulation.audit.readers.read_stream` does.
+    """
+    if stream_path(run_dir, name) is None:
+        return pd.DataFrame()
+    return read_stream(run_dir, name)
+
+
+def tp_distribution(run_dir: str | Path) -> pd.DataFrame:
+    """Every traced household's threat appraisal (TP) per year, from ``household_traces``.
+
+    Returns:
+        Columns ``year``, ``agent_id``, ``tp`` (``reasoning.constructs.TP.value``, in [0, 1])
+        and ``tp_level`` (VL..VH), sorted by year and agent; empty (with those columns) when
+        the run has no ``household_traces`` stream or its traces carry no TP construct.
+    """
+    rows = [
+        (int(record["year"]), str(record["agent_id"]), float(tp["value"]), tp.get("level"))
+        for record in _records(run_dir, "household_traces")
+        if (tp := _construct(record, "TP")).get("value") is not None
+    ]
+    frame = pd.DataFrame(rows, columns=["year", "agent_id", "tp", "tp_level"])
+    return frame.sort_values(["year", "agent_id"], ignore_index=True)
+
+
+def tp_summary(tp: pd.DataFrame) -> pd.DataFrame:
+    """Per-year count, mean and quantiles (10, 25, 50, 75, 90 %) of :func:`tp_distribution`."""
+    columns = ["count", "mean", "q10", "q25", "median", "q75", "q90"]
+    if tp.empty:
+        return pd.DataFrame(columns=columns, index=pd.Index([], name="year"))
+    grouped = tp.groupby("year")["tp"]
+    summary = pd.DataFrame({"count": grouped.size(), "mean": grouped.mean()})
+    for column, q in zip(columns[2:], (0.1, 0.25, 0.5, 0.75, 0.9), strict=True):
+        summary[column] = grouped.quantile(q)
+    return summary
+
+
+def memory_composition(run_dir: str | Path, metrics: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Memory per year: mean store sizes and, when audited, memory writes by source.
+
+    Args:
+        run_dir: The run directory.
+        metrics: Its ``model_years`` (read from ``run_dir`` when omitted).
+
+    Returns:
+        A frame indexed by ``year`` with ``mean_working`` and ``mean_episodic`` (items per
+        active household at year end, from ``model_years``) and, when the run wrote
+        ``memory_updates``, one ``writes_<source>`` column per ``update_type`` (``flood``,
+        ``claim``, ``decision``, ``policy``, ``neighbor``, ``seed``, ...) counting that year's
+        writes of the audited households. Pre-seeded memories are year 0, which has no store
+        sizes (NaN).
+    """
+    if metrics is None:
+        metrics = load_run(run_dir).metrics
+    stores = metrics.set_index("year")[["mean_working", "mean_episodic"]].astype(float)
+    counts = Counter(
+        (int(record["year"]), str(record["update_type"]))
+        for record in _records(run_dir, "memory_updates")
+    )
+    if not counts:
+        return stores
+    writes = pd.Series(counts).unstack(fill_value=0)
+    order = [s for s in _SOURCE_ORDER if s in writes.columns]
+    order += sorted(c for c in writes.columns if c not in order)
+    writes = writes[order].add_prefix(WRITE_PREFIX)
+    combined = stores.join(writes, how="outer")
+    combined[writes.columns] = combined[writes.columns].fillna(0).astype(int)
+    combined.index.name = "year"
+    return combined
+
+
+def flood_events(run_dir: str | Path, agent_id: str | None = None) -> pd.DataFrame:
+    """Floods households remember, from the ``memory_updates`` stream (flood writes).
+
+    Args:
+        run_dir: The run directory.
+        agent_id: Only this household (default: every audited household).
+
+    Returns:
+        Columns ``agent_id``, ``year``, ``damage`` ($; 0 for a flood that stayed below the
+        floor), ``importance`` and ``content`` (the memory text), sorted by agent and year;
+        empty when the stream is missing. ``frame[frame.damage > 0]`` are damaging floods.
+    """
+    rows = []
+    for record in _records(run_dir, "memory_updates"):
+        if record.get("update_type") != "flood":
+            continue
+        if agent_id is not None and record.get("agent_id") != agent_id:
+            continue
+        item = record.get("memory_item") or {}
+        rows.append(
+            (
+                str(record["agent_id"]),
+                int(record["year"]),
+                float(item.get("amount") or 0.0),
+                item.get("importance"),
+                item.get("content"),
+            )
+        )
+    frame = pd.DataFrame(rows, columns=["agent_id", "year", "damage", "importance", "content"])
+    return frame.sort_values(["agent_id", "year"], ignore_index=True)
+
+
+def household_decisions(run_dir: str | Path, agent_id: str) -> pd.DataFrame:
+    """One household's decisions: appraisals and the skill it chose, per traced year.
+
+    Returns:
+        Columns ``year``, ``TP`` and ``TP_level`` (threat appraisal), ``CP`` and ``CP_level``
+        (coping appraisal), ``decision`` (``action.decision_skill``), ``valid`` (whether the
+        registry accepted the proposal) and ``retrieved`` (number of memories retrieved, NA
+        when the audit level does not record them); empty when the run has no traces for it.
+    """
+    columns = ["year", "TP", "TP_level", "CP", "CP_level", "decision", "valid", "retrieved"]
+    rows = []
+    for record in _records(run_dir, "household_traces"):
+        if record.get("agent_id") != agent_id:
+            continue
+        tp, cp = _construct(record, "TP"), _construct(record, "CP")
+        retrieved = (record.get("memory") or {}).get("retrieved")
+        rows.append(
+            (
+                int(record["year"]),
+                tp.get("value"),
+                tp.get("level"),
+                cp.get("value"),
+                cp.get("level"),
+                (record.get("action") or {}).get("decision_skill"),
+                (record.get("validation") or {}).get("valid"),
+                len(retrieved) if isinstance(retrieved, list) else pd.NA,
+            )
+        )
+    return pd.DataFrame(rows, columns=columns).sort_values("year", ignore_index=True)
+
+
+def household_retrievals(run_dir: str | Path, agent_id: str) -> pd.DataFrame:
+    """What one household retrieved for each decision, with scores and memory texts.
+
+    :func:`simulation.audit.readers.retrievals` filtered to ``agent_id``, joined with the
+    memory texts of ``memory_updates`` (and reflections of ``consolidation``).
+
+    Returns:
+        Columns ``year``, ``rank`` (1 = best), ``id``, ``score``, ``store`` (None when not
+        recorded), ``item_year`` (the year the memory was formed) and ``content``; empty when
+        the run has neither traces with memory nor tool invocations.
+    """
+    columns = ["year", "rank", "id", "score", "store", "item_year", "content"]
+    # The traces carry retrievals at levels standard and full, tool invocations at those levels
+    # too; at level minimal (traces without memory) and off there is nothing to show.
+    first = next(_records(run_dir, "household_traces"), None) or {}
+    if isinstance(first.get("memory"), dict):
+        table = retrievals(run_dir, source="traces")
+    elif stream_path(run_dir, "tool_invocations") is not None:
+        table = retrievals(run_dir, source="tool_invocations")
+    else:
+        return pd.DataFrame(columns=columns)
+    table = table[table["agent_id"] == agent_id].drop(columns="agent_id")
+    items: dict[str, dict[str, Any]] = {}
+    for record in _records(run_dir, "memory_updates"):
+        if record.get("agent_id") == agent_id:
+            item = record.get("memory_item") or {}
+            items[str(item.get("id"))] = item
+    for record in _records(run_dir, "consolidation"):
+        if record.get("agent_id") == agent_id:
+            for item in (record.get("consolidation") or {}).get("reflections") or []:
+                items[str(item.get("id"))] = item
+    table = table.assign(
+        item_year=[items.get(i, {}).get("year") for i in table["id"]],
+        content=[items.get(i, {}).get("content") for i in table["id"]],
+    )
+    return table[columns].sort_values(["year", "rank"], ignore_index=True)

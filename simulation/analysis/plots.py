@@ -1,0 +1,326 @@
+"""Figures of a run: adaptation, losses, memory, threat appraisal, and parameter sweeps.
+
+Every function returns a :class:`matplotlib.figure.Figure` built without pyplot, so plotting
+touches no global state, needs no display and works in threads, tests and headless servers
+(``fig.savefig(...)`` renders through Agg). In a notebook, ``display(fig)`` shows one.
+Inputs are the tables of :mod:`simulation.analysis.metrics`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+from simulation.analysis.metrics import WRITE_PREFIX, adaptation_shares, damage_and_claims
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+
+__all__ = [
+    "plot_adaptation",
+    "plot_damage_claims",
+    "plot_memory",
+    "plot_sweep",
+    "plot_threat",
+]
+
+_SIZE = (9.0, 5.0)
+_INSURED = "tab:blue"
+# Structural measures are rare (a few percent at most) next to insurance (tens of percent), so
+# they get their own panel and scale instead of a flat line at the bottom of one shared axis.
+_INSURANCE_LINES = {
+    "insured_share": ("insured, all zones", "-"),
+    "insured_share_ae": ("insured, zone AE (floodplain)", "--"),
+    "insured_share_x": ("insured, zone X", ":"),
+}
+_STRUCTURAL_LINES = {
+    "elevated_share": ("elevated", "tab:green"),
+    "relocated_share": ("relocated", "tab:red"),
+}
+_SOURCE_COLOURS = {
+    "flood": "tab:blue",
+    "claim": "tab:orange",
+    "decision": "tab:green",
+    "policy": "tab:purple",
+    "neighbor": "tab:olive",
+    "seed": "tab:brown",
+    "reflection": "tab:pink",
+    "other": "tab:gray",
+}
+
+
+def _title(base: str, run_id: str | None) -> str:
+    return f"{base} ({run_id})" if run_id else base
+
+
+def _year_axis(ax: Axes) -> None:
+    ax.set_xlabel("simulation year")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(visible=True, alpha=0.3)
+
+
+def plot_adaptation(metrics: pd.DataFrame, *, run_id: str | None = None) -> Figure:
+    """Adaptation shares over time: insurance take-up (all, AE, X), elevation, relocation.
+
+    Args:
+        metrics: ``model_years`` of a run.
+        run_id: Shown in the title when given.
+    """
+    shares = adaptation_shares(metrics)
+    fig = Figure(figsize=(_SIZE[0], 6.0), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    for column, (label, style) in _INSURANCE_LINES.items():
+        if column in shares:
+            top.plot(shares.index, shares[column], style, color=_INSURED, lw=2, label=label)
+    top.set_ylabel("share of active households")
+    top.set_title("Flood insurance take-up")
+    top.set_ylim(0, max(0.05, float(shares.filter(like="insured").max().max()) * 1.1))
+    for column, (label, colour) in _STRUCTURAL_LINES.items():
+        if column in shares:
+            bottom.plot(shares.index, shares[column], color=colour, lw=2, label=label)
+    bottom.set_ylabel("share of active households")
+    bottom.set_title("Structural measures (own scale)")
+    structural = shares.filter(items=list(_STRUCTURAL_LINES))
+    peak = float(structural.max().max()) if not structural.empty else 0.0
+    bottom.set_ylim(0, max(0.01, peak * 1.2))
+    for ax in (top, bottom):
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+        ax.legend(loc="upper left", fontsize="small")
+        _year_axis(ax)
+    top.set_xlabel("")
+    fig.suptitle(_title("Adaptation over time", run_id), fontweight="bold")
+    return fig
+
+
+def plot_damage_claims(metrics: pd.DataFrame, *, run_id: str | None = None) -> Figure:
+    """Flood damage and paid claims per year (bars, $M) and flooded households (twin axis).
+
+    Args:
+        metrics: ``model_years`` of a run.
+        run_id: Shown in the title when given.
+    """
+    losses = damage_and_claims(metrics)
+    years = losses.index.to_numpy()
+    fig = Figure(figsize=_SIZE, layout="constrained")
+    ax = fig.subplots()
+    width = 0.4
+    damage = ax.bar(
+        years - width / 2, losses["damage_musd"], width, color="tab:red", label="flood damage"
+    )
+    claims = ax.bar(
+        years + width / 2, losses["claims_paid_musd"], width, color="tab:blue", label="claims paid"
+    )
+    ax.set_ylabel("$ million per year")
+    ax.set_ylim(0, max(0.1, float(losses[["damage_musd", "claims_paid_musd"]].max().max()) * 1.15))
+    _year_axis(ax)
+    twin = ax.twinx()
+    (flooded,) = twin.plot(
+        years,
+        losses["flooded_households"],
+        "o-",
+        color="black",
+        ms=4,
+        lw=1,
+        label="flooded households (right axis)",
+    )
+    twin.set_ylabel("flooded households")
+    twin.set_ylim(0, max(1.0, float(losses["flooded_households"].max()) * 1.15))
+    twin.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(handles=[damage, claims, flooded], loc="upper left", fontsize="small")
+    ax.set_title(_title("Flood damage and insurance claims", run_id), fontweight="bold")
+    return fig
+
+
+def plot_memory(
+    composition: pd.DataFrame,
+    *,
+    working_capacity: int | None = None,
+    run_id: str | None = None,
+) -> Figure:
+    """Mean memory store sizes over time and, when audited, memory writes by source.
+
+    Args:
+        composition: :func:`~simulation.analysis.metrics.memory_composition` of a run.
+        working_capacity: Drawn as a reference line when given.
+        run_id: Shown in the title when given.
+    """
+    writes = composition.filter(like=WRITE_PREFIX)
+    stores = composition[["mean_working", "mean_episodic"]].dropna(how="all")
+    fig = Figure(figsize=(_SIZE[0], 6.5 if not writes.empty else _SIZE[1]), layout="constrained")
+    if writes.empty:
+        sizes = fig.subplots()
+        bars = None
+    else:
+        sizes, bars = fig.subplots(2, 1, sharex=True)
+    sizes.plot(stores.index, stores["mean_working"], lw=2, color="tab:blue", label="working")
+    sizes.plot(stores.index, stores["mean_episodic"], lw=2, color="tab:orange", label="episodic")
+    if working_capacity is not None:
+        sizes.axhline(working_capacity, color="tab:blue", ls=":", lw=1, label="working capacity")
+    sizes.set_ylabel("items per household (mean)")
+    sizes.set_ylim(bottom=0)
+    sizes.set_title("Memory store sizes at year end")
+    sizes.legend(loc="upper left", fontsize="small")
+    _year_axis(sizes)
+    if bars is None:
+        sizes.text(
+            0.99,
+            0.02,
+            "memory_updates stream not written: writes by source unavailable",
+            transform=sizes.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize="small",
+            color="dimgray",
+        )
+    else:
+        sizes.set_xlabel("")
+        bottom = np.zeros(len(writes))
+        for column in writes.columns:
+            source = column.removeprefix(WRITE_PREFIX)
+            values = writes[column].to_numpy(float)
+            bars.bar(
+                writes.index,
+                values,
+                0.8,
+                bottom=bottom,
+                color=_SOURCE_COLOURS.get(source, "tab:cyan"),
+                label=source,
+            )
+            bottom += values
+        bars.set_ylabel("memory writes (all households)")
+        seeded = 0 in writes.index
+        bars.set_title(
+            "Memory writes by source" + (" (year 0: pre-seeded memories)" if seeded else "")
+        )
+        bars.legend(loc="upper left", fontsize="small", ncols=4)
+        bars.set_ylim(0, max(1.0, float(bottom.max()) * 1.3))
+        _year_axis(bars)
+    fig.suptitle(_title("Household memory", run_id), fontweight="bold")
+    return fig
+
+
+def plot_threat(
+    tp: pd.DataFrame, *, metrics: pd.DataFrame | None = None, run_id: str | None = None
+) -> Figure:
+    """Distribution of threat appraisal (TP) across traced households, per year.
+
+    Box plots (quartiles, whiskers at 1.5 IQR) with the mean on top. Without traces the
+    figure says so and, when ``metrics`` is given, shows ``model_years``' ``mean_tp``.
+
+    Args:
+        tp: :func:`~simulation.analysis.metrics.tp_distribution` of a run.
+        metrics: ``model_years`` of the run, for the fallback mean.
+        run_id: Shown in the title when given.
+    """
+    fig = Figure(figsize=_SIZE, layout="constrained")
+    ax = fig.subplots()
+    ax.set_ylabel("threat appraisal TP (0 = none, 1 = maximal)")
+    ax.set_ylim(0, 1)
+    _year_axis(ax)
+    ax.set_title(_title("Threat appraisal across households", run_id), fontweight="bold")
+    if tp.empty:
+        if metrics is not None and "mean_tp" in metrics:
+            ax.plot(
+                metrics["year"],
+                metrics["mean_tp"],
+                "o-",
+                color="tab:red",
+                ms=3,
+                label="mean TP, all households (model_years)",
+            )
+            ax.legend(loc="upper left", fontsize="small")
+        ax.text(
+            0.5,
+            0.55,
+            "Household traces were not written for this run\n"
+            "(no household_traces stream: audit level 'off' or an older run),\n"
+            "so the per-household distribution is unavailable.",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize="medium",
+            bbox={"boxstyle": "round", "facecolor": "whitesmoke", "edgecolor": "gray"},
+        )
+        return fig
+    grouped = tp.groupby("year")["tp"]
+    years = np.array(sorted(grouped.groups))
+    ax.boxplot(
+        [grouped.get_group(year).to_numpy(float) for year in years],
+        positions=years,
+        widths=0.6,
+        showfliers=False,
+        patch_artist=True,
+        boxprops={"facecolor": "lightsteelblue", "edgecolor": "steelblue"},
+        medianprops={"color": "navy"},
+        whiskerprops={"color": "steelblue"},
+        capprops={"color": "steelblue"},
+        manage_ticks=False,
+        label="quartiles, whiskers 1.5 IQR",
+    )
+    ax.plot(years, grouped.mean().to_numpy(), "D-", color="tab:red", ms=4, lw=1, label="mean")
+    counts = grouped.size()
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlim(years.min() - 0.7, years.max() + 0.7)
+    ax.legend(loc="upper left", fontsize="small")
+    ax.text(
+        0.99,
+        0.98,
+        f"{int(counts.max())} traced households per year",
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize="small",
+        color="dimgray",
+    )
+    return fig
+
+
+def plot_sweep(
+    frame: pd.DataFrame,
+    by: str,
+    value: str = "insured_share",
+    *,
+    title: str | None = None,
+    ylabel: str | None = None,
+) -> Figure:
+    """One line per value of ``by`` (mean over replicates) with a min-max band over replicates.
+
+    Args:
+        frame: Stacked ``model_years`` rows (one per run and year) with columns ``year``,
+            ``by`` and ``value``, e.g. from :func:`~simulation.analysis.metrics.combine_runs`.
+        by: The swept parameter's column, e.g. ``decay_rate``.
+        value: The metric to plot; share columns (``*_share``, ``*_share_ae``...) are shown as
+            percentages.
+        title: Figure title (a default names the metric and the parameter).
+        ylabel: Y axis label (default: the metric's name).
+    """
+    fig = Figure(figsize=_SIZE, layout="constrained")
+    ax = fig.subplots()
+    for level, group in frame.groupby(by, sort=True):
+        stats = group.groupby("year")[value].agg(["mean", "min", "max", "size"])
+        (line,) = ax.plot(
+            stats.index,
+            stats["mean"],
+            lw=2,
+            label=f"{by} = {level} (n = {int(stats['size'].max())})",
+        )
+        ax.fill_between(
+            stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.2, lw=0
+        )
+    if "_share" in value:
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+        ax.set_ylim(bottom=0)
+    ax.set_ylabel(ylabel or f"{value} (mean over replicates)")
+    _year_axis(ax)
+    ax.legend(
+        loc="upper left",
+        fontsize="small",
+        title="band: min-max over replicates",
+        title_fontsize="small",
+    )
+    ax.set_title(title or f"{value} by {by}", fontweight="bold")
+    return fig

@@ -1,0 +1,395 @@
+"""Tests for simulation.analysis: metrics tables, figures, write_report and ``floodsim report``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
+
+from simulation.analysis import metrics, plots
+from simulation.analysis.commands import register
+from simulation.analysis.report import FIGURES, ReportError, write_report
+from simulation.cli import build_parser, main
+from simulation.config import load_config
+from simulation.runner import run_simulation
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "configs" / "default.yaml"
+SMALL = ["households.count=80", "years=6"]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PNG_NAMES = ("adaptation.png", "damage_claims.png", "memory.png", "threat.png")
+SKILLS = {"buy_insurance", "buy_contents_insurance", "elevate_house", "relocate", "do_nothing"}
+
+
+def simulate(out_root: Path, *overrides: str) -> Path:
+    config, base_dir = load_config(DEFAULT, [*SMALL, *overrides])
+    return run_simulation(config, base_dir, out_root, progress=False).run_dir
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A small audited run (audit level standard, the default)."""
+    return simulate(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture(scope="module")
+def bare_run_dir(tmp_path_factory) -> Path:
+    """The same run without audit streams."""
+    return simulate(tmp_path_factory.mktemp("bare"), "audit.level=off")
+
+
+@pytest.fixture(scope="module")
+def report_index(run_dir) -> Path:
+    return write_report(run_dir)
+
+
+@pytest.fixture(scope="module")
+def run(run_dir) -> metrics.RunData:
+    return metrics.load_run(run_dir)
+
+
+def stream_lines(run_dir: Path, name: str) -> int:
+    with (run_dir / f"{name}.jsonl").open(encoding="utf-8") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE, path
+    width, height = struct.unpack(">II", data[16:24])  # IHDR comes first
+    return width, height
+
+
+def assert_report(index: Path, run_id: str) -> None:
+    assert index.name == "index.html"
+    page = index.read_text(encoding="utf-8")
+    for name in PNG_NAMES:
+        png = index.parent / name
+        width, height = png_size(png)
+        assert width >= 600, (name, width)
+        assert height >= 300, (name, height)
+        assert png.stat().st_size > 10_000, name
+        assert f'src="{name}"' in page
+    assert page.count("<figcaption>") == 4
+    assert f"<title>floodsim report: {run_id}</title>" in page
+
+
+# ------------------------------------------------------------------------------- report
+def test_write_report_writes_four_pngs_and_an_index_into_run_dir_report(run_dir, report_index):
+    assert report_index == run_dir / "report" / "index.html"
+    assert_report(report_index, run_dir.name)
+    assert tuple(FIGURES) == PNG_NAMES
+
+
+def test_index_lists_run_facts_from_the_manifest(run_dir, report_index):
+    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    page = report_index.read_text(encoding="utf-8")
+    for label, value in (
+        ("households", 80),
+        ("years", 6),
+        ("seed", manifest["seed"]),
+        ("config hash", manifest["config_hash"]),
+        ("status", "complete"),
+    ):
+        assert f"<tr><th>{label}</th><td>{value}</td></tr>" in page
+    assert "household_traces, memory_updates" in page
+
+
+def test_report_is_the_same_for_gzipped_streams(run_dir, tmp_path):
+    gz_run = simulate(tmp_path / "gz", "audit.gzip=true")
+    assert (gz_run / "household_traces.jsonl.gz").is_file()
+    pd.testing.assert_frame_equal(metrics.tp_distribution(gz_run), metrics.tp_distribution(run_dir))
+    pd.testing.assert_frame_equal(
+        metrics.memory_composition(gz_run), metrics.memory_composition(run_dir)
+    )
+
+
+def test_missing_run_dir_is_a_report_error_naming_it(tmp_path):
+    missing = tmp_path / "no-such-run"
+    with pytest.raises(ReportError, match="does not exist") as info:
+        write_report(missing)
+    message = str(info.value)
+    assert str(missing) in message
+    assert "\n" not in message
+    assert isinstance(info.value, ValueError)
+
+
+def test_folder_without_manifest_is_a_report_error(tmp_path):
+    with pytest.raises(ReportError, match=r"manifest\.json is missing") as info:
+        write_report(tmp_path)
+    assert str(tmp_path) in str(info.value)
+    assert not (tmp_path / "report").exists()
+
+
+def test_folder_without_model_years_is_a_report_error(run_dir, tmp_path):
+    shutil.copy(run_dir / "manifest.json", tmp_path / "manifest.json")
+    with pytest.raises(ReportError, match=r"model_years\.csv is missing") as info:
+        write_report(tmp_path)
+    assert str(tmp_path) in str(info.value)
+
+
+def test_unreadable_files_are_report_errors_naming_the_file(run_dir, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(run_dir, broken)
+    (broken / "model_years.csv").write_text("year,foo\n1,2\n", encoding="utf-8")
+    with pytest.raises(ReportError, match="missing column") as info:
+        write_report(broken)
+    assert str(broken / "model_years.csv") in str(info.value)
+    (broken / "manifest.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ReportError, match="cannot be read as JSON") as info:
+        write_report(broken)
+    assert str(broken / "manifest.json") in str(info.value)
+
+
+def test_corrupt_audit_stream_is_a_report_error(run_dir, tmp_path):
+    broken = tmp_path / "corrupt"
+    shutil.copytree(run_dir, broken, ignore=shutil.ignore_patterns("report"))
+    traces = broken / "household_traces.jsonl"
+    lines = traces.read_text(encoding="utf-8").splitlines(keepends=True)
+    traces.write_text("".join([lines[0], "{garbage\n", *lines[1:]]), encoding="utf-8")
+    with pytest.raises(ReportError, match="line 2") as info:
+        write_report(broken)
+    assert str(traces) in str(info.value)
+
+
+# ---------------------------------------------------------------------------------- CLI
+def report_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="floodsim")
+    register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def cli_registers_report() -> bool:
+    parser = build_parser()
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return any("report" in action.choices for action in subparsers)
+
+
+def test_report_subcommand_writes_into_out_and_prints_the_index_path(run_dir, tmp_path, capsys):
+    out = tmp_path / "nested" / "report"
+    args = report_parser().parse_args(["report", str(run_dir), "--out", str(out)])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out == f"{out / 'index.html'}\n"
+    assert_report(out / "index.html", run_dir.name)
+
+
+def test_report_subcommand_of_a_run_without_audit_streams(bare_run_dir, capsys):
+    args = report_parser().parse_args(["report", str(bare_run_dir)])
+    assert args.func(args) == 0
+    index = bare_run_dir / "report" / "index.html"
+    assert capsys.readouterr().out == f"{index}\n"
+    assert_report(index, bare_run_dir.name)
+    assert "<td>none written</td>" in index.read_text(encoding="utf-8")
+
+
+def test_report_subcommand_raises_report_error_for_a_bad_run_dir(tmp_path):
+    args = report_parser().parse_args(["report", str(tmp_path / "missing")])
+    with pytest.raises(ReportError, match="missing"):
+        args.func(args)
+
+
+@pytest.mark.skipif(
+    not cli_registers_report(), reason="simulation.cli does not call analysis.commands.register"
+)
+def test_floodsim_report_via_main(run_dir, tmp_path, capsys):
+    assert main(["report", str(run_dir), "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"{tmp_path / 'index.html'}\n"
+    missing = tmp_path / "missing"
+    assert main(["report", str(missing)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("floodsim: error: ")
+    assert str(missing) in lines[0]
+
+
+# ------------------------------------------------------------------------------ metrics
+def test_load_run(run, run_dir):
+    assert run.run_dir == run_dir
+    assert run.run_id == run_dir.name
+    assert run.manifest["counts"]["households"] == 80
+    assert run.config["households"]["count"] == 80
+    assert run.metrics["year"].tolist() == [1, 2, 3, 4, 5, 6]
+
+
+def test_adaptation_shares_and_take_up(run):
+    shares = metrics.adaptation_shares(run.metrics)
+    assert tuple(shares.columns) == metrics.SHARE_COLUMNS
+    assert shares.index.tolist() == [1, 2, 3, 4, 5, 6]
+    assert ((shares >= 0) & (shares <= 1)).all().all()
+    np.testing.assert_allclose(shares["insured_share"], run.metrics["insured_share"])
+    take_up = metrics.take_up(run.metrics, last_years=2)
+    assert take_up["insured_share"] == pytest.approx(run.metrics["insured_share"].tail(2).mean())
+
+
+def test_damage_and_claims_are_in_millions(run):
+    losses = metrics.damage_and_claims(run.metrics)
+    assert tuple(losses.columns) == metrics.DAMAGE_COLUMNS
+    np.testing.assert_allclose(losses["damage_musd"], run.metrics["total_damage"] / 1e6)
+    np.testing.assert_allclose(losses["claims_paid_musd"], run.metrics["claims_paid_amount"] / 1e6)
+
+
+def test_tp_distribution_has_one_value_per_trace_and_matches_mean_tp(run, run_dir):
+    tp = metrics.tp_distribution(run_dir)
+    assert list(tp.columns) == ["year", "agent_id", "tp", "tp_level"]
+    assert len(tp) == stream_lines(run_dir, "household_traces")
+    assert tp["tp"].between(0, 1).all()
+    assert set(tp["tp_level"]) <= {"VL", "L", "M", "H", "VH"}
+    # Every active household is traced (sample 1.0), so the trace mean is model_years' mean_tp
+    # up to the rounding of values in the traces.
+    mean_tp = run.metrics.set_index("year")["mean_tp"]
+    np.testing.assert_allclose(tp.groupby("year")["tp"].mean(), mean_tp, atol=1e-3)
+    summary = metrics.tp_summary(tp)
+    # Households active at the start of a year decide in it (relocation happens in decisions).
+    deciding = [80, *run.metrics["active_households"].iloc[:-1]]
+    assert summary["count"].tolist() == deciding
+    assert (summary["q10"] <= summary["median"]).all()
+    assert (summary["median"] <= summary["q90"]).all()
+
+
+def test_memory_composition_counts_every_memory_write(run, run_dir):
+    composition = metrics.memory_composition(run_dir)
+    np.testing.assert_allclose(
+        composition["mean_working"].dropna(), run.metrics["mean_working"].to_numpy()
+    )
+    writes = composition.filter(like=metrics.WRITE_PREFIX)
+    assert {"writes_decision", "writes_flood"} <= set(writes.columns)
+    assert int(writes.to_numpy().sum()) == stream_lines(run_dir, "memory_updates")
+
+
+def test_flood_events_agree_with_model_years(run, run_dir):
+    floods = metrics.flood_events(run_dir)
+    by_year = run.metrics.set_index("year")
+    per_year = floods.groupby("year").size().reindex(by_year.index, fill_value=0)
+    assert per_year.tolist() == by_year["flooded_households"].astype(int).tolist()
+    damage = floods.groupby("year")["damage"].sum().reindex(by_year.index, fill_value=0.0)
+    np.testing.assert_allclose(damage, by_year["total_damage"], rtol=1e-9, atol=1e-6)
+
+
+def test_household_tables(run_dir):
+    floods = metrics.flood_events(run_dir)
+    agent = floods.sort_values("damage").iloc[-1]["agent_id"]
+    mine = metrics.flood_events(run_dir, agent)
+    assert set(mine["agent_id"]) == {agent}
+    decisions = metrics.household_decisions(run_dir, agent)
+    assert decisions["year"].is_monotonic_increasing
+    assert set(decisions["decision"]) <= SKILLS
+    assert decisions["TP"].between(0, 1).all()
+    retrieved = metrics.household_retrievals(run_dir, agent)
+    assert list(retrieved.columns) == [
+        "year",
+        "rank",
+        "id",
+        "score",
+        "store",
+        "item_year",
+        "content",
+    ]
+    assert not retrieved.empty
+    assert retrieved["content"].notna().all()  # every retrieved id resolves to a memory text
+    assert (retrieved["item_year"] <= retrieved["year"]).all()
+    counts = retrieved.groupby("year").size()
+    assert (counts <= metrics.load_run(run_dir).config["memory"]["retrieval"]["top_k"]).all()
+    assert (
+        counts.reindex(decisions["year"], fill_value=0).tolist() == decisions["retrieved"].tolist()
+    )
+
+
+def test_tables_of_a_run_without_audit_streams_are_empty(bare_run_dir):
+    assert metrics.tp_distribution(bare_run_dir).empty
+    assert metrics.tp_summary(metrics.tp_distribution(bare_run_dir)).empty
+    assert list(metrics.memory_composition(bare_run_dir).columns) == [
+        "mean_working",
+        "mean_episodic",
+    ]
+    assert metrics.flood_events(bare_run_dir).empty
+    assert metrics.household_decisions(bare_run_dir, "H00001").empty
+    assert metrics.household_retrievals(bare_run_dir, "H00001").empty
+    assert metrics.read_stream_frame(bare_run_dir, "household_traces").empty
+
+
+def test_read_stream_frame_flattens_nested_fields(run_dir):
+    traces = metrics.read_stream_frame(run_dir, "household_traces")
+    assert {"reasoning.constructs.TP.value", "action.decision_skill"} <= set(traces.columns)
+
+
+def test_combine_runs_adds_swept_keys(run_dir, bare_run_dir):
+    frame = metrics.combine_runs([run_dir, bare_run_dir], keys=["memory.decay_rate", "no.such"])
+    assert list(frame.columns[:4]) == ["run_id", "seed", "decay_rate", "such"]
+    assert len(frame) == 12
+    assert set(frame["decay_rate"]) == {0.95}
+    assert frame["such"].isna().all()
+    assert metrics.combine_runs([]).empty
+
+
+def test_check_run_dir_rejects_a_file(tmp_path):
+    file = tmp_path / "file.txt"
+    file.write_text("x", encoding="utf-8")
+    with pytest.raises(metrics.RunDirError, match="not a directory"):
+        metrics.check_run_dir(file)
+
+
+# -------------------------------------------------------------------------------- plots
+def texts(fig: Figure) -> str:
+    parts = [fig.get_suptitle()]
+    for ax in fig.axes:
+        parts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        parts += [t.get_text() for t in ax.texts]
+        legend = ax.get_legend()
+        if legend is not None:
+            parts += [t.get_text() for t in legend.get_texts()]
+    return "\n".join(parts)
+
+
+def test_figures_have_titles_labels_and_legends(run, run_dir):
+    composition = metrics.memory_composition(run_dir)
+    figures = {
+        "adaptation": plots.plot_adaptation(run.metrics, run_id="R"),
+        "damage": plots.plot_damage_claims(run.metrics, run_id="R"),
+        "memory": plots.plot_memory(composition, working_capacity=10, run_id="R"),
+        "threat": plots.plot_threat(metrics.tp_distribution(run_dir), run_id="R"),
+    }
+    expected = {
+        "adaptation": ["Adaptation over time (R)", "insured, zone AE", "relocated", "share"],
+        "damage": ["$ million", "flooded households", "claims paid", "simulation year"],
+        "memory": ["items per household", "episodic", "writes by source", "decision"],
+        "threat": ["threat appraisal TP", "mean", "80 traced households"],
+    }
+    for name, fig in figures.items():
+        assert isinstance(fig, Figure)
+        text = texts(fig)
+        for snippet in expected[name]:
+            assert snippet in text, (name, snippet)
+
+
+def test_figures_without_audit_streams_say_so(bare_run_dir):
+    run = metrics.load_run(bare_run_dir)
+    threat = texts(plots.plot_threat(metrics.tp_distribution(bare_run_dir), metrics=run.metrics))
+    assert "traces were not written" in threat
+    assert "mean TP, all households" in threat
+    memory = texts(plots.plot_memory(metrics.memory_composition(bare_run_dir)))
+    assert "memory_updates stream not written" in memory
+
+
+def test_plot_sweep_draws_one_line_and_band_per_level(run):
+    frame = pd.concat(
+        [run.metrics.assign(decay_rate=rate, seed=seed) for rate in (0.8, 0.95) for seed in (1, 2)],
+        ignore_index=True,
+    )
+    fig = plots.plot_sweep(frame, "decay_rate")
+    (ax,) = fig.axes
+    assert len(ax.lines) == 2
+    assert len(ax.collections) == 2
+    assert "decay_rate = 0.8 (n = 2)" in texts(fig)
+    zone_ae = plots.plot_sweep(frame, "decay_rate", "insured_share_ae")
+    assert isinstance(zone_ae.axes[0].yaxis.get_major_formatter(), PercentFormatter)
+    assert zone_ae.axes[0].get_ylim()[0] == 0
