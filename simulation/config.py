@@ -46,10 +46,14 @@ __all__ = [
     "InsurerConfig",
     "MemoryConfig",
     "RunConfig",
+    "Section",
     "SocialConfig",
     "apply_overrides",
+    "describe_validation_error",
     "load_config",
     "read_yaml",
+    "rebase_paths",
+    "resolve_base",
 ]
 
 # The settings dataclasses validate themselves; inside a config they must also reject unknown keys.
@@ -61,11 +65,13 @@ class ConfigError(ValueError):
     """A configuration problem; the message names the file and the key."""
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors and values are immutable."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class HazardConfig(_Section):
+class HazardConfig(Section):
     """Where each year's flood depths come from (``hazard:``)."""
 
     source: Literal["stochastic", "scripted", "raster"] = Field(
@@ -122,7 +128,7 @@ class HazardConfig(_Section):
         return source
 
 
-class DamageConfig(_Section):
+class DamageConfig(Section):
     """How flood depth becomes damage (``damage:``)."""
 
     curves: str = Field(
@@ -138,7 +144,7 @@ class DamageConfig(_Section):
     )
 
 
-class InsuranceConfig(_Section):
+class InsuranceConfig(Section):
     """NFIP-like annual flood insurance (``insurance:``)."""
 
     rate_per_1000: float = Field(
@@ -167,7 +173,7 @@ class InsuranceConfig(_Section):
     )
 
 
-class InsurerConfig(_Section):
+class InsurerConfig(Section):
     """The insurer agent moving the premium rate by loss ratio (``insurer:``)."""
 
     enabled: bool = Field(True, description="Whether the insurer adjusts the rate.")
@@ -198,7 +204,7 @@ class InsurerConfig(_Section):
         return self
 
 
-class GovernmentConfig(_Section):
+class GovernmentConfig(Section):
     """The government agent setting the elevation subsidy (``government:``)."""
 
     initial_subsidy: float = Field(
@@ -236,7 +242,7 @@ class GovernmentConfig(_Section):
         return self
 
 
-class AdaptationConfig(_Section):
+class AdaptationConfig(Section):
     """Costs and effects of elevation and relocation (``adaptation:``)."""
 
     elevation_cost: float = Field(
@@ -259,7 +265,7 @@ class AdaptationConfig(_Section):
     )
 
 
-class EventTemplate(_Section):
+class EventTemplate(Section):
     """A memory written when an event happens: template, importance and tags."""
 
     template: str = Field(description="Text with {placeholders}; see EventMemoryConfig.")
@@ -267,7 +273,7 @@ class EventTemplate(_Section):
     tags: tuple[str, ...] = Field((), description="Tags of the memory.")
 
 
-class EventMemoryConfig(_Section):
+class EventMemoryConfig(Section):
     """Memories of events (``events:``); defaults follow seed 000 sections 5.2 and 10.3.
 
     Placeholders: floods ``{year} {damage} {depth}``; claims ``{year} {payout} {damage}``;
@@ -334,7 +340,7 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
 }
 
 
-class MemoryConfig(_Section):
+class MemoryConfig(Section):
     """Each household's CognitiveMemory (``memory:``); see simulation.memory for the fields."""
 
     working_capacity: int = Field(10, ge=1, description="Working-memory FIFO capacity.")
@@ -361,7 +367,7 @@ class MemoryConfig(_Section):
     )
 
 
-class SocialConfig(_Section):
+class SocialConfig(Section):
     """Who observes whom (``social:``)."""
 
     neighborhood: Literal["moore", "von_neumann", "small_world"] = Field(
@@ -374,14 +380,14 @@ class SocialConfig(_Section):
     observe: bool = Field(True, description="Write neighbour-adaptation memories.")
 
 
-class DecisionConfig(_Section):
+class DecisionConfig(Section):
     """How households decide (``decision:``)."""
 
     policy: Literal["pmt"] = Field("pmt", description="pmt: Protection Motivation Theory.")
     pmt: PMTConfig = Field(default_factory=PMTConfig, description="PMT coefficients.")
 
 
-class AuditConfig(_Section):
+class AuditConfig(Section):
     """The JSONL audit trail (``audit:``); see simulation/audit/schemas for each stream."""
 
     level: Literal["full", "standard", "minimal", "off"] = Field(
@@ -420,7 +426,7 @@ class AuditConfig(_Section):
         return value
 
 
-class RunConfig(_Section):
+class RunConfig(Section):
     """A whole run. Paths inside are relative to the config file's folder."""
 
     name: str = Field(
@@ -495,7 +501,7 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
     return merged
 
 
-def _resolve_base(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> dict[str, Any]:
+def resolve_base(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> dict[str, Any]:
     """Merge a ``base:`` file under ``data`` (recursively; paths relative to each file)."""
     base = data.pop("base", None)
     if base is None:
@@ -507,12 +513,12 @@ def _resolve_base(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> d
     if base_path in seen:
         msg = f"{path}: base: circular inheritance through {base_path}"
         raise ConfigError(msg)
-    parent = _resolve_base(base_path, read_yaml(base_path), (*seen, base_path))
-    _rebase_paths(parent, base_path.parent)
+    parent = resolve_base(base_path, read_yaml(base_path), (*seen, base_path))
+    rebase_paths(parent, base_path.parent)
     return _deep_merge(parent, data)
 
 
-def _rebase_paths(data: dict[str, Any], folder: Path) -> None:
+def rebase_paths(data: dict[str, Any], folder: Path) -> None:
     """Make the file paths of a base config absolute, so they stay relative to *its* folder."""
 
     def absolute(value: Any) -> Any:
@@ -568,7 +574,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], origin: str) -> 
     return result
 
 
-def _describe(error: ValidationError, origin: str) -> str:
+def describe_validation_error(error: ValidationError, origin: str) -> str:
     """One line: file, dotted key path, problem (and how many more problems there are)."""
     first = error.errors()[0]
     loc = ".".join(str(p) for p in first["loc"])
@@ -601,7 +607,7 @@ def load_config(
     """
     path = Path(path)
     origin = str(path)
-    data = _resolve_base(path.resolve(), read_yaml(path), (path.resolve(),))
+    data = resolve_base(path.resolve(), read_yaml(path), (path.resolve(),))
     if overrides:
         data = apply_overrides(data, overrides, origin)
     if seed is not None:
@@ -609,7 +615,7 @@ def load_config(
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_describe(err, origin)) from None
+        raise ConfigError(describe_validation_error(err, origin)) from None
     _check_event_templates(config, origin)
     return config, path.resolve().parent
 

@@ -126,6 +126,7 @@ def run_simulation(
     *,
     progress: bool | None = None,
     model: FloodAdaptationModel | None = None,
+    run_id: str | None = None,
 ) -> RunResult:
     """Run ``config`` for its years and write the run directory under ``out_root``.
 
@@ -135,6 +136,7 @@ def run_simulation(
         out_root: Folder that receives the run directory.
         progress: Show a progress bar (``None``: only on a terminal).
         model: A model already built from ``config`` (built here when omitted).
+        run_id: Name of the run directory; ``<name>-s<seed>-<config hash>`` by default.
 
     Returns:
         The run directory, the metrics table and the model.
@@ -143,7 +145,7 @@ def run_simulation(
     resolved = resolve_for_run_dir(config, base_dir)
     digest = config_hash(resolved)
     registry = (base_dir / config.registry).read_bytes()
-    run_id = f"{config.name}-s{config.seed}-{digest[:8]}"
+    run_id = run_id or f"{config.name}-s{config.seed}-{digest[:8]}"
     out_root.mkdir(parents=True, exist_ok=True)
     final_dir = out_root / run_id
     partial = out_root / f".{run_id}.partial"

@@ -1,0 +1,195 @@
+"""Run a whole experiment: plan, execute, record, combine.
+
+The output folder of an experiment holds:
+
+``experiment.json``
+    the experiment (name, seed, sweep, replicates, executor) and every run's id, design point,
+    replicate, seed, swept parameters, status (pending, complete or failed), error and run
+    directory. It is rewritten atomically after every finished run, so an interrupted batch
+    can be resumed (``--resume`` skips complete runs and reruns failed or missing ones).
+``runs/<run_id>/``
+    one run directory per run (see :mod:`simulation.runner`).
+``model_years.parquet``
+    every complete run's yearly metrics with ``run_id``, ``point``, ``replicate``, ``seed`` and
+    one column per swept key, sorted by point, replicate and year whatever executor ran them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pandas as pd
+from tqdm import tqdm
+
+from simulation.experiments.design import load_experiment, plan_runs
+from simulation.experiments.executors import RunTask, make_executor
+
+if TYPE_CHECKING:
+    from simulation.experiments.design import ExperimentConfig, PlannedRun
+
+__all__ = ["ExperimentResult", "combine_metrics", "run_experiment"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentResult:
+    """A finished batch: its folder, every run's record and how many failed."""
+
+    out_dir: Path
+    runs: list[dict[str, Any]]
+    failed: int
+    skipped: int
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)
+
+
+def _completed(record: dict[str, Any], out_dir: Path) -> bool:
+    """A run counts as complete only if its record and its own manifest say so."""
+    if record.get("status") != "complete":
+        return False
+    manifest = out_dir / "runs" / record["run_id"] / "manifest.json"
+    try:
+        return orjson.loads(manifest.read_bytes()).get("status") == "complete"
+    except (OSError, orjson.JSONDecodeError):
+        return False
+
+
+def run_experiment(
+    path: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    executor: str | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+    resume: bool = False,
+    progress: bool | None = None,
+) -> ExperimentResult:
+    """Run the experiment in ``path``.
+
+    Args:
+        path: The experiment file.
+        out_dir: Output folder; ``outputs/<name>`` by default.
+        executor: Override the file's executor kind (serial, process, dask).
+        workers: Override the number of workers.
+        address: Override the Dask scheduler address.
+        resume: Keep complete runs of an earlier attempt; run the rest.
+        progress: Show a progress bar (``None``: only on a terminal).
+
+    Returns:
+        The output folder, the run records and the failure count.
+
+    Raises:
+        ConfigError: For an invalid experiment file (before anything runs).
+    """
+    experiment, base, folder = load_experiment(path)
+    planned = plan_runs(experiment, base, str(path))
+    out = Path(out_dir) if out_dir is not None else Path("outputs") / experiment.name
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    state_path = out / "experiment.json"
+
+    previous: dict[str, dict[str, Any]] = {}
+    if resume and state_path.exists():
+        previous = {r["run_id"]: r for r in orjson.loads(state_path.read_bytes())["runs"]}
+    records = []
+    for run in planned:
+        old = previous.get(run.run_id)
+        keep = old is not None and old.get("seed") == run.seed and _completed(old, out)
+        records.append(old if keep else _record(run))
+    state = _state(experiment, executor, workers, address, records)
+    _write_json(state_path, state)
+
+    by_id = {r["run_id"]: r for r in records}
+    todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
+    skipped = len(planned) - len(todo)
+    tasks = [RunTask(r.run_id, r.config, str(folder), str(out / "runs")) for r in todo]
+    kind = executor or experiment.executor.kind
+    pool = make_executor(
+        kind, workers or experiment.executor.workers, address or experiment.executor.address
+    )
+    bar = tqdm(
+        total=len(planned),
+        initial=skipped,
+        desc=experiment.name,
+        unit="run",
+        disable=None if progress is None else not progress,
+    )
+    failed = 0
+    try:
+        for outcome in pool.run(tasks):
+            record = by_id[outcome.run_id]
+            record.update(
+                status=outcome.status,
+                error=outcome.error,
+                run_dir=f"runs/{outcome.run_id}" if outcome.run_dir else None,
+                duration_s=round(outcome.duration_s, 3),
+            )
+            failed += outcome.status == "failed"
+            _write_json(state_path, state)
+            bar.update()
+            bar.set_postfix(done=bar.n - failed, failed=failed, left=bar.total - bar.n)
+    finally:
+        bar.close()
+        pool.close()
+    combine_metrics(out, records, experiment.swept_keys)
+    return ExperimentResult(out, records, failed, skipped)
+
+
+def _record(run: PlannedRun) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "point": run.point,
+        "replicate": run.replicate,
+        "seed": run.seed,
+        "params": run.params,
+        "status": "pending",
+        "error": None,
+        "run_dir": None,
+        "duration_s": None,
+    }
+
+
+def _state(
+    experiment: ExperimentConfig,
+    executor: str | None,
+    workers: int | None,
+    address: str | None,
+    records: list[dict[str, Any]],
+) -> dict[str, Any]:
+    spec = experiment.model_dump(mode="json")
+    spec["executor"].update(
+        {
+            k: v
+            for k, v in {"kind": executor, "workers": workers, "address": address}.items()
+            if v is not None
+        }
+    )
+    return {"schema_version": 1, "experiment": spec, "runs": records}
+
+
+def combine_metrics(out: Path, records: list[dict[str, Any]], swept: list[str]) -> Path | None:
+    """Write ``model_years.parquet`` from every complete run; return its path (or ``None``)."""
+    frames = []
+    for record in sorted(records, key=lambda r: (r["point"], r["replicate"])):
+        if record["status"] != "complete":
+            continue
+        frame = pd.read_csv(out / record["run_dir"] / "model_years.csv")
+        frame.insert(0, "run_id", record["run_id"])
+        frame.insert(1, "point", record["point"])
+        frame.insert(2, "replicate", record["replicate"])
+        frame.insert(3, "seed", record["seed"])
+        for n, key in enumerate(swept):
+            frame.insert(4 + n, key, record["params"].get(key))
+        frames.append(frame)
+    path = out / "model_years.parquet"
+    if not frames:
+        path.unlink(missing_ok=True)
+        return None
+    pd.concat(frames, ignore_index=True).to_parquet(path, index=False)
+    return path

@@ -1,0 +1,248 @@
+"""Experiment files and the runs they expand into.
+
+An experiment file (``floodsim batch FILE``) names a base run config, fixed overrides, a sweep
+(a full grid over dotted keys and/or a Latin hypercube over ranges) and a number of replicates::
+
+    name: decay_sweep
+    base: ../default.yaml                  # a run config, relative to this file
+    set: {households.count: 500}           # fixed overrides (dotted keys)
+    sweep:
+      grid: {memory.decay_rate: [0.9, 0.95]}
+      lhs: {decision.pmt.beta_tp: [3.0, 8.0]}
+      samples: 4
+    replicates: 5
+    seed: 1
+    executor: {kind: process, workers: 2}  # serial | process | dask (address: tcp://host:8786)
+
+Replicate ``r`` of every design point runs with the seed of the ``r``-th child of
+``numpy.random.SeedSequence(seed)``: adding replicates never changes the others' seeds, and
+every point sees the same seeds (common random numbers make points comparable).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+from scipy.stats import qmc
+
+from simulation.config import (
+    ConfigError,
+    RunConfig,
+    Section,
+    apply_overrides,
+    describe_validation_error,
+    read_yaml,
+    rebase_paths,
+    resolve_base,
+)
+
+__all__ = [
+    "EXPERIMENT_KEYS",
+    "ExecutorConfig",
+    "ExperimentConfig",
+    "PlannedRun",
+    "SweepConfig",
+    "is_experiment",
+    "load_experiment",
+    "plan_runs",
+    "replicate_seeds",
+]
+
+#: Top-level keys that make a YAML file an experiment rather than a run config.
+EXPERIMENT_KEYS = frozenset({"sweep", "replicates", "executor"})
+
+
+class SweepConfig(Section):
+    """What varies between design points (``sweep:``)."""
+
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="Dotted config key -> list of values; the design is their full product.",
+    )
+    lhs: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="Dotted config key -> [low, high]; `samples` Latin-hypercube points.",
+    )
+    samples: int = Field(0, ge=0, description="Latin-hypercube points (with `lhs`).")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SweepConfig:
+        for key, values in self.grid.items():
+            if not values:
+                msg = f"grid.{key}: needs at least one value"
+                raise ValueError(msg)
+        for key, (low, high) in self.lhs.items():
+            if not low < high:
+                msg = f"lhs.{key}: low ({low}) must be below high ({high})"
+                raise ValueError(msg)
+        if self.lhs and self.samples < 1:
+            msg = "samples: must be >= 1 when lhs ranges are given"
+            raise ValueError(msg)
+        overlap = set(self.grid) & set(self.lhs)
+        if overlap:
+            msg = f"{min(overlap)}: swept by both grid and lhs"
+            raise ValueError(msg)
+        return self
+
+
+class ExecutorConfig(Section):
+    """Where runs execute (``executor:``)."""
+
+    kind: Literal["serial", "process", "dask"] = Field(
+        "serial",
+        description="serial: one after another here; process: a process pool on this machine; "
+        "dask: a dask.distributed cluster (at `address`, or a LocalCluster started here).",
+    )
+    workers: int = Field(2, ge=1, description="Processes (process) or local Dask workers.")
+    address: str | None = Field(
+        None, description="dask: scheduler address, e.g. tcp://host:8786 (null: LocalCluster)."
+    )
+
+
+class ExperimentConfig(Section):
+    """A batch experiment: a base config, overrides, a sweep and replicates."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="Experiment name: the default output folder is outputs/<name>.",
+    )
+    base: str = Field(description="Run config the experiment starts from (relative path).")
+    set: dict[str, Any] = Field(
+        default_factory=dict, description="Fixed overrides, dotted key -> value."
+    )
+    sweep: SweepConfig = Field(default_factory=SweepConfig)
+    replicates: int = Field(1, ge=1, le=10_000, description="Runs per design point.")
+    seed: int = Field(0, ge=0, description="Root seed of the replicate seeds and the LHS design.")
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+
+    @field_validator("set")
+    @classmethod
+    def _no_seed(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "seed" in value:
+            msg = "seed: replicate seeds come from the experiment's `seed`; do not set it here"
+            raise ValueError(msg)
+        return value
+
+    @property
+    def swept_keys(self) -> list[str]:
+        """The keys that vary, grid keys first."""
+        return [*self.sweep.grid, *self.sweep.lhs]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRun:
+    """One run of an experiment.
+
+    Attributes:
+        run_id: Stable name, ``p<point>-r<replicate>``.
+        point: Index of the design point.
+        replicate: Index of the replicate.
+        seed: The run's seed.
+        params: Swept key -> value at this point.
+        config: The run's full config as plain data.
+    """
+
+    run_id: str
+    point: int
+    replicate: int
+    seed: int
+    params: dict[str, Any]
+    config: dict[str, Any]
+
+
+def is_experiment(data: dict[str, Any]) -> bool:
+    """Whether a YAML mapping is an experiment file (rather than a run config)."""
+    return bool(EXPERIMENT_KEYS & data.keys())
+
+
+def replicate_seeds(root: int, replicates: int) -> list[int]:
+    """Seed of each replicate: the first word of each spawned SeedSequence child."""
+    children = np.random.SeedSequence(root).spawn(replicates)
+    return [int(child.generate_state(1, dtype=np.uint32)[0]) for child in children]
+
+
+def design_points(sweep: SweepConfig, seed: int) -> list[dict[str, Any]]:
+    """Every design point: the grid's product times the Latin-hypercube samples."""
+    grid_points = [
+        dict(zip(sweep.grid, values, strict=True))
+        for values in itertools.product(*sweep.grid.values())
+    ] or [{}]
+    if not sweep.lhs:
+        return grid_points
+    sampler = qmc.LatinHypercube(d=len(sweep.lhs), seed=np.random.default_rng(seed))
+    lows = [low for low, _ in sweep.lhs.values()]
+    highs = [high for _, high in sweep.lhs.values()]
+    samples = qmc.scale(sampler.random(sweep.samples), lows, highs)
+    lhs_points = [
+        {key: float(value) for key, value in zip(sweep.lhs, row, strict=True)} for row in samples
+    ]
+    return [{**g, **h} for g in grid_points for h in lhs_points]
+
+
+def load_experiment(path: str | Path) -> tuple[ExperimentConfig, dict[str, Any], Path]:
+    """Read and validate an experiment file.
+
+    Returns:
+        The experiment, its base run config as plain data (with ``set`` applied, paths made
+        absolute) and the folder of the experiment file.
+
+    Raises:
+        ConfigError: One line naming the file, the key and the problem.
+    """
+    path = Path(path)
+    origin = str(path)
+    data = read_yaml(path)
+    try:
+        experiment = ExperimentConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(describe_validation_error(err, origin)) from None
+    base_path = (path.resolve().parent / experiment.base).resolve()
+    base = resolve_base(base_path, read_yaml(base_path), (base_path,))
+    rebase_paths(base, base_path.parent)
+    fixed = [f"{key}={_yaml_value(value)}" for key, value in experiment.set.items()]
+    base = apply_overrides(base, fixed, origin)
+    return experiment, base, path.resolve().parent
+
+
+def _yaml_value(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -> list[PlannedRun]:
+    """Expand an experiment into validated runs (every point x every replicate).
+
+    Raises:
+        ConfigError: When a swept value makes an invalid config (names the key and value).
+    """
+    seeds = replicate_seeds(experiment.seed, experiment.replicates)
+    runs = []
+    for point, params in enumerate(design_points(experiment.sweep, experiment.seed)):
+        overrides = [f"{key}={_yaml_value(value)}" for key, value in params.items()]
+        data = apply_overrides(base, overrides, origin)
+        data["name"] = experiment.name
+        for replicate, seed in enumerate(seeds):
+            data = {**data, "seed": seed}
+            try:
+                config = RunConfig.model_validate(data)
+            except ValidationError as err:
+                where = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "base"
+                raise ConfigError(
+                    f"{describe_validation_error(err, origin)} [design point {point}: {where}]"
+                ) from None
+            runs.append(
+                PlannedRun(
+                    run_id=f"p{point:03d}-r{replicate:03d}",
+                    point=point,
+                    replicate=replicate,
+                    seed=seed,
+                    params=params,
+                    config=config.to_yaml_dict(),
+                )
+            )
+    return runs

@@ -1,0 +1,167 @@
+"""Tests for batch experiments: design, seeds, executors, failures, resume, combined outputs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pandas as pd
+import pytest
+
+from simulation.cli import main
+from simulation.config import ConfigError
+from simulation.experiments import (
+    load_experiment,
+    plan_runs,
+    replicate_seeds,
+    run_experiment,
+)
+
+DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+EXPERIMENTS = DEFAULT.parent / "experiments"
+
+
+def write_experiment(folder: Path, body: str = "", *, replicates: int = 2) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "exp.yaml"
+    path.write_text(
+        f"name: tiny\nbase: {DEFAULT}\n"
+        "set: {households.count: 30, years: 3, audit.level: minimal}\n"
+        f"replicates: {replicates}\nseed: 1\n"
+        + (body or "sweep: {grid: {memory.decay_rate: [0.8, 0.95]}}\n"),
+        encoding="utf-8",
+    )
+    return path
+
+
+def state(out: Path) -> dict:
+    return orjson.loads((out / "experiment.json").read_bytes())
+
+
+@pytest.fixture(scope="module")
+def serial_result(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serial")
+    return run_experiment(write_experiment(folder), folder / "out", executor="serial")
+
+
+def test_replicate_seeds_come_from_seed_sequence_and_are_stable():
+    assert replicate_seeds(1, 2) == replicate_seeds(1, 5)[:2]
+    assert len(set(replicate_seeds(1, 50))) == 50
+    assert replicate_seeds(1, 3) != replicate_seeds(2, 3)
+
+
+def test_grid_and_lhs_design(tmp_path):
+    path = write_experiment(
+        tmp_path,
+        "sweep:\n  grid: {memory.decay_rate: [0.8, 0.9, 0.95]}\n"
+        "  lhs: {decision.pmt.beta_tp: [3.0, 8.0], insurance.rate_per_1000: [2.0, 6.0]}\n"
+        "  samples: 4\n",
+        replicates=3,
+    )
+    experiment, base, _ = load_experiment(path)
+    runs = plan_runs(experiment, base, str(path))
+    assert len(runs) == 3 * 4 * 3
+    points = {r.point: r.params for r in runs}
+    assert len(points) == 12
+    for params in points.values():
+        assert 3.0 <= params["decision.pmt.beta_tp"] <= 8.0
+        assert 2.0 <= params["insurance.rate_per_1000"] <= 6.0
+    # Latin hypercube: each of the 4 strata of a range holds exactly one sample per grid value.
+    betas = sorted({p["decision.pmt.beta_tp"] for p in points.values()})
+    assert [int((b - 3.0) / 5.0 * 4) for b in betas] == [0, 1, 2, 3]
+    # The swept values reach each run's config; every point shares the replicate seeds.
+    run = runs[5]
+    assert run.config["decision"]["pmt"]["beta_tp"] == run.params["decision.pmt.beta_tp"]
+    assert {r.seed for r in runs if r.point == 0} == {r.seed for r in runs if r.point == 7}
+    again, _, _ = load_experiment(path)
+    assert [r.params for r in plan_runs(again, base, str(path))] == [r.params for r in runs]
+
+
+def test_serial_batch_writes_runs_state_and_parquet(serial_result):
+    out = serial_result.out_dir
+    records = state(out)["runs"]
+    assert [r["run_id"] for r in records] == ["p000-r000", "p000-r001", "p001-r000", "p001-r001"]
+    assert all(r["status"] == "complete" and r["error"] is None for r in records)
+    assert {r["params"]["memory.decay_rate"] for r in records} == {0.8, 0.95}
+    for record in records:
+        manifest = orjson.loads((out / record["run_dir"] / "manifest.json").read_bytes())
+        assert manifest["seed"] == record["seed"]
+        assert manifest["run_id"] == record["run_id"]
+    frame = pd.read_parquet(out / "model_years.parquet")
+    assert len(frame) == 4 * 3
+    assert list(frame.columns[:5]) == ["run_id", "point", "replicate", "seed", "memory.decay_rate"]
+    assert {"year", "insured_share", "mean_tp"} <= set(frame.columns)
+    assert serial_result.failed == 0
+
+
+@pytest.mark.parametrize("kind", ["process", "dask"])
+def test_results_identical_whichever_executor_ran_them(serial_result, tmp_path, kind):
+    path = write_experiment(tmp_path)
+    result = run_experiment(path, tmp_path / "out", executor=kind, workers=2)
+    assert result.failed == 0
+    expected = pd.read_parquet(serial_result.out_dir / "model_years.parquet")
+    got = pd.read_parquet(result.out_dir / "model_years.parquet")
+    pd.testing.assert_frame_equal(got, expected)
+    for record in state(result.out_dir)["runs"]:
+        run_dir = record["run_dir"]
+        assert (result.out_dir / run_dir / "model_years.csv").read_bytes() == (
+            serial_result.out_dir / run_dir / "model_years.csv"
+        ).read_bytes()
+
+
+def test_failed_runs_are_recorded_and_resume_reruns_only_them(tmp_path, capsys):
+    path = write_experiment(
+        tmp_path, "sweep: {grid: {households.table: [null, missing.csv]}}\n", replicates=2
+    )
+    code = main(
+        ["batch", str(path), "--out", str(tmp_path / "out"), "--executor", "serial", "--quiet"]
+    )
+    captured = capsys.readouterr()
+    assert code == 1
+    records = state(tmp_path / "out")["runs"]
+    assert [r["status"] for r in records] == ["complete", "complete", "failed", "failed"]
+    assert "missing.csv" in records[2]["error"]
+    assert "failed p001-r000" in captured.err
+    pd.read_parquet(tmp_path / "out" / "model_years.parquet")  # the complete runs are combined
+    # Fix the input, then resume: complete runs are kept, failed ones rerun.
+    shutil.copy(Path(__file__).parent / "data" / "households_small.csv", tmp_path / "missing.csv")
+    first = (tmp_path / "out" / "runs" / "p000-r000" / "manifest.json").read_bytes()
+    result = run_experiment(path, tmp_path / "out", executor="serial", resume=True)
+    assert result.skipped == 2
+    assert result.failed == 0
+    assert (tmp_path / "out" / "runs" / "p000-r000" / "manifest.json").read_bytes() == first
+    assert len(pd.read_parquet(tmp_path / "out" / "model_years.parquet")) == 4 * 3
+
+
+def test_resume_reruns_missing_run_directories(serial_result, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(serial_result.out_dir, out)
+    shutil.rmtree(out / "runs" / "p001-r000")
+    path = write_experiment(tmp_path)
+    result = run_experiment(path, out, executor="serial", resume=True)
+    assert result.skipped == 3
+    assert (out / "runs" / "p001-r000" / "manifest.json").exists()
+
+
+def test_invalid_experiments_fail_before_running(tmp_path, capsys):
+    bad_key = write_experiment(tmp_path / "a", "sweep: {grid: {memory.decay_rat: [0.9]}}\n")
+    with pytest.raises(ConfigError, match=r"exp\.yaml: memory\.decay_rat: unknown key"):
+        plan_runs(*load_experiment(bad_key)[:2], str(bad_key))
+    bad_value = write_experiment(tmp_path / "b", "sweep: {grid: {memory.decay_rate: [0.9, 1.5]}}\n")
+    code = main(["batch", str(bad_value), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "memory.decay_rate" in err
+    assert "1.5" in err
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "exp.yaml").write_text("name: x\nbase: d.yaml\nreplicates: 0\n")
+    assert main(["validate", str(tmp_path / "c" / "exp.yaml")]) == 2
+    assert "replicates" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["decay_sweep", "subsidy_sweep", "premium_policy"])
+def test_shipped_experiments_validate(name, capsys):
+    assert main(["validate", str(EXPERIMENTS / f"{name}.yaml")]) == 0
+    assert "ok (experiment" in capsys.readouterr().out
