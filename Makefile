@@ -30,6 +30,7 @@ format: $(STAMP)
 
 bench: $(STAMP)  ## Throughput benchmarks (not part of the test suite)
 	$(BIN)/python benchmarks/bench_memory.py
+	$(BIN)/python benchmarks/bench_batch.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -2,7 +2,10 @@
 
 Subcommands:
     run           Run a simulation from a YAML config and write its run directory.
-    validate      Check a config (and every file it refers to) without running it.
+    batch         Run a batch experiment (sweeps x replicates) serially, in processes or on Dask.
+    validate      Check a run config or experiment file without running it.
+    audit         Rebuild a household's memory from the audit trail; check a run's integrity.
+    report        Write PNG figures and an index.html for a run.
     memory-demo   Walk one household's memory through a few flood years and print it.
 
 Bad input (YAML syntax, unknown keys, wrong types, out-of-range values, broken curves or
@@ -17,6 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulation.agents.population import PopulationError
+from simulation.analysis import commands as analysis_commands
+from simulation.analysis.report import ReportError
+from simulation.audit import commands as audit_commands
+from simulation.audit.readers import AuditReadError
 from simulation.config import ConfigError
 from simulation.hazard import HazardError
 from simulation.memory import CognitiveMemory, ReflectionSettings
@@ -32,7 +39,15 @@ __all__ = ["main"]
 #: Exit code for bad input.
 EXIT_BAD_INPUT = 2
 #: Errors that mean "the input is wrong"; each message names the file and the key.
-INPUT_ERRORS = (ConfigError, HazardError, PopulationError, RegistryError, TemplateError)
+INPUT_ERRORS = (
+    AuditReadError,
+    ConfigError,
+    HazardError,
+    PopulationError,
+    RegistryError,
+    ReportError,
+    TemplateError,
+)
 
 _SUMMARY_COLUMNS = {
     "year": "year",
@@ -79,9 +94,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from simulation.config import load_config  # noqa: PLC0415
+    from simulation.config import load_config, read_yaml  # noqa: PLC0415
+    from simulation.experiments import is_experiment, load_experiment, plan_runs  # noqa: PLC0415
     from simulation.runner import build_model  # noqa: PLC0415
 
+    if is_experiment(read_yaml(Path(args.config))):
+        experiment, base, _ = load_experiment(args.config)
+        runs = plan_runs(experiment, base, args.config)
+        points = len(runs) // experiment.replicates
+        print(
+            f"{args.config}: ok (experiment {experiment.name}: {len(runs)} runs = {points} "
+            f"design points x {experiment.replicates} replicates, "
+            f"executor {experiment.executor.kind})"
+        )
+        return 0
     config, base_dir = load_config(args.config, args.set)
     model = build_model(config, base_dir, args.config)
     print(
@@ -89,6 +115,30 @@ def _validate(args: argparse.Namespace) -> int:
         f"hazard {config.hazard.source}, decisions {config.decision.policy})"
     )
     return 0
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from simulation.experiments import run_experiment  # noqa: PLC0415
+
+    result = run_experiment(
+        args.experiment,
+        args.out,
+        executor=args.executor,
+        workers=args.workers,
+        address=args.address,
+        resume=args.resume,
+        progress=False if args.quiet else None,
+    )
+    done = sum(r["status"] == "complete" for r in result.runs)
+    print(
+        f"floodsim: {done} of {len(result.runs)} runs complete ({result.skipped} kept from an "
+        f"earlier attempt), {result.failed} failed"
+    )
+    for record in result.runs:
+        if record["status"] == "failed":
+            print(f"  failed {record['run_id']}: {record['error']}", file=sys.stderr)
+    print(result.out_dir)
+    return 1 if result.failed else 0
 
 
 def _memory_demo(_: argparse.Namespace) -> int:
@@ -137,10 +187,29 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="print only the run directory")
     run.set_defaults(func=_run)
 
-    validate = commands.add_parser("validate", help="check a config without running it")
-    validate.add_argument("config", help="run config (YAML)")
+    validate = commands.add_parser(
+        "validate", help="check a run config or experiment file without running it"
+    )
+    validate.add_argument("config", help="run config or experiment file (YAML)")
     validate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     validate.set_defaults(func=_validate)
+
+    batch = commands.add_parser("batch", help="run a batch experiment (sweeps x replicates)")
+    batch.add_argument("experiment", help="experiment file (YAML)")
+    batch.add_argument(
+        "--executor", choices=["serial", "process", "dask"], help="override the file's executor"
+    )
+    batch.add_argument("--workers", type=int, help="processes or local Dask workers")
+    batch.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786")
+    batch.add_argument("--out", help="output folder (default outputs/<experiment name>)")
+    batch.add_argument(
+        "--resume", action="store_true", help="keep complete runs; rerun failed or missing ones"
+    )
+    batch.add_argument("--quiet", action="store_true", help="no progress bar")
+    batch.set_defaults(func=_batch)
+
+    audit_commands.register(commands)
+    analysis_commands.register(commands)
 
     demo = commands.add_parser("memory-demo", help="walk one household's memory through floods")
     demo.set_defaults(func=_memory_demo)

@@ -97,7 +97,11 @@ def test_traces_reference_retrieved_ids_that_exist(standard_run):
         assert set(trace["memory"]["retrieved"]) <= written
         assert trace["memory"]["retrieved"] == call["tool_invocation"]["result"]
         assert trace["memory_update"]["id"] in written
-        assert call["tool_invocation"]["parameters"] == {"top_k": 5, "current_year": trace["year"]}
+        top_k = standard_run.model.config.memory.retrieval.top_k
+        assert call["tool_invocation"]["parameters"] == {
+            "top_k": top_k,
+            "current_year": trace["year"],
+        }
 
 
 def test_full_level_adds_snapshots_and_explanations(full_run):
