@@ -25,6 +25,7 @@ from simulation.analysis.report import ReportError
 from simulation.audit import commands as audit_commands
 from simulation.audit.readers import AuditReadError
 from simulation.config import ConfigError
+from simulation.decisions.llm import CacheMiss
 from simulation.hazard import HazardError
 from simulation.memory import CognitiveMemory, ReflectionSettings
 from simulation.skills import RegistryError, TemplateError
@@ -41,6 +42,7 @@ EXIT_BAD_INPUT = 2
 #: Errors that mean "the input is wrong"; each message names the file and the key.
 INPUT_ERRORS = (
     AuditReadError,
+    CacheMiss,
     ConfigError,
     HazardError,
     PopulationError,

@@ -44,6 +44,7 @@ __all__ = [
     "HazardConfig",
     "InsuranceConfig",
     "InsurerConfig",
+    "LLMConfig",
     "MemoryConfig",
     "RunConfig",
     "Section",
@@ -380,11 +381,67 @@ class SocialConfig(Section):
     observe: bool = Field(True, description="Write neighbour-adaptation memories.")
 
 
+class LLMConfig(Section):
+    """A language model deciding for households (``decision.llm:``).
+
+    Any OpenAI-compatible chat-completions endpoint works: Ollama (``/v1``), vLLM, a llama.cpp
+    server, hosted APIs. The API key is read from the environment variable named here and is
+    never written to any output.
+    """
+
+    base_url: str = Field(
+        "http://localhost:11434/v1", description="Endpoint root (the part before /chat/...)."
+    )
+    model: str = Field("gemma3:4b", min_length=1, description="Model name the endpoint serves.")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="Environment variable holding the API key (unset: no key is sent).",
+    )
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature.")
+    seed: int | None = Field(
+        None, description="Sampling seed sent to the endpoint (null: the run's seed)."
+    )
+    max_tokens: int = Field(400, ge=16, description="Reply length limit.")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout, seconds.")
+    retries: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="Extra attempts: for transport faults (with backoff) and, separately, for "
+        "replies that fail validation (the errors are fed back to the model).",
+    )
+    max_concurrency: int = Field(16, ge=1, description="Requests in flight at once.")
+    mode: Literal["live", "record", "replay"] = Field(
+        "live",
+        description="live: call the endpoint; record: call and store every reply in `cache`; "
+        "replay: answer only from `cache` (a miss stops the run) - reproduces a recorded run.",
+    )
+    cache: str = Field(
+        "llm_cache.sqlite", description="SQLite reply cache (relative to the config file)."
+    )
+    prompt: str | None = Field(
+        None,
+        description="Prompt template file (relative to the config file; null: the shipped "
+        "simulation/decisions/llm/household_prompt.txt).",
+    )
+
+
 class DecisionConfig(Section):
     """How households decide (``decision:``)."""
 
-    policy: Literal["pmt"] = Field("pmt", description="pmt: Protection Motivation Theory.")
+    policy: Literal["pmt", "llm"] = Field(
+        "pmt",
+        description="pmt: Protection Motivation Theory; llm: a language model decides for a "
+        "share `llm_share` of households and PMT for the rest.",
+    )
+    llm_share: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="policy llm: share of households (drawn once from the seed) that use it.",
+    )
     pmt: PMTConfig = Field(default_factory=PMTConfig, description="PMT coefficients.")
+    llm: LLMConfig = Field(default_factory=LLMConfig, description="Language-model settings.")
 
 
 class AuditConfig(Section):

@@ -39,21 +39,24 @@ from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import PopulationError, build_population
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError
+from simulation.decisions.llm import LLMConfigError, LLMPolicy, LLMRequest
 from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import HazardError, Sites, compute_damage, load_curves
 from simulation.memory import CognitiveMemory
-from simulation.skills import RegistryError, SkillRegistry
+from simulation.skills import RegistryError, SkillRegistry, Validation
 from simulation.skills.templates import render
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from mesa.agent import AgentSet
+
     from simulation.agents.state import HouseholdState
     from simulation.audit.writer import AuditWriter
     from simulation.config import EventTemplate, RunConfig
-    from simulation.decisions import Proposal
+    from simulation.decisions import Option, Proposal
+    from simulation.decisions.llm import LLMOutcome
     from simulation.memory import ScoredMemory, WriteResult
-    from simulation.skills.registry import Validation
 
 __all__ = ["METRIC_COLUMNS", "Decision", "FloodAdaptationModel", "HouseholdAgent"]
 
@@ -94,6 +97,18 @@ _ADOPTION_PHRASES = {
 
 
 @dataclass(slots=True)
+class _Gathered:
+    """What a decision is made from: retrieved memories, priced options, context."""
+
+    year: int
+    retrieved: list[ScoredMemory]
+    costs: dict[str, float]
+    options: list[Option]
+    context: dict[str, Any]
+    before: dict[str, Any] | None
+
+
+@dataclass(slots=True)
 class Decision:
     """One household's decision in one year, kept for metrics and the audit trail."""
 
@@ -105,6 +120,8 @@ class Decision:
     state_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     memory_update: WriteResult | None = None
     cost: float = 0.0
+    retries: int = 0
+    via_llm: bool = False
 
 
 class HouseholdAgent(CellAgent):
@@ -124,6 +141,7 @@ class HouseholdAgent(CellAgent):
         self.adopted_last_year: str | None = None  # what neighbours can observe this year
         self.adopted_this_year: str | None = None
         self.last_decision: Decision | None = None
+        self.uses_llm = False
 
     @property
     def active(self) -> bool:
@@ -151,10 +169,16 @@ class FloodAdaptationModel(mesa.Model):
     def __init__(self, config: RunConfig, base_dir: Path, origin: str = "config"):
         super().__init__(seed=config.seed)
         self.config = config
-        streams = np.random.SeedSequence(config.seed).spawn(4)
-        self.population_rng, self.hazard_rng, self.claims_rng, self.decision_rng = (
-            np.random.default_rng(s) for s in streams
-        )
+        # Spawned children do not depend on how many are spawned: adding a stream later
+        # leaves the existing ones (and so earlier results) unchanged.
+        streams = np.random.SeedSequence(config.seed).spawn(5)
+        (
+            self.population_rng,
+            self.hazard_rng,
+            self.claims_rng,
+            self.decision_rng,
+            self.assignment_rng,
+        ) = (np.random.default_rng(s) for s in streams)
         try:
             self.registry = SkillRegistry.load(base_dir / config.registry)
         except RegistryError as err:
@@ -168,6 +192,14 @@ class FloodAdaptationModel(mesa.Model):
         except HazardError as err:
             raise ConfigError(f"{origin}: hazard: {err}") from None
         self.policy = PMTPolicy(config.decision.pmt)
+        self.llm: LLMPolicy | None = None
+        if config.decision.policy == "llm":
+            try:
+                self.llm = LLMPolicy(config.decision.llm, base_dir, config.seed, self.registry)
+            except LLMConfigError as err:
+                raise ConfigError(f"{origin}: {err}") from None
+        self._pending: dict[HouseholdAgent, _Gathered] = {}
+        self._llm_outcomes: dict[HouseholdAgent, LLMOutcome] = {}
         self.government = Government(self, config.government)
         self.insurer = Insurer(self, config.insurer, config.insurance.rate_per_1000)
         self._retrieve_tool = self.registry.memory_tools["retrieve_memory"]
@@ -193,6 +225,10 @@ class FloodAdaptationModel(mesa.Model):
                 memory.add_seed(seed.content, seed.importance, seed.year, seed.tags)
             self.households.append(HouseholdAgent(self, state, memory))
         self._place(population.grid_shape, population.cells)
+        if self.llm is not None:
+            draws = self.assignment_rng.random(len(self.households))
+            for household, draw in zip(self.households, draws, strict=True):
+                household.uses_llm = bool(draw < config.decision.llm_share)
 
         self.audit: AuditWriter | None = None
         self.year_stats: dict[str, float] = {}
@@ -257,7 +293,11 @@ class FloodAdaptationModel(mesa.Model):
         tps: list[float] = []
         self._tps = tps
         self._premiums_collected = 0.0
-        self.agents_by_type[HouseholdAgent].select(lambda h: h.active).shuffle_do("decide", year)
+        active_set = self.agents_by_type[HouseholdAgent].select(lambda h: h.active)
+        if self.llm is None:
+            active_set.shuffle_do("decide", year)
+        else:
+            self._decide_with_llm(active_set.shuffle())
 
         for household in active:
             report = household.memory.end_year(year)
@@ -429,13 +469,28 @@ class FloodAdaptationModel(mesa.Model):
 
     def decide_for(self, household: HouseholdAgent, year: int) -> Decision:
         """Step 7 for one household; see :meth:`HouseholdAgent.decide`."""
+        gathered = self._pending.pop(household, None) or self._gather(household, year)
+        outcome = self._llm_outcomes.pop(household, None)
+        if outcome is None:
+            proposal = self.policy.decide(
+                household.state,
+                gathered.retrieved,
+                gathered.options,
+                gathered.context,
+                self.decision_rng,
+            )
+        else:
+            proposal = outcome.proposal
+        return self._finish(household, gathered, proposal, outcome)
+
+    def _gather(self, household: HouseholdAgent, year: int) -> _Gathered:
+        """Invoke the retrieve_memory tool and price the options (logged when audited)."""
         state, memory = household.state, household.memory
         top_k = self.config.memory.retrieval.top_k
         retrieved = memory.retrieve_scored(top_k=top_k, current_year=year)
         audit = self.audit
-        traced = audit is not None and audit.audits(state.agent_id)
         before = None
-        if traced:
+        if audit is not None and audit.audits(state.agent_id):
             audit.tool_invocation(state.agent_id, {"top_k": top_k, "current_year": year}, retrieved)
             if audit.level == "full":
                 before = dynamic_state(state)
@@ -448,20 +503,73 @@ class FloodAdaptationModel(mesa.Model):
             "subsidy_share": self.government.subsidy_share,
             "premium_rate": self.insurer.rate,
         }
-        proposal = self.policy.decide(state, retrieved, options, context, self.decision_rng)
+        return _Gathered(year, retrieved, costs, options, context, before)
+
+    def _finish(
+        self,
+        household: HouseholdAgent,
+        gathered: _Gathered,
+        proposal: Proposal,
+        outcome: LLMOutcome | None,
+    ) -> Decision:
+        """Validate (again, with current costs), execute, remember and log one decision."""
+        state, memory, year = household.state, household.memory, gathered.year
+        costs = self.costs_for(state)  # earlier households may have used the subsidy budget
         validation = self.registry.check(proposal.skill_id, state, costs.get(proposal.skill_id, 0))
         skill_id = proposal.skill_id if validation.valid else self.registry.default_skill
         if not validation.valid:
             self.year_stats["invalid_proposals"] += 1
-        decision = Decision(year, proposal, skill_id, validation, retrieved, cost=costs[skill_id])
+        if outcome is not None:
+            validation = Validation.of(
+                (*outcome.errors, *validation.errors), (*outcome.warnings, *validation.warnings)
+            )
+            if outcome.fallback:
+                self.year_stats["invalid_proposals"] += 1
+        decision = Decision(
+            year,
+            proposal,
+            skill_id,
+            validation,
+            gathered.retrieved,
+            cost=costs[skill_id],
+            retries=outcome.retries if outcome is not None else 0,
+            via_llm=outcome is not None,
+        )
         self._execute(household, decision, costs)
         household.last_decision = decision
-        if traced:
-            audit.trace(state.agent_id, decision, before, state, memory)
+        audit = self.audit
+        if audit is not None and audit.audits(state.agent_id):
+            audit.trace(state.agent_id, decision, gathered.before, state, memory)
+            if outcome is not None:
+                audit.llm_calls(state.agent_id, outcome.calls)
         tp = proposal.constructs.get("TP")
         if tp is not None:
             self._tps.append(tp.value)
         return decision
+
+    def _decide_with_llm(self, order: AgentSet) -> None:
+        """Gather every LLM household, decide them concurrently, then finish all in order."""
+        year = self.steps
+        requests, households = [], []
+        for household in order:
+            if household.uses_llm:
+                gathered = self._gather(household, year)
+                self._pending[household] = gathered
+                households.append(household)
+                requests.append(
+                    LLMRequest(
+                        household.state.agent_id,
+                        year,
+                        household.state,
+                        gathered.retrieved,
+                        gathered.options,
+                        gathered.costs,
+                        gathered.context,
+                    )
+                )
+        outcomes = self.llm.decide_all(requests) if requests else []
+        self._llm_outcomes = dict(zip(households, outcomes, strict=True))
+        order.do("decide", year)
 
     def _execute(
         self, household: HouseholdAgent, decision: Decision, costs: dict[str, float]

@@ -177,7 +177,9 @@ def _run_into(
     started = datetime.now(UTC)
     writer = None
     if config.audit.level != "off":
-        writer = AuditWriter(partial, run_id, config.audit, config.seed)
+        writer = AuditWriter(
+            partial, run_id, config.audit, config.seed, llm=config.decision.policy == "llm"
+        )
         model.attach_audit(writer)
     clock = time.perf_counter()
     for _ in tqdm(
@@ -191,6 +193,8 @@ def _run_into(
     elapsed = time.perf_counter() - clock
     metrics = model.metrics()
     audit = writer.close() if writer is not None else {"level": "off", "streams": {}}
+    if model.llm is not None:
+        model.llm.close()
 
     (partial / "config.resolved.yaml").write_text(
         yaml.safe_dump(config.to_yaml_dict(), sort_keys=False), encoding="utf-8"

@@ -11,15 +11,28 @@ from importlib.resources import files
 
 import orjson
 
-from simulation.audit.writer import DYNAMIC_FIELDS, SCHEMA_VERSION, STREAMS, AuditWriter
+from simulation.audit.writer import (
+    DYNAMIC_FIELDS,
+    LLM_STREAM,
+    SCHEMA_VERSION,
+    STREAMS,
+    AuditWriter,
+)
 
-__all__ = ["DYNAMIC_FIELDS", "SCHEMA_VERSION", "STREAMS", "AuditWriter", "load_schema"]
+__all__ = [
+    "DYNAMIC_FIELDS",
+    "LLM_STREAM",
+    "SCHEMA_VERSION",
+    "STREAMS",
+    "AuditWriter",
+    "load_schema",
+]
 
 
 def load_schema(stream: str) -> dict:
     """The JSON Schema of ``stream`` (one of :data:`STREAMS`), shipped with the package."""
-    if stream not in STREAMS:
-        msg = f"unknown stream {stream!r}; expected one of {STREAMS}"
+    if stream not in (*STREAMS, LLM_STREAM):
+        msg = f"unknown stream {stream!r}; expected one of {(*STREAMS, LLM_STREAM)}"
         raise ValueError(msg)
     return orjson.loads(
         files("simulation.audit").joinpath("schemas", f"{stream}.schema.json").read_bytes()

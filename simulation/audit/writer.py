@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DYNAMIC_FIELDS",
+    "LLM_STREAM",
     "SCHEMA_VERSION",
     "STREAMS",
     "AuditWriter",
@@ -46,6 +47,8 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 STREAMS = ("household_traces", "memory_updates", "consolidation", "tool_invocations")
+#: Written besides :data:`STREAMS` when households decide with a language model.
+LLM_STREAM = "llm_calls"
 #: Streams each level writes.
 _LEVEL_STREAMS = {
     "full": STREAMS,
@@ -137,24 +140,31 @@ class AuditWriter:
         run_id: Id written on every line.
         config: The ``audit:`` section.
         seed: The run's seed (household sampling is a hash of seed and agent id).
+        llm: Whether households decide with a language model (adds ``llm_calls.jsonl``).
     """
 
-    def __init__(self, run_dir: Path, run_id: str, config: AuditConfig, seed: int):
+    def __init__(
+        self, run_dir: Path, run_id: str, config: AuditConfig, seed: int, *, llm: bool = False
+    ):
         self.config = config
         self.level = config.level
         self.run_id = run_id
         self._seed = seed
         suffix = ".jsonl.gz" if config.gzip else ".jsonl"
+        names = _LEVEL_STREAMS[self.level]
+        if llm and self.level != "off":
+            names = (*names, LLM_STREAM)
         self._streams = {
             name: _Stream(
                 run_dir / f"{name}{suffix}", compress=config.gzip, limit=config.buffer_bytes
             )
-            for name in _LEVEL_STREAMS[self.level]
+            for name in names
         }
         self.traces = self._streams.get("household_traces")
         self.updates = self._streams.get("memory_updates")
         self.consolidations = self._streams.get("consolidation")
         self.tools = self._streams.get("tool_invocations")
+        self.llm = self._streams.get(LLM_STREAM)
         self.full = self.level == "full"
         sample = config.sample
         self._ids = frozenset(sample) if isinstance(sample, list) else None
@@ -319,30 +329,41 @@ class AuditWriter:
                 )
         record["reasoning"] = reasoning
         record["action"] = action
-        if full or validation.errors or validation.warnings:
+        if full or validation.errors or validation.warnings or decision.via_llm:
             record["validation"] = {
                 "valid": validation.valid,
                 "errors": list(validation.errors),
                 "warnings": list(validation.warnings),
             }
+            if decision.via_llm:
+                record["validation"]["retries"] = decision.retries
         else:
             record["validation"] = {"valid": validation.valid}
         if self.level == "standard":
             if decision.state_changes:
                 record["state_after"] = {k: new for k, (_, new) in decision.state_changes.items()}
         elif full:
-            record["state_after"] = dynamic_state(state)
-            mem = record["memory"]
-            mem["retrieved_from"] = [h.source for h in decision.retrieved]
-            mem["retrieved_content"] = [h.item.content for h in decision.retrieved]
-            mem["working_items"] = [_snapshot(i) for i in memory.working]
-            mem["episodic_items"] = [_snapshot(i) for i in memory.episodic]
-            reasoning["justification"] = proposal.justification
-            if proposal.probabilities is not None:
-                reasoning["probabilities"] = {
-                    k: round(v, 6) for k, v in proposal.probabilities.items()
-                }
+            _add_full_details(record, decision, state, memory)
         self.traces.write(record)
+
+    def llm_calls(self, agent_id: str, calls: list[Any]) -> None:
+        """Log each chat request of one household's decision (no prompt text, no key)."""
+        if self.llm is None or not self.audits(agent_id):
+            return
+        for call in calls:
+            record = {
+                **self._head(agent_id),
+                "attempt": call.attempt,
+                "request_hash": call.request_hash,
+                "status": call.status,
+                "cached": call.cached,
+                "transport_attempts": call.transport_attempts,
+                "prompt_tokens": call.prompt_tokens,
+                "completion_tokens": call.completion_tokens,
+            }
+            if self._stamp is not None:  # latency is wall-clock time, like the stamp
+                record["latency_s"] = round(call.latency_s, 4)
+            self.llm.write(record)
 
     # ------------------------------------------------------------------ closing
     def flush(self) -> None:
@@ -365,6 +386,22 @@ class AuditWriter:
                 for name, stream in self._streams.items()
             },
         }
+
+
+def _add_full_details(
+    record: dict[str, Any], decision: Decision, state: HouseholdState, memory: CognitiveMemory
+) -> None:
+    """What the ``full`` level adds to a trace: snapshots, contents, reasons, probabilities."""
+    proposal, reasoning, hits = decision.proposal, record["reasoning"], decision.retrieved
+    record["state_after"] = dynamic_state(state)
+    mem = record["memory"]
+    mem["retrieved_from"] = [h.source for h in hits]
+    mem["retrieved_content"] = [h.item.content for h in hits]
+    mem["working_items"] = [_snapshot(i) for i in memory.working]
+    mem["episodic_items"] = [_snapshot(i) for i in memory.episodic]
+    reasoning["justification"] = proposal.justification
+    if proposal.probabilities is not None:
+        reasoning["probabilities"] = {k: round(v, 6) for k, v in proposal.probabilities.items()}
 
 
 def _snapshot(item: MemoryItem) -> dict[str, Any]:

@@ -1,0 +1,369 @@
+"""The ``llm`` decision policy: a language model decides, the skill registry governs.
+
+For every household that uses it, the model builds a prompt from the household's state, the
+memories it retrieved and the skills it may choose (with this year's costs). All of a year's
+requests run concurrently (bounded by ``max_concurrency``) on one asyncio event loop; the model
+then applies the results in its deterministic household order.
+
+Governance: every reply is parsed tolerantly and validated by the registry (eligibility,
+preconditions, affordability). Validation errors are fed back to the model for up to
+``retries`` more attempts; after that, or when the endpoint fails for good, the household takes
+the registry's default skill and the failure is recorded. Every request and reply goes through a
+content-addressed SQLite cache, so ``mode: replay`` reproduces a recorded run without the
+endpoint; a reply missing from the cache stops a replay (it would silently diverge otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from simulation.decisions.base import Construct, Proposal
+from simulation.decisions.llm.cache import CacheMiss, CachingChatClient, ResponseCache
+from simulation.decisions.llm.client import ChatClient, ChatError, ChatSettings
+from simulation.decisions.llm.parsing import ReplyFormatError, parse_reply
+from simulation.skills.templates import TemplateError, render, template_fields
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from simulation.agents.state import HouseholdState
+    from simulation.config import LLMConfig
+    from simulation.decisions.base import Option
+    from simulation.memory import ScoredMemory
+    from simulation.skills import SkillRegistry
+
+__all__ = [
+    "LEVEL_VALUES",
+    "PROMPT_FIELDS",
+    "CallRecord",
+    "LLMConfigError",
+    "LLMOutcome",
+    "LLMPolicy",
+    "LLMRequest",
+]
+
+#: Appraisal value recorded for each level the model states (the middle of its fifth).
+LEVEL_VALUES = {"VL": 0.1, "L": 0.3, "M": 0.5, "H": 0.7, "VH": 0.9}
+#: Placeholders a prompt template may use.
+PROMPT_FIELDS = frozenset(
+    {
+        "agent_id",
+        "year",
+        "tenure",
+        "tenure_phrase",
+        "income",
+        "flood_zone",
+        "zone_phrase",
+        "insurance_phrase",
+        "elevated_phrase",
+        "cumulative_damage",
+        "claims_paid",
+        "claims_denied",
+        "subsidy_share",
+        "premium_rate",
+        "memories",
+        "skills",
+    }
+)
+_SYSTEM = (
+    "You simulate one household in a flood-risk study. Stay in character, use only the facts "
+    "given, and answer with a single JSON object."
+)
+
+
+class LLMConfigError(ValueError):
+    """Unusable LLM settings: a prompt file or placeholder, a missing replay cache."""
+
+
+@dataclass(slots=True)
+class LLMRequest:
+    """What one household's decision needs: its state, memories, options and costs."""
+
+    agent_id: str
+    year: int
+    state: HouseholdState
+    memories: Sequence[ScoredMemory]
+    options: Sequence[Option]
+    costs: dict[str, float]
+    context: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One chat request as ``llm_calls.jsonl`` records it."""
+
+    agent_id: str
+    attempt: int
+    request_hash: str
+    status: str
+    latency_s: float
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached: bool
+    transport_attempts: int
+
+
+@dataclass(slots=True)
+class LLMOutcome:
+    """The governed result of one household's LLM decision."""
+
+    proposal: Proposal
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    retries: int = 0
+    fallback: bool = False
+    calls: list[CallRecord] = field(default_factory=list)
+
+
+class LLMPolicy:
+    """Decides for many households at once through an OpenAI-compatible endpoint.
+
+    Args:
+        config: The ``decision.llm`` section.
+        base_dir: Folder the config's relative paths refer to.
+        run_seed: The run's seed (the sampling seed when ``config.seed`` is null).
+        registry: The skill registry that validates proposals.
+
+    Raises:
+        LLMConfigError: For a missing prompt file or an unknown placeholder in it.
+    """
+
+    def __init__(self, config: LLMConfig, base_dir: Path, run_seed: int, registry: SkillRegistry):
+        self.config = config
+        self.registry = registry
+        self.template = _load_prompt(config, base_dir)
+        self.settings = ChatSettings(
+            config.model,
+            temperature=config.temperature,
+            seed=run_seed if config.seed is None else config.seed,
+            max_tokens=config.max_tokens,
+        )
+        self._cache_path = base_dir / config.cache
+        if config.mode == "replay" and not self._cache_path.exists():
+            msg = (
+                f"decision.llm.cache: {self._cache_path} not found; record the run first "
+                "(decision.llm.mode: record) or point `cache` at a recorded cache"
+            )
+            raise LLMConfigError(msg)
+        self._runner: asyncio.Runner | None = None
+        self._client: CachingChatClient | ChatClient | None = None
+        self._cache: ResponseCache | None = None
+
+    # ------------------------------------------------------------------ prompts
+    def messages(self, request: LLMRequest) -> list[dict[str, str]]:
+        """The chat messages of ``request`` (system instructions and the household prompt)."""
+        state = request.state
+        owner = state.tenure == "owner"
+        memories = "\n".join(f"- {m.item.content}" for m in request.memories)
+        skills = "\n".join(
+            f"- {o.skill_id}: {o.description} (cost this year: ${o.cost:,.0f})"
+            for o in request.options
+        )
+        values = {
+            "agent_id": state.agent_id,
+            "year": request.year,
+            "tenure": state.tenure,
+            "tenure_phrase": "own your home" if owner else "rent your home",
+            "income": state.income,
+            "flood_zone": state.flood_zone,
+            "zone_phrase": "the mapped 100-year floodplain"
+            if state.flood_zone.startswith(("A", "V"))
+            else "outside the mapped 100-year floodplain",
+            "insurance_phrase": "you hold a policy this year"
+            if state.insured
+            else "you have no policy",
+            "elevated_phrase": "elevated" if state.elevated else "not elevated",
+            "cumulative_damage": state.cumulative_damage,
+            "claims_paid": state.claims_paid,
+            "claims_denied": state.claims_denied,
+            "subsidy_share": request.context.get("subsidy_share", 0.0),
+            "premium_rate": request.context.get("premium_rate", 0.0),
+            "memories": memories or "- (no relevant memories)",
+            "skills": skills,
+        }
+        return [
+            {"role": "system", "content": _SYSTEM},
+            {"role": "user", "content": render(self.template, values)},
+        ]
+
+    # ---------------------------------------------------------------- deciding
+    def decide_all(self, requests: Sequence[LLMRequest]) -> list[LLMOutcome]:
+        """Decide every request concurrently; outcomes come back in the requests' order.
+
+        Raises:
+            CacheMiss: In replay mode, for a request the cache does not hold.
+        """
+        if not requests:
+            return []
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        return self._runner.run(self._decide_all(list(requests)))
+
+    async def _decide_all(self, requests: list[LLMRequest]) -> list[LLMOutcome]:
+        client = self._ensure_client()
+        limit = asyncio.Semaphore(self.config.max_concurrency)
+
+        async def bounded(request: LLMRequest) -> LLMOutcome:
+            async with limit:
+                return await self._decide_one(client, request)
+
+        try:
+            return list(await asyncio.gather(*(bounded(r) for r in requests)))
+        finally:
+            await client.aclose()  # a fresh connection pool next year, on the same loop
+
+    def _ensure_client(self) -> CachingChatClient | ChatClient:
+        if self._client is None:
+            cfg = self.config
+            replay = cfg.mode == "replay"
+            http = None
+            if not replay:
+                http = ChatClient(
+                    cfg.base_url,
+                    cfg.model,
+                    api_key=os.environ.get(cfg.api_key_env) or None,
+                    timeout_s=cfg.timeout_s,
+                    temperature=self.settings.temperature,
+                    seed=self.settings.seed,
+                    max_tokens=cfg.max_tokens,
+                    retries=cfg.retries,
+                )
+            if cfg.mode == "live":
+                self._client = http  # nothing is stored, so no cache file is created
+            else:
+                self._cache = ResponseCache(self._cache_path, read_only=replay)
+                self._client = CachingChatClient(
+                    http, self._cache, cfg.mode, settings=self.settings
+                )
+        return self._client
+
+    async def _decide_one(
+        self, client: CachingChatClient | ChatClient, request: LLMRequest
+    ) -> LLMOutcome:
+        messages = self.messages(request)
+        allowed = [o.skill_id for o in request.options]
+        outcome = LLMOutcome(Proposal(self.registry.default_skill))
+        for attempt in range(self.config.retries + 1):
+            try:
+                result = await client.complete(messages)
+            except CacheMiss:
+                raise
+            except ChatError as err:
+                outcome.calls.append(_failed_call(request.agent_id, attempt, err))
+                outcome.errors.append(f"llm call failed ({err.status}): {err.message}")
+                break
+            outcome.calls.append(
+                CallRecord(
+                    request.agent_id,
+                    attempt,
+                    result.request_hash,
+                    result.status,
+                    result.latency_s,
+                    result.prompt_tokens,
+                    result.completion_tokens,
+                    result.cached,
+                    result.attempts,
+                )
+            )
+            problems = self._check(result.content, allowed, request, outcome)
+            if not problems:
+                outcome.retries = attempt
+                return outcome
+            outcome.errors = problems
+            if attempt < self.config.retries:
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": result.content},
+                    {
+                        "role": "user",
+                        "content": "Your answer was not accepted: "
+                        + "; ".join(problems)
+                        + f". Choose one of: {', '.join(allowed)}. Reply with one JSON object.",
+                    },
+                ]
+        outcome.retries = len(outcome.calls) - 1  # the last attempt made (>= 0)
+        outcome.fallback = True
+        outcome.proposal = Proposal(
+            self.registry.default_skill, justification="fallback after failed LLM decision"
+        )
+        outcome.warnings.append(f"used default skill {self.registry.default_skill!r}")
+        return outcome
+
+    def _check(
+        self, content: str, allowed: list[str], request: LLMRequest, outcome: LLMOutcome
+    ) -> list[str]:
+        """Parse and validate a reply; on success store the proposal, else return errors."""
+        try:
+            reply = parse_reply(content, allowed)
+        except ReplyFormatError as err:
+            return [str(err)]
+        validation = self.registry.check(
+            reply.skill, request.state, request.costs.get(reply.skill, 0.0)
+        )
+        if not validation.valid:
+            return list(validation.errors)
+        outcome.warnings.extend(reply.warnings)
+        outcome.errors = []
+        outcome.proposal = Proposal(
+            reply.skill,
+            parameters=dict(reply.parameters),
+            constructs={
+                "TP": Construct(
+                    reply.tp_level or "M",
+                    LEVEL_VALUES[reply.tp_level or "M"],
+                    reply.tp_explanation or "",
+                ),
+                "CP": Construct(
+                    reply.cp_level or "M",
+                    LEVEL_VALUES[reply.cp_level or "M"],
+                    reply.cp_explanation or "",
+                ),
+            },
+            justification=reply.justification or "",
+        )
+        return []
+
+    def close(self) -> None:
+        """Close the cache and the event loop."""
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+        self._client = None
+
+
+def _failed_call(agent_id: str, attempt: int, err: ChatError) -> CallRecord:
+    return CallRecord(agent_id, attempt, "", err.status, 0.0, None, None, False, err.attempts)
+
+
+def _load_prompt(config: LLMConfig, base_dir: Path) -> str:
+    if config.prompt is None:
+        origin = "simulation/decisions/llm/household_prompt.txt"
+        text = files("simulation.decisions.llm").joinpath("household_prompt.txt").read_text()
+    else:
+        path = Path(base_dir) / config.prompt
+        origin = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            msg = f"decision.llm.prompt: {path}: prompt file not found"
+            raise LLMConfigError(msg) from None
+    try:
+        used = template_fields(text)
+    except TemplateError as err:
+        raise LLMConfigError(f"decision.llm.prompt: {origin}: {err}") from None
+    unknown = sorted(used - PROMPT_FIELDS)
+    if unknown:
+        msg = (
+            f"decision.llm.prompt: {origin}: unknown placeholder {unknown[0]!r} "
+            f"(allowed: {', '.join(sorted(PROMPT_FIELDS))})"
+        )
+        raise LLMConfigError(msg)
+    return text
