@@ -22,6 +22,7 @@ from simulation.decisions.llm.cache import (
     CacheMiss,
     CachingChatClient,
     ResponseCache,
+    is_failure,
 )
 from simulation.decisions.llm.client import (
     ChatClient,
@@ -480,7 +481,7 @@ def test_record_sends_identical_concurrent_requests_once(tmp_path: Path) -> None
     assert sum(not result.cached for result in results) == 1
 
 
-def test_record_does_not_cache_failures(tmp_path: Path) -> None:
+def test_record_caches_failures_and_retries_them_next_time(tmp_path: Path) -> None:
     with FakeOpenAIServer(faults=["500"] * 3) as server, ResponseCache(tmp_path / "c.db") as cache:
 
         async def scenario() -> ChatResult:
@@ -489,10 +490,17 @@ def test_record_does_not_cache_failures(tmp_path: Path) -> None:
                 with pytest.raises(ChatError) as caught:
                     await caching.complete(MESSAGES)
                 assert caught.value.status == "server_error"
-                assert len(cache) == 0
-                # The next attempt pair gets a 500 then a reply, which is stored.
+                # The failure is recorded (so a replay takes the same fallback) ...
+                (digest,) = [caching.settings.hash(MESSAGES)]
+                assert is_failure(cache.get(digest).content)
+                async with CachingChatClient(None, cache, "replay", settings=caching.settings) as r:
+                    with pytest.raises(ChatError) as replayed:
+                        await r.complete(MESSAGES)
+                    assert replayed.value.status == "server_error"
+                # ... and recording again asks the endpoint (a 500, then a reply) and keeps it.
                 result = await caching.complete(MESSAGES)
-                assert cache.get(result.request_hash) is not None
+                assert cache.get(result.request_hash).content == result.content
+                assert len(cache) == 1
                 return result
 
         result = run(scenario())

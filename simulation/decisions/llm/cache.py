@@ -174,6 +174,8 @@ class ResponseCache:
         request: Mapping[str, Any],
         content: str,
         tokens: tuple[int | None, int | None] | None = None,
+        *,
+        replace: bool = False,
     ) -> bool:
         """Store a reply unless one is already stored for ``request_hash``.
 
@@ -185,6 +187,7 @@ class ResponseCache:
             request: The request body (stored for inspection; must not hold secrets).
             content: The assistant content.
             tokens: ``(prompt_tokens, completion_tokens)`` as reported, or ``None``.
+            replace: Overwrite a stored entry (used to replace a recorded failure).
 
         Returns:
             Whether a new row was written.
@@ -193,7 +196,8 @@ class ResponseCache:
         request_json = orjson.dumps(dict(request), option=orjson.OPT_SORT_KEYS).decode()
         with self._lock:
             cursor = self._db.execute(
-                "INSERT OR IGNORE INTO responses (request_hash, request, content, "
+                f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO responses "
+                "(request_hash, request, content, "
                 "prompt_tokens, completion_tokens, created_seq) VALUES (?, ?, ?, ?, ?, "
                 "(SELECT COALESCE(MAX(created_seq), 0) + 1 FROM responses))",
                 (request_hash, request_json, content, prompt_tokens, completion_tokens),
@@ -305,7 +309,8 @@ class CachingChatClient:
             return await self._client().complete(messages)
         digest = self.settings.hash(messages)
         hit = self.cache.get(digest)
-        if hit is not None:
+        # A recorded failure is replayed as that failure; recording tries the endpoint again.
+        if hit is not None and (self.mode == "replay" or not is_failure(hit.content)):
             self.hits += 1
             return _from_cache(hit)
         if self.mode == "replay":
@@ -322,17 +327,26 @@ class CachingChatClient:
             async with lock:
                 # An identical request may have been stored while this one waited.
                 hit = self.cache.get(digest)
-                if hit is not None:
+                if hit is not None and not is_failure(hit.content):
                     self.hits += 1
                     return _from_cache(hit)
+                failed_before = hit is not None
                 self.misses += 1
                 self.calls += 1
-                result = await self._client().complete(messages)
+                try:
+                    result = await self._client().complete(messages)
+                except ChatError as err:
+                    # Record the failure too, so that a replay takes the same fallback.
+                    self.cache.put(
+                        digest, self.settings.body(messages), _failure(err), replace=True
+                    )
+                    raise
                 stored = self.cache.put(
                     digest,
                     self.settings.body(messages),
                     result.content,
                     (result.prompt_tokens, result.completion_tokens),
+                    replace=failed_before,
                 )
                 if not stored:
                     # Another process recorded this request first; use its reply so this run
@@ -375,7 +389,23 @@ class CachingChatClient:
         await self.aclose()
 
 
+#: Prefix of a recorded failure; a reply's content never starts with a NUL character.
+FAILURE_PREFIX = "\x00floodsim-failure:"
+
+
+def is_failure(content: str) -> bool:
+    """Whether cached ``content`` records a failed request rather than a reply."""
+    return content.startswith(FAILURE_PREFIX)
+
+
+def _failure(err: ChatError) -> str:
+    return FAILURE_PREFIX + orjson.dumps({"status": err.status, "message": err.message}).decode()
+
+
 def _from_cache(hit: CachedReply) -> ChatResult:
+    if is_failure(hit.content):
+        failure = orjson.loads(hit.content.removeprefix(FAILURE_PREFIX))
+        raise ChatError(failure["status"], failure["message"], 0)
     return replace(
         _CACHED_TEMPLATE,
         content=hit.content,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -150,6 +151,9 @@ class LLMPolicy:
                 "(decision.llm.mode: record) or point `cache` at a recorded cache"
             )
             raise LLMConfigError(msg)
+        # The event loop lives in its own thread, so deciding works the same from a script and
+        # from inside a running loop (a Jupyter cell), where asyncio.run would refuse.
+        self._loop_thread: ThreadPoolExecutor | None = None
         self._runner: asyncio.Runner | None = None
         self._client: CachingChatClient | ChatClient | None = None
         self._cache: ResponseCache | None = None
@@ -200,9 +204,14 @@ class LLMPolicy:
         """
         if not requests:
             return []
+        if self._loop_thread is None:
+            self._loop_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-loop")
+        return self._loop_thread.submit(self._run_in_loop, list(requests)).result()
+
+    def _run_in_loop(self, requests: list[LLMRequest]) -> list[LLMOutcome]:
         if self._runner is None:
             self._runner = asyncio.Runner()
-        return self._runner.run(self._decide_all(list(requests)))
+        return self._runner.run(self._decide_all(requests))
 
     async def _decide_all(self, requests: list[LLMRequest]) -> list[LLMOutcome]:
         client = self._ensure_client()
@@ -247,6 +256,9 @@ class LLMPolicy:
     ) -> LLMOutcome:
         messages = self.messages(request)
         allowed = [o.skill_id for o in request.options]
+        # Known skills pass the parser and reach the registry, whose reason is more useful
+        # feedback ("not eligible for renters") than "unknown skill".
+        known = list(self.registry.skill_ids)
         outcome = LLMOutcome(Proposal(self.registry.default_skill))
         for attempt in range(self.config.retries + 1):
             try:
@@ -254,7 +266,9 @@ class LLMPolicy:
             except CacheMiss:
                 raise
             except ChatError as err:
-                outcome.calls.append(_failed_call(request.agent_id, attempt, err))
+                outcome.calls.append(
+                    _failed_call(request.agent_id, attempt, self.settings.hash(messages), err)
+                )
                 outcome.errors.append(f"llm call failed ({err.status}): {err.message}")
                 break
             outcome.calls.append(
@@ -270,7 +284,7 @@ class LLMPolicy:
                     result.attempts,
                 )
             )
-            problems = self._check(result.content, allowed, request, outcome)
+            problems = self._check(result.content, known, request, outcome)
             if not problems:
                 outcome.retries = attempt
                 return outcome
@@ -334,13 +348,19 @@ class LLMPolicy:
             self._cache.close()
             self._cache = None
         if self._runner is not None:
-            self._runner.close()
-            self._runner = None
+            runner, self._runner = self._runner, None
+            if self._loop_thread is not None:
+                self._loop_thread.submit(runner.close).result()
+        if self._loop_thread is not None:
+            self._loop_thread.shutdown()
+            self._loop_thread = None
         self._client = None
 
 
-def _failed_call(agent_id: str, attempt: int, err: ChatError) -> CallRecord:
-    return CallRecord(agent_id, attempt, "", err.status, 0.0, None, None, False, err.attempts)
+def _failed_call(agent_id: str, attempt: int, request_hash: str, err: ChatError) -> CallRecord:
+    return CallRecord(
+        agent_id, attempt, request_hash, err.status, 0.0, None, None, False, err.attempts
+    )
 
 
 def _load_prompt(config: LLMConfig, base_dir: Path) -> str:
