@@ -28,6 +28,7 @@ from simulation.config import ConfigError
 from simulation.decisions.llm import CacheMiss
 from simulation.hazard import HazardError
 from simulation.memory import CognitiveMemory, ReflectionSettings
+from simulation.runner import RunError
 from simulation.skills import RegistryError, TemplateError
 
 if TYPE_CHECKING:
@@ -39,10 +40,28 @@ __all__ = ["main"]
 
 #: Exit code for bad input.
 EXIT_BAD_INPUT = 2
+#: Exit code when a run could not finish (disk full, permissions): it stays resumable.
+EXIT_RUN_FAILED = 1
+
+
+class UsageError(ValueError):
+    """Arguments that do not fit together."""
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        msg = f"must be a positive integer, got {value}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 #: Errors that mean "the input is wrong"; each message names the file and the key.
 INPUT_ERRORS = (
     AuditReadError,
     CacheMiss,
+    RunError,
+    UsageError,
     ConfigError,
     HazardError,
     PopulationError,
@@ -75,20 +94,36 @@ def _summary(metrics: pd.DataFrame) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from simulation.config import load_config  # noqa: PLC0415 - keeps --help fast
-    from simulation.runner import build_model, run_simulation  # noqa: PLC0415
+    from simulation.runner import build_model, resume_run, run_simulation  # noqa: PLC0415
 
-    config, base_dir = load_config(args.config, args.set, args.seed)
-    model = build_model(
-        config, base_dir, args.config
-    )  # validates everything before any output exists
-    result = run_simulation(
-        config, base_dir, Path(args.out), progress=False if args.quiet else None, model=model
-    )
+    progress = False if args.quiet else None
+    if args.resume is not None:
+        if args.config is not None or args.set or args.seed is not None:
+            msg = "--resume RUN_DIR takes no CONFIG, --set or --seed: the run keeps its config"
+            raise UsageError(msg)
+        result = resume_run(
+            Path(args.resume), progress=progress, checkpoint_every=args.checkpoint_every
+        )
+        config = result.model.config
+    else:
+        if args.config is None:
+            msg = "give a CONFIG to run, or --resume RUN_DIR"
+            raise UsageError(msg)
+        config, base_dir = load_config(args.config, args.set, args.seed)
+        # Building the model validates every file the config names before any output exists.
+        model = build_model(config, base_dir, args.config)
+        result = run_simulation(
+            config,
+            base_dir,
+            Path(args.out),
+            progress=progress,
+            model=model,
+            checkpoint_every=args.checkpoint_every,
+        )
     if not args.quiet:
-        households = len(model.households)
         print(
-            f"floodsim: {config.name}, {households} households, {config.years} years, "
-            f"seed {config.seed}"
+            f"floodsim: {config.name}, {len(result.model.households)} households, "
+            f"{config.years} years, seed {config.seed}"
         )
         print(_summary(result.metrics))
     print(result.run_dir)
@@ -176,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run a simulation and write its run directory")
-    run.add_argument("config", help="run config (YAML)")
+    run.add_argument("config", nargs="?", help="run config (YAML)")
     run.add_argument(
         "--set",
         action="append",
@@ -187,6 +222,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, help="override the config's seed")
     run.add_argument("--out", default="outputs", help="folder for run directories")
     run.add_argument("--quiet", action="store_true", help="print only the run directory")
+    run.add_argument(
+        "--checkpoint-every",
+        type=_positive_int,
+        metavar="K",
+        help="write a checkpoint every K years (resume with --resume RUN_DIR)",
+    )
+    run.add_argument(
+        "--resume", metavar="RUN_DIR", help="continue an interrupted run from its last checkpoint"
+    )
     run.set_defaults(func=_run)
 
     validate = commands.add_parser(
@@ -226,6 +270,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except INPUT_ERRORS as err:
         print(f"floodsim: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as err:
+        # Disk full, permissions: say what and where; a checkpointed run can be resumed.
+        where = f" ({err.filename})" if err.filename else ""
+        notes = "; ".join(getattr(err, "__notes__", []))
+        hint = f"; {notes}, resume with: floodsim run --resume <run directory>" if notes else ""
+        print(f"floodsim: error: {err.strerror or err}{where}{hint}", file=sys.stderr)
+        return EXIT_RUN_FAILED
 
 
 if __name__ == "__main__":

@@ -202,7 +202,12 @@ class FloodAdaptationModel(mesa.Model):
         self._llm_outcomes: dict[HouseholdAgent, LLMOutcome] = {}
         self.government = Government(self, config.government)
         self.insurer = Insurer(self, config.insurer, config.insurance.rate_per_1000)
-        self._retrieve_tool = self.registry.memory_tools["retrieve_memory"]
+        if "retrieve_memory" not in self.registry.memory_tools:
+            msg = (
+                f"{origin}: registry: {base_dir / config.registry}: memory_tools: a "
+                "retrieve_memory tool is required (households retrieve memories to decide)"
+            )
+            raise ConfigError(msg)
 
         try:
             population = build_population(config.households, self.population_rng, base_dir)
@@ -232,7 +237,7 @@ class FloodAdaptationModel(mesa.Model):
 
         self.audit: AuditWriter | None = None
         self.year_stats: dict[str, float] = {}
-        self._premiums_collected = 0.0  # premiums paid for the coming year's coverage
+        self.premiums_collected = 0.0  # premiums paid for the coming year's coverage
         self.datacollector = mesa.DataCollector(
             model_reporters={name: _stat(name) for name in METRIC_COLUMNS}
         )
@@ -292,7 +297,7 @@ class FloodAdaptationModel(mesa.Model):
 
         tps: list[float] = []
         self._tps = tps
-        self._premiums_collected = 0.0
+        self.premiums_collected = 0.0
         active_set = self.agents_by_type[HouseholdAgent].select(lambda h: h.active)
         if self.llm is None:
             active_set.shuffle_do("decide", year)
@@ -407,7 +412,7 @@ class FloodAdaptationModel(mesa.Model):
         subsidy = self.government.review(total_damage / max(len(active), 1))
         if subsidy is not None:
             changes.append((events.subsidy_change, subsidy))
-        rate = self.insurer.review(self._premiums_collected, claims_paid)
+        rate = self.insurer.review(self.premiums_collected, claims_paid)
         if rate is not None:
             changes.append((events.premium_change, rate))
         for event, (old, new) in changes:
@@ -588,7 +593,7 @@ class FloodAdaptationModel(mesa.Model):
         context: dict[str, Any] = {"year": year, "cost": cost}
         if skill_id in _INSURANCE_SKILLS:
             state.insured_years = state.insured_years + 1 if was_insured else 1
-            self._premiums_collected += cost
+            self.premiums_collected += cost
             context["premium"] = cost
             if not was_insured:
                 household.adopted_this_year = "insurance"

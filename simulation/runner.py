@@ -2,14 +2,20 @@
 
 A run directory holds ``manifest.json`` (what ran, with which versions, how it ended),
 ``config.resolved.yaml`` (the fully merged config, runnable from the run directory),
-``skill_registry.yaml`` (a copy of the registry that ran) and ``model_years.csv`` (one row per
-year).
-It is assembled in a hidden ``.<run_id>.partial`` folder and renamed into place only when the run
-completes, so an interrupted run never leaves anything that looks finished.
+``skill_registry.yaml`` (a copy of the registry that ran), ``model_years.csv`` (one row per year)
+and the audit streams.
+
+``manifest.json`` says how the run stands: ``running`` from the start (and after every
+checkpoint), ``complete`` once every file is written, ``failed`` with the error when the run
+raised. A run killed outright stays ``running``; its last checkpoint (``checkpoint.json``, taken
+every ``checkpoint_every`` years) lets :func:`resume_run` continue it to the same outputs an
+uninterrupted run writes, with the audit streams cut back to the checkpoint's committed offsets
+so that no line is lost or written twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
@@ -18,7 +24,8 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import yaml
@@ -26,27 +33,38 @@ from tqdm import tqdm
 
 from simulation import __version__
 from simulation.audit.writer import AuditWriter
-from simulation.config import ConfigError
+from simulation.checkpoint import (
+    CHECKPOINT_FILE,
+    capture,
+    read_checkpoint,
+    restore,
+    write_checkpoint,
+)
+from simulation.config import ConfigError, load_config
 from simulation.model import FloodAdaptationModel
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import pandas as pd
 
     from simulation.config import RunConfig
 
 __all__ = [
     "REGISTRY_COPY",
+    "RunError",
     "RunResult",
     "build_model",
     "config_hash",
     "resolve_for_run_dir",
+    "resume_run",
     "run_simulation",
 ]
 
 #: Name of the registry copy inside a run directory.
 REGISTRY_COPY = "skill_registry.yaml"
+
+
+class RunError(ValueError):
+    """A run directory that cannot be resumed (the message names it and says why)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +101,19 @@ def resolve_for_run_dir(config: RunConfig, base_dir: Path) -> RunConfig:
             "rasters": {y: str((base_dir / p).resolve()) for y, p in config.hazard.rasters.items()}
         }
     )
+    decision = config.decision
+    if decision.policy == "llm":  # pmt runs keep location-independent configs (and hashes)
+        llm = decision.llm
+        llm = llm.model_copy(
+            update={
+                "cache": str((base_dir / llm.cache).resolve()),
+                "prompt": None if llm.prompt is None else str((base_dir / llm.prompt).resolve()),
+            }
+        )
+        decision = decision.model_copy(update={"llm": llm})
     return config.model_copy(
         update={
+            "decision": decision,
             "registry": REGISTRY_COPY,
             "households": households,
             "damage": damage,
@@ -127,6 +156,7 @@ def run_simulation(
     progress: bool | None = None,
     model: FloodAdaptationModel | None = None,
     run_id: str | None = None,
+    checkpoint_every: int | None = None,
 ) -> RunResult:
     """Run ``config`` for its years and write the run directory under ``out_root``.
 
@@ -137,6 +167,7 @@ def run_simulation(
         progress: Show a progress bar (``None``: only on a terminal).
         model: A model already built from ``config`` (built here when omitted).
         run_id: Name of the run directory; ``<name>-s<seed>-<config hash>`` by default.
+        checkpoint_every: Write a checkpoint every this many years (``None``: never).
 
     Returns:
         The run directory, the metrics table and the model.
@@ -144,80 +175,36 @@ def run_simulation(
     model = model or build_model(config, base_dir)
     resolved = resolve_for_run_dir(config, base_dir)
     digest = config_hash(resolved)
-    registry = (base_dir / config.registry).read_bytes()
     run_id = run_id or f"{config.name}-s{config.seed}-{digest[:8]}"
     out_root.mkdir(parents=True, exist_ok=True)
-    final_dir = out_root / run_id
-    partial = out_root / f".{run_id}.partial"
-    if partial.exists():
-        shutil.rmtree(partial)
-    partial.mkdir()
-
-    try:
-        (partial / REGISTRY_COPY).write_bytes(registry)
-        return _run_into(resolved, model, digest, run_id, partial, final_dir, progress)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-
-
-def _run_into(
-    config: RunConfig,
-    model: FloodAdaptationModel,
-    digest: str,
-    run_id: str,
-    partial: Path,
-    final_dir: Path,
-    progress: bool | None,
-) -> RunResult:
-    """Step the model, write every file into ``partial`` and rename it to ``final_dir``.
-
-    ``config`` is the resolved config (see :func:`resolve_for_run_dir`).
-    """
-    started = datetime.now(UTC)
-    writer = None
-    if config.audit.level != "off":
-        writer = AuditWriter(
-            partial, run_id, config.audit, config.seed, llm=config.decision.policy == "llm"
-        )
-        model.attach_audit(writer)
-    clock = time.perf_counter()
-    for _ in tqdm(
-        range(config.years),
-        desc=run_id,
-        unit="year",
-        disable=None if progress is None else not progress,
-        leave=False,
-    ):
-        model.step()
-    elapsed = time.perf_counter() - clock
-    metrics = model.metrics()
-    audit = writer.close() if writer is not None else {"level": "off", "streams": {}}
-    if model.llm is not None:
-        model.llm.close()
-
-    (partial / "config.resolved.yaml").write_text(
-        yaml.safe_dump(config.to_yaml_dict(), sort_keys=False), encoding="utf-8"
+    run_dir = out_root / run_id
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir()
+    (run_dir / REGISTRY_COPY).write_bytes((base_dir / config.registry).read_bytes())
+    (run_dir / "config.resolved.yaml").write_text(
+        yaml.safe_dump(resolved.to_yaml_dict(), sort_keys=False), encoding="utf-8"
     )
-    metrics.to_csv(partial / "model_years.csv", index=False)
-    households = len(model.households)
     manifest = {
         "schema_version": 1,
         "run_id": run_id,
         "name": config.name,
         "seed": config.seed,
         "config_hash": digest,
-        "registry_sha256": hashlib.sha256((partial / REGISTRY_COPY).read_bytes()).hexdigest(),
-        "status": "complete",
-        "started_at": started.isoformat(),
-        "finished_at": datetime.now(UTC).isoformat(),
-        "duration_s": round(elapsed, 3),
+        "registry_sha256": hashlib.sha256((run_dir / REGISTRY_COPY).read_bytes()).hexdigest(),
+        "status": "running",
+        "error": None,
+        "started_at": _now(),
+        "finished_at": None,
+        "duration_s": None,
+        "resumed": 0,
+        "checkpoint_every": checkpoint_every,
+        "checkpoint_year": None,
         "counts": {
-            "households": households,
+            "households": len(model.households),
             "years": config.years,
-            "household_years": households * config.years,
+            "household_years": len(model.households) * config.years,
         },
-        "audit": audit,
         "versions": {
             "floodsim": __version__,
             "mesa": version("mesa"),
@@ -225,8 +212,120 @@ def _run_into(
             "python": platform.python_version(),
         },
     }
-    (partial / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-    if final_dir.exists():
-        shutil.rmtree(final_dir)
-    os.replace(partial, final_dir)
-    return RunResult(final_dir, metrics, model)
+    _write_manifest(run_dir, manifest)
+    writer = _writer(run_dir, run_id, config, resume=None)
+    if writer is not None:
+        model.attach_audit(writer)
+    return _drive(model, config, run_dir, manifest, writer, progress)
+
+
+def resume_run(
+    run_dir: Path, *, progress: bool | None = None, checkpoint_every: int | None = None
+) -> RunResult:
+    """Continue an interrupted run from its last checkpoint (or from the start without one).
+
+    Raises:
+        RunError: When ``run_dir`` is not a run directory or the run already completed.
+    """
+    run_dir = Path(run_dir)
+    try:
+        manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        msg = f"{run_dir}: not a run directory (no readable manifest.json)"
+        raise RunError(msg) from None
+    if manifest.get("status") == "complete":
+        msg = f"{run_dir}: the run is already complete; nothing to resume"
+        raise RunError(msg)
+    origin = str(run_dir / "config.resolved.yaml")
+    config, _ = load_config(origin)
+    model = build_model(config, run_dir, origin)
+    checkpoint = read_checkpoint(run_dir)
+    if checkpoint is not None:
+        restore(model, checkpoint)
+        writer = _writer(run_dir, manifest["run_id"], config, resume=checkpoint["streams"])
+        model.audit = writer  # the initial memories are already in the streams
+    else:  # killed before the first checkpoint: start over in the same directory
+        writer = _writer(run_dir, manifest["run_id"], config, resume=None)
+        if writer is not None:
+            model.attach_audit(writer)
+    if checkpoint_every is not None:
+        manifest["checkpoint_every"] = checkpoint_every
+    manifest.update(status="running", error=None, resumed=manifest.get("resumed", 0) + 1)
+    _write_manifest(run_dir, manifest)
+    return _drive(model, config, run_dir, manifest, writer, progress)
+
+
+def _writer(
+    run_dir: Path, run_id: str, config: RunConfig, resume: dict[str, Any] | None
+) -> AuditWriter | None:
+    if config.audit.level == "off":
+        return None
+    return AuditWriter(
+        run_dir,
+        run_id,
+        config.audit,
+        config.seed,
+        llm=config.decision.policy == "llm",
+        resume=resume,
+    )
+
+
+def _drive(
+    model: FloodAdaptationModel,
+    config: RunConfig,
+    run_dir: Path,
+    manifest: dict[str, Any],
+    writer: AuditWriter | None,
+    progress: bool | None,
+) -> RunResult:
+    """Step the remaining years (checkpointing when due) and finish the run directory."""
+    every = manifest.get("checkpoint_every")
+    clock = time.perf_counter()
+    try:
+        bar = tqdm(
+            range(model.steps + 1, config.years + 1),
+            desc=manifest["run_id"],
+            unit="year",
+            disable=None if progress is None else not progress,
+            leave=False,
+        )
+        for year in bar:
+            model.step()
+            if every and year % every == 0 and year < config.years:
+                streams = writer.commit() if writer is not None else {}
+                write_checkpoint(run_dir, capture(model, streams))
+                manifest["checkpoint_year"] = year
+                _write_manifest(run_dir, manifest)
+        metrics = model.metrics()
+        metrics.to_csv(run_dir / "model_years.csv", index=False)
+        audit = writer.close() if writer is not None else {"level": "off", "streams": {}}
+        manifest.update(
+            status="complete",
+            finished_at=_now(),
+            duration_s=round((manifest.get("duration_s") or 0.0) + time.perf_counter() - clock, 3),
+            audit=audit,
+        )
+        _write_manifest(run_dir, manifest)
+        (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)  # a complete run needs none
+    except BaseException as err:
+        err.add_note(f"run directory: {run_dir}")
+        manifest.update(status="failed", error=f"{type(err).__name__}: {err}", finished_at=_now())
+        # The disk may be full: the run then stays resumable from its last checkpoint.
+        with contextlib.suppress(OSError):
+            _write_manifest(run_dir, manifest)
+        raise
+    finally:
+        if model.llm is not None:
+            model.llm.close()
+    return RunResult(run_dir, metrics, model)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """Replace ``manifest.json`` atomically."""
+    tmp = run_dir / ".manifest.json.tmp"
+    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, run_dir / "manifest.json")

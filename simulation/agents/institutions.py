@@ -77,18 +77,19 @@ class Insurer(mesa.Agent):
         super().__init__(model)
         self.config = config
         self.rate = rate
-        self._history: deque[tuple[float, float]] = deque(maxlen=config.window)
+        #: (premiums, claims) of the last ``window`` years, oldest first.
+        self.history: deque[tuple[float, float]] = deque(maxlen=config.window)
 
     def review(self, premiums: float, claims: float) -> tuple[float, float] | None:
         """Record a year's premiums and claims; return ``(old, new)`` if the rate changed."""
         cfg = self.config
-        self._history.append((premiums, claims))
-        if not cfg.enabled or len(self._history) < cfg.window:
+        self.history.append((premiums, claims))
+        if not cfg.enabled or len(self.history) < cfg.window:
             return None
-        total_premiums = sum(p for p, _ in self._history)
+        total_premiums = sum(p for p, _ in self.history)
         if total_premiums <= 0.0:
             return None
-        loss_ratio = sum(c for _, c in self._history) / total_premiums
+        loss_ratio = sum(c for _, c in self.history) / total_premiums
         if abs(loss_ratio / cfg.target_loss_ratio - 1.0) <= cfg.tolerance:
             return None
         factor = min(

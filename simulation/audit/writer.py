@@ -21,6 +21,7 @@ buffer and written whole, so a crash can only truncate the last line of a file.
 from __future__ import annotations
 
 import gzip
+import os
 import zlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -103,16 +104,43 @@ def _evictions(evictions: tuple[Eviction, ...] | list[Eviction]) -> list[dict[st
 
 
 class _Stream:
-    """One buffered output file; only whole lines ever reach the file."""
+    """One buffered output file; only whole lines ever reach the file.
 
-    __slots__ = ("buffer", "file", "limit", "lines", "path")
+    ``resume`` (offset, lines) truncates the file to a committed offset and appends from there.
+    """
 
-    def __init__(self, path: Path, *, compress: bool, limit: int):
+    __slots__ = ("buffer", "compress", "file", "limit", "lines", "path")
+
+    def __init__(
+        self, path: Path, *, compress: bool, limit: int, resume: tuple[int, int] | None = None
+    ):
         self.path = path
-        self.file: BinaryIO = gzip.open(path, "wb") if compress else path.open("wb")  # noqa: SIM115
+        self.compress = compress
         self.buffer = bytearray()
         self.limit = limit
         self.lines = 0
+        mode = "wb"
+        if resume is not None:
+            offset, self.lines = resume
+            os.truncate(path, offset)
+            mode = "ab"
+        self.file: BinaryIO = self._open(mode)
+
+    def _open(self, mode: str) -> BinaryIO:
+        # A gzip file opened for appending starts a new member: readers decode members in turn.
+        # mtime=0 keeps the header free of wall-clock time, so equal runs give equal bytes.
+        if self.compress:
+            return gzip.GzipFile(filename=self.path, mode=mode, mtime=0)
+        return self.path.open(mode)
+
+    def commit(self) -> tuple[int, int]:
+        """Write everything buffered and return the (byte offset, line count) it reached."""
+        self.flush()
+        if self.compress:  # end the gzip member so the file is valid up to this offset
+            self.file.close()
+            self.file = self._open("ab")
+        os.fsync(self.file.fileno())
+        return self.path.stat().st_size, self.lines
 
     def write(self, record: dict[str, Any]) -> None:
         self.buffer += orjson.dumps(record)
@@ -141,10 +169,19 @@ class AuditWriter:
         config: The ``audit:`` section.
         seed: The run's seed (household sampling is a hash of seed and agent id).
         llm: Whether households decide with a language model (adds ``llm_calls.jsonl``).
+        resume: Committed offsets from a checkpoint (:meth:`commit`): each stream is truncated
+            to its offset and continued.
     """
 
     def __init__(
-        self, run_dir: Path, run_id: str, config: AuditConfig, seed: int, *, llm: bool = False
+        self,
+        run_dir: Path,
+        run_id: str,
+        config: AuditConfig,
+        seed: int,
+        *,
+        llm: bool = False,
+        resume: dict[str, dict[str, int]] | None = None,
     ):
         self.config = config
         self.level = config.level
@@ -156,7 +193,12 @@ class AuditWriter:
             names = (*names, LLM_STREAM)
         self._streams = {
             name: _Stream(
-                run_dir / f"{name}{suffix}", compress=config.gzip, limit=config.buffer_bytes
+                run_dir / f"{name}{suffix}",
+                compress=config.gzip,
+                limit=config.buffer_bytes,
+                resume=(resume[name]["offset"], resume[name]["lines"])
+                if resume and name in resume
+                else None,
             )
             for name in names
         }
@@ -366,6 +408,13 @@ class AuditWriter:
             self.llm.write(record)
 
     # ------------------------------------------------------------------ closing
+    def commit(self) -> dict[str, dict[str, int]]:
+        """Write and sync every stream; return each one's byte offset and line count."""
+        return {
+            name: dict(zip(("offset", "lines"), stream.commit(), strict=True))
+            for name, stream in self._streams.items()
+        }
+
     def flush(self) -> None:
         """Write every buffered line (whole lines only)."""
         for stream in self._streams.values():

@@ -1,0 +1,228 @@
+"""Checkpoints and resume: killed, failed and resumed runs end with the outputs of a clean run."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from simulation.audit import writer as audit_writer
+from simulation.checkpoint import CHECKPOINT_FILE, read_checkpoint
+from simulation.cli import main
+from simulation.config import load_config
+from simulation.runner import build_model, resume_run, run_simulation
+
+DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+SETTINGS = ["households.count=150", "years=9", "audit.timestamps=false"]
+# Manifest fields that record wall-clock time or the history of the attempt, not the results.
+ATTEMPT_FIELDS = {
+    "started_at",
+    "finished_at",
+    "duration_s",
+    "resumed",
+    "checkpoint_every",
+    "checkpoint_year",
+}
+
+
+def manifest(run_dir: Path) -> dict:
+    return orjson.loads((run_dir / "manifest.json").read_bytes())
+
+
+def assert_same_outputs(expected: Path, got: Path) -> None:
+    names = sorted(p.name for p in expected.iterdir())
+    assert sorted(p.name for p in got.iterdir()) == names
+    for name in names:
+        if name == "manifest.json":
+            a, b = manifest(expected), manifest(got)
+            assert {k: v for k, v in a.items() if k not in ATTEMPT_FIELDS} == {
+                k: v for k, v in b.items() if k not in ATTEMPT_FIELDS
+            }
+        elif name.endswith(".gz"):  # a resumed stream holds one gzip member per attempt
+            assert gzip.decompress((expected / name).read_bytes()) == gzip.decompress(
+                (got / name).read_bytes()
+            ), name
+        else:
+            assert (expected / name).read_bytes() == (got / name).read_bytes(), name
+
+
+def clean_run(tmp_path: Path, *extra: str):
+    config, base = load_config(DEFAULT, [*SETTINGS, *extra])
+    return run_simulation(config, base, tmp_path / "clean", progress=False)
+
+
+def interrupted_run(tmp_path: Path, stop_after: int, *extra: str, error=KeyboardInterrupt):
+    """Run with checkpoints every 2 years and raise ``error`` after year ``stop_after``."""
+    config, base = load_config(DEFAULT, [*SETTINGS, *extra])
+    model = build_model(config, base)
+    step = model.step
+
+    def failing_step() -> None:
+        step()
+        if model.steps == stop_after:
+            raise error("simulated crash")
+
+    model.step = failing_step
+    with pytest.raises(error):
+        run_simulation(
+            config, base, tmp_path / "crash", progress=False, model=model, checkpoint_every=2
+        )
+    (run_dir,) = (tmp_path / "crash").iterdir()
+    return run_dir
+
+
+@pytest.mark.parametrize("extra", [(), ("audit.gzip=true",), ("audit.level=full",)])
+def test_resume_from_checkpoint_gives_identical_outputs(tmp_path, extra):
+    clean = clean_run(tmp_path, *extra)
+    run_dir = interrupted_run(tmp_path, 5, *extra)
+    assert manifest(run_dir)["status"] == "failed"
+    assert "simulated crash" in manifest(run_dir)["error"]
+    assert read_checkpoint(run_dir)["year"] == 4
+    resumed = resume_run(run_dir, progress=False)
+    assert manifest(run_dir)["status"] == "complete"
+    assert manifest(run_dir)["resumed"] == 1
+    assert not (run_dir / CHECKPOINT_FILE).exists()
+    assert resumed.metrics.equals(clean.metrics)
+    assert_same_outputs(clean.run_dir, run_dir)
+
+
+def test_resume_without_a_checkpoint_starts_over(tmp_path):
+    clean = clean_run(tmp_path)
+    run_dir = interrupted_run(tmp_path, 1)
+    assert read_checkpoint(run_dir) is None
+    resume_run(run_dir, progress=False)
+    assert_same_outputs(clean.run_dir, run_dir)
+
+
+def test_disk_full_fails_clearly_and_stays_resumable(tmp_path, monkeypatch, capsys):
+    clean = clean_run(tmp_path)
+    real_flush = audit_writer._Stream.flush
+    calls = {"n": 0}
+
+    def full_disk(stream):
+        calls["n"] += 1
+        if calls["n"] == 40:  # some years in, after a checkpoint
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(stream.path))
+        real_flush(stream)
+
+    monkeypatch.setattr(audit_writer._Stream, "flush", full_disk)
+    code = main(
+        [
+            "run",
+            str(DEFAULT),
+            *[arg for s in SETTINGS for arg in ("--set", s)],
+            "--out",
+            str(tmp_path / "full"),
+            "--checkpoint-every",
+            "2",
+            "--quiet",
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 1
+    assert err.count("\n") == 0
+    assert "No space left on device" in err
+    assert "--resume" in err
+    (run_dir,) = (tmp_path / "full").iterdir()
+    assert manifest(run_dir)["status"] == "failed"
+    monkeypatch.setattr(audit_writer._Stream, "flush", real_flush)
+    assert main(["run", "--resume", str(run_dir), "--quiet"]) == 0
+    assert_same_outputs(clean.run_dir, run_dir)
+
+
+def test_unwritable_output_folder_is_a_clear_error(tmp_path, capsys):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("x")
+    code = main(
+        [
+            "run",
+            str(DEFAULT),
+            "--set",
+            "households.count=20",
+            "--set",
+            "years=2",
+            "--out",
+            str(blocker),
+            "--quiet",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert str(blocker) in err
+    assert "Traceback" not in err
+
+
+def test_resume_refuses_complete_runs_and_non_runs(tmp_path, capsys):
+    clean = clean_run(tmp_path)
+    assert main(["run", "--resume", str(clean.run_dir)]) == 2
+    assert "already complete" in capsys.readouterr().err
+    assert main(["run", "--resume", str(tmp_path)]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+    assert main(["run", str(DEFAULT), "--resume", str(clean.run_dir)]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_sigkill_at_random_moments_then_resume(tmp_path):
+    """Kill a real `floodsim run` process several times; resuming ends as a clean run does."""
+    settings = ["households.count=800", "years=16", "audit.timestamps=false"]
+    config, base = load_config(DEFAULT, settings)
+    clean = run_simulation(config, base, tmp_path / "clean", progress=False)
+    out = tmp_path / "killed"
+    sets = [arg for s in settings for arg in ("--set", s)]
+    command = [
+        sys.executable,
+        "-m",
+        "simulation.cli",
+        "run",
+        str(DEFAULT),
+        *sets,
+        "--out",
+        str(out),
+        "--checkpoint-every",
+        "3",
+        "--quiet",
+    ]
+    chance = random.Random(20261122)
+    kills = 0
+    for _attempt in range(4):  # kill at random moments, resuming each time ...
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + chance.uniform(1.2, 3.0)
+        while process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if process.poll() is not None:
+            assert process.returncode == 0, process.stderr.read().decode()
+            break
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        kills += 1
+        runs = list(out.glob("*/manifest.json"))
+        if runs:  # killed after the run directory existed: resume it from now on
+            status = manifest(runs[0].parent)["status"]
+            if status == "complete":  # killed while exiting, after the last write
+                break
+            assert status == "running", status  # a killed run is recognisable as unfinished
+            command = [
+                sys.executable,
+                "-m",
+                "simulation.cli",
+                "run",
+                "--resume",
+                str(runs[0].parent),
+                "--quiet",
+            ]
+    else:  # ... then let the last attempt finish
+        finished = subprocess.run(command, capture_output=True, timeout=300, check=False)
+        assert finished.returncode == 0, finished.stderr.decode()
+    assert kills >= 2, "kill times too late to interrupt the run; shorten them"
+    (run_dir,) = out.iterdir()
+    assert manifest(run_dir)["status"] == "complete"
+    assert_same_outputs(clean.run_dir, run_dir)
