@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -84,13 +85,19 @@ class HazardConfig(Section):
         "gumbel", description="stochastic: distribution of the annual maximum water level."
     )
     loc: float | None = Field(
-        2.0, description="gumbel: location of the annual maximum level, ft above datum."
+        2.0,
+        validate_default=True,
+        description="gumbel: location of the annual maximum level, ft above datum.",
     )
     scale: float | None = Field(
         1.5, gt=0, description="gumbel: scale, ft; the 100-year level is loc + 4.6 * scale."
     )
-    mean: float | None = Field(None, description="lognormal: mean of log(level).")
-    sigma: float | None = Field(None, gt=0, description="lognormal: sd of log(level).")
+    mean: float | None = Field(
+        None, validate_default=True, description="lognormal: mean of log(level)."
+    )
+    sigma: float | None = Field(
+        None, gt=0, validate_default=True, description="lognormal: sd of log(level)."
+    )
     spatial_noise_sd: float = Field(
         0.0, ge=0, description="stochastic: sd (ft) of per-household noise on the level."
     )
@@ -103,9 +110,32 @@ class HazardConfig(Section):
     )
     rasters: dict[int, str] = Field(
         default_factory=dict,
+        validate_default=True,
         description="raster: year -> path of an .asc depth grid (relative to the config file).",
     )
     units: Literal["ft", "m"] = Field("ft", description="raster: depth units of the grids.")
+
+    @field_validator("loc", "scale", "mean", "sigma", mode="after")
+    @classmethod
+    def _distribution_parameters(cls, value: float | None, info: ValidationInfo) -> float | None:
+        # Field-level, so the message names the exact key (e.g. hazard.mean).
+        needed = {"gumbel": ("loc", "scale"), "lognormal": ("mean", "sigma")}
+        if (
+            value is None
+            and info.data.get("source") == "stochastic"
+            and info.field_name in needed.get(info.data.get("distribution", ""), ())
+        ):
+            msg = f"required for distribution {info.data['distribution']}"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("rasters", mode="after")
+    @classmethod
+    def _some_rasters(cls, value: dict[int, str], info: ValidationInfo) -> dict[int, str]:
+        if info.data.get("source") == "raster" and not value:
+            msg = "a raster source needs at least one year's grid"
+            raise ValueError(msg)
+        return value
 
     def build(self, base_dir: Path) -> HazardSource:
         """The configured hazard source (raster files are checked to exist here).
@@ -567,6 +597,9 @@ def resolve_base(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> di
         msg = f"{path}: base: must be a path string, got {type(base).__name__}"
         raise ConfigError(msg)
     base_path = (path.parent / base).resolve()
+    if not base_path.is_file():
+        msg = f"{path}: base: {base_path}: file not found"
+        raise ConfigError(msg)
     if base_path in seen:
         msg = f"{path}: base: circular inheritance through {base_path}"
         raise ConfigError(msg)

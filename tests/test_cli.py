@@ -316,12 +316,9 @@ def cases(bug_field: str) -> list:
     return params
 
 
-def test_corpus_is_complete():
-    configs = {p.name for p in BAD.glob("*.yaml")}
-    assert configs == {case.config for case in CASES}
-    referenced = " ".join(case.path.read_text(encoding="utf-8") for case in CASES)
-    for data_file in (BAD / "files").iterdir():
-        assert f"files/{data_file.name}" in referenced, data_file
+def test_cases_exist_in_the_corpus():
+    # tests/test_bad_inputs.py covers the whole corpus; these are the CLI's own cases.
+    assert {case.config for case in CASES} <= {p.name for p in BAD.glob("*.yaml")}
 
 
 @pytest.mark.parametrize("case", cases("bug"))

@@ -110,10 +110,18 @@ def test_results_identical_whichever_executor_ran_them(serial_result, tmp_path, 
         ).read_bytes()
 
 
-def test_failed_runs_are_recorded_and_resume_reruns_only_them(tmp_path, capsys):
-    path = write_experiment(
-        tmp_path, "sweep: {grid: {households.table: [null, missing.csv]}}\n", replicates=2
-    )
+def test_failed_runs_are_recorded_and_resume_reruns_only_them(tmp_path, capsys, monkeypatch):
+    from simulation import runner
+
+    real = runner.run_simulation
+
+    def flaky(config, *args, **kwargs):  # design point 1 fails at run time
+        if kwargs.get("run_id", "").startswith("p001"):
+            raise RuntimeError("worker ran out of memory")
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_simulation", flaky)
+    path = write_experiment(tmp_path)
     code = main(
         ["batch", str(path), "--out", str(tmp_path / "out"), "--executor", "serial", "--quiet"]
     )
@@ -121,17 +129,29 @@ def test_failed_runs_are_recorded_and_resume_reruns_only_them(tmp_path, capsys):
     assert code == 1
     records = state(tmp_path / "out")["runs"]
     assert [r["status"] for r in records] == ["complete", "complete", "failed", "failed"]
-    assert "missing.csv" in records[2]["error"]
+    assert "worker ran out of memory" in records[2]["error"]
     assert "failed p001-r000" in captured.err
-    pd.read_parquet(tmp_path / "out" / "model_years.parquet")  # the complete runs are combined
-    # Fix the input, then resume: complete runs are kept, failed ones rerun.
-    shutil.copy(Path(__file__).parent / "data" / "households_small.csv", tmp_path / "missing.csv")
+    assert len(pd.read_parquet(tmp_path / "out" / "model_years.parquet")) == 2 * 3
+    # The cause goes away; resume keeps the complete runs and reruns the failed ones.
+    monkeypatch.setattr(runner, "run_simulation", real)
     first = (tmp_path / "out" / "runs" / "p000-r000" / "manifest.json").read_bytes()
     result = run_experiment(path, tmp_path / "out", executor="serial", resume=True)
     assert result.skipped == 2
     assert result.failed == 0
     assert (tmp_path / "out" / "runs" / "p000-r000" / "manifest.json").read_bytes() == first
     assert len(pd.read_parquet(tmp_path / "out" / "model_years.parquet")) == 4 * 3
+
+
+def test_broken_files_named_by_runs_stop_the_batch_before_it_starts(tmp_path, capsys):
+    path = write_experiment(
+        tmp_path, "sweep: {grid: {households.table: [null, missing.csv]}}\n", replicates=2
+    )
+    assert main(["batch", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "households.table" in err
+    assert "missing.csv" in err
+    assert "design point 1" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_resume_reruns_missing_run_directories(serial_result, tmp_path):

@@ -41,6 +41,7 @@ from simulation.config import (
     rebase_paths,
     resolve_base,
 )
+from simulation.runner import build_model
 
 __all__ = [
     "EXPERIMENT_KEYS",
@@ -203,6 +204,9 @@ def load_experiment(path: str | Path) -> tuple[ExperimentConfig, dict[str, Any],
     except ValidationError as err:
         raise ConfigError(describe_validation_error(err, origin)) from None
     base_path = (path.resolve().parent / experiment.base).resolve()
+    if not base_path.is_file():
+        msg = f"{origin}: base: {base_path}: file not found"
+        raise ConfigError(msg)
     base = resolve_base(base_path, read_yaml(base_path), (base_path,))
     rebase_paths(base, base_path.parent)
     fixed = [f"{key}={_yaml_value(value)}" for key, value in experiment.set.items()]
@@ -217,11 +221,17 @@ def _yaml_value(value: Any) -> str:
 def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -> list[PlannedRun]:
     """Expand an experiment into validated runs (every point x every replicate).
 
+    Every file the runs name (registry, damage curves, household table, rasters, prompt) is
+    opened and checked once per distinct combination, so a broken one stops the batch before
+    anything runs.
+
     Raises:
-        ConfigError: When a swept value makes an invalid config (names the key and value).
+        ConfigError: When a swept value makes an invalid config or a named file is broken
+            (names the experiment file, the key and the design point).
     """
     seeds = replicate_seeds(experiment.seed, experiment.replicates)
     runs = []
+    checked: set[tuple[Any, ...]] = set()
     for point, params in enumerate(design_points(experiment.sweep, experiment.seed)):
         overrides = [f"{key}={_yaml_value(value)}" for key, value in params.items()]
         data = apply_overrides(base, overrides, origin)
@@ -235,6 +245,7 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
                 raise ConfigError(
                     f"{describe_validation_error(err, origin)} [design point {point}: {where}]"
                 ) from None
+            _check_files(config, origin, point, params, checked)
             runs.append(
                 PlannedRun(
                     run_id=f"p{point:03d}-r{replicate:03d}",
@@ -246,3 +257,35 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
                 )
             )
     return runs
+
+
+def _check_files(
+    config: RunConfig,
+    origin: str,
+    point: int,
+    params: dict[str, Any],
+    checked: set[tuple[Any, ...]],
+) -> None:
+    """Build a tiny model of ``config`` once per distinct set of referenced files."""
+    key = (
+        origin,
+        config.registry,
+        config.damage.curves,
+        config.households.table,
+        tuple(sorted(config.hazard.rasters.items())),
+        config.decision.policy,
+        config.decision.llm.prompt,
+        config.decision.llm.mode,
+        config.decision.llm.cache,
+    )
+    if key in checked:
+        return
+    tiny = config.model_copy(
+        update={"households": config.households.model_copy(update={"count": 4})}
+    )
+    try:
+        build_model(tiny, Path(origin).resolve().parent, origin)
+    except ConfigError as err:
+        where = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "base"
+        raise ConfigError(f"{err} [design point {point}: {where}]") from None
+    checked.add(key)
