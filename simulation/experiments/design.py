@@ -29,7 +29,6 @@ from typing import Any, Literal
 import numpy as np
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
-from scipy.stats import qmc
 
 from simulation.config import (
     ConfigError,
@@ -176,6 +175,10 @@ def design_points(sweep: SweepConfig, seed: int) -> list[dict[str, Any]]:
     ] or [{}]
     if not sweep.lhs:
         return grid_points
+    # Imported here: scipy.stats takes about a second to import, and spawned workers that only
+    # execute runs never need it.
+    from scipy.stats import qmc  # noqa: PLC0415
+
     sampler = qmc.LatinHypercube(d=len(sweep.lhs), seed=np.random.default_rng(seed))
     lows = [low for low, _ in sweep.lhs.values()]
     highs = [high for _, high in sweep.lhs.values()]
