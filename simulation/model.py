@@ -44,6 +44,7 @@ from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import HazardError, Sites, compute_damage, load_curves
 from simulation.memory import CognitiveMemory
 from simulation.skills import RegistryError, SkillRegistry, Validation
+from simulation.skills.registry import VALID
 from simulation.skills.templates import render
 
 if TYPE_CHECKING:
@@ -519,8 +520,14 @@ class FloodAdaptationModel(mesa.Model):
     ) -> Decision:
         """Validate (again, with current costs), execute, remember and log one decision."""
         state, memory, year = household.state, household.memory, gathered.year
-        costs = self.costs_for(state)  # earlier households may have used the subsidy budget
-        validation = self.registry.check(proposal.skill_id, state, costs.get(proposal.skill_id, 0))
+        if outcome is None and any(o.skill_id == proposal.skill_id for o in gathered.options):
+            # Gathered and decided in this household's own turn: the option is still valid.
+            costs, validation = gathered.costs, VALID
+        else:
+            costs = self.costs_for(state)  # earlier households may have used the subsidy budget
+            validation = self.registry.check(
+                proposal.skill_id, state, costs.get(proposal.skill_id, 0)
+            )
         skill_id = proposal.skill_id if validation.valid else self.registry.default_skill
         if not validation.valid:
             self.year_stats["invalid_proposals"] += 1

@@ -56,6 +56,7 @@ __all__ = [
     "CONTEXT_FIELDS",
     "SKILL_CONSTRAINTS",
     "TOOL_CONSTRAINTS",
+    "VALID",
     "MemoryTemplate",
     "MemoryTool",
     "Precondition",
@@ -310,11 +311,18 @@ class Validation:
     def of(cls, errors: Iterable[str], warnings: Iterable[str] = ()) -> Validation:
         """Build a validation that is valid exactly when ``errors`` is empty."""
         errors = tuple(errors)
-        return cls(valid=not errors, errors=errors, warnings=tuple(warnings))
+        warnings = tuple(warnings)
+        if not errors and not warnings:
+            return VALID  # immutable, so one instance serves every clean check
+        return cls(valid=not errors, errors=errors, warnings=warnings)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form for traces: ``{"valid": ..., "errors": [...], "warnings": [...]}``."""
         return {"valid": self.valid, "errors": list(self.errors), "warnings": list(self.warnings)}
+
+
+#: The result of a check that found nothing wrong.
+VALID = Validation(valid=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -762,7 +770,7 @@ class SkillRegistry:
             RegistryError: If ``costs`` names a skill the registry does not define (a typo in
                 the caller would otherwise make that skill silently free).
         """
-        unknown = sorted(set(costs) - set(self._skills))
+        unknown = sorted(costs.keys() - self._skills.keys())
         if unknown:
             msg = f"{self.origin}: costs given for unknown skills: {', '.join(unknown)}"
             raise RegistryError(msg)

@@ -11,6 +11,7 @@ literal spec to :func:`format`.
 from __future__ import annotations
 
 import string
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,12 +26,20 @@ class TemplateError(ValueError):
     """A template uses a forbidden placeholder, is malformed or lacks a value when rendered."""
 
 
-def _pieces(template: str) -> Iterator[tuple[str, str | None, str]]:
-    """Yield ``(literal, name, spec)`` for each piece, checking every placeholder.
+@lru_cache(maxsize=1024)
+def _pieces(template: str) -> tuple[tuple[str, str | None, str], ...]:
+    """The ``(literal, name, spec)`` pieces of a template, every placeholder checked.
+
+    Cached: a run renders the same few templates hundreds of thousands of times (failures are
+    not cached, so a bad template raises every time).
 
     Raises:
         TemplateError: For malformed braces or a placeholder that is not a plain name.
     """
+    return tuple(_parse(template))
+
+
+def _parse(template: str) -> Iterator[tuple[str, str | None, str]]:
     try:
         parsed = list(_FORMATTER.parse(template))
     except ValueError as exc:
