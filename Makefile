@@ -31,6 +31,8 @@ format: $(STAMP)
 bench: $(STAMP)  ## Throughput benchmarks (not part of the test suite)
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_batch.py
+	$(BIN)/python benchmarks/bench_llm.py
+	$(BIN)/python benchmarks/bench_scaling.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,150 @@
+"""Throughput and scaling of whole simulations against the empty-Mesa floor.
+
+For each (households, audit level) configuration this runs the default configuration for
+``--years`` years in a fresh process and reports:
+
+* household-years per second of the yearly steps (model building excluded, reported apart);
+* peak resident memory (RSS) of that process;
+* audit bytes per household-year (all stream files);
+* the floor: a Mesa model with the same number of agents whose ``step`` does nothing, activated
+  with ``shuffle_do`` like floodsim's households, measured in the same process;
+* the ratio of floodsim's cost per household-year to the floor's.
+
+Usage:
+    python benchmarks/bench_scaling.py                       # 1k, 10k, 100k x 30 years
+    python benchmarks/bench_scaling.py --quick               # 1k and 10k only
+    python benchmarks/bench_scaling.py --households 1000 --levels off standard --years 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+DEFAULT_JSON = Path("benchmarks/results/scaling.json")
+#: The issue's matrix: full audit only at the two smaller sizes.
+MATRIX = {
+    1_000: ("off", "standard", "full"),
+    10_000: ("off", "standard", "full"),
+    100_000: ("off", "standard"),
+}
+
+
+def floor_seconds_per_agent_step(agents: int, years: int) -> float:
+    """Seconds per agent-step of a Mesa model whose agents do nothing."""
+    import mesa
+
+    class Idle(mesa.Agent):
+        def step(self) -> None:
+            pass
+
+    class Empty(mesa.Model):
+        def __init__(self) -> None:
+            super().__init__(seed=1)
+            Idle.create_agents(self, agents)
+
+        def step(self) -> None:
+            self.agents.shuffle_do("step")
+
+    model = Empty()
+    start = time.perf_counter()
+    for _ in range(years):
+        model.step()
+    return (time.perf_counter() - start) / (agents * years)
+
+
+def measure_one(households: int, level: str, years: int) -> dict[str, float]:
+    """Run one configuration here and return its figures (called in a child process)."""
+    from simulation.config import load_config
+    from simulation.runner import build_model, run_simulation
+
+    floor = floor_seconds_per_agent_step(households, years)
+    overrides = [f"households.count={households}", f"years={years}", f"audit.level={level}"]
+    config, base = load_config(DEFAULT_CONFIG, overrides)
+    with tempfile.TemporaryDirectory(prefix="bench_scaling_") as tmp:
+        start = time.perf_counter()
+        model = build_model(config, base)
+        built = time.perf_counter() - start
+        start = time.perf_counter()
+        result = run_simulation(config, base, Path(tmp), progress=False, model=model)
+        elapsed = time.perf_counter() - start
+        audit_bytes = sum(p.stat().st_size for p in result.run_dir.glob("*.jsonl*"))
+    household_years = households * years
+    per_hy = elapsed / household_years
+    return {
+        "households": households,
+        "years": years,
+        "audit": level,
+        "build_s": round(built, 3),
+        "run_s": round(elapsed, 3),
+        "household_years_per_s": round(household_years / elapsed, 1),
+        "us_per_household_year": round(per_hy * 1e6, 2),
+        "floor_us_per_agent_step": round(floor * 1e6, 3),
+        "ratio_to_floor": round(per_hy / floor, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "audit_bytes_per_household_year": round(audit_bytes / household_years, 1),
+    }
+
+
+def main() -> None:
+    """Run the matrix (each configuration in its own process), print and write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--households", type=int, nargs="*", help="sizes (default: the matrix)")
+    parser.add_argument("--levels", nargs="*", help="audit levels for --households sizes")
+    parser.add_argument("--years", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="only 1,000 and 10,000 households")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    parser.add_argument("--one", nargs=2, metavar=("HOUSEHOLDS", "LEVEL"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure_one(int(args.one[0]), args.one[1], args.years)))
+        return
+    if args.households:
+        matrix = {n: tuple(args.levels or ("off", "standard")) for n in args.households}
+    else:
+        matrix = {n: lv for n, lv in MATRIX.items() if not (args.quick and n > 10_000)}
+    rows = []
+    for households, levels in matrix.items():
+        for level in levels:
+            print(f"running {households} households, audit {level} ...", file=sys.stderr)
+            child = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    str(households),
+                    level,
+                    "--years",
+                    str(args.years),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
+    header = (
+        f"{'households':>10} {'audit':>8} {'hh-yr/s':>9} {'us/hh-yr':>9} "
+        f"{'floor us':>8} {'x floor':>7} {'RSS MB':>7} {'audit B/hh-yr':>13}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['households']:>10} {r['audit']:>8} {r['household_years_per_s']:>9.0f} "
+            f"{r['us_per_household_year']:>9.1f} {r['floor_us_per_agent_step']:>8.3f} "
+            f"{r['ratio_to_floor']:>7.1f} {r['peak_rss_mb']:>7.0f} "
+            f"{r['audit_bytes_per_household_year']:>13.0f}"
+        )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
