@@ -32,6 +32,7 @@ from simulation.decisions.pmt import PMTConfig
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
 from simulation.skills.templates import TemplateError, template_fields
+from simulation.yaml_errors import describe_yaml_error
 
 __all__ = [
     "AdaptationConfig",
@@ -562,13 +563,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        context, start = getattr(err, "context", None), getattr(err, "context_mark", None)
-        if context and start:
-            problem += f", {context} started at line {start.line + 1}"
-        msg = f"{path}: {where}YAML syntax error: {problem}"
+        msg = f"{path}: YAML syntax error: {describe_yaml_error(err)}"
         raise ConfigError(msg) from None
     if data is None:
         return {}

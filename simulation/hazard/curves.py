@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
+from simulation.yaml_errors import describe_yaml_error
+
 if TYPE_CHECKING:
     import os
 
@@ -305,13 +307,7 @@ def _read_curve_file(path: Path) -> DamageCurves:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-        if context and start:
-            problem += f", {context} started at line {start.line + 1}"
-        raise _fail(origin, f"{where}not valid YAML ({problem})") from None
+        raise _fail(origin, f"not valid YAML: {describe_yaml_error(exc)}") from None
     if not isinstance(data, dict):
         raise _fail(origin, f"expected a mapping of one curve set, got {data!r}")
     if "structure" in data:

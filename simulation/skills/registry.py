@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulation.agents.state import STATE_FIELDS, TENURES, HouseholdState
 from simulation.decisions.base import Option
 from simulation.skills.templates import TemplateError, render, template_fields
+from simulation.yaml_errors import describe_yaml_error
 
 if TYPE_CHECKING:
     import os
@@ -652,10 +653,7 @@ class SkillRegistry:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            msg = f"{origin}: {where}invalid YAML ({problem})"
+            msg = f"{origin}: invalid YAML: {describe_yaml_error(exc)}"
             raise RegistryError(msg) from None
         return cls.from_mapping(data, origin)
 
