@@ -6,6 +6,7 @@ Subcommands:
     validate      Check a run config or experiment file without running it.
     audit         Rebuild a household's memory from the audit trail; check a run's integrity.
     report        Write PNG figures and an index.html for a run.
+    check-behaviour  Compare a run or experiment with target statistics (stylized facts).
     memory-demo   Walk one household's memory through a few flood years and print it.
 
 Bad input (YAML syntax, unknown keys, wrong types, out-of-range values, broken curves or
@@ -20,7 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulation.agents.population import PopulationError
+from simulation.analysis import behaviour_commands
 from simulation.analysis import commands as analysis_commands
+from simulation.analysis.behaviour import BehaviourError
 from simulation.analysis.report import ReportError
 from simulation.audit import commands as audit_commands
 from simulation.audit.readers import AuditReadError
@@ -59,6 +62,7 @@ def _positive_int(text: str) -> int:
 #: Errors that mean "the input is wrong"; each message names the file and the key.
 INPUT_ERRORS = (
     AuditReadError,
+    BehaviourError,
     CacheMiss,
     RunError,
     UsageError,
@@ -256,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit_commands.register(commands)
     analysis_commands.register(commands)
+    behaviour_commands.register(commands)
 
     demo = commands.add_parser("memory-demo", help="walk one household's memory through floods")
     demo.set_defaults(func=_memory_demo)

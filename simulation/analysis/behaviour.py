@@ -1,0 +1,441 @@
+"""Check a run or an experiment against behavioural targets (stylized facts).
+
+A targets file is YAML with one list, ``targets``; each entry says what to compute from a run
+and what value, within what absolute tolerance, it should have::
+
+    targets:
+      - name: insured_share_floodplain         # unique; letters, digits, _ . -
+        description: "About half of single-family homes in the 100-year floodplain are insured"
+        source: "Kousky et al. 2018; Dixon et al. 2006 (RAND)"
+        statistic: mean_of_column              # how the value is computed from a run
+        column: insured_share_ae               # a model_years column
+        years: [5, 30]                         # inclusive year range (optional: every year)
+        value: 0.5                             # the target
+        tolerance: 0.15                        # pass if |simulated - value| <= tolerance
+
+Statistics (the keys each one uses besides ``value`` and ``tolerance``):
+
+``mean_of_column``
+    Mean of ``column`` over the years in ``years`` (every year when omitted).
+``event_jump``
+    The event-study change of ``column`` at ``years_since = 1`` (the first full year after the
+    flood) from the mean of the ``baseline_years`` (default 3) years before ``flood_year``
+    (detected as the year with most damaged households when omitted); see
+    :mod:`simulation.analysis.event_study`.
+``event_change_at``
+    The same change at ``years_since`` (required).
+``event_recovery_years``
+    The first ``years_since`` after the jump at which the change is at or below ``fraction``
+    (default 0.1) of the jump: ``inf`` when the run ends first, NaN when there is no jump.
+``median_policy_tenure``
+    Median length in years of completed insured spells, from the ``household_traces`` audit
+    stream (any audit level but ``off``; with ``audit.sample`` below 1, the sampled
+    households). A household is insured at the end of a year exactly when that year's executed
+    skill (``action.decision_skill``) is ``buy_insurance`` or ``buy_contents_insurance``, since
+    a policy that is not renewed lapses. A spell is a run of consecutive insured years; it is
+    completed when the household's next traced year is not insured (a lapse, or a move away).
+    Spells still open in the run's last year are right-censored and left out, as NFIP tenure
+    studies count policies that ended.
+
+For an experiment folder (``experiment.json`` and ``model_years.parquet``) every statistic is
+computed for each complete run (its run directory under ``runs/``) and the table reports the
+mean over runs as ``value`` and their standard deviation as ``spread``, with ``min`` and
+``max``; with a sweep the runs of all design points are pooled. Infinite per-run values (no
+recovery within the run) make the mean infinite and the spread NaN.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import pandas as pd
+import yaml
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simulation.analysis.event_study import event_study, recovery_years
+from simulation.analysis.metrics import RunDirError, load_run, stream_path
+from simulation.audit.readers import iter_records
+
+__all__ = [
+    "STATISTICS",
+    "TABLE_COLUMNS",
+    "BehaviourError",
+    "Target",
+    "TargetsFile",
+    "check_behaviour",
+    "load_targets",
+    "plot_behaviour",
+    "run_statistic",
+]
+
+#: Statistics a target may use (see the module docstring).
+STATISTICS = (
+    "mean_of_column",
+    "event_jump",
+    "event_change_at",
+    "event_recovery_years",
+    "median_policy_tenure",
+)
+#: Columns of the table :func:`check_behaviour` returns, in order.
+TABLE_COLUMNS = (
+    "name",
+    "value",
+    "spread",
+    "min",
+    "max",
+    "n_runs",
+    "target",
+    "tolerance",
+    "passed",
+    "statistic",
+    "description",
+)
+_INSURANCE_SKILLS = frozenset({"buy_insurance", "buy_contents_insurance"})
+_EVENT_STATISTICS = frozenset({"event_jump", "event_change_at", "event_recovery_years"})
+
+
+class BehaviourError(ValueError):
+    """A bad targets file or a path that is neither a run nor an experiment (one line)."""
+
+
+class Target(BaseModel):
+    """One behavioural target (an entry of ``targets:``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    description: str = ""
+    source: str = ""
+    statistic: Literal[
+        "mean_of_column",
+        "event_jump",
+        "event_change_at",
+        "event_recovery_years",
+        "median_policy_tenure",
+    ]
+    column: str = "insured_share_ae"
+    years: tuple[int, int] | None = None
+    flood_year: int | None = None
+    baseline_years: Annotated[int, Field(ge=1)] = 3
+    years_since: int | None = None
+    fraction: Annotated[float, Field(gt=0, lt=1)] = 0.1
+    value: float
+    tolerance: Annotated[float, Field(ge=0)]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Target:
+        if self.years is not None and self.years[0] > self.years[1]:
+            msg = f"years: start {self.years[0]} is after end {self.years[1]}"
+            raise ValueError(msg)
+        if self.statistic == "event_change_at" and self.years_since is None:
+            msg = "years_since: required by statistic event_change_at"
+            raise ValueError(msg)
+        return self
+
+
+class TargetsFile(BaseModel):
+    """A whole targets file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    targets: list[Target] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> TargetsFile:
+        names = [t.name for t in self.targets]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            msg = f"duplicate target name {duplicates[0]!r}"
+            raise ValueError(msg)
+        return self
+
+
+def _describe(error: ValidationError, origin: Path, data: dict[str, Any]) -> str:
+    """One line naming the file, the key (``targets[2].tolerance``) and the problem."""
+    first = error.errors()[0]
+    parts: list[str] = []
+    for part in first["loc"]:
+        if isinstance(part, int):
+            parts[-1] = f"{parts[-1]}[{part}]" if parts else f"[{part}]"
+        else:
+            parts.append(str(part))
+    loc = ".".join(parts)
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif first["type"] == "missing":
+        message = "required key is missing"
+    elif first["type"] != "value_error" and "input" in first:
+        message = f"{message} (got {first['input']!r})"
+    # A validator's own message starts with the key it is about ("years_since: ..."); name the
+    # entry by its target name too, which is easier to find in the file than an index.
+    index = first["loc"][1] if len(first["loc"]) > 1 and first["loc"][0] == "targets" else None
+    named = ""
+    if isinstance(index, int):
+        entries = data.get("targets") or []
+        entry = entries[index] if index < len(entries) else None
+        if isinstance(entry, dict) and entry.get("name"):
+            named = f" (target {entry['name']!r})"
+    return f"{origin}: {loc or '(top level)'}{named}: {message}"
+
+
+def load_targets(path: str | Path) -> list[Target]:
+    """Read and validate a targets file.
+
+    Raises:
+        BehaviourError: One line naming the file, the key and the problem.
+    """
+    origin = Path(path)
+    try:
+        data = yaml.safe_load(origin.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        msg = f"{origin}: targets file not found"
+        raise BehaviourError(msg) from None
+    except OSError as err:
+        msg = f"{origin}: cannot read the targets file ({err.strerror})"
+        raise BehaviourError(msg) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        msg = f"{origin}: {where}YAML syntax error: {getattr(err, 'problem', None) or err}"
+        raise BehaviourError(msg) from None
+    if not isinstance(data, dict):
+        msg = f"{origin}: (top level): expected a mapping with a 'targets' list"
+        raise BehaviourError(msg)
+    try:
+        return list(TargetsFile.model_validate(data).targets)
+    except ValidationError as err:
+        raise BehaviourError(_describe(err, origin, data)) from None
+
+
+# ------------------------------------------------------------------------------ statistics
+def _policy_spells(run_dir: Path, last_year: int) -> list[int]:
+    """Lengths of completed insured spells of every traced household (see module docstring)."""
+    years: dict[str, dict[int, bool]] = {}
+    for record in iter_records(run_dir, "household_traces"):
+        skill = (record.get("action") or {}).get("decision_skill")
+        years.setdefault(str(record["agent_id"]), {})[int(record["year"])] = (
+            skill in _INSURANCE_SKILLS
+        )
+    spells = []
+    for insured_by_year in years.values():
+        length = 0
+        for year in sorted(insured_by_year):
+            if insured_by_year[year]:
+                length += 1
+            elif length:
+                spells.append(length)
+                length = 0
+        # A spell open at the household's last traced year is completed only if the household
+        # left (moved away) before the run ended; otherwise it is right-censored.
+        if length and max(insured_by_year) < last_year:
+            spells.append(length)
+    return spells
+
+
+def run_statistic(run_dir: str | Path, target: Target) -> float:
+    """The value of ``target``'s statistic for one run directory.
+
+    Raises:
+        BehaviourError: When the run lacks what the statistic needs (a column, the flood's
+            baseline years, or the ``household_traces`` stream).
+    """
+    run = load_run(run_dir)
+    metrics = run.metrics
+    where = f"{run.run_dir}: target {target.name!r}"
+    if target.statistic == "median_policy_tenure":
+        if stream_path(run.run_dir, "household_traces") is None:
+            msg = f"{where}: median_policy_tenure needs the household_traces audit stream"
+            raise BehaviourError(msg)
+        spells = _policy_spells(run.run_dir, int(metrics["year"].max()))
+        return float(np.median(spells)) if spells else math.nan
+    if target.column not in metrics.columns:
+        msg = f"{where}: model_years has no column {target.column!r}"
+        raise BehaviourError(msg)
+    if target.statistic == "mean_of_column":
+        values = metrics
+        if target.years is not None:
+            values = metrics[metrics["year"].between(*target.years)]
+        return float(values[target.column].mean()) if len(values) else math.nan
+    try:
+        table = event_study(metrics, target.flood_year, target.column, target.baseline_years)
+    except ValueError as err:
+        msg = f"{where}: {err}"
+        raise BehaviourError(msg) from None
+    changes = table.set_index("years_since")["mean"]
+    if target.statistic == "event_recovery_years":
+        return recovery_years(changes, target.fraction)
+    at = 1 if target.statistic == "event_jump" else int(target.years_since or 0)
+    return float(changes.loc[at]) if at in changes.index else math.nan
+
+
+def _run_dirs(path: Path) -> list[Path]:
+    """The run directories behind ``path``: itself, or an experiment's complete runs."""
+    if (path / "experiment.json").is_file() and (path / "model_years.parquet").is_file():
+        try:
+            state = json.loads((path / "experiment.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            msg = f"{path / 'experiment.json'}: cannot be read as JSON ({err})"
+            raise BehaviourError(msg) from None
+        runs = [
+            path / record["run_dir"]
+            for record in state.get("runs", [])
+            if record.get("status") == "complete" and record.get("run_dir")
+        ]
+        if not runs:
+            msg = f"{path}: the experiment has no complete run"
+            raise BehaviourError(msg)
+        return runs
+    if (path / "manifest.json").is_file():
+        return [path]
+    msg = (
+        f"{path}: neither a run directory (manifest.json) nor an experiment folder "
+        "(experiment.json and model_years.parquet)"
+    )
+    raise BehaviourError(msg)
+
+
+def _summary(values: list[float]) -> tuple[float, float, float, float]:
+    """Mean, spread (sample std, NaN for one run or infinite values), min and max."""
+    array = np.asarray(values, float)
+    finite = np.isfinite(array)
+    if np.isnan(array).any():
+        return math.nan, math.nan, math.nan, math.nan
+    mean = float(array.mean()) if finite.all() else float(array[~finite][0])
+    spread = float(array.std(ddof=1)) if len(array) > 1 and finite.all() else math.nan
+    return mean, spread, float(array.min()), float(array.max())
+
+
+def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
+    """Compare a run, or an experiment's replicates, with every target of a targets file.
+
+    Args:
+        path: A run directory or an experiment folder.
+        targets_path: A targets file (see the module docstring).
+
+    Returns:
+        One row per target with :data:`TABLE_COLUMNS`: ``value`` (the mean over runs),
+        ``spread`` (their standard deviation; NaN for one run), ``min``, ``max``, ``n_runs``,
+        ``target`` and ``tolerance`` (from the file), ``passed`` (``|value - target| <=
+        tolerance``; false for a NaN value), ``statistic`` and ``description``.
+
+    Raises:
+        BehaviourError: For a bad targets file, a path that is neither a run nor an
+            experiment, or a run lacking what a statistic needs.
+    """
+    targets = load_targets(targets_path)
+    runs = _run_dirs(Path(path))
+    rows = []
+    for target in targets:
+        try:
+            values = [run_statistic(run_dir, target) for run_dir in runs]
+        except RunDirError as err:
+            raise BehaviourError(str(err)) from None
+        mean, spread, low, high = _summary(values)
+        passed = (
+            bool(abs(mean - target.value) <= target.tolerance) if not math.isnan(mean) else False
+        )
+        rows.append(
+            (
+                target.name,
+                mean,
+                spread,
+                low,
+                high,
+                len(values),
+                target.value,
+                target.tolerance,
+                passed,
+                target.statistic,
+                target.description,
+            )
+        )
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    table.attrs["source"] = str(path)
+    return table
+
+
+# ------------------------------------------------------------------------------ figure
+def plot_behaviour(table: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """One row per target: the target ± tolerance as a band, the simulated value on it.
+
+    Each row has its own horizontal scale (targets mix shares and years), so values are drawn
+    relative to the target: the band spans -1..1 tolerance and the marker sits at
+    ``(value - target) / tolerance``, with the spread as an error bar in the same units. Passing
+    targets are green, failing ones red; the real numbers are written beside each row.
+
+    Args:
+        table: The result of :func:`check_behaviour`.
+        title: Figure title (default: names the run or experiment).
+    """
+    n = len(table)
+    fig = Figure(figsize=(10.0, 1.0 + 0.7 * max(n, 1)), layout="constrained")
+    ax = fig.subplots()
+    limit = 3.0  # tolerances shown; values further out are clipped to the edge with an arrow
+    for row, record in enumerate(table.itertuples(index=False)):
+        y = n - 1 - row
+        tolerance = float(record.tolerance) or 1e-12  # a zero tolerance still gets a band
+        colour = "tab:green" if record.passed else "tab:red"
+        ax.axhspan(
+            y - 0.3,
+            y + 0.3,
+            xmin=(limit - 1) / (2 * limit),
+            xmax=(limit + 1) / (2 * limit),
+            color="0.85",
+            zorder=0,
+        )
+        value = float(record.value)
+        if math.isfinite(value):
+            offset = (value - float(record.target)) / tolerance
+            shown = float(np.clip(offset, -limit, limit))
+            spread = float(record.spread) / tolerance if math.isfinite(record.spread) else 0.0
+            marker = "o" if shown == offset else (">" if offset > 0 else "<")
+            ax.errorbar(
+                shown,
+                y,
+                xerr=spread if shown == offset else None,
+                fmt=marker,
+                color=colour,
+                ms=9,
+                capsize=4,
+                zorder=3,
+            )
+        else:
+            ax.plot(limit, y, ">", color=colour, ms=9, zorder=3)
+        spread_text = f" ± {record.spread:.3g}" if math.isfinite(record.spread) else ""
+        ax.text(
+            limit * 1.05,
+            y,
+            f"{value:.3g}{spread_text}  (target {record.target:.3g} "
+            f"± {record.tolerance:.3g})  {'PASS' if record.passed else 'FAIL'}",
+            va="center",
+            fontsize="small",
+            color=colour,
+        )
+    ax.axvline(0.0, color="black", lw=1)
+    ax.set_xlim(-limit, limit)
+    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_yticks(range(n), list(table["name"])[::-1])
+    ax.set_xlabel("(simulated - target) / tolerance   (grey band: within tolerance)")
+    ax.grid(visible=True, axis="x", alpha=0.3)
+    ax.legend(
+        handles=[
+            Patch(color="0.85", label="target ± tolerance"),
+            Patch(color="tab:green", label="pass"),
+            Patch(color="tab:red", label="fail"),
+        ],
+        loc="lower left",
+        fontsize="small",
+    )
+    source = table.attrs.get("source")
+    ax.set_title(
+        title or f"Behavioural targets{f' ({Path(source).name})' if source else ''}",
+        fontweight="bold",
+    )
+    return fig

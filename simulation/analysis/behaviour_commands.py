@@ -1,0 +1,98 @@
+"""The ``floodsim check-behaviour`` subcommand.
+
+``simulation.cli`` calls :func:`register` with its subparsers. The handler follows the CLI's
+convention: it returns the exit code (0 when every target passes, 1 when any fails) and raises
+:class:`~simulation.analysis.behaviour.BehaviourError` for a bad targets file or a path that is
+neither a run nor an experiment, which the CLI maps to exit code 2.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
+    import pandas as pd
+
+__all__ = ["format_table", "register"]
+
+
+def _number(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.3g}"
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """The behaviour table as aligned text: name, simulated, spread, target ± tol, result."""
+    header = ("target", "simulated", "spread", "target ± tol", "result")
+    rows = [
+        (
+            str(r.name),
+            _number(float(r.value)),
+            _number(float(r.spread)),
+            f"{r.target:.3g} ± {r.tolerance:.3g}",
+            "PASS" if r.passed else "FAIL",
+        )
+        for r in table.itertuples(index=False)
+    ]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    head = "  ".join(cell.ljust(w) for cell, w in zip(header, widths, strict=True))
+    return "\n".join([head, "  ".join("-" * w for w in widths), *lines])
+
+
+def _check_behaviour(args: argparse.Namespace) -> int:
+    """Check ``args.path`` against ``args.targets``; write behaviour.csv and behaviour.png.
+
+    Raises:
+        BehaviourError: For a bad targets file or path (the CLI exits with code 2).
+    """
+    # Imported on use so that `floodsim --help` does not load pandas and matplotlib.
+    from simulation.analysis.behaviour import check_behaviour, plot_behaviour  # noqa: PLC0415
+
+    table = check_behaviour(args.path, args.targets)
+    out = Path(args.out) if args.out is not None else Path(args.path)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "behaviour.csv", index=False)
+    plot_behaviour(table).savefig(out / "behaviour.png", dpi=120)
+    print(format_table(table))
+    failed = int((~table["passed"]).sum())
+    print(
+        f"{len(table) - failed} of {len(table)} targets pass "
+        f"({int(table['n_runs'].max())} run(s)); wrote {out / 'behaviour.csv'} and "
+        f"{out / 'behaviour.png'}"
+    )
+    return 0 if failed == 0 else 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``check-behaviour`` subcommand to the ``floodsim`` subparsers.
+
+    ``floodsim check-behaviour RUN_OR_EXPERIMENT --targets FILE [--out DIR]`` prints every
+    target with the simulated value, its spread over replicates and PASS/FAIL, writes
+    ``behaviour.csv`` and ``behaviour.png`` into ``DIR`` (default: the run or experiment
+    folder), and exits 0 when every target passes, 1 when any fails.
+    """
+    parser = subparsers.add_parser(
+        "check-behaviour",
+        help="compare a run or experiment with behavioural targets (stylized facts)",
+        description=(
+            "Compute every target of a targets file (e.g. configs/targets/stylized_facts.yaml) "
+            "for a run directory or each run of an experiment folder, print the simulated "
+            "value, its spread over replicates and PASS/FAIL, and write behaviour.csv and "
+            "behaviour.png. Exit code 0: all targets pass; 1: some fail; 2: bad input."
+        ),
+    )
+    parser.add_argument(
+        "path", metavar="RUN_OR_EXPERIMENT", help="a run directory or an experiment folder"
+    )
+    parser.add_argument("--targets", metavar="FILE", required=True, help="targets YAML file")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="folder for behaviour.csv and behaviour.png (default: RUN_OR_EXPERIMENT)",
+    )
+    parser.set_defaults(func=_check_behaviour)

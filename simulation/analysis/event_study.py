@@ -1,0 +1,223 @@
+"""Event study: how a yearly metric moves in the years around a flood.
+
+The method is a difference from a pre-flood baseline, computed per run and then averaged:
+
+1. For each run (each ``run_id``; a frame without one is a single run), the *baseline* is the
+   mean of ``column`` over the ``baseline_years`` years just before the flood year
+   (``flood_year - baseline_years`` .. ``flood_year - 1``; years missing from the run are
+   skipped, and a run with none of them has no baseline and is left out).
+2. The run's *change* at ``years_since = year - flood_year`` is ``column(year) - baseline``
+   (in the column's units: for a share, percentage points / 100).
+3. Across runs, each ``years_since`` gets the mean change, its standard deviation, its 10 % and
+   90 % quantiles and the number of runs that reach that year.
+
+Subtracting each run's own baseline removes level differences between replicates, so the spread
+measures how differently runs *respond*, not where they started. Because the model collects a
+year's metrics after that year's decisions (see :mod:`simulation.model`), ``years_since = 0``
+already includes the purchases made in the flood year itself; ``years_since = 1`` is the first
+full year after the flood, the point the empirical literature calls the take-up jump.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "detect_flood_year",
+    "event_study",
+    "plot_event_study",
+    "recovery_years",
+]
+
+#: Columns of the table :func:`event_study` returns, in order.
+EVENT_COLUMNS = ("years_since", "mean", "std", "q10", "q90", "n_runs")
+_RUN_KEY = "run_id"
+_SINGLE_RUN = "run"  # run_id given to a frame that has none
+
+
+def _as_frame(frames: pd.DataFrame | Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """One long frame with a ``run_id`` column, whatever was passed in."""
+    if isinstance(frames, pd.DataFrame):
+        parts = [frames]
+    else:
+        parts = list(frames)
+        if not parts:
+            msg = "event_study: no model_years frames given"
+            raise ValueError(msg)
+    labelled = []
+    for number, part in enumerate(parts):
+        if _RUN_KEY in part.columns:
+            labelled.append(part)
+        else:
+            # Several frames without run ids are distinct runs: number them so they stay apart.
+            label = _SINGLE_RUN if len(parts) == 1 else f"{_SINGLE_RUN}{number}"
+            labelled.append(part.assign(**{_RUN_KEY: label}))
+    return pd.concat(labelled, ignore_index=True)
+
+
+def detect_flood_year(metrics: pd.DataFrame) -> int:
+    """The year with the most damaged households (the earliest one on a tie).
+
+    Args:
+        metrics: ``model_years`` of one run (``year`` and ``damaged_households`` columns).
+
+    Raises:
+        ValueError: When the frame has no ``damaged_households`` column or no year with damage.
+    """
+    if "damaged_households" not in metrics.columns or metrics.empty:
+        msg = "detect_flood_year: model_years has no damaged_households column"
+        raise ValueError(msg)
+    damaged = metrics["damaged_households"].to_numpy(float)
+    if not np.any(damaged > 0):
+        msg = "detect_flood_year: no year of the run damaged any household"
+        raise ValueError(msg)
+    # argmax returns the first maximum, so ties go to the earliest flood.
+    return int(metrics["year"].to_numpy()[int(np.argmax(damaged))])
+
+
+def _run_changes(
+    run: pd.DataFrame, flood_year: int, column: str, baseline_years: int
+) -> pd.Series | None:
+    """One run's change from its pre-flood baseline, indexed by years_since (None: no baseline)."""
+    series = run.set_index("year")[column].astype(float).sort_index()
+    before = series.loc[flood_year - baseline_years : flood_year - 1]
+    if before.empty:
+        return None
+    changes = series.loc[flood_year - baseline_years :] - float(before.mean())
+    changes.index = changes.index.astype(int) - flood_year
+    return changes
+
+
+def event_study(
+    frames: pd.DataFrame | Iterable[pd.DataFrame],
+    flood_year: int | None = None,
+    column: str = "insured_share_ae",
+    baseline_years: int = 3,
+) -> pd.DataFrame:
+    """Change of ``column`` by years since a flood, relative to the pre-flood level.
+
+    See the module docstring for the method.
+
+    Args:
+        frames: One run's ``model_years``, a combined frame with a ``run_id`` column (an
+            experiment's ``model_years.parquet``), or several such frames.
+        flood_year: The flood's year; ``None`` detects it per run with
+            :func:`detect_flood_year`.
+        column: The ``model_years`` column to study.
+        baseline_years: Years before the flood whose mean is the baseline (at least 1).
+
+    Returns:
+        One row per ``years_since`` from ``-baseline_years`` to the last year any run reaches,
+        with :data:`EVENT_COLUMNS`: ``mean`` change over runs, ``std`` (NaN for one run),
+        ``q10`` and ``q90`` quantiles, and ``n_runs``. ``frame.attrs`` records ``column``,
+        ``flood_year`` (``None`` when detected and different between runs) and
+        ``baseline_years``.
+
+    Raises:
+        ValueError: For a missing column, ``baseline_years`` below 1, or no run with a year
+            before the flood.
+    """
+    if baseline_years < 1:
+        msg = f"event_study: baseline_years must be at least 1, got {baseline_years}"
+        raise ValueError(msg)
+    data = _as_frame(frames)
+    for needed in ("year", column):
+        if needed not in data.columns:
+            msg = f"event_study: model_years has no column {needed!r}"
+            raise ValueError(msg)
+    per_run: dict[str, pd.Series] = {}
+    floods: set[int] = set()
+    for run_id, run in data.groupby(_RUN_KEY, sort=False):
+        year = detect_flood_year(run) if flood_year is None else int(flood_year)
+        floods.add(year)
+        changes = _run_changes(run, year, column, baseline_years)
+        if changes is not None:
+            per_run[str(run_id)] = changes
+    if not per_run:
+        msg = f"event_study: no run has a year before the flood (year {sorted(floods)})"
+        raise ValueError(msg)
+    wide = pd.DataFrame(per_run)  # rows: years_since, columns: runs
+    table = pd.DataFrame(
+        {
+            "years_since": wide.index.astype(int),
+            "mean": wide.mean(axis=1).to_numpy(),
+            "std": wide.std(axis=1, ddof=1).to_numpy() if wide.shape[1] > 1 else np.nan,
+            "q10": wide.quantile(0.1, axis=1).to_numpy(),
+            "q90": wide.quantile(0.9, axis=1).to_numpy(),
+            "n_runs": wide.notna().sum(axis=1).to_numpy(),
+        }
+    ).reset_index(drop=True)
+    table.attrs.update(
+        column=column,
+        flood_year=floods.pop() if len(floods) == 1 else None,
+        baseline_years=baseline_years,
+    )
+    return table
+
+
+def recovery_years(changes: pd.Series, fraction: float = 0.1, jump_at: int = 1) -> float:
+    """Years after a flood until the change falls back to ``fraction`` of the jump.
+
+    Args:
+        changes: A run's (or the mean) change indexed by ``years_since``.
+        fraction: Share of the jump that counts as "back at the baseline".
+        jump_at: The ``years_since`` of the jump.
+
+    Returns:
+        The first ``years_since`` after ``jump_at`` whose change is at or below
+        ``fraction * jump``; ``inf`` when the run ends first; NaN when there is no positive
+        jump to recover from (or the run ends before ``jump_at``).
+    """
+    if jump_at not in changes.index:
+        return math.nan
+    jump = float(changes.loc[jump_at])
+    if not jump > 0:
+        return math.nan
+    later = changes.loc[changes.index > jump_at]
+    below = later[later <= fraction * jump]
+    return float(below.index[0]) if not below.empty else math.inf
+
+
+def plot_event_study(table: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """The mean change by years since the flood, with the 10-90 % band over runs.
+
+    Args:
+        table: The result of :func:`event_study`.
+        title: Figure title (default: names the column and the flood year).
+    """
+    column = table.attrs.get("column", "value")
+    flood_year = table.attrs.get("flood_year")
+    fig = Figure(figsize=(9.0, 5.0), layout="constrained")
+    ax = fig.subplots()
+    x = table["years_since"].to_numpy()
+    n_runs = int(table["n_runs"].max()) if len(table) else 0
+    if n_runs > 1:
+        ax.fill_between(
+            x,
+            table["q10"].to_numpy(float),
+            table["q90"].to_numpy(float),
+            color="tab:blue",
+            alpha=0.2,
+            label=f"10-90 % of {n_runs} runs",
+        )
+    ax.plot(x, table["mean"], "o-", color="tab:blue", lw=2, label="mean change")
+    ax.axhline(0.0, color="black", lw=1, label="pre-flood baseline")
+    ax.axvline(0.0, color="tab:red", ls="--", lw=1.5, label="flood")
+    ax.set_xlabel("years since the flood")
+    ax.set_ylabel(f"change in {column} vs pre-flood mean")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(visible=True, alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")
+    where = f", flood in year {flood_year}" if flood_year is not None else ""
+    ax.set_title(title or f"Event study: {column}{where}", fontweight="bold")
+    return fig

@@ -1,0 +1,209 @@
+"""Tests for behavioural targets: the targets file, statistics on real runs, the command."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from matplotlib.figure import Figure
+
+from simulation.analysis import behaviour_commands
+from simulation.analysis.behaviour import (
+    STATISTICS,
+    TABLE_COLUMNS,
+    BehaviourError,
+    Target,
+    _summary,
+    check_behaviour,
+    load_targets,
+    plot_behaviour,
+    run_statistic,
+)
+from simulation.config import load_config
+from simulation.experiments import run_experiment
+from simulation.runner import run_simulation
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "configs" / "scenarios" / "single_flood.yaml"
+TARGETS = ROOT / "configs" / "targets" / "stylized_facts.yaml"
+SMALL = ["households.count=200", "years=20", "audit.level=minimal"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    config, base = load_config(SCENARIO, SMALL)
+    out = tmp_path_factory.mktemp("run")
+    return run_simulation(config, base, out, progress=False).run_dir
+
+
+@pytest.fixture(scope="module")
+def experiment_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("experiment")
+    path = folder / "exp.yaml"
+    path.write_text(
+        f"name: single_flood_reps\nbase: {SCENARIO}\n"
+        "set: {households.count: 200, audit.level: minimal}\n"  # the full 30 years
+        "replicates: 2\nseed: 3\nexecutor: {kind: serial}\n",
+        encoding="utf-8",
+    )
+    return run_experiment(path, folder / "out", executor="serial", progress=False).out_dir
+
+
+def write_targets(tmp_path: Path, entries: list[dict]) -> Path:
+    path = tmp_path / "targets.yaml"
+    path.write_text(yaml.safe_dump({"targets": entries}), encoding="utf-8")
+    return path
+
+
+GOOD = {"name": "t", "statistic": "mean_of_column", "value": 0.5, "tolerance": 0.1}
+
+
+def test_stylized_facts_file_validates():
+    targets = load_targets(TARGETS)
+    assert {t.statistic for t in targets} == set(STATISTICS)
+    assert all(t.source and t.description for t in targets)
+    events = [t for t in targets if t.statistic.startswith("event_")]
+    assert events
+    assert all(t.flood_year == 10 for t in events)
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"statistic": "median_of_nothing"}, "targets[0].statistic"),
+        ({"value": None}, "targets[0].value"),
+        ({"colour": "red"}, "targets[0].colour"),
+        ({"tolerance": -0.1}, "targets[0].tolerance"),
+        ({"statistic": "event_change_at"}, "years_since"),
+        ({"years": [9, 3]}, "years"),
+    ],
+)
+def test_bad_targets_name_file_and_key(tmp_path, change, key):
+    entry = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    path = write_targets(tmp_path, [entry])
+    with pytest.raises(BehaviourError) as info:
+        load_targets(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(str(path))
+    assert key in message
+
+
+def test_bad_targets_file_shapes(tmp_path):
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(BehaviourError, match=re.escape(f"{missing}: targets file not found")):
+        load_targets(missing)
+    top = tmp_path / "list.yaml"
+    top.write_text("- a\n", encoding="utf-8")
+    with pytest.raises(BehaviourError, match="top level"):
+        load_targets(top)
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(yaml.safe_dump({"targets": [GOOD], "tragets": []}), encoding="utf-8")
+    with pytest.raises(BehaviourError, match="tragets: unknown key"):
+        load_targets(extra)
+    dup = write_targets(tmp_path, [GOOD, GOOD])
+    with pytest.raises(BehaviourError, match="duplicate target name 't'"):
+        load_targets(dup)
+
+
+def test_check_behaviour_on_a_run(run_dir):
+    table = check_behaviour(run_dir, TARGETS)
+    assert tuple(table.columns) == TABLE_COLUMNS
+    assert table["name"].tolist() == [t.name for t in load_targets(TARGETS)]
+    assert np.isfinite(table["value"]).all()
+    assert table["spread"].isna().all()  # one run: no spread
+    assert (table["n_runs"] == 1).all()
+    expected = (table["value"] - table["target"]).abs() <= table["tolerance"]
+    assert table["passed"].tolist() == expected.tolist()
+    jump = table.set_index("name").loc["takeup_jump_after_flood", "value"]
+    assert jump > 0
+
+
+def test_check_behaviour_on_an_experiment(experiment_dir):
+    table = check_behaviour(experiment_dir, TARGETS)
+    assert table["name"].tolist() == [t.name for t in load_targets(TARGETS)]
+    assert (table["n_runs"] == 2).all()
+    assert np.isfinite(table["value"]).all()
+    assert np.isfinite(table["spread"]).all()
+    assert (table["min"] <= table["value"]).all()
+    assert (table["value"] <= table["max"]).all()
+    fig = plot_behaviour(table)
+    assert isinstance(fig, Figure)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == table["name"].tolist()[::-1]
+
+
+def test_statistics_match_hand_computation(run_dir):
+    metrics = pd.read_csv(run_dir / "model_years.csv").set_index("year")
+    mean = Target(**{**GOOD, "column": "insured_share_x", "years": (3, 7)})
+    assert run_statistic(run_dir, mean) == pytest.approx(metrics.loc[3:7, "insured_share_x"].mean())
+    baseline = metrics.loc[7:9, "insured_share_ae"].mean()
+    change = Target(**{**GOOD, "statistic": "event_change_at", "years_since": 2})
+    assert run_statistic(run_dir, change) == pytest.approx(
+        metrics.loc[12, "insured_share_ae"] - baseline
+    )
+    tenure = run_statistic(run_dir, Target(**{**GOOD, "statistic": "median_policy_tenure"}))
+    assert tenure >= 1
+    assert tenure == int(tenure) or tenure * 2 == int(tenure * 2)  # a median of whole years
+
+
+def test_tenure_needs_traces(tmp_path):
+    config, base = load_config(SCENARIO, ["households.count=30", "years=3", "audit.level=off"])
+    run = run_simulation(config, base, tmp_path, progress=False).run_dir
+    target = Target(**{**GOOD, "statistic": "median_policy_tenure"})
+    with pytest.raises(BehaviourError, match="household_traces"):
+        run_statistic(run, target)
+
+
+def test_path_neither_run_nor_experiment(tmp_path):
+    with pytest.raises(BehaviourError, match="neither a run directory"):
+        check_behaviour(tmp_path, TARGETS)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="floodsim")
+    behaviour_commands.register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def test_command_exit_code_follows_the_table(run_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    args = parse(["check-behaviour", str(run_dir), "--targets", str(TARGETS), "--out", str(out)])
+    code = args.func(args)
+    table = pd.read_csv(out / "behaviour.csv")
+    assert code == (0 if table["passed"].all() else 1)
+    assert (out / "behaviour.png").stat().st_size > 0
+    printed = capsys.readouterr().out
+    for name in table["name"]:
+        assert name in printed
+    assert ("FAIL" in printed) == (code == 1)
+
+
+def test_command_passes_and_fails(run_dir, tmp_path):
+    value = run_statistic(run_dir, Target(**GOOD))
+    loose = write_targets(tmp_path, [{**GOOD, "value": value, "tolerance": 0.01}])
+    args = parse(["check-behaviour", str(run_dir), "--targets", str(loose)])
+    assert args.func(args) == 0
+    assert (run_dir / "behaviour.csv").is_file()  # default --out: the run folder
+    strict = write_targets(tmp_path, [{**GOOD, "value": value + 1, "tolerance": 0.5}])
+    args = parse(["check-behaviour", str(run_dir), "--targets", str(strict)])
+    assert args.func(args) == 1
+
+
+def test_command_bad_targets_raise(run_dir, tmp_path):
+    bad = write_targets(tmp_path, [{**GOOD, "tolerance": -1}])
+    args = parse(["check-behaviour", str(run_dir), "--targets", str(bad)])
+    with pytest.raises(BehaviourError, match="tolerance"):
+        args.func(args)
+
+
+def test_infinite_recovery_has_no_spread():
+    mean, spread, low, high = _summary([4.0, math.inf])
+    assert mean == math.inf
+    assert math.isnan(spread)
+    assert (low, high) == (4.0, math.inf)
