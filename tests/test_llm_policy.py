@@ -921,7 +921,7 @@ def test_llm_households_scenario_validates(capsys: pytest.CaptureFixture[str]) -
     assert "decisions llm" in out
 
 
-# -- known gaps (strict xfail: each turns into a failure, to drop the marker, once fixed) -------
+# -- replay of a recorded run whose endpoint failed ------------------------------------------
 
 
 def test_replay_reproduces_a_run_whose_endpoint_failed_once(tmp_path: Path) -> None:
