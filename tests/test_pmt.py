@@ -379,3 +379,45 @@ def test_config_is_frozen() -> None:
     config = PMTConfig()
     with pytest.raises(ValidationError):
         config.beta_tp = 1.0  # type: ignore[misc]
+
+
+def test_insurance_zone_constant_shifts_insurance_by_zone_only():
+    """A zone constant (mandatory purchase in the floodplain) moves insurance, not elevation."""
+    plain = PMTPolicy(PMTConfig())
+    zoned = PMTPolicy(PMTConfig(insurance_zone_asc={"X": -3.0}))
+    x_home = HouseholdState(
+        agent_id="H1",
+        tenure="owner",
+        income=60000.0,
+        structure_value=250000.0,
+        contents_value=100000.0,
+        flood_zone="X",
+        ground_elevation=12.0,
+        first_floor_height=1.5,
+    )
+    ae_home = HouseholdState(
+        agent_id="H2",
+        tenure="owner",
+        income=60000.0,
+        structure_value=250000.0,
+        contents_value=100000.0,
+        flood_zone="AE",
+        ground_elevation=5.0,
+        first_floor_height=2.5,
+    )
+    options = [
+        Option("buy_insurance", 420.0),
+        Option("elevate_house", 45000.0),
+        Option("do_nothing", 0.0),
+    ]
+    rng = np.random.default_rng(0)
+    px = plain.decide(x_home, [], options, {}, rng).probabilities
+    zx = zoned.decide(x_home, [], options, {}, rng).probabilities
+    assert zx["buy_insurance"] < px["buy_insurance"] / 10
+    # Elevation's utility is unchanged, so its share grows only through renormalisation.
+    assert zx["elevate_house"] / zx["do_nothing"] == pytest.approx(
+        px["elevate_house"] / px["do_nothing"]
+    )
+    pa = plain.decide(ae_home, [], options, {}, rng).probabilities
+    za = zoned.decide(ae_home, [], options, {}, rng).probabilities
+    assert za == pytest.approx(pa)

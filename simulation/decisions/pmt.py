@@ -24,6 +24,7 @@ Coping appraisal (CP, in [0, 1]) of an action skill with out-of-pocket cost ``c`
 Choice: ``do_nothing`` has utility 0 (the reference); an action skill has::
 
     U = logit_scale * (asc[skill] + beta_tp * TP + beta_cp * CP
+                       + insurance_zone_asc[zone] if an insurance skill
                        + renewal_inertia if an insurance skill and the household is insured)
 
 and probabilities ``exp(U) / sum(exp(U))`` over the offered options. Exactly one
@@ -256,6 +257,15 @@ class PMTConfig(BaseModel):
         le=50.0,
         description="Utility of an action per unit of its coping appraisal (CP in [0, 1]).",
     )
+    insurance_zone_asc: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            "Extra utility of the insurance skills by flood zone (zones not listed: 0). It "
+            "stands for what threat and cost do not capture: lenders require flood insurance "
+            "for mortgaged homes in the 100-year floodplain (NFIP mandatory purchase), and "
+            "outside it few people think of flood insurance at all."
+        ),
+    )
     renewal_inertia: float = Field(
         default=1.5,
         ge=0.0,
@@ -332,6 +342,7 @@ class _Coefficients:
         "score_cap",
         "skills",
         "weights",
+        "zone_asc",
         "zones",
     )
 
@@ -346,6 +357,7 @@ class _Coefficients:
         self.beta_tp = config.beta_tp
         self.beta_cp = config.beta_cp
         self.inertia = config.renewal_inertia
+        self.zone_asc = dict(config.insurance_zone_asc)
         self.scale = config.logit_scale
         insurance = frozenset(config.insurance_skills)
         # skill -> (asc, self_efficacy * response_efficacy, is an insurance skill)
@@ -556,7 +568,10 @@ class PMTPolicy:
         tp, tp_explanation, driver = _threat(memories, state.flood_zone, c)
         income = max(1.0, state.income)
         insured = state.has_insurance or state.has_contents_insurance
-        utilities, coping = _utilities(options, tp, income, c.claim_term(state), insured, c)
+        zone_term = c.zone_asc.get(state.flood_zone, 0.0)
+        utilities, coping = _utilities(
+            options, tp, income, c.claim_term(state), insured, zone_term, c
+        )
 
         # Shift by the maximum so exp never overflows, whatever the coefficients.
         top = max(utilities)
@@ -603,6 +618,7 @@ def _utilities(
     income: float,
     claim_term: float,
     insured: bool,
+    zone_term: float,
     c: _Coefficients,
 ) -> tuple[list[float], list[float]]:
     """Return each option's scaled utility and CP (-1 for ``do_nothing``, which is no action)."""
@@ -621,6 +637,7 @@ def _utilities(
         cp = efficacy - cost_sensitivity * option.cost / income
         if insurance:
             cp += claim_term
+            asc += zone_term
             if insured:
                 asc += c.inertia
         cp = 0.0 if cp < 0.0 else min(cp, 1.0)
