@@ -7,6 +7,7 @@ Subcommands:
     audit         Rebuild a household's memory from the audit trail; check a run's integrity.
     report        Write PNG figures and an index.html for a run.
     check-behaviour  Compare a run or experiment with target statistics (stylized facts).
+    calibrate     Fit parameters to target statistics (simulated method of moments).
     memory-demo   Walk one household's memory through a few flood years and print it.
 
 Bad input (YAML syntax, unknown keys, wrong types, out-of-range values, broken curves or
@@ -27,6 +28,8 @@ from simulation.analysis.behaviour import BehaviourError
 from simulation.analysis.report import ReportError
 from simulation.audit import commands as audit_commands
 from simulation.audit.readers import AuditReadError
+from simulation.calibration import commands as calibration_commands
+from simulation.calibration.fit import CalibrationError
 from simulation.config import ConfigError
 from simulation.decisions.llm import CacheMiss
 from simulation.hazard import HazardError
@@ -63,6 +66,7 @@ def _positive_int(text: str) -> int:
 INPUT_ERRORS = (
     AuditReadError,
     BehaviourError,
+    CalibrationError,
     CacheMiss,
     RunError,
     UsageError,
@@ -261,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit_commands.register(commands)
     analysis_commands.register(commands)
     behaviour_commands.register(commands)
+    calibration_commands.register(commands)
 
     demo = commands.add_parser("memory-demo", help="walk one household's memory through floods")
     demo.set_defaults(func=_memory_demo)

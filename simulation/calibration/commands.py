@@ -1,0 +1,98 @@
+"""The ``floodsim calibrate`` subcommand.
+
+``simulation.cli`` calls :func:`register` with its subparsers. The handler returns the exit
+code, 0 whenever the calibration finishes, whether or not every target passes at the best
+point: a calibration is a fit, and how well it fits is reported in the printed table and
+``best.yaml`` (check the best point with ``floodsim check-behaviour`` to gate on targets). It
+raises :class:`~simulation.calibration.fit.CalibrationError` for a bad calibration file, which
+the CLI maps to exit code 2.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["register"]
+
+
+def _positive_int(text: str) -> int:
+    # argparse reports the ValueError of int() itself as "invalid value".
+    value = int(text)
+    if value < 1:
+        msg = f"must be a positive integer, got {value}"
+        raise ValueError(msg)
+    return value
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    """Run the calibration in ``args.file`` and print its result; the folder is the last line.
+
+    Raises:
+        CalibrationError: For a bad calibration file (the CLI exits with code 2).
+    """
+    # Imported on use so that `floodsim --help` does not load pandas, matplotlib and scipy.
+    from simulation.analysis.behaviour_commands import format_table  # noqa: PLC0415
+    from simulation.calibration.fit import calibrate  # noqa: PLC0415
+
+    result = calibrate(
+        args.file,
+        args.out,
+        executor=args.executor,
+        workers=args.workers,
+        progress=False if args.quiet else None,
+    )
+    width = max(len(key) for key in result.best)
+    print("best parameters:")
+    for key, value in result.best.items():
+        print(f"  {key.ljust(width)}  {value:.6g}")
+    passed = int(result.table["passed"].sum())
+    print(
+        f"loss {result.loss:.6g} after {len(result.evaluations)} evaluation(s) "
+        f"({result.message}); {passed} of {len(result.table)} targets pass"
+    )
+    print(format_table(result.table))
+    print(result.out_dir)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``calibrate`` subcommand to the ``floodsim`` subparsers.
+
+    ``floodsim calibrate FILE [--executor K] [--workers N] [--out DIR] [--quiet]`` fits the
+    parameters of a calibration file (see :mod:`simulation.calibration.fit`), prints the best
+    parameters, their loss and the target table, writes ``evaluations.csv``, ``best.yaml`` and
+    ``calibration.png`` into ``DIR`` (default ``outputs/calibration/<name>``) and prints that
+    folder as its last line. Exit code 0 whether or not every target passes.
+    """
+    parser = subparsers.add_parser(
+        "calibrate",
+        help="fit parameters to behavioural targets (simulated method of moments)",
+        description=(
+            "Fit the parameters named in a calibration file (e.g. "
+            "configs/calibration/baseline.yaml) to the targets it names, by simulated method of "
+            "moments with a bounded Nelder-Mead or Powell search; write evaluations.csv, "
+            "best.yaml and calibration.png. Exit code 0 when the fit finishes (whether or not "
+            "every target passes); 2: bad input."
+        ),
+    )
+    parser.add_argument("file", metavar="FILE", help="calibration YAML file")
+    parser.add_argument(
+        "--executor",
+        choices=("serial", "process", "dask"),
+        default=None,
+        help="override the file's executor kind",
+    )
+    parser.add_argument(
+        "--workers", type=_positive_int, default=None, help="override the number of workers"
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=None,
+        help="output folder (default: outputs/calibration/<name>)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=_calibrate)

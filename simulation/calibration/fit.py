@@ -1,0 +1,654 @@
+"""Fit model parameters to behavioural targets (``floodsim calibrate FILE``).
+
+A calibration file names a run config, the parameters to fit (dotted config keys with a start
+value and bounds), a targets file (:mod:`simulation.analysis.behaviour`) and how hard to try::
+
+    name: baseline
+    base: ../scenarios/single_flood.yaml       # run config the simulations start from
+    set: {households.count: 500, audit.level: minimal}   # fixed overrides (dotted keys)
+    targets: ../targets/stylized_facts.yaml    # named targets with values and tolerances
+    parameters:                                # dotted config key -> start and bounds
+      decision.pmt.renewal_inertia: {start: 1.5, low: 0.0, high: 5.0}
+      decision.pmt.beta_tp: {start: 6.0, low: 1.0, high: 10.0}
+    replicates: 3                              # runs per evaluation
+    seed: 11                                   # root of the replicate seeds
+    method: nelder-mead                        # nelder-mead | powell
+    max_evaluations: 40                        # distinct parameter vectors simulated, at most
+    executor: {kind: process, workers: 2}      # serial | process | dask (as in experiments)
+
+Paths are relative to the calibration file. Every problem (unknown key, a parameter that is not
+a real-valued key of the run config or whose start or bounds the config rejects, ``low >= high``,
+a start outside its bounds, a missing targets or base file) raises :class:`CalibrationError`
+with one line naming the file and the key, before any simulation runs.
+
+Method: simulated method of moments.
+    For a parameter vector θ, ``replicates`` simulations run as one batch experiment (its
+    ``set`` is the fixed overrides plus θ) through the configured executor. Replicate ``r``
+    always has the seed of the ``r``-th child of ``SeedSequence(seed)``, the same at every θ
+    (common random numbers), so the objective is a deterministic function of θ and the whole
+    calibration is reproducible from ``seed``. Each target's statistic is computed per run and
+    averaged over replicates by :func:`~simulation.analysis.behaviour.check_behaviour`, and
+    the loss is
+
+        L(θ) = Σ_targets ((mean_sim - target) / tolerance)²
+
+    i.e. squared distance in tolerances (a target with zero tolerance is scaled by 1). A
+    statistic that is not finite (NaN: no jump to recover from or no completed policy spell;
+    inf: take-up never recovers within the run) contributes :data:`NONFINITE_PENALTY` instead,
+    the term of a value 100 tolerances away: worse than any plausible finite miss, yet finite
+    so the optimiser can still compare points.
+
+    ``scipy.optimize.minimize`` (``method`` nelder-mead or powell, with bounds) searches θ
+    scaled to [0, 1] by each parameter's bounds, so one step means the same share of every
+    range. Nelder-Mead starts from a simplex of the start point and one vertex a quarter of the
+    range away along each parameter. Parameter values are rounded to 6 decimals before
+    simulating and evaluations are cached on them, so a point the optimiser revisits (often a
+    bound, where it clips) is not simulated again. At most ``max_evaluations`` distinct points
+    are simulated; the search stops when the budget is spent or the optimiser converges.
+
+Outputs, in ``out_dir`` (default ``outputs/calibration/<name>``):
+
+``evaluations.csv``
+    One row per simulated point in order: ``evaluation``, each parameter, ``loss`` and each
+    target's simulated value (mean over replicates).
+``best.yaml``
+    The best point as dotted-key overrides (``parameters``, usable as a run config's ``--set``
+    values or an experiment's ``set``), its ``loss``, which evaluation it was, how many targets
+    pass and each target's simulated value, target, tolerance and result.
+``calibration.png``
+    Loss by evaluation (with the running best) and each target at the best point relative to
+    its target ± tolerance.
+``evaluations/eNNN/``
+    The batch experiment of the best evaluation (``experiment.yaml``, ``experiment.json``,
+    ``runs/``); the folders of the other evaluations are deleted as the search goes.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pandas as pd
+import yaml
+from matplotlib.figure import Figure
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from tqdm import tqdm
+
+from simulation.analysis.behaviour import BehaviourError, Target, check_behaviour, load_targets
+from simulation.config import (
+    ConfigError,
+    RunConfig,
+    apply_overrides,
+    describe_validation_error,
+    read_yaml,
+    rebase_paths,
+    resolve_base,
+)
+from simulation.experiments.batch import run_experiment
+from simulation.experiments.design import ExecutorConfig, ExperimentConfig, plan_runs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "NONFINITE_PENALTY",
+    "CalibrationConfig",
+    "CalibrationError",
+    "CalibrationResult",
+    "ParameterSpec",
+    "calibrate",
+    "load_calibration",
+    "plot_calibration",
+    "target_loss",
+]
+
+#: Loss term of a target whose simulated statistic is NaN or infinite (100 tolerances squared).
+NONFINITE_PENALTY = 1.0e4
+#: Decimals parameter values are rounded to before simulating (and the cache key).
+_DECIMALS = 6
+#: Nelder-Mead's initial simplex: each extra vertex moves one parameter this share of its range.
+_SIMPLEX_STEP = 0.25
+
+
+class CalibrationError(ValueError):
+    """A bad calibration file or a calibration that cannot proceed (one line naming the file)."""
+
+
+class _BudgetSpentError(Exception):
+    """Raised inside the objective to stop the optimiser once max_evaluations are simulated."""
+
+
+class ParameterSpec(BaseModel):
+    """One fitted parameter: its start value and bounds (an entry of ``parameters:``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    start: float = Field(description="Where the search starts.")
+    low: float = Field(description="Lower bound (inclusive).")
+    high: float = Field(description="Upper bound (inclusive); must exceed low.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ParameterSpec:
+        if not self.low < self.high:
+            msg = f"low ({self.low}) must be below high ({self.high})"
+            raise ValueError(msg)
+        if not self.low <= self.start <= self.high:
+            msg = f"start ({self.start}) is outside [low, high] = [{self.low}, {self.high}]"
+            raise ValueError(msg)
+        return self
+
+
+class CalibrationConfig(BaseModel):
+    """A whole calibration file (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="Calibration name: the default output folder is outputs/calibration/<name>.",
+    )
+    base: str = Field(description="Run config the simulations start from (relative path).")
+    set: dict[str, Any] = Field(
+        default_factory=dict, description="Fixed overrides, dotted key -> value."
+    )
+    targets: str = Field(description="Targets file (relative path).")
+    parameters: dict[str, ParameterSpec] = Field(
+        min_length=1, description="Dotted config key -> {start, low, high}."
+    )
+    replicates: int = Field(1, ge=1, le=1000, description="Runs per evaluation.")
+    seed: int = Field(0, ge=0, description="Root seed of the replicate seeds.")
+    method: Literal["nelder-mead", "powell"] = Field(
+        "nelder-mead", description="scipy.optimize.minimize method (bounded)."
+    )
+    max_evaluations: int = Field(
+        40, ge=1, le=100_000, description="Distinct parameter vectors simulated, at most."
+    )
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationResult:
+    """A finished calibration.
+
+    Attributes:
+        out_dir: The output folder.
+        best: Best parameter values, dotted key -> value.
+        loss: Loss at ``best``.
+        table: The behaviour table (:func:`check_behaviour`) at ``best``.
+        evaluations: The rows of ``evaluations.csv``.
+        experiment_dir: The kept batch experiment of the best evaluation.
+        message: Why the search stopped.
+    """
+
+    out_dir: Path
+    best: dict[str, float]
+    loss: float
+    table: pd.DataFrame
+    evaluations: pd.DataFrame
+    experiment_dir: Path
+    message: str
+
+
+# ------------------------------------------------------------------------------ loading
+def _yaml_value(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def _lookup(data: dict[str, Any], key: str) -> Any:
+    node: Any = data
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _check_parameter(base: dict[str, Any], key: str, spec: ParameterSpec, origin: str) -> None:
+    """Every value the search may try (start, low, high) must make a valid run config."""
+    for field in ("start", "low", "high"):
+        value = getattr(spec, field)
+        data = apply_overrides(base, [f"{key}={_yaml_value(value)}"], origin)
+        try:
+            config = RunConfig.model_validate(data)
+        except ValidationError as err:
+            detail = describe_validation_error(err, origin).removeprefix(f"{origin}: ")
+            where = key if field == "start" else f"{key}.{field}"
+            msg = f"{origin}: parameters.{where}: rejected by the run config ({detail})"
+            raise CalibrationError(msg) from None
+        # Only real-valued keys can be searched continuously: an integer key (households.count,
+        # seed) validates at its bounds but would reject the fractional values in between.
+        found = _lookup(config.to_yaml_dict(), key)
+        if not isinstance(found, float):
+            msg = f"{origin}: parameters.{key}: not a real-valued key of the run config"
+            raise CalibrationError(msg)
+
+
+def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
+    """Read and validate a calibration file (and the base config and targets it names).
+
+    Returns:
+        The calibration and the folder of the file.
+
+    Raises:
+        CalibrationError: One line naming the file, the key and the problem.
+    """
+    path = Path(path)
+    origin = str(path)
+    try:
+        data = read_yaml(path)
+    except ConfigError as err:
+        raise CalibrationError(str(err)) from None
+    try:
+        calibration = CalibrationConfig.model_validate(data)
+    except ValidationError as err:
+        raise CalibrationError(describe_validation_error(err, origin)) from None
+    if "seed" in calibration.set:
+        msg = f"{origin}: set.seed: replicate seeds come from the calibration's `seed`"
+        raise CalibrationError(msg)
+    both = sorted(set(calibration.set) & set(calibration.parameters))
+    if both:
+        msg = f"{origin}: set.{both[0]}: also a fitted parameter; fix it or fit it, not both"
+        raise CalibrationError(msg)
+    folder = path.resolve().parent
+    targets = _load_targets(calibration, folder, origin)
+    names = {t.name for t in targets}
+    clash = sorted(names & ({"evaluation", "loss"} | set(calibration.parameters)))
+    if clash:
+        msg = f"{origin}: targets: target name {clash[0]!r} clashes with an evaluations column"
+        raise CalibrationError(msg)
+    base = _base_config(calibration, folder, origin)
+    for key, spec in calibration.parameters.items():
+        _check_parameter(base, key, spec, origin)
+    audit = _lookup(base, "audit.level") or "standard"
+    if audit in ("off", False) and any(t.statistic == "median_policy_tenure" for t in targets):
+        msg = (
+            f"{origin}: set: audit.level is off, but target median_policy_tenure needs the "
+            "household_traces stream (use audit.level: minimal)"
+        )
+        raise CalibrationError(msg)
+    return calibration, folder
+
+
+def _load_targets(calibration: CalibrationConfig, folder: Path, origin: str) -> list[Target]:
+    targets_path = (folder / calibration.targets).resolve()
+    if not targets_path.is_file():
+        msg = f"{origin}: targets: {targets_path}: file not found"
+        raise CalibrationError(msg)
+    try:
+        return load_targets(targets_path)
+    except BehaviourError as err:
+        msg = f"{origin}: targets: {err}"
+        raise CalibrationError(msg) from None
+
+
+def _base_config(calibration: CalibrationConfig, folder: Path, origin: str) -> dict[str, Any]:
+    """The base run config as plain data with ``set`` applied (validated)."""
+    base_path = (folder / calibration.base).resolve()
+    if not base_path.is_file():
+        msg = f"{origin}: base: {base_path}: file not found"
+        raise CalibrationError(msg)
+    try:
+        base = resolve_base(base_path, read_yaml(base_path), (base_path,))
+        rebase_paths(base, base_path.parent)
+        fixed = [f"{key}={_yaml_value(value)}" for key, value in calibration.set.items()]
+        base = apply_overrides(base, fixed, origin)
+    except ConfigError as err:
+        raise CalibrationError(str(err)) from None
+    try:
+        RunConfig.model_validate(base)
+    except ValidationError as err:
+        detail = describe_validation_error(err, origin).removeprefix(f"{origin}: ")
+        msg = f"{origin}: set: the base config with these overrides is invalid ({detail})"
+        raise CalibrationError(msg) from None
+    return base
+
+
+# ------------------------------------------------------------------------------ objective
+def target_loss(value: float, target: float, tolerance: float) -> float:
+    """One target's loss term: ``((value - target) / tolerance)²`` or the non-finite penalty."""
+    if not math.isfinite(value):
+        return NONFINITE_PENALTY
+    scale = tolerance if tolerance > 0 else 1.0
+    return ((value - target) / scale) ** 2
+
+
+@dataclass(slots=True)
+class _Evaluation:
+    index: int
+    params: dict[str, float]
+    loss: float
+    table: pd.DataFrame
+    folder: Path
+
+
+class _Search:
+    """Simulates parameter vectors, caches them, keeps the best folder, counts the budget."""
+
+    def __init__(
+        self,
+        calibration: CalibrationConfig,
+        base_path: Path,
+        targets_path: Path,
+        out: Path,
+        run: Callable[[Path, Path], None],
+    ) -> None:
+        self.calibration = calibration
+        self.base_path = base_path
+        self.targets_path = targets_path
+        self.out = out
+        self.run = run
+        self.keys = list(calibration.parameters)
+        specs = calibration.parameters.values()
+        self.low = np.array([s.low for s in specs], float)
+        self.high = np.array([s.high for s in specs], float)
+        self.cache: dict[tuple[float, ...], float] = {}
+        self.history: list[_Evaluation] = []
+        self.best: _Evaluation | None = None
+        self.bar: tqdm | None = None
+
+    def params(self, scaled: np.ndarray) -> dict[str, float]:
+        values = self.low + np.clip(scaled, 0.0, 1.0) * (self.high - self.low)
+        return {key: round(float(v), _DECIMALS) for key, v in zip(self.keys, values, strict=True)}
+
+    def __call__(self, scaled: np.ndarray) -> float:
+        params = self.params(np.asarray(scaled, float))
+        key = tuple(params.values())
+        if key in self.cache:
+            return self.cache[key]
+        if len(self.history) >= self.calibration.max_evaluations:
+            raise _BudgetSpentError
+        evaluation = self.evaluate(len(self.history), params)
+        self.cache[key] = evaluation.loss
+        self.history.append(evaluation)
+        if self.best is None or evaluation.loss < self.best.loss:
+            if self.best is not None:
+                shutil.rmtree(self.best.folder, ignore_errors=True)
+            self.best = evaluation
+        else:
+            shutil.rmtree(evaluation.folder, ignore_errors=True)
+        if self.bar is not None:
+            self.bar.update()
+            self.bar.set_postfix(best=f"{self.best.loss:.4g}", last=f"{evaluation.loss:.4g}")
+        return evaluation.loss
+
+    def evaluate(self, index: int, params: dict[str, float]) -> _Evaluation:
+        """Run the replicates at ``params`` as a batch experiment and score the targets."""
+        c = self.calibration
+        folder = self.out / "evaluations" / f"e{index:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        experiment = {
+            "name": c.name,
+            "base": str(self.base_path),
+            "set": {**c.set, **params},
+            "replicates": c.replicates,
+            "seed": c.seed,
+            "executor": c.executor.model_dump(mode="json"),
+        }
+        path = folder / "experiment.yaml"
+        path.write_text(yaml.safe_dump(experiment, sort_keys=False), encoding="utf-8")
+        self.run(path, folder)
+        try:
+            table = check_behaviour(folder, self.targets_path)
+        except BehaviourError as err:
+            msg = f"{c.name}: evaluation {index} ({_describe(params)}): {err}"
+            raise CalibrationError(msg) from None
+        loss = float(
+            sum(
+                target_loss(float(r.value), float(r.target), float(r.tolerance))
+                for r in table.itertuples(index=False)
+            )
+        )
+        return _Evaluation(index, params, loss, table, folder)
+
+
+def _describe(params: dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in params.items())
+
+
+def _optimise(search: _Search, calibration: CalibrationConfig) -> str:
+    """Run scipy's minimiser on the scaled parameters; return why it stopped."""
+    # Imported on use: scipy.optimize takes a while to import and only calibration needs it.
+    from scipy.optimize import minimize  # noqa: PLC0415
+
+    specs = list(calibration.parameters.values())
+    x0 = np.array([(s.start - s.low) / (s.high - s.low) for s in specs], float)
+    n = len(x0)
+    options: dict[str, Any] = {"maxfev": calibration.max_evaluations, "xatol": 1e-4}
+    if calibration.method == "nelder-mead":
+        simplex = [x0]
+        for i in range(n):
+            vertex = x0.copy()
+            # Step towards the interior so that no vertex starts clipped onto the start point.
+            vertex[i] += _SIMPLEX_STEP if x0[i] + _SIMPLEX_STEP <= 1.0 else -_SIMPLEX_STEP
+            simplex.append(vertex)
+        options["initial_simplex"] = np.array(simplex)
+    else:
+        options = {"maxfev": calibration.max_evaluations, "xtol": 1e-4}
+    try:
+        result = minimize(
+            search,
+            x0,
+            method="Nelder-Mead" if calibration.method == "nelder-mead" else "Powell",
+            bounds=[(0.0, 1.0)] * n,
+            options=options,
+        )
+    except _BudgetSpentError:
+        return f"stopped after max_evaluations ({calibration.max_evaluations}) simulated points"
+    return str(result.message)
+
+
+# ------------------------------------------------------------------------------ outputs
+def plot_calibration(
+    evaluations: pd.DataFrame, table: pd.DataFrame, *, title: str | None = None
+) -> Figure:
+    """Loss by evaluation (and the running best), and each target at the best point.
+
+    The right panel draws every target relative to itself: the grey band is target ±
+    tolerance (-1..1) and the marker sits at ``(simulated - target) / tolerance``, clipped to
+    ±3 with an arrow; the real numbers are written beside each row.
+
+    Args:
+        evaluations: The rows of ``evaluations.csv``.
+        table: The behaviour table at the best point.
+        title: Figure title.
+    """
+    n = len(table)
+    fig = Figure(figsize=(13.0, max(3.5, 1.2 + 0.6 * n)), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=[1.0, 1.4])
+    losses = evaluations["loss"].to_numpy(float)
+    index = evaluations["evaluation"].to_numpy(int)
+    left.plot(index, losses, "o", color="tab:blue", ms=4, label="evaluation")
+    left.step(index, np.minimum.accumulate(losses), where="post", color="black", label="best")
+    if len(losses) and losses.min() > 0:
+        left.set_yscale("log")
+    left.set_xlabel("evaluation")
+    left.set_ylabel("loss  Σ ((simulated - target) / tolerance)²")
+    left.grid(visible=True, alpha=0.3)
+    left.legend(fontsize="small")
+    limit = 3.0
+    right.axvspan(-1.0, 1.0, color="0.85", zorder=0, label="target ± tolerance")
+    for row, record in enumerate(table.itertuples(index=False)):
+        y = n - 1 - row
+        colour = "tab:green" if record.passed else "tab:red"
+        value = float(record.value)
+        tolerance = float(record.tolerance) or 1.0
+        if math.isfinite(value):
+            offset = (value - float(record.target)) / tolerance
+            shown = float(np.clip(offset, -limit, limit))
+            marker = "o" if shown == offset else (">" if offset > 0 else "<")
+        else:
+            shown, marker = limit, ">"
+        right.plot(shown, y, marker, color=colour, ms=9, zorder=3)
+        right.text(
+            limit * 1.05,
+            y,
+            f"{value:.3g}  (target {record.target:.3g} ± {record.tolerance:.3g})",
+            va="center",
+            fontsize="small",
+            color=colour,
+        )
+    right.axvline(0.0, color="black", lw=1)
+    right.set_xlim(-limit, limit)
+    right.set_ylim(-0.7, n - 0.3)
+    right.set_yticks(range(n), list(table["name"])[::-1])
+    right.set_xlabel(
+        "(simulated - target) / tolerance at the best point   (grey: within tolerance)"
+    )
+    right.grid(visible=True, axis="x", alpha=0.3)
+    fig.suptitle(title or "Calibration", fontweight="bold")
+    return fig
+
+
+def _write_outputs(
+    out: Path,
+    calibration: CalibrationConfig,
+    search: _Search,
+    best: _Evaluation,
+    message: str,
+    origin: str,
+) -> pd.DataFrame:
+    keys = search.keys
+    names = list(best.table["name"])
+    rows = []
+    for e in search.history:
+        values = dict(zip(e.table["name"], e.table["value"].astype(float), strict=True))
+        rows.append(
+            {
+                "evaluation": e.index,
+                **e.params,
+                "loss": e.loss,
+                **{name: values.get(name, math.nan) for name in names},
+            }
+        )
+    evaluations = pd.DataFrame(rows, columns=["evaluation", *keys, "loss", *names])
+    evaluations.to_csv(out / "evaluations.csv", index=False)
+    table = best.table
+    summary = {
+        "calibration": origin,
+        "method": calibration.method,
+        "parameters": dict(best.params),
+        "loss": best.loss,
+        "evaluation": best.index,
+        "evaluations": len(search.history),
+        "stopped": message,
+        "targets_passed": int(table["passed"].sum()),
+        "targets_total": len(table),
+        "targets": {
+            str(r.name): {
+                "simulated": float(r.value),
+                "target": float(r.target),
+                "tolerance": float(r.tolerance),
+                "passed": bool(r.passed),
+            }
+            for r in table.itertuples(index=False)
+        },
+        "experiment": best.folder.relative_to(out).as_posix(),
+    }
+    (out / "best.yaml").write_text(
+        yaml.safe_dump(summary, sort_keys=False, allow_unicode=True), encoding="utf-8"
+    )
+    figure = plot_calibration(
+        evaluations,
+        table,
+        title=f"Calibration {calibration.name}: best loss {best.loss:.4g} "
+        f"(evaluation {best.index} of {len(search.history)})",
+    )
+    figure.savefig(out / "calibration.png", dpi=110)
+    return evaluations
+
+
+# ------------------------------------------------------------------------------ entry point
+def calibrate(
+    path: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    executor: str | None = None,
+    workers: int | None = None,
+    progress: bool | None = None,
+) -> CalibrationResult:
+    """Fit the parameters of the calibration file ``path`` (see the module docstring).
+
+    Args:
+        path: The calibration file.
+        out_dir: Output folder; ``outputs/calibration/<name>`` by default. Its ``evaluations``
+            subfolder is replaced.
+        executor: Override the file's executor kind (serial, process, dask).
+        workers: Override the number of workers.
+        progress: Show a progress bar over evaluations (``None``: only on a terminal).
+
+    Returns:
+        The best parameters, their loss and behaviour table, every evaluation and the folder.
+
+    Raises:
+        CalibrationError: For a bad calibration file (before anything runs), or a run that
+            fails or lacks what a target needs.
+    """
+    origin = str(path)
+    calibration, folder = load_calibration(path)
+    base_path = (folder / calibration.base).resolve()
+    targets_path = (folder / calibration.targets).resolve()
+    _check_files(calibration, base_path, origin)
+    out = (
+        Path(out_dir) if out_dir is not None else Path("outputs") / "calibration" / calibration.name
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    # Stale evaluation folders of an earlier calibration into the same folder would mislead.
+    shutil.rmtree(out / "evaluations", ignore_errors=True)
+
+    def run(experiment_path: Path, experiment_out: Path) -> None:
+        result = run_experiment(
+            experiment_path, experiment_out, executor=executor, workers=workers, progress=False
+        )
+        if result.failed:
+            error = next((r["error"] for r in result.runs if r["status"] == "failed"), None)
+            msg = f"{experiment_out}: {result.failed} run(s) failed: {error}"
+            raise CalibrationError(msg)
+
+    search = _Search(calibration, base_path, targets_path, out, run)
+    search.bar = tqdm(
+        total=calibration.max_evaluations,
+        desc=f"calibrate {calibration.name}",
+        unit="eval",
+        disable=None if progress is None else not progress,
+    )
+    try:
+        message = _optimise(search, calibration)
+    finally:
+        search.bar.close()
+    best = search.best
+    if best is None:  # pragma: no cover - the optimiser always evaluates the start point
+        msg = f"{origin}: no evaluation ran"
+        raise CalibrationError(msg)
+    evaluations = _write_outputs(out, calibration, search, best, message, origin)
+    return CalibrationResult(
+        out_dir=out,
+        best=dict(best.params),
+        loss=best.loss,
+        table=best.table,
+        evaluations=evaluations,
+        experiment_dir=best.folder,
+        message=message,
+    )
+
+
+def _check_files(calibration: CalibrationConfig, base_path: Path, origin: str) -> None:
+    """Plan the start point's runs: checks every file they name before anything runs."""
+    starts = {key: spec.start for key, spec in calibration.parameters.items()}
+    experiment = ExperimentConfig(
+        name=calibration.name,
+        base=str(base_path),
+        set={**calibration.set, **starts},
+        replicates=1,
+        seed=calibration.seed,
+    )
+    fixed = [f"{key}={_yaml_value(value)}" for key, value in experiment.set.items()]
+    try:
+        base = resolve_base(base_path, read_yaml(base_path), (base_path,))
+        rebase_paths(base, base_path.parent)
+        plan_runs(experiment, apply_overrides(base, fixed, origin), origin)
+    except ConfigError as err:
+        raise CalibrationError(str(err)) from None

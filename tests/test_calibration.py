@@ -1,0 +1,211 @@
+"""Tests for calibration: the file format, the fit's outputs, reproducibility and the command."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from simulation.calibration import commands
+from simulation.calibration.fit import (
+    NONFINITE_PENALTY,
+    CalibrationError,
+    calibrate,
+    load_calibration,
+    target_loss,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "configs" / "scenarios" / "single_flood.yaml"
+TARGETS = ROOT / "configs" / "targets" / "stylized_facts.yaml"
+BASELINE = ROOT / "configs" / "calibration" / "baseline.yaml"
+DECAY = {"memory.decay_rate": {"start": 0.95, "low": 0.7, "high": 0.99}}
+PARAMETERS = {
+    "decision.pmt.renewal_inertia": {"start": 1.5, "low": 0.0, "high": 5.0},
+    "decision.pmt.beta_tp": {"start": 6.0, "low": 1.0, "high": 10.0},
+}
+
+
+def tiny(**changes: Any) -> dict[str, Any]:
+    """A calibration small enough for a test: 40 households, 16 years (flood in year 10)."""
+    data: dict[str, Any] = {
+        "name": "tiny",
+        "base": str(SCENARIO),
+        "set": {
+            "households.count": 40,
+            "years": 16,
+            "audit.level": "minimal",
+            "audit.timestamps": False,
+        },
+        "targets": str(TARGETS),
+        "parameters": PARAMETERS,
+        "replicates": 2,
+        "seed": 5,
+        "method": "nelder-mead",
+        "max_evaluations": 4,
+        "executor": {"kind": "serial"},
+    }
+    data.update(changes)
+    return data
+
+
+def write(folder: Path, data: dict[str, Any], name: str = "calibration.yaml") -> Path:
+    path = folder / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("calibration")
+    path = write(folder, tiny())
+    return calibrate(path, folder / "out", progress=False)
+
+
+def test_outputs(fitted):
+    out = fitted.out_dir
+    table = pd.read_csv(out / "evaluations.csv")
+    assert 1 <= len(table) <= 4
+    assert list(table.columns[:4]) == ["evaluation", *PARAMETERS, "loss"]
+    assert list(table["evaluation"]) == list(range(len(table)))
+    assert table["loss"].map(math.isfinite).all()
+    best = yaml.safe_load((out / "best.yaml").read_text(encoding="utf-8"))
+    assert set(best["parameters"]) == set(PARAMETERS)
+    for key, value in best["parameters"].items():
+        assert PARAMETERS[key]["low"] <= value <= PARAMETERS[key]["high"]
+    assert best["loss"] == pytest.approx(table["loss"].min())
+    assert best["loss"] == pytest.approx(fitted.loss)
+    assert best["targets_total"] == len(fitted.table)
+    assert best["targets_passed"] == int(fitted.table["passed"].sum())
+    assert (out / "calibration.png").stat().st_size > 0
+    # Only the best evaluation's experiment folder is kept, and it is a complete batch.
+    kept = sorted(p.name for p in (out / "evaluations").iterdir())
+    assert kept == [f"e{best['evaluation']:03d}"]
+    assert best["experiment"] == f"evaluations/{kept[0]}"
+    assert (fitted.experiment_dir / "experiment.json").is_file()
+    assert len(list((fitted.experiment_dir / "runs").iterdir())) == 2
+
+
+def test_parameters_change_the_simulations(fitted):
+    # Nelder-Mead's first evaluations are the start and a step along each parameter.
+    table = pd.read_csv(fitted.out_dir / "evaluations.csv")
+    assert len(table) >= 2
+    names = list(fitted.table["name"])
+    first, second = table.iloc[0], table.iloc[1]
+    assert (first[list(PARAMETERS)] != second[list(PARAMETERS)]).any()
+    assert (first[names].astype(float) != second[names].astype(float)).any()
+    assert first["loss"] != second["loss"]
+
+
+def test_reproducible_from_seed(fitted, tmp_path):
+    path = write(tmp_path, tiny())
+    again = calibrate(path, tmp_path / "out", progress=False)
+    assert (again.out_dir / "evaluations.csv").read_bytes() == (
+        fitted.out_dir / "evaluations.csv"
+    ).read_bytes()
+    assert again.best == fitted.best
+
+
+def test_powell_within_budget(tmp_path):
+    path = write(tmp_path, tiny(method="powell", parameters=DECAY, max_evaluations=3))
+    result = calibrate(path, tmp_path / "out", executor="serial", progress=False)
+    assert 1 <= len(result.evaluations) <= 3
+    assert 0.7 <= result.best["memory.decay_rate"] <= 0.99
+
+
+def test_target_loss():
+    assert target_loss(0.6, 0.5, 0.05) == pytest.approx(4.0)
+    assert target_loss(math.inf, 9.0, 3.0) == NONFINITE_PENALTY
+    assert target_loss(math.nan, 3.0, 1.0) == NONFINITE_PENALTY
+    assert target_loss(2.0, 1.0, 0.0) == pytest.approx(1.0)  # zero tolerance: plain squares
+
+
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [
+        ({"unknown_option": 1}, "unknown_option"),
+        (
+            {
+                "parameters": {
+                    "decision.pmt.no_such_coefficient": PARAMETERS["decision.pmt.beta_tp"]
+                }
+            },
+            "parameters.decision.pmt.no_such_coefficient",
+        ),
+        (
+            {"parameters": {"decision.pmt.beta_tp": {"start": 5.0, "low": 6.0, "high": 6.0}}},
+            "parameters.decision.pmt.beta_tp",
+        ),
+        (
+            {"parameters": {"decision.pmt.beta_tp": {"start": 12.0, "low": 1.0, "high": 10.0}}},
+            "parameters.decision.pmt.beta_tp",
+        ),
+        (
+            {"parameters": {"memory.decay_rate": {"start": 0.9, "low": 0.5, "high": 1.5}}},
+            "parameters.memory.decay_rate.high",
+        ),
+        (
+            {"parameters": {"decision.pmt": PARAMETERS["decision.pmt.beta_tp"]}},
+            "parameters.decision.pmt",
+        ),
+        (
+            {"parameters": {"memory.working_capacity": {"start": 10, "low": 5, "high": 20}}},
+            "parameters.memory.working_capacity",
+        ),
+        ({"targets": "no_such_targets.yaml"}, "targets"),
+        ({"base": "no_such_config.yaml"}, "base"),
+        ({"parameters": {}}, "parameters"),
+        ({"set": {"seed": 3}}, "set.seed"),
+        ({"set": {"decision.pmt.beta_tp": 3.0}}, "set.decision.pmt.beta_tp"),
+    ],
+    ids=[
+        "unknown-top-level-key",
+        "unknown-parameter-key",
+        "low-not-below-high",
+        "start-outside-bounds",
+        "bound-rejected-by-config",
+        "parameter-is-a-section",
+        "parameter-not-real-valued",
+        "missing-targets-file",
+        "missing-base-file",
+        "no-parameters",
+        "seed-in-set",
+        "fixed-and-fitted",
+    ],
+)
+def test_bad_files(tmp_path, changes, key):
+    path = write(tmp_path, tiny(**changes))
+    with pytest.raises(CalibrationError) as caught:
+        calibrate(path, tmp_path / "out", progress=False)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    assert f" {key}:" in message or f" {key}." in message
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_baseline_file_is_valid():
+    calibration, folder = load_calibration(BASELINE)
+    assert folder == BASELINE.parent
+    assert "decision.pmt.renewal_inertia" in calibration.parameters
+    assert calibration.replicates >= 2
+
+
+def test_command_prints_folder_last(tmp_path, capsys):
+    parser = argparse.ArgumentParser(prog="floodsim")
+    commands.register(parser.add_subparsers(dest="command"))
+    path = write(tmp_path, tiny(max_evaluations=2))
+    out = tmp_path / "out"
+    args = parser.parse_args(["calibrate", str(path), "--out", str(out), "--quiet"])
+    assert args.func(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == str(out)
+    assert lines[0] == "best parameters:"
+    assert any(line.startswith("loss ") for line in lines)
+    assert any("median_policy_tenure" in line for line in lines)
+    assert (out / "best.yaml").is_file()
