@@ -129,8 +129,11 @@ def test_check_behaviour_on_an_experiment(experiment_dir):
     table = check_behaviour(experiment_dir, TARGETS)
     assert table["name"].tolist() == [t.name for t in load_targets(TARGETS)]
     assert (table["n_runs"] == 2).all()
-    assert np.isfinite(table["value"]).all()
-    assert np.isfinite(table["spread"]).all()
+    # A run may end before take-up recovers (a censored duration: infinite); all else is finite.
+    durations = table["statistic"] == "event_recovery_years"
+    assert np.isfinite(table.loc[~durations, "value"]).all()
+    assert np.isfinite(table.loc[~durations, "spread"]).all()
+    assert not table.loc[durations, "value"].isna().any()
     assert (table["min"] <= table["value"]).all()
     assert (table["value"] <= table["max"]).all()
     fig = plot_behaviour(table)
@@ -207,3 +210,14 @@ def test_infinite_recovery_has_no_spread():
     assert mean == math.inf
     assert math.isnan(spread)
     assert (low, high) == (4.0, math.inf)
+
+
+def test_censored_durations_summarise_by_their_median():
+    from simulation.analysis.behaviour import _summary
+
+    value, spread, low, high = _summary([5.0, math.inf, 7.0], censored=True)
+    assert value == 7.0  # one run that never recovered does not make the summary infinite
+    assert spread == pytest.approx(math.sqrt(2.0))
+    assert (low, high) == (5.0, math.inf)
+    assert _summary([5.0, math.inf, math.inf], censored=True)[0] == math.inf
+    assert _summary([5.0, math.inf, 7.0])[0] == math.inf  # plain statistics: the mean

@@ -326,7 +326,7 @@ def test_combine_runs_adds_swept_keys(run_dir, bare_run_dir):
     frame = metrics.combine_runs([run_dir, bare_run_dir], keys=["memory.decay_rate", "no.such"])
     assert list(frame.columns[:4]) == ["run_id", "seed", "decay_rate", "such"]
     assert len(frame) == 12
-    assert set(frame["decay_rate"]) == {0.95}
+    assert set(frame["decay_rate"]) == {metrics.load_run(run_dir).config["memory"]["decay_rate"]}
     assert frame["such"].isna().all()
     assert metrics.combine_runs([]).empty
 

@@ -40,8 +40,11 @@ Statistics (the keys each one uses besides ``value`` and ``tolerance``):
 For an experiment folder (``experiment.json`` and ``model_years.parquet``) every statistic is
 computed for each complete run (its run directory under ``runs/``) and the table reports the
 mean over runs as ``value`` and their standard deviation as ``spread``, with ``min`` and
-``max``; with a sweep the runs of all design points are pooled. Infinite per-run values (no
-recovery within the run) make the mean infinite and the spread NaN.
+``max``; with a sweep the runs of all design points are pooled. ``event_recovery_years`` is a
+duration that a run may not reach before it ends (infinite: right-censored), so its ``value``
+is the median over runs, finite when most runs recover, and its spread the standard deviation
+of the finite values; for the other statistics an infinite per-run value makes the mean
+infinite and the spread NaN.
 """
 
 from __future__ import annotations
@@ -301,12 +304,19 @@ def _run_dirs(path: Path) -> list[Path]:
     raise BehaviourError(msg)
 
 
-def _summary(values: list[float]) -> tuple[float, float, float, float]:
-    """Mean, spread (sample std, NaN for one run or infinite values), min and max."""
+def _summary(values: list[float], *, censored: bool = False) -> tuple[float, float, float, float]:
+    """Central value, spread (sample std), min and max over runs.
+
+    The central value is the mean, or with ``censored`` (durations where infinity means "not
+    within the run") the median, which one censored run cannot make infinite.
+    """
     array = np.asarray(values, float)
     finite = np.isfinite(array)
     if np.isnan(array).any():
         return math.nan, math.nan, math.nan, math.nan
+    if censored:
+        spread = float(array[finite].std(ddof=1)) if finite.sum() > 1 else math.nan
+        return float(np.median(array)), spread, float(array.min()), float(array.max())
     mean = float(array.mean()) if finite.all() else float(array[~finite][0])
     spread = float(array.std(ddof=1)) if len(array) > 1 and finite.all() else math.nan
     return mean, spread, float(array.min()), float(array.max())
@@ -320,7 +330,8 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
         targets_path: A targets file (see the module docstring).
 
     Returns:
-        One row per target with :data:`TABLE_COLUMNS`: ``value`` (the mean over runs),
+        One row per target with :data:`TABLE_COLUMNS`: ``value`` (the mean over runs; the
+            median for ``event_recovery_years``),
         ``spread`` (their standard deviation; NaN for one run), ``min``, ``max``, ``n_runs``,
         ``target`` and ``tolerance`` (from the file), ``passed`` (``|value - target| <=
         tolerance``; false for a NaN value), ``statistic`` and ``description``.
@@ -337,7 +348,9 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
             values = [run_statistic(run_dir, target) for run_dir in runs]
         except RunDirError as err:
             raise BehaviourError(str(err)) from None
-        mean, spread, low, high = _summary(values)
+        mean, spread, low, high = _summary(
+            values, censored=target.statistic == "event_recovery_years"
+        )
         passed = (
             bool(abs(mean - target.value) <= target.tolerance) if not math.isnan(mean) else False
         )
