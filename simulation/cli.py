@@ -143,7 +143,18 @@ def _validate(args: argparse.Namespace) -> int:
     from simulation.experiments import is_experiment, load_experiment, plan_runs  # noqa: PLC0415
     from simulation.runner import build_model  # noqa: PLC0415
 
-    if is_experiment(read_yaml(Path(args.config))):
+    data = read_yaml(Path(args.config))
+    if {"parameters", "targets"} <= data.keys():  # a calibration file
+        from simulation.calibration.fit import load_calibration  # noqa: PLC0415
+
+        calibration, _ = load_calibration(args.config)
+        print(
+            f"{args.config}: ok (calibration {calibration.name}: "
+            f"{len(calibration.parameters)} parameters, {calibration.replicates} replicates, "
+            f"at most {calibration.max_evaluations} evaluations)"
+        )
+        return 0
+    if is_experiment(data):
         experiment, base, _ = load_experiment(args.config)
         runs = plan_runs(experiment, base, args.config)
         points = len(runs) // experiment.replicates
