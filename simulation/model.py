@@ -237,6 +237,7 @@ class FloodAdaptationModel(mesa.Model):
                 household.uses_llm = bool(draw < config.decision.llm_share)
 
         self.audit: AuditWriter | None = None
+        self._tps: list[float] = []  # threat appraisals of this year's decisions (mean_tp)
         self.year_stats: dict[str, float] = {}
         self.premiums_collected = 0.0  # premiums paid for the coming year's coverage
         self.datacollector = mesa.DataCollector(
@@ -296,8 +297,7 @@ class FloodAdaptationModel(mesa.Model):
         self._institutions(year, active, float(np.sum(damage_s + damage_c)), claims_paid)
         self._observe_neighbours(year, active)
 
-        tps: list[float] = []
-        self._tps = tps
+        self._tps = []
         self.premiums_collected = 0.0
         active_set = self.agents_by_type[HouseholdAgent].select(lambda h: h.active)
         if self.llm is None:
@@ -311,7 +311,7 @@ class FloodAdaptationModel(mesa.Model):
                 audit.consolidation(household.state.agent_id, report, household.memory)
             household.adopted_last_year = household.adopted_this_year
             household.adopted_this_year = None
-        self._collect(stats, tps)
+        self._collect(stats, self._tps)
         if audit is not None:
             audit.flush()
 
