@@ -480,34 +480,18 @@ def generate_population(config: PopulationConfig, rng: np.random.Generator) -> P
     digits = max(_MIN_ID_DIGITS, len(str(n)))
     ids = [f"H{i:0{digits}d}" for i in range(1, n + 1)]
 
-    # Python scalars (not numpy ones) so states serialise and compare like hand-made ones.
-    states = [
-        HouseholdState(
-            agent_id=aid,
-            tenure="owner" if own else "renter",
-            income=inc,
-            structure_value=sv,
-            contents_value=cv,
-            flood_zone="AE" if ae else "X",
-            ground_elevation=gr,
-            first_floor_height=ff,
-            x=xx,
-            y=yy,
-        )
-        for aid, own, inc, sv, cv, ae, gr, ff, xx, yy in zip(
-            ids,
-            owner.tolist(),
-            income.tolist(),
-            structure.tolist(),
-            contents.tolist(),
-            in_ae.tolist(),
-            ground.tolist(),
-            floor.tolist(),
-            x.astype(float).tolist(),
-            y.astype(float).tolist(),
-            strict=True,
-        )
-    ]
+    states = _states(
+        ids,
+        np.where(owner, "owner", "renter"),
+        income,
+        structure,
+        contents,
+        np.where(in_ae, "AE", "X"),
+        ground,
+        floor,
+        x.astype(float),
+        y.astype(float),
+    )
     cells = list(zip(col.tolist(), row.tolist(), strict=True))
 
     seeds: dict[str, list[SeedMemory]] = {}
@@ -735,33 +719,7 @@ def load_population_table(path: Path, config: PopulationConfig) -> Population:
         col, row, shape = _layout_cells(x, y)
 
     id_list = ids.tolist()
-    states = [
-        HouseholdState(
-            agent_id=aid,
-            tenure=ten,
-            income=inc,
-            structure_value=sv,
-            contents_value=cv,
-            flood_zone=fz,
-            ground_elevation=gr,
-            first_floor_height=ff,
-            x=xx,
-            y=yy,
-        )
-        for aid, ten, inc, sv, cv, fz, gr, ff, xx, yy in zip(
-            id_list,
-            tenure.tolist(),
-            income.tolist(),
-            structure.tolist(),
-            contents.tolist(),
-            zone.tolist(),
-            ground.tolist(),
-            floor.tolist(),
-            x.tolist(),
-            y.tolist(),
-            strict=True,
-        )
-    ]
+    states = _states(id_list, tenure, income, structure, contents, zone, ground, floor, x, y)
     cells = list(zip(col.tolist(), row.tolist(), strict=True))
     return Population(states, shape, cells, _table_seeds(table, id_list, config))
 
@@ -789,3 +747,49 @@ def build_population(
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
     return load_population_table(path, config)
+
+
+def _states(
+    ids: list[str],
+    tenure: np.ndarray,
+    income: np.ndarray,
+    structure: np.ndarray,
+    contents: np.ndarray,
+    zone: np.ndarray,
+    ground: np.ndarray,
+    floor: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+) -> list[HouseholdState]:
+    """Household records from per-household columns (generated or read from a table).
+
+    Values become Python scalars (not numpy ones) so states serialise and compare like
+    hand-made ones.
+    """
+    return [
+        HouseholdState(
+            agent_id=aid,
+            tenure=ten,
+            income=inc,
+            structure_value=sv,
+            contents_value=cv,
+            flood_zone=fz,
+            ground_elevation=gr,
+            first_floor_height=ff,
+            x=xx,
+            y=yy,
+        )
+        for aid, ten, inc, sv, cv, fz, gr, ff, xx, yy in zip(
+            ids,
+            tenure.tolist(),
+            income.tolist(),
+            structure.tolist(),
+            contents.tolist(),
+            zone.tolist(),
+            ground.tolist(),
+            floor.tolist(),
+            x.tolist(),
+            y.tolist(),
+            strict=True,
+        )
+    ]

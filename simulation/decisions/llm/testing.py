@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Final, Literal, Self
+from typing import TYPE_CHECKING, Any, Final, Literal, Self, get_args
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -61,22 +61,7 @@ FaultKind = Literal[
 ]
 
 #: Every fault kind :class:`FakeOpenAIServer` can inject.
-FAULT_KINDS: Final = frozenset(
-    {
-        "ok",
-        "timeout",
-        "rate_limit",
-        "server_error",
-        "http_error",
-        "malformed_body",
-        "missing_choices",
-        "connection_close",
-        "prose",
-        "code_fence",
-        "invalid_json",
-        "unknown_skill",
-    }
-)
+FAULT_KINDS: Final = frozenset(get_args(FaultKind))
 
 _ALIASES: Final = {
     "malformed": "malformed_body",
