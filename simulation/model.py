@@ -50,8 +50,6 @@ from simulation.skills.templates import render
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from mesa.agent import AgentSet
-
     from simulation.agents.state import HouseholdState
     from simulation.audit.writer import AuditWriter
     from simulation.config import EventTemplate, RunConfig
@@ -89,6 +87,14 @@ METRIC_COLUMNS = (
 )
 
 _INSURANCE_SKILLS = frozenset({"buy_insurance", "buy_contents_insurance"})
+# The metrics column counting each skill's decisions (both insurance skills count as one).
+_DECISION_STATS = {
+    "buy_insurance": "decisions_buy_insurance",
+    "buy_contents_insurance": "decisions_buy_insurance",
+    "elevate_house": "decisions_elevate_house",
+    "relocate": "decisions_relocate",
+    "do_nothing": "decisions_do_nothing",
+}
 # What neighbours notice, per adopted skill: the action phrase of the neighbour template.
 _ADOPTION_PHRASES = {
     "insurance": "bought flood insurance",
@@ -107,6 +113,7 @@ class _Gathered:
     options: list[Option]
     context: dict[str, Any]
     before: dict[str, Any] | None
+    explain: bool = True
 
 
 @dataclass(slots=True)
@@ -299,11 +306,16 @@ class FloodAdaptationModel(mesa.Model):
 
         self._tps = []
         self.premiums_collected = 0.0
-        active_set = self.agents_by_type[HouseholdAgent].select(lambda h: h.active)
+        # The same permutation AgentSet.shuffle_do would draw from self.random, without
+        # building a weak-keyed AgentSet of the active households every year.
+        order = list(active)
+        self.random.shuffle(order)
         if self.llm is None:
-            active_set.shuffle_do("decide", year)
+            decide = self.decide_for
+            for household in order:
+                decide(household, year)
         else:
-            self._decide_with_llm(active_set.shuffle())
+            self._decide_with_llm(order)
 
         for household in active:
             report = household.memory.end_year(year)
@@ -484,6 +496,7 @@ class FloodAdaptationModel(mesa.Model):
                 gathered.options,
                 gathered.context,
                 self.decision_rng,
+                explain=gathered.explain,
             )
         else:
             proposal = outcome.proposal
@@ -496,20 +509,22 @@ class FloodAdaptationModel(mesa.Model):
         retrieved = memory.retrieve_scored(top_k=top_k, current_year=year)
         audit = self.audit
         before = None
+        explain = False
         if audit is not None and audit.audits(state.agent_id):
             audit.tool_invocation(state.agent_id, {"top_k": top_k, "current_year": year}, retrieved)
             if audit.level == "full":
                 before = dynamic_state(state)
+                explain = True  # only full traces show justifications and explanations
             elif audit.level == "standard":
                 before = changed_state(state)
         costs = self.costs_for(state)
-        options, _ = self.registry.options(state, costs)
+        options = self.registry.valid_options(state, costs)
         context = {
             "year": year,
             "subsidy_share": self.government.subsidy_share,
             "premium_rate": self.insurer.rate,
         }
-        return _Gathered(year, retrieved, costs, options, context, before)
+        return _Gathered(year, retrieved, costs, options, context, before, explain)
 
     def _finish(
         self,
@@ -559,7 +574,7 @@ class FloodAdaptationModel(mesa.Model):
             self._tps.append(tp.value)
         return decision
 
-    def _decide_with_llm(self, order: AgentSet) -> None:
+    def _decide_with_llm(self, order: list[HouseholdAgent]) -> None:
         """Gather every LLM household, decide them concurrently, then finish all in order."""
         year = self.steps
         requests, households = [], []
@@ -581,7 +596,8 @@ class FloodAdaptationModel(mesa.Model):
                 )
         outcomes = self.llm.decide_all(requests) if requests else []
         self._llm_outcomes = dict(zip(households, outcomes, strict=True))
-        order.do("decide", year)
+        for household in order:
+            self.decide_for(household, year)
 
     def _execute(
         self, household: HouseholdAgent, decision: Decision, costs: dict[str, float]
@@ -611,8 +627,8 @@ class FloodAdaptationModel(mesa.Model):
             household.adopted_this_year = skill_id
         elif skill_id == "relocate":
             household.adopted_this_year = skill_id
-        stat = f"decisions_{'buy_insurance' if skill_id in _INSURANCE_SKILLS else skill_id}"
-        if stat in self.year_stats:
+        stat = _DECISION_STATS.get(skill_id)
+        if stat is not None:
             self.year_stats[stat] += 1
         content, importance, tags = self.registry.memory_update(skill_id, state, context)
         decision.memory_update = self._log(
@@ -659,9 +675,8 @@ class FloodAdaptationModel(mesa.Model):
                 stats[key] = (
                     sum(h.state.insured for h in in_zone) / len(in_zone) if in_zone else 0.0
                 )
-            counts = [h.memory.counts() for h in active]
-            stats["mean_working"] = sum(c["working"] for c in counts) / n
-            stats["mean_episodic"] = sum(c["episodic"] for c in counts) / n
+            stats["mean_working"] = sum(h.memory.working_size for h in active) / n
+            stats["mean_episodic"] = sum(h.memory.episodic_size for h in active) / n
         stats["mean_tp"] = sum(tps) / len(tps) if tps else 0.0
         self.datacollector.collect(self)
 

@@ -40,6 +40,7 @@ from simulation.checkpoint import (
     restore,
     write_checkpoint,
 )
+from simulation.collector import tuned_collector
 from simulation.config import ConfigError, load_config
 from simulation.model import FloodAdaptationModel
 
@@ -289,13 +290,14 @@ def _drive(
             disable=None if progress is None else not progress,
             leave=False,
         )
-        for year in bar:
-            model.step()
-            if every and year % every == 0 and year < config.years:
-                streams = writer.commit() if writer is not None else {}
-                write_checkpoint(run_dir, capture(model, streams))
-                manifest["checkpoint_year"] = year
-                _write_manifest(run_dir, manifest)
+        with tuned_collector():
+            for year in bar:
+                model.step()
+                if every and year % every == 0 and year < config.years:
+                    streams = writer.commit() if writer is not None else {}
+                    write_checkpoint(run_dir, capture(model, streams))
+                    manifest["checkpoint_year"] = year
+                    _write_manifest(run_dir, manifest)
         metrics = model.metrics()
         metrics.to_csv(run_dir / "model_years.csv", index=False)
         audit = writer.close() if writer is not None else {"level": "off", "streams": {}}

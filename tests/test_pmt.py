@@ -421,3 +421,28 @@ def test_insurance_zone_constant_shifts_insurance_by_zone_only():
     pa = plain.decide(ae_home, [], options, {}, rng).probabilities
     za = zoned.decide(ae_home, [], options, {}, rng).probabilities
     assert za == pytest.approx(pa)
+
+
+@pytest.mark.parametrize(
+    "memories",
+    [(), (MAJOR_FLOOD,), (memory("claim", ("denied",)), memory("flood", ("flood", "minor")))],
+)
+@pytest.mark.parametrize("insured", [False, True])
+def test_decide_without_explanations_chooses_the_same(memories, insured) -> None:
+    """explain=False (the model's setting for unaudited households) only drops the texts."""
+    state = household(has_insurance=insured)
+    policy = PMTPolicy()
+    for seed in range(20):
+        full = policy.decide(state, list(memories), OPTIONS, {}, np.random.default_rng(seed))
+        lean = policy.decide(
+            state, list(memories), OPTIONS, {}, np.random.default_rng(seed), explain=False
+        )
+        assert lean.skill_id == full.skill_id
+        assert lean.probabilities == full.probabilities
+        for name in ("TP", "CP"):
+            assert lean.constructs[name].value == full.constructs[name].value
+            assert lean.constructs[name].level == full.constructs[name].level
+            assert lean.constructs[name].explanation == ""
+            assert full.constructs[name].explanation
+        assert lean.justification == ""
+        assert full.justification

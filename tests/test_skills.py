@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulation.agents.state import HouseholdState
 from simulation.decisions.base import Option
@@ -183,6 +186,45 @@ def test_options_without_descriptions_and_for_relocated(registry: SkillRegistry)
 def test_options_rejects_costs_for_unknown_skills(registry: SkillRegistry) -> None:
     with pytest.raises(RegistryError, match="unknown skills: buy_insurence"):
         registry.options(make_state(), {"buy_insurence": 900.0})
+
+
+_COSTS = st.one_of(
+    st.floats(min_value=-100.0, max_value=200_000.0),
+    st.sampled_from([0.0, math.inf, math.nan]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    tenure=st.sampled_from(["owner", "renter"]),
+    income=st.one_of(st.just(0.0), st.floats(min_value=-1_000.0, max_value=300_000.0)),
+    flags=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
+    costs=st.fixed_dictionaries(dict.fromkeys(SKILLS, _COSTS)),
+)
+def test_valid_options_agree_with_check(
+    registry: SkillRegistry,
+    tenure: str,
+    income: float,
+    flags: tuple[bool, bool, bool, bool],
+    costs: dict[str, float],
+) -> None:
+    """The compiled hot path admits exactly the skills the explaining check() passes."""
+    insured, contents, elevated, relocated = flags
+    state = make_state(
+        tenure=tenure,
+        income=income,
+        has_insurance=insured,
+        has_contents_insurance=contents,
+        elevated=elevated,
+        relocated=relocated,
+    )
+    fast = registry.valid_options(state, costs)
+    expected = [
+        Option(skill_id, costs[skill_id], skill.description)
+        for skill_id, skill in registry.skills.items()
+        if registry.check(skill_id, state, costs[skill_id]).valid
+    ]
+    assert fast == expected == registry.options(state, costs)[0]
 
 
 # ---- apply() -----------------------------------------------------------------------------------

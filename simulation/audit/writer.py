@@ -270,14 +270,11 @@ class AuditWriter:
         if self.updates is None or not self.audits(agent_id):
             return
         item = result.item
-        self.updates.write(
-            {
-                **self._head(agent_id),
-                "update_type": item.source,
-                "memory_item": _item(item, destination=result.store),
-                "evicted": _evictions(result.evictions),
-            }
-        )
+        record = self._head(agent_id)
+        record["update_type"] = item.source
+        record["memory_item"] = _item(item, destination=result.store)
+        record["evicted"] = _evictions(result.evictions)
+        self.updates.write(record)
 
     def tool_invocation(self, agent_id: str, parameters: dict[str, Any], hits: list[Any]) -> None:
         """Log a ``retrieve_memory`` call and its scored result."""
@@ -293,27 +290,25 @@ class AuditWriter:
         }
         if self.full:
             call["result_ids"] = ids
-        self.tools.write({**self._head(agent_id), "tool_invocation": call})
+        record = self._head(agent_id)
+        record["tool_invocation"] = call
+        self.tools.write(record)
 
     def consolidation(self, agent_id: str, report: YearEnd, memory: CognitiveMemory) -> None:
         """Log one household's year-end pass."""
         if self.consolidations is None or not self.audits(agent_id):
             return
-        counts = memory.counts()
-        self.consolidations.write(
-            {
-                **self._head(agent_id),
-                "consolidation": {
-                    "transferred_count": len(report.transferred),
-                    "transferred_items": [i.id for i in report.transferred],
-                    "evicted": _evictions(report.evictions),
-                    "promoted": [i.id for i in report.promoted],
-                    "reflections": [_item(i) for i in report.reflections],
-                    "working_after": counts["working"],
-                    "episodic_after": counts["episodic"],
-                },
-            }
-        )
+        record = self._head(agent_id)
+        record["consolidation"] = {
+            "transferred_count": len(report.transferred),
+            "transferred_items": [i.id for i in report.transferred],
+            "evicted": _evictions(report.evictions),
+            "promoted": [i.id for i in report.promoted],
+            "reflections": [_item(i) for i in report.reflections],
+            "working_after": memory.working_size,
+            "episodic_after": memory.episodic_size,
+        }
+        self.consolidations.write(record)
 
     def trace(
         self,
@@ -341,14 +336,13 @@ class AuditWriter:
         action: dict[str, Any] = {"decision_skill": decision.skill_id}
         validation = decision.validation
         if self.level != "minimal":
-            counts = memory.counts()
             hits = decision.retrieved
             record["state_before"] = state_before
             record["memory"] = {
                 "retrieved": [h.item.id for h in hits],
                 "retrieval_scores": [round(h.score, digits) for h in hits],
-                "working_count": counts["working"],
-                "episodic_count": counts["episodic"],
+                "working_count": memory.working_size,
+                "episodic_count": memory.episodic_size,
             }
             if proposal.skill_id != decision.skill_id or full:
                 action["proposed_skill"] = proposal.skill_id

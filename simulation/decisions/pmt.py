@@ -430,9 +430,12 @@ def _flood_kind(tags: tuple[str, ...], amount: float | None, threshold: float) -
 
 
 def _threat(
-    memories: Sequence[ScoredMemory], flood_zone: str, c: _Coefficients
+    memories: Sequence[ScoredMemory], flood_zone: str, c: _Coefficients, *, explain: bool = True
 ) -> tuple[float, str, str]:
-    """Return TP, its explanation and the phrase naming its main driver (for justifications)."""
+    """Return TP, its explanation and the phrase naming its main driver (for justifications).
+
+    Without ``explain`` the two texts are empty.
+    """
     base = c.zones.get(flood_zone, c.other_zone)
     weights = c.weights
     cap = c.score_cap
@@ -455,6 +458,9 @@ def _threat(
         cues += 1
         if contribution > top:
             top, top_item, top_kind, top_score = contribution, item, kind, score
+    if not explain:
+        tp = base if top_item is None else 1.0 - (1.0 - base) * math.exp(-c.gain * evidence)
+        return tp, "", ""
     if top_item is None:
         tp = base
         explanation = f"zone {flood_zone} baseline {base:.2f}; no threatening memories retrieved"
@@ -542,6 +548,8 @@ class PMTPolicy:
         options: Sequence[Option],
         context: Mapping[str, Any],
         rng: np.random.Generator,
+        *,
+        explain: bool = True,
     ) -> Proposal:
         """Choose one of ``options`` for the household.
 
@@ -554,6 +562,9 @@ class PMTPolicy:
             options: The skills it may choose this year, with their costs.
             context: Year, subsidy and premium rate (not needed: costs are already net).
             rng: The model's random generator.
+            explain: Write the justification and the constructs' explanations. The model turns
+                this off for households whose trace would not show them (they are most of the
+                cost of a decision); the choice, TP, CP and probabilities are the same.
 
         Returns:
             The chosen skill with TP/CP constructs, a justification and the choice probabilities.
@@ -565,7 +576,7 @@ class PMTPolicy:
             msg = "no options offered"
             raise ValueError(msg)
         c = self._c
-        tp, tp_explanation, driver = _threat(memories, state.flood_zone, c)
+        tp, tp_explanation, driver = _threat(memories, state.flood_zone, c, explain=explain)
         income = max(1.0, state.income)
         insured = state.has_insurance or state.has_contents_insurance
         zone_term = c.zone_asc.get(state.flood_zone, 0.0)
@@ -589,6 +600,20 @@ class PMTPolicy:
                     focus = n
         skill_id = options[chosen].skill_id
         tp_level = level_of(tp)
+        probabilities_by_skill = {
+            o.skill_id: p for o, p in zip(options, probabilities, strict=True)
+        }
+        if not explain:
+            cp = 0.0 if focus < 0 else coping[focus]
+            return Proposal(
+                skill_id=skill_id,
+                parameters={},
+                constructs={
+                    "TP": Construct(tp_level, tp, ""),
+                    "CP": Construct(level_of(cp), cp, ""),
+                },
+                probabilities=probabilities_by_skill,
+            )
         if focus < 0:
             cp_construct = Construct("VL", 0.0, "no protective action is offered")
             means, affordable = "no protective action is offered", False
@@ -608,7 +633,7 @@ class PMTPolicy:
             parameters={},
             constructs={"TP": Construct(tp_level, tp, tp_explanation), "CP": cp_construct},
             justification=f"Threat is {tp_level} {driver}; {means}, {act}.",
-            probabilities={o.skill_id: p for o, p in zip(options, probabilities, strict=True)},
+            probabilities=probabilities_by_skill,
         )
 
 

@@ -202,6 +202,16 @@ class CognitiveMemory:
         """Items demoted by the ``tiered`` retention policy (read-only view)."""
         return self._archive.in_order()
 
+    @property
+    def working_size(self) -> int:
+        """Number of items in working memory (cheaper than :meth:`counts` on hot paths)."""
+        return len(self._working)
+
+    @property
+    def episodic_size(self) -> int:
+        """Number of items in episodic memory."""
+        return len(self._episodic.ranked())
+
     def counts(self) -> dict[str, int]:
         """Number of items in each store."""
         return {
@@ -691,9 +701,14 @@ class CognitiveMemory:
                     out.append((item, item.importance * decay ** (year - item.year), "working"))
                     if len(out) == k:
                         return out
-        # Merge the long-term stores, each already ranked, by their heads' scores.
+        stores = [s for s in (self._episodic, self._semantic, self._archive) if s.ranked()]
+        if not stores:
+            return out
         seen = {hit[0].seq for hit in out}
-        stores = [s for s in (self._episodic, self._semantic, self._archive) if len(s)]
+        if len(stores) == 1 and keep is None:
+            # The usual case (no reflections, no archive): the store's own order is the answer.
+            return _fill_from(stores[0], out, seen, k, year)
+        # Merge the long-term stores, each already ranked, by their heads' scores.
         heads = [0] * len(stores)
         while len(out) < k:
             best: tuple[int, MemoryItem] | None = None
@@ -861,6 +876,23 @@ class CognitiveMemory:
         mem._since_reflection = float(data["since_reflection"])
         mem._demoted_hits = {int(k): int(v) for k, v in data["demoted_hits"].items()}
         return mem
+
+
+def _fill_from(
+    store: LongTermStore,
+    out: list[tuple[MemoryItem, float, str]],
+    seen: set[int],
+    k: int,
+    year: int,
+) -> list[tuple[MemoryItem, float, str]]:
+    """Append ``store``'s best items not in ``seen`` to ``out`` until it holds ``k``."""
+    name, score = store.name, store.score
+    for item in store.ranked():
+        if item.seq not in seen:
+            out.append((item, score(item, year), name))
+            if len(out) == k:
+                break
+    return out
 
 
 def _minmax(values: list[float]) -> list[float]:

@@ -624,6 +624,20 @@ class SkillRegistry:
             )
             raise RegistryError(msg)
         self._default = default_skill
+        # Compiled once: options(), apply() and memory_update() run for every household every
+        # year.
+        self._admits = tuple(
+            (skill.skill_id, _compile_admits(skill), skill.description)
+            for skill in self._skills.values()
+        )
+        self._outside = {
+            skill.skill_id: sorted(set(skill.effects) - skill.allowed_state_changes)
+            for skill in self._skills.values()
+        }
+        self._placeholders = {
+            skill.skill_id: tuple(sorted(template_fields(skill.memory.template)))
+            for skill in self._skills.values()
+        }
 
     # ---- construction ------------------------------------------------------------------------
 
@@ -774,14 +788,32 @@ class SkillRegistry:
             raise RegistryError(msg)
         valid: list[Option] = []
         rejected: dict[str, Validation] = {}
-        for skill_id, skill in self._skills.items():
+        for skill_id, admits, description in self._admits:
             cost = float(costs.get(skill_id, 0.0))
-            validation = self.check(skill_id, state, cost)
-            if validation.valid:
-                valid.append(Option(skill_id, cost, skill.description if descriptions else ""))
-            else:
-                rejected[skill_id] = validation
+            if admits(state, cost):
+                valid.append(Option(skill_id, cost, description if descriptions else ""))
+            else:  # the slow path, only to say why
+                rejected[skill_id] = self.check(skill_id, state, cost)
         return valid, rejected
+
+    def valid_options(self, state: HouseholdState, costs: Mapping[str, float]) -> list[Option]:
+        """This year's options alone, for the per-household hot path.
+
+        Equivalent to ``options(state, costs)[0]`` but says nothing about rejected skills, so no
+        error text is built.
+
+        Args:
+            state: The household.
+            costs: Out-of-pocket cost of every skill this year (each skill must be listed).
+
+        Returns:
+            The valid options in file order, each with the skill's description.
+        """
+        return [
+            Option(skill_id, cost, description)
+            for skill_id, admits, description in self._admits
+            if admits(state, cost := costs[skill_id])
+        ]
 
     def check_tool(
         self, tool_id: str, agent_type: str, parameters: Mapping[str, object]
@@ -833,7 +865,7 @@ class SkillRegistry:
         if skill is None:
             msg = f"{self.origin}: cannot apply unknown skill {skill_id!r}"
             raise RegistryError(msg)
-        outside = sorted(set(skill.effects) - skill.allowed_state_changes)
+        outside = self._outside[skill_id]
         if outside:
             msg = (
                 f"{self.origin}: skill {skill_id!r}: effects change {', '.join(outside)} "
@@ -872,7 +904,7 @@ class SkillRegistry:
             raise RegistryError(msg)
         template = skill.memory.template
         values: dict[str, object] = {}
-        for name in template_fields(template):
+        for name in self._placeholders[skill_id]:
             if name in context:
                 values[name] = context[name]
             elif name in STATE_FIELDS:
@@ -883,6 +915,48 @@ class SkillRegistry:
             msg = f"skill {skill_id!r}: memory.template: {exc}"
             raise TemplateError(msg) from None
         return content, skill.memory.importance, skill.memory.tags
+
+
+def _compile_admits(skill: Skill) -> Callable[[HouseholdState, float], bool]:
+    """One predicate with exactly :meth:`SkillRegistry.check`'s verdict, minus the error text."""
+    tenures = None if ANY_AGENT in skill.eligible_agent_types else skill.eligible_agent_types
+    tests = tuple(_compile_precondition(p) for p in skill.preconditions)
+    limits = tuple(
+        limit
+        for name, limit in skill.institutional_constraints.items()
+        if name in SKILL_CONSTRAINTS
+    )
+    isfinite = math.isfinite
+
+    def admits(state: HouseholdState, cost: float) -> bool:
+        if tenures is not None and state.tenure not in tenures:
+            return False
+        for test in tests:
+            if not test(state):
+                return False
+        if not isfinite(cost):
+            return False
+        if cost > 0 and limits:
+            income = state.income
+            if income <= 0:
+                return False
+            share = cost / income
+            for limit in limits:
+                if share > limit:
+                    return False
+        return True
+
+    return admits
+
+
+def _compile_precondition(condition: Precondition) -> Callable[[HouseholdState], bool]:
+    get = operator.attrgetter(condition.field)
+    if condition.op == "truthy":
+        return lambda state: bool(get(state))
+    if condition.op == "not":
+        return lambda state: not get(state)
+    compare, value = _OPS[condition.op], condition.value
+    return lambda state: bool(compare(get(state), value))
 
 
 def _affordability_problem(name: str, limit: float, cost: float, income: float) -> str:
