@@ -1,12 +1,15 @@
-"""Tuning of Python's cyclic garbage collector while a simulation steps.
+"""Keeping Python's cyclic garbage collector out of the yearly hot path.
 
 A simulation year allocates millions of short-lived containers (memory items, write results,
-audit records) while the model itself holds millions of long-lived ones. With the interpreter's
-default thresholds the collector runs a young-generation pass every 700 allocations and keeps
-rescanning the model's objects in its older generations: about a fifth of a run's time at
-2,000 households, more at 100,000. Nearly all of the garbage is freed by reference counting
-anyway, so :func:`tuned_collector` makes collections rarer and moves the objects that exist
-before stepping (the built model) out of the collector's sight until the run ends.
+decisions, audit records) while the model holds millions of long-lived ones. With the
+interpreter's default thresholds the collector runs a pass every 700 net allocations and keeps
+rescanning the model's objects in its older generations: about a fifth of a run's time at 2,000
+households, and a growing share as the model grows. The stepping code creates no reference
+cycles (``tests/test_collector.py`` checks a model run), so everything it discards is freed by
+reference counting and the collector would find nothing. :func:`tuned_collector` therefore
+freezes the built model and pauses automatic collection while the model steps, or, for runs
+whose code may create cycles (LLM clients with their connection pools and threads), only makes
+collections rarer.
 """
 
 from __future__ import annotations
@@ -18,28 +21,38 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["STEPPING_THRESHOLDS", "tuned_collector"]
+__all__ = ["RARE_THRESHOLDS", "tuned_collector"]
 
-#: ``gc.set_threshold`` values while stepping: a young pass every 10,000 net allocations
-#: instead of 700 (the older generations keep their default ratios).
-STEPPING_THRESHOLDS = (10_000, 10, 10)
+#: ``gc.set_threshold`` values when collection stays on: a young pass every 10,000 net
+#: allocations instead of 700 (the older generations keep their default ratios).
+RARE_THRESHOLDS = (10_000, 10, 10)
 
 
 @contextlib.contextmanager
-def tuned_collector() -> Iterator[None]:
-    """Run the body with rarer collections and the current heap frozen; restore both after.
+def tuned_collector(*, pause: bool = True) -> Iterator[None]:
+    """Run the body with the current heap frozen and collection paused (or made rare).
 
-    Frozen objects are not collected while frozen; leaving the context unfreezes them, so a
-    model that is dropped after its run is reclaimed as usual (batch workers run many models
-    in one process). Nested uses are harmless: the outer one restores the original settings.
+    Frozen objects are not collected while frozen; leaving the context unfreezes them and
+    restores the collector, so a model dropped after its run is reclaimed as usual (batch
+    workers run many models in one process). A nested use leaves the outer one's settings.
+
+    Args:
+        pause: Pause automatic collection (for code that creates no reference cycles); when
+            ``False``, collect with :data:`RARE_THRESHOLDS` instead.
     """
     thresholds = gc.get_threshold()
+    was_enabled = gc.isenabled()
     was_frozen = gc.get_freeze_count() > 0
     gc.freeze()
-    gc.set_threshold(*STEPPING_THRESHOLDS)
+    if pause:
+        gc.disable()
+    else:
+        gc.set_threshold(*RARE_THRESHOLDS)
     try:
         yield
     finally:
         gc.set_threshold(*thresholds)
+        if was_enabled:
+            gc.enable()
         if not was_frozen:
             gc.unfreeze()

@@ -290,7 +290,7 @@ def _drive(
             disable=None if progress is None else not progress,
             leave=False,
         )
-        with tuned_collector():
+        with tuned_collector(pause=model.llm is None):
             for year in bar:
                 model.step()
                 if every and year % every == 0 and year < config.years:

@@ -147,6 +147,26 @@ def test_gzip_streams(tmp_path):
     assert lines(result.run_dir / "household_traces.jsonl.gz")
 
 
+def test_gzip_level_trades_size_for_speed_with_the_same_lines(tmp_path):
+    fast = run(tmp_path / "fast", "audit.gzip=true", "audit.timestamps=false", count=60, years=4)
+    small = run(
+        tmp_path / "small",
+        "audit.gzip=true",
+        "audit.gzip_level=9",
+        "audit.timestamps=false",
+        count=60,
+        years=4,
+    )
+    for name in STREAMS:
+        a, b = fast.run_dir / f"{name}.jsonl.gz", small.run_dir / f"{name}.jsonl.gz"
+        # The run ids differ (they hash the config); every other field is the same.
+        assert [{**r, "run_id": ""} for r in lines(a)] == [{**r, "run_id": ""} for r in lines(b)], (
+            name
+        )
+    size = sum(p.stat().st_size for p in small.run_dir.glob("*.jsonl.gz"))
+    assert size < sum(p.stat().st_size for p in fast.run_dir.glob("*.jsonl.gz"))
+
+
 def test_without_timestamps_equal_seeds_give_byte_identical_outputs(tmp_path):
     a = run(tmp_path / "a", "audit.timestamps=false", count=30, years=5)
     b = run(tmp_path / "b", "audit.timestamps=false", count=30, years=5)
@@ -162,3 +182,5 @@ def test_bad_audit_settings_are_rejected():
         load_config(DEFAULT, ["audit.sample=1.5"])
     with pytest.raises(ConfigError, match=r"audit\.level"):
         load_config(DEFAULT, ["audit.level=verbose"])
+    with pytest.raises(ConfigError, match=r"audit\.gzip_level"):
+        load_config(DEFAULT, ["audit.gzip_level=0"])

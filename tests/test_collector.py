@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import gc
 import weakref
+from pathlib import Path
 
-from simulation.collector import STEPPING_THRESHOLDS, tuned_collector
+import pytest
+
+from simulation.collector import RARE_THRESHOLDS, tuned_collector
+from simulation.config import load_config
+from simulation.runner import build_model
+
+DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 
 
 class _Node:
@@ -21,22 +28,24 @@ def _cycle() -> weakref.ref[_Node]:
     return weakref.ref(a)
 
 
-def test_settings_apply_inside_and_are_restored_after() -> None:
+@pytest.mark.parametrize("pause", [True, False])
+def test_settings_apply_inside_and_are_restored_after(pause: bool) -> None:
     before = gc.get_threshold()
-    with tuned_collector():
-        assert gc.get_threshold() == STEPPING_THRESHOLDS
+    with tuned_collector(pause=pause):
+        assert gc.isenabled() is not pause
+        if not pause:
+            assert gc.get_threshold() == RARE_THRESHOLDS
         assert gc.get_freeze_count() > 0
+    assert gc.isenabled()
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
 
 
 def test_settings_are_restored_when_the_body_raises() -> None:
     before = gc.get_threshold()
-    try:
-        with tuned_collector():
-            raise RuntimeError
-    except RuntimeError:
-        pass
+    with pytest.raises(RuntimeError), tuned_collector():
+        raise RuntimeError
+    assert gc.isenabled()
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
 
@@ -51,8 +60,30 @@ def test_cycles_built_before_are_reclaimed_once_the_context_ends() -> None:
     assert ref() is None
 
 
-def test_cycles_made_while_stepping_are_still_collected() -> None:
-    with tuned_collector():
+def test_cycles_made_while_collection_is_rare_are_collected() -> None:
+    with tuned_collector(pause=False):
         ref = _cycle()
         gc.collect()
         assert ref() is None
+
+
+@pytest.mark.parametrize("level", ["off", "full"])
+def test_stepping_the_model_creates_no_reference_cycles(tmp_path: Path, level: str) -> None:
+    """What makes pausing the collector safe: a year leaves no cyclic garbage behind.
+
+    A change that makes stepping create cycles (a closure capturing its owner, an exception
+    kept with its traceback) fails here; such garbage would pile up until the run ends.
+    """
+    from simulation.audit.writer import AuditWriter
+
+    overrides = ["households.count=150", "years=6", f"audit.level={level}"]
+    config, base = load_config(DEFAULT, overrides)
+    model = build_model(config, base)
+    if level != "off":
+        model.attach_audit(AuditWriter(tmp_path, "cycles", config.audit, config.seed))
+    model.step()  # first-year set-up (caches, lazily built tables) is not garbage
+    gc.collect()
+    with tuned_collector():
+        for _ in range(5):
+            model.step()
+        assert gc.collect() == 0

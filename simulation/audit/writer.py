@@ -109,13 +109,20 @@ class _Stream:
     ``resume`` (offset, lines) truncates the file to a committed offset and appends from there.
     """
 
-    __slots__ = ("buffer", "compress", "file", "limit", "lines", "path")
+    __slots__ = ("buffer", "compress", "file", "level", "limit", "lines", "path")
 
     def __init__(
-        self, path: Path, *, compress: bool, limit: int, resume: tuple[int, int] | None = None
+        self,
+        path: Path,
+        *,
+        compress: bool,
+        limit: int,
+        resume: tuple[int, int] | None = None,
+        level: int = 1,
     ):
         self.path = path
         self.compress = compress
+        self.level = level
         self.buffer = bytearray()
         self.limit = limit
         self.lines = 0
@@ -130,7 +137,7 @@ class _Stream:
         # A gzip file opened for appending starts a new member: readers decode members in turn.
         # mtime=0 keeps the header free of wall-clock time, so equal runs give equal bytes.
         if self.compress:
-            return gzip.GzipFile(filename=self.path, mode=mode, mtime=0)
+            return gzip.GzipFile(filename=self.path, mode=mode, compresslevel=self.level, mtime=0)
         return self.path.open(mode)
 
     def commit(self) -> tuple[int, int]:
@@ -195,6 +202,7 @@ class AuditWriter:
             name: _Stream(
                 run_dir / f"{name}{suffix}",
                 compress=config.gzip,
+                level=config.gzip_level,
                 limit=config.buffer_bytes,
                 resume=(resume[name]["offset"], resume[name]["lines"])
                 if resume and name in resume
