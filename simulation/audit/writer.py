@@ -80,6 +80,19 @@ def changed_state(state: HouseholdState) -> dict[str, Any]:
     return {name: value for name in DYNAMIC_FIELDS if (value := getattr(state, name))}
 
 
+def _rounded(value: float, scale: float) -> float:
+    """``value`` rounded to ``1/scale`` (e.g. 1e3: three decimals), for shorter lines.
+
+    ``round(value * scale) / scale`` gives the float nearest to the rounded decimal, which
+    prints as that short decimal, for a fraction of the cost of ``round(value, ndigits)`` (which
+    goes through a correctly rounded decimal conversion); the two differ by at most one unit in
+    the last kept place on exact halves.
+    """
+    if value - value != 0.0:  # inf or nan: nothing to round
+        return value
+    return round(value * scale) / scale
+
+
 def _item(item: MemoryItem, **extra: Any) -> dict[str, Any]:
     record = {
         "id": item.id,
@@ -220,6 +233,7 @@ class AuditWriter:
         self._ids = frozenset(sample) if isinstance(sample, list) else None
         self._threshold = int(float(sample) * 2**32) if self._ids is None else 0
         self._sampled: dict[str, bool] = {}
+        self._retrieved: tuple[object, list[str]] = (None, [])  # last logged retrieval, its ids
         self._year = 0
         self._stamp: str | None = None
 
@@ -289,12 +303,13 @@ class AuditWriter:
         if self.tools is None or not self.audits(agent_id):
             return
         ids = [h.item.id for h in hits]
+        self._retrieved = (hits, ids)  # the trace of this decision names the same items
         call: dict[str, Any] = {
             "tool_id": "retrieve_memory",
             "parameters": parameters,
             "result": [h.item.content for h in hits] if self.full else ids,
             "result_count": len(hits),
-            "scores": [round(h.score, 6) for h in hits],
+            "scores": [_rounded(h.score, 1e6) for h in hits],
         }
         if self.full:
             call["result_ids"] = ids
@@ -330,12 +345,12 @@ class AuditWriter:
         if self.traces is None or not self.audits(agent_id):
             return
         proposal, full = decision.proposal, self.full
-        digits = 4 if full else 3
+        scale = 1e4 if full else 1e3
         constructs = {
             name: (
-                {"level": c.level, "value": round(c.value, 4), "explanation": c.explanation}
+                {"level": c.level, "value": _rounded(c.value, 1e4), "explanation": c.explanation}
                 if full
-                else {"level": c.level, "value": round(c.value, digits)}
+                else {"level": c.level, "value": _rounded(c.value, scale)}
             )
             for name, c in proposal.constructs.items()
         }
@@ -345,10 +360,11 @@ class AuditWriter:
         validation = decision.validation
         if self.level != "minimal":
             hits = decision.retrieved
+            logged, ids = self._retrieved
             record["state_before"] = state_before
             record["memory"] = {
-                "retrieved": [h.item.id for h in hits],
-                "retrieval_scores": [round(h.score, digits) for h in hits],
+                "retrieved": ids if logged is hits else [h.item.id for h in hits],
+                "retrieval_scores": [_rounded(h.score, scale) for h in hits],
                 "working_count": memory.working_size,
                 "episodic_count": memory.episodic_size,
             }
@@ -357,7 +373,7 @@ class AuditWriter:
             if proposal.parameters or full:
                 action["skill_parameters"] = proposal.parameters
             if decision.cost or full:
-                action["cost"] = round(decision.cost, 2)
+                action["cost"] = _rounded(decision.cost, 1e2)
             update = decision.memory_update
             if update is not None:
                 record["memory_update"] = (
@@ -452,7 +468,9 @@ def _add_full_details(
     mem["episodic_items"] = [_snapshot(i) for i in memory.episodic]
     reasoning["justification"] = proposal.justification
     if proposal.probabilities is not None:
-        reasoning["probabilities"] = {k: round(v, 6) for k, v in proposal.probabilities.items()}
+        reasoning["probabilities"] = {
+            k: _rounded(v, 1e6) for k, v in proposal.probabilities.items()
+        }
 
 
 def _snapshot(item: MemoryItem) -> dict[str, Any]:

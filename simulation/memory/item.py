@@ -60,11 +60,17 @@ class MemoryItem:
     last_access: int = 0
     access_count: int = 0
     consolidated: bool = field(default=False)
+    # The id, built on first use: the audit trail names an item in several records, and
+    # formatting it each time was a measurable share of an audited year.
+    _id: str | None = field(default=None, init=False, repr=False)
 
     @property
     def id(self) -> str:
         """Stable id, unique within a run because agent ids are: ``"<owner>:<seq>"``."""
-        return f"{self.owner}:{self.seq}"
+        ident = self._id
+        if ident is None:
+            ident = self._id = f"{self.owner}:{self.seq}"
+        return ident
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field except ``owner`` (the memory knows it)."""
