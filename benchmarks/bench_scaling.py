@@ -36,6 +36,13 @@ MATRIX = {
     100_000: ("off", "standard"),
 }
 
+#: Targets of the performance issue: cost per household-year as a multiple of the floor, ...
+TARGET_RATIO = {"off": 15.0, "standard": 20.0}
+#: ... growth of that cost from the smallest to the largest size, ...
+TARGET_GROWTH = 1.3
+#: ... and peak RSS at 100,000 households.
+TARGET_RSS_MB = 2048
+
 
 def floor_seconds_per_agent_step(agents: int, years: int) -> float:
     """Seconds per agent-step of a Mesa model whose agents do nothing."""
@@ -142,8 +149,43 @@ def main() -> None:
             f"{r['ratio_to_floor']:>7.1f} {r['peak_rss_mb']:>7.0f} "
             f"{r['audit_bytes_per_household_year']:>13.0f}"
         )
+    checks = target_checks(rows)
+    for line in checks:
+        print(line)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(rows, indent=2))
+    args.json.write_text(json.dumps({"rows": rows, "targets": checks}, indent=2))
+
+
+def target_checks(rows: list[dict[str, float]]) -> list[str]:
+    """The issue's targets, each as one "met"/"MISSED" line, for the rows measured."""
+    lines = []
+    for r in rows:
+        limit = TARGET_RATIO.get(str(r["audit"]))
+        if limit is not None:
+            verdict = "met" if r["ratio_to_floor"] <= limit else "MISSED"
+            lines.append(
+                f"{int(r['households']):>7} households, audit {r['audit']}: "
+                f"{r['ratio_to_floor']}x floor (target <= {limit}x): {verdict}"
+            )
+    for level in sorted({str(r["audit"]) for r in rows}):
+        sized = sorted((r for r in rows if r["audit"] == level), key=lambda r: r["households"])
+        if len(sized) > 1:
+            small, large = sized[0], sized[-1]
+            growth = large["us_per_household_year"] / small["us_per_household_year"]
+            verdict = "met" if growth <= TARGET_GROWTH else "MISSED"
+            lines.append(
+                f"audit {level}: cost per household-year at {int(large['households'])} is "
+                f"{growth:.2f}x that at {int(small['households'])} "
+                f"(target <= {TARGET_GROWTH}x): {verdict}"
+            )
+    for r in rows:
+        if r["households"] >= 100_000:
+            verdict = "met" if r["peak_rss_mb"] <= TARGET_RSS_MB else "MISSED"
+            lines.append(
+                f"{int(r['households'])} households, audit {r['audit']}: peak RSS "
+                f"{r['peak_rss_mb']:.0f} MB (target <= {TARGET_RSS_MB} MB): {verdict}"
+            )
+    return lines
 
 
 if __name__ == "__main__":
