@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,11 @@ TARGET_RSS_MB = 2048
 
 
 def floor_seconds_per_agent_step(agents: int, years: int) -> float:
-    """Seconds per agent-step of a Mesa model whose agents do nothing."""
+    """Seconds per agent-step of a Mesa model whose agents do nothing.
+
+    The median over the steps after a warm-up step: a single step is short enough for a noisy
+    neighbour on a shared machine to double it, and the floor is the divisor of every ratio.
+    """
     import mesa
 
     class Idle(mesa.Agent):
@@ -61,10 +66,13 @@ def floor_seconds_per_agent_step(agents: int, years: int) -> float:
             self.agents.shuffle_do("step")
 
     model = Empty()
-    start = time.perf_counter()
+    model.step()
+    steps = []
     for _ in range(years):
+        start = time.perf_counter()
         model.step()
-    return (time.perf_counter() - start) / (agents * years)
+        steps.append(time.perf_counter() - start)
+    return statistics.median(steps) / agents
 
 
 def measure_one(households: int, level: str, years: int) -> dict[str, float]:

@@ -32,9 +32,11 @@ RARE_THRESHOLDS = (10_000, 10, 10)
 def tuned_collector(*, pause: bool = True) -> Iterator[None]:
     """Run the body with the current heap frozen and collection paused (or made rare).
 
-    Frozen objects are not collected while frozen; leaving the context unfreezes them and
-    restores the collector, so a model dropped after its run is reclaimed as usual (batch
-    workers run many models in one process). A nested use leaves the outer one's settings.
+    Entering collects the garbage that exists (once, a full collection) and freezes the rest;
+    frozen objects are not collected while frozen. Leaving unfreezes them and restores the
+    collector, so a model dropped after its run is reclaimed at the latest when the next run
+    enters (batch workers run many models in one process). A nested use leaves the outer one's
+    settings.
 
     Args:
         pause: Pause automatic collection (for code that creates no reference cycles); when
@@ -43,6 +45,11 @@ def tuned_collector(*, pause: bool = True) -> Iterator[None]:
     thresholds = gc.get_threshold()
     was_enabled = gc.isenabled()
     was_frozen = gc.get_freeze_count() > 0
+    if not was_frozen:
+        # Garbage that exists now (a previous run's model, which is full of cycles between the
+        # model and its agents) would otherwise be frozen with the live heap and outlive the
+        # run: a batch worker running model after model grew by a whole model per run.
+        gc.collect()
     gc.freeze()
     if pause:
         gc.disable()

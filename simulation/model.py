@@ -252,6 +252,19 @@ class FloodAdaptationModel(mesa.Model):
         )
 
     # ------------------------------------------------------------------------ set-up
+    def release(self) -> None:
+        """Let the model be garbage-collected once its run is over (it is unusable after).
+
+        Mesa 3.3 keeps every model it has seen in a class-level table of agent-id counters
+        (``mesa.Agent._ids``; mesa issue #3179, fixed upstream after 3.3.1), so a process that
+        runs model after model, like a batch worker, would keep them all: 52,141-household runs
+        grew a worker by about 450 MB per run. This removes the agents and that entry.
+        """
+        self.remove_all_agents()
+        counters = getattr(mesa.Agent, "_ids", None)
+        if isinstance(counters, dict):
+            counters.pop(self, None)
+
     def attach_audit(self, writer: AuditWriter) -> None:
         """Stream this run's audit trail to ``writer`` (logs the households' initial memories)."""
         self.audit = writer

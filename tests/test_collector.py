@@ -50,14 +50,38 @@ def test_settings_are_restored_when_the_body_raises() -> None:
     assert gc.get_freeze_count() == 0
 
 
-def test_cycles_built_before_are_reclaimed_once_the_context_ends() -> None:
+def test_live_cycles_are_frozen_while_stepping_and_reclaimed_after() -> None:
     """A model built before stepping is frozen during the run, not leaked after it."""
-    ref = _cycle()
+    node = _Node()
+    node.other = node
+    ref = weakref.ref(node)
     with tuned_collector():
+        del node
         gc.collect()
         assert ref() is not None  # frozen: out of the collector's sight
     gc.collect()
     assert ref() is None
+
+
+def test_garbage_from_before_is_collected_not_frozen() -> None:
+    """A batch worker's previous model must not be frozen with the next one (it would leak)."""
+    ref = _cycle()  # already unreachable
+    with tuned_collector():
+        assert ref() is None
+
+
+def test_a_previous_run_is_reclaimed_when_the_next_run_starts() -> None:
+    config, base = load_config(DEFAULT, ["households.count=50", "years=2", "audit.level=off"])
+    first = build_model(config, base)
+    ref = weakref.ref(first)
+    with tuned_collector():
+        first.step()
+    first.release()
+    del first
+    second = build_model(config, base)
+    with tuned_collector():
+        assert ref() is None
+        second.step()
 
 
 def test_cycles_made_while_collection_is_rare_are_collected() -> None:

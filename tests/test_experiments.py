@@ -10,13 +10,14 @@ import pandas as pd
 import pytest
 
 from simulation.cli import main
-from simulation.config import ConfigError
+from simulation.config import ConfigError, load_config
 from simulation.experiments import (
     load_experiment,
     plan_runs,
     replicate_seeds,
     run_experiment,
 )
+from simulation.experiments.executors import RunTask, execute_run
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 EXPERIMENTS = DEFAULT.parent / "experiments"
@@ -185,3 +186,24 @@ def test_invalid_experiments_fail_before_running(tmp_path, capsys):
 def test_shipped_experiments_validate(name, capsys):
     assert main(["validate", str(EXPERIMENTS / f"{name}.yaml")]) == 0
     assert "ok (experiment" in capsys.readouterr().out
+
+
+def test_a_worker_keeps_no_model_after_its_runs(tmp_path):
+    """Batch workers run model after model; none may outlive its run (Mesa 3.3 kept them)."""
+    import gc
+
+    import mesa
+
+    from simulation.model import FloodAdaptationModel
+
+    def models() -> int:
+        gc.collect()
+        return sum(isinstance(o, FloodAdaptationModel) for o in gc.get_objects())
+
+    before, counters = models(), len(mesa.Agent._ids)
+    config, base = load_config(DEFAULT, ["households.count=20", "years=2", "audit.level=off"])
+    for n in range(3):
+        task = RunTask(f"leak-{n}", config.model_dump(mode="json"), str(base), str(tmp_path))
+        assert execute_run(task).status == "complete"
+    assert models() == before
+    assert len(mesa.Agent._ids) == counters

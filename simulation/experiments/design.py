@@ -287,7 +287,7 @@ def _check_files(
         update={"households": config.households.model_copy(update={"count": 4})}
     )
     try:
-        build_model(tiny, Path(origin).resolve().parent, origin)
+        build_model(tiny, Path(origin).resolve().parent, origin).release()
     except ConfigError as err:
         where = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "base"
         raise ConfigError(f"{err} [design point {point}: {where}]") from None

@@ -59,6 +59,7 @@ def execute_run(task: RunTask) -> RunOutcome:
     from simulation.runner import build_model, run_simulation  # noqa: PLC0415
 
     start = time.perf_counter()
+    model = None
     try:
         config = RunConfig.model_validate(task.config)
         base_dir = Path(task.base_dir)
@@ -69,6 +70,9 @@ def execute_run(task: RunTask) -> RunOutcome:
     except Exception as err:
         detail = "".join(traceback.format_exception_only(type(err), err)).strip()
         return RunOutcome(task.run_id, "failed", detail, None, time.perf_counter() - start)
+    finally:
+        if model is not None:
+            model.release()  # a worker runs many models; each must go when its run is done
     return RunOutcome(
         task.run_id, "complete", None, str(result.run_dir), time.perf_counter() - start
     )
