@@ -29,6 +29,7 @@ import mesa
 import networkx as nx
 import numpy as np
 from mesa.discrete_space import (
+    Cell,
     CellAgent,
     Network,
     OrthogonalMooreGrid,
@@ -258,12 +259,15 @@ class FloodAdaptationModel(mesa.Model):
         Mesa 3.3 keeps every model it has seen in a class-level table of agent-id counters
         (``mesa.Agent._ids``; mesa issue #3179, fixed upstream after 3.3.1), so a process that
         runs model after model, like a batch worker, would keep them all: 52,141-household runs
-        grew a worker by about 450 MB per run. This removes the agents and that entry.
+        grew a worker by about 450 MB per run. This removes the agents and that entry, and
+        empties Mesa's class-level caches of cell neighbourhoods, which hold every cell of every
+        grid built in the process.
         """
         self.remove_all_agents()
         counters = getattr(mesa.Agent, "_ids", None)
         if isinstance(counters, dict):
             counters.pop(self, None)
+        _clear_cell_caches()
 
     def attach_audit(self, writer: AuditWriter) -> None:
         """Stream this run's audit trail to ``writer`` (logs the households' initial memories)."""
@@ -299,6 +303,7 @@ class FloodAdaptationModel(mesa.Model):
             agent.neighbors += tuple(
                 a for a in agent.cell.agents if a is not agent and a not in agent.neighbors
             )
+        _clear_cell_caches()  # the neighbour tuples are all the model needs from now on
 
     # -------------------------------------------------------------------------- step
     def step(self) -> None:
@@ -697,6 +702,19 @@ class FloodAdaptationModel(mesa.Model):
         """The yearly metrics as a pandas DataFrame (one row per year)."""
         frame = self.datacollector.get_model_vars_dataframe()
         return frame.reset_index(drop=True)[list(METRIC_COLUMNS)]
+
+
+def _clear_cell_caches() -> None:
+    """Empty the caches Mesa 3.3 keeps on the Cell class itself (``functools.cache`` on methods).
+
+    They are keyed by cell, so they keep every cell of every grid or network built in the
+    process, and its agents with it. floodsim reads neighbourhoods once, when it places the
+    households; another model in the same process only recomputes what it asks for again.
+    """
+    for name in ("get_neighborhood", "_neighborhood"):
+        cache_clear = getattr(getattr(Cell, name, None), "cache_clear", None)
+        if cache_clear is not None:
+            cache_clear()
 
 
 def _stat(name: str) -> Any:

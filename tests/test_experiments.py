@@ -193,12 +193,17 @@ def test_a_worker_keeps_no_model_after_its_runs(tmp_path):
     import gc
 
     import mesa
+    from mesa.discrete_space import Cell
 
     from simulation.model import FloodAdaptationModel
 
-    def models() -> int:
+    def models() -> tuple[int, int]:
         gc.collect()
-        return sum(isinstance(o, FloodAdaptationModel) for o in gc.get_objects())
+        objects = gc.get_objects()
+        return (
+            sum(isinstance(o, FloodAdaptationModel) for o in objects),
+            sum(isinstance(o, Cell) for o in objects),
+        )
 
     before, counters = models(), len(mesa.Agent._ids)
     config, base = load_config(DEFAULT, ["households.count=20", "years=2", "audit.level=off"])
