@@ -47,8 +47,7 @@ def tuned_collector(*, pause: bool = True) -> Iterator[None]:
     was_frozen = gc.get_freeze_count() > 0
     if not was_frozen:
         # Garbage that exists now (a previous run's model, which is full of cycles between the
-        # model and its agents) would otherwise be frozen with the live heap and outlive the
-        # run: a batch worker running model after model grew by a whole model per run.
+        # model and its agents) would otherwise be frozen with the live heap and outlive the run.
         gc.collect()
     gc.freeze()
     if pause:
