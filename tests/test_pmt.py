@@ -385,26 +385,14 @@ def test_insurance_zone_constant_shifts_insurance_by_zone_only():
     """A zone constant (mandatory purchase in the floodplain) moves insurance, not elevation."""
     plain = PMTPolicy(PMTConfig())
     zoned = PMTPolicy(PMTConfig(insurance_zone_asc={"X": -3.0}))
-    x_home = HouseholdState(
+    x_home = household(
         agent_id="H1",
-        tenure="owner",
-        income=60000.0,
-        structure_value=250000.0,
         contents_value=100000.0,
         flood_zone="X",
         ground_elevation=12.0,
         first_floor_height=1.5,
     )
-    ae_home = HouseholdState(
-        agent_id="H2",
-        tenure="owner",
-        income=60000.0,
-        structure_value=250000.0,
-        contents_value=100000.0,
-        flood_zone="AE",
-        ground_elevation=5.0,
-        first_floor_height=2.5,
-    )
+    ae_home = household(agent_id="H2", contents_value=100000.0, first_floor_height=2.5)
     options = [
         Option("buy_insurance", 420.0),
         Option("elevate_house", 45000.0),
