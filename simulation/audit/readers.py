@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 import orjson
 import pandas as pd
+from isal import isal_zlib
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -215,7 +216,7 @@ def _gzip_chunks(path: Path, report: ReadReport) -> Iterator[bytes]:
     decompressed; decompressing by hand keeps every byte that made it to disk.
     """
     with path.open("rb") as fh:
-        inflater = zlib.decompressobj(_GZIP_WBITS)
+        inflater = isal_zlib.decompressobj(_GZIP_WBITS)
         fed = False  # whether the current gzip member has received any bytes
         while raw := fh.read(_CHUNK_BYTES):
             while raw:
@@ -224,14 +225,14 @@ def _gzip_chunks(path: Path, report: ReadReport) -> Iterator[bytes]:
                 fed = True
                 try:
                     out = inflater.decompress(raw)
-                except zlib.error as err:
+                except isal_zlib.error as err:
                     msg = f"{path}: corrupt gzip data ({err})"
                     raise AuditReadError(msg) from None
                 if out:
                     yield out
                 if inflater.eof:  # a member ended; concatenated members may follow
                     raw = inflater.unused_data
-                    inflater = zlib.decompressobj(_GZIP_WBITS)
+                    inflater = isal_zlib.decompressobj(_GZIP_WBITS)
                     fed = False
                 else:
                     raw = b""

@@ -20,13 +20,13 @@ buffer and written whole, so a crash can only truncate the last line of a file.
 
 from __future__ import annotations
 
-import gzip
 import os
 import zlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
+from isal import igzip
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -150,7 +150,7 @@ class _Stream:
         # A gzip file opened for appending starts a new member: readers decode members in turn.
         # mtime=0 keeps the header free of wall-clock time, so equal runs give equal bytes.
         if self.compress:
-            return gzip.GzipFile(filename=self.path, mode=mode, compresslevel=self.level, mtime=0)
+            return igzip.IGzipFile(filename=self.path, mode=mode, compresslevel=self.level, mtime=0)
         return self.path.open(mode)
 
     def commit(self) -> tuple[int, int]:
