@@ -111,3 +111,13 @@ def test_stepping_the_model_creates_no_reference_cycles(tmp_path: Path, level: s
         for _ in range(5):
             model.step()
         assert gc.collect() == 0
+
+
+def test_building_a_model_leaves_the_collector_as_it_was() -> None:
+    config, base = load_config(DEFAULT, ["households.count=50", "years=2", "audit.level=off"])
+    before = gc.get_threshold()
+    model = build_model(config, base)
+    assert gc.isenabled()
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    model.release()
