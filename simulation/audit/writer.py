@@ -163,8 +163,7 @@ class _Stream:
         return self.path.stat().st_size, self.lines
 
     def write(self, record: dict[str, Any]) -> None:
-        self.buffer += orjson.dumps(record)
-        self.buffer += b"\n"
+        self.buffer += orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
         self.lines += 1
         if len(self.buffer) >= self.limit:
             self.flush()
