@@ -262,12 +262,22 @@ class FloodAdaptationModel(mesa.Model):
         grew a worker by about 450 MB per run. This removes the agents and that entry, and
         empties Mesa's class-level caches of cell neighbourhoods, which hold every cell of every
         grid built in the process.
+
+        It also breaks the reference cycles between households (each is its neighbours'
+        neighbour), so that reference counting frees the households and their memories as soon
+        as the model is dropped: left to the cyclic collector, a 52,141-household model after 13
+        years took 4.4 s to trace.
         """
         self.remove_all_agents()
         counters = getattr(mesa.Agent, "_ids", None)
         if isinstance(counters, dict):
             counters.pop(self, None)
         _clear_cell_caches()
+        for household in self.households:
+            household.neighbors = ()
+        self.households = []
+        self._pending.clear()
+        self._llm_outcomes.clear()
 
     def attach_audit(self, writer: AuditWriter) -> None:
         """Stream this run's audit trail to ``writer`` (logs the households' initial memories)."""
