@@ -246,6 +246,7 @@ class FloodAdaptationModel(mesa.Model):
 
         self.audit: AuditWriter | None = None
         self._tps: list[float] = []  # threat appraisals of this year's decisions (mean_tp)
+        self._context = self._decision_context(0)
         self.year_stats: dict[str, float] = {}
         self.premiums_collected = 0.0  # premiums paid for the coming year's coverage
         self.datacollector = mesa.DataCollector(
@@ -334,6 +335,7 @@ class FloodAdaptationModel(mesa.Model):
 
         self._tps = []
         self.premiums_collected = 0.0
+        self._context = self._decision_context(year)
         # The same permutation AgentSet.shuffle_do would draw from self.random, without
         # building a weak-keyed AgentSet of the active households every year.
         order = list(active)
@@ -513,6 +515,14 @@ class FloodAdaptationModel(mesa.Model):
             "do_nothing": 0.0,
         }
 
+    def _decision_context(self, year: int) -> dict[str, Any]:
+        """What every household decides in ``year`` (one dict shared by all: policies read it)."""
+        return {
+            "year": year,
+            "subsidy_share": self.government.subsidy_share,
+            "premium_rate": self.insurer.rate,
+        }
+
     def decide_for(self, household: HouseholdAgent, year: int) -> Decision:
         """Step 7 for one household; see :meth:`HouseholdAgent.decide`."""
         gathered = self._pending.pop(household, None) or self._gather(household, year)
@@ -547,12 +557,7 @@ class FloodAdaptationModel(mesa.Model):
                 before = changed_state(state)
         costs = self.costs_for(state)
         options = self.registry.valid_options(state, costs)
-        context = {
-            "year": year,
-            "subsidy_share": self.government.subsidy_share,
-            "premium_rate": self.insurer.rate,
-        }
-        return _Gathered(year, retrieved, costs, options, context, before, explain)
+        return _Gathered(year, retrieved, costs, options, self._context, before, explain)
 
     def _finish(
         self,

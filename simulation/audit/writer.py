@@ -231,6 +231,8 @@ class AuditWriter:
         sample = config.sample
         self._ids = frozenset(sample) if isinstance(sample, list) else None
         self._threshold = int(float(sample) * 2**32) if self._ids is None else 0
+        # With the whole population sampled (the default) no id needs hashing or a lookup.
+        self._everyone = self._ids is None and self._threshold >= 2**32
         self._sampled: dict[str, bool] = {}
         self._retrieved: tuple[object, list[str]] = (None, [])  # last logged retrieval, its ids
         self._year = 0
@@ -239,6 +241,8 @@ class AuditWriter:
     # ------------------------------------------------------------------ helpers
     def audits(self, agent_id: str) -> bool:
         """Whether ``agent_id`` is in the audited sample (stable for a seed)."""
+        if self._everyone:
+            return True
         cached = self._sampled.get(agent_id)
         if cached is None:
             if self._ids is not None:
