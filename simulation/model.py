@@ -557,7 +557,10 @@ class FloodAdaptationModel(mesa.Model):
                 before = changed_state(state)
         costs = self.costs_for(state)
         options = self.registry.valid_options(state, costs)
-        return _Gathered(year, retrieved, costs, options, self._context, before, explain)
+        context = self._context
+        if context["year"] != year:  # called outside the yearly step
+            context = self._decision_context(year)
+        return _Gathered(year, retrieved, costs, options, context, before, explain)
 
     def _finish(
         self,
