@@ -240,7 +240,7 @@ def test_grid_and_network_neighbourhoods():
     assert all(isinstance(n, HouseholdAgent) for h in small.households for n in h.neighbors)
 
 
-def test_release_frees_households_and_memories_without_the_cycle_collector():
+def test_release_frees_the_households_without_the_cycle_collector():
     """Batch workers drop model after model; tracing 50,000 households took seconds each."""
     model = make_model("social.neighborhood=moore", count=40)
     model.step()
