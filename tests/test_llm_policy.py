@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import orjson
 import pytest
 from jsonschema import Draft202012Validator
@@ -884,6 +885,12 @@ def test_llm_share_splits_the_population(tmp_path: Path) -> None:
             assert "retries" not in trace["validation"]  # PMT decided
     for household in households:
         assert household.last_decision.via_llm == household.uses_llm
+    # Only the households the PMT policy decides draw from the decision stream, one uniform each.
+    pmt_decisions = sum(t["agent_id"] not in llm_ids for t in data["household_traces"])
+    seed = np.random.SeedSequence(result.model.config.seed).spawn(5)[3]
+    reference = np.random.default_rng(seed)
+    reference.random(pmt_decisions)
+    assert result.model.decision_rng.bit_generator.state == reference.bit_generator.state
 
     def assignment(seed: int) -> list[bool]:
         overrides = llm_overrides(

@@ -147,6 +147,36 @@ def test_neighbours_remember_last_years_adoptions():
             assert not notes
 
 
+def decision_stream_after(seed: int, draws: int) -> dict:
+    """The state of a fresh decision stream of ``seed`` after ``draws`` uniforms."""
+    reference = np.random.default_rng(np.random.SeedSequence(seed).spawn(5)[3])
+    reference.random(draws)
+    return reference.bit_generator.state
+
+
+def test_each_decision_draws_one_uniform_from_the_decision_stream():
+    # Runs stay reproducible, and comparable when a population changes, only if every policy
+    # decision consumes exactly one uniform of the decision stream, in activation order.
+    model = make_model("decision.pmt.asc.relocate=1.0", count=50)
+    columns = ("decisions_buy_insurance", "decisions_elevate_house", "decisions_relocate")
+    decisions = 0
+    for _ in range(3):
+        model.step()
+        stats = model.year_stats
+        decisions += int(stats["decisions_do_nothing"] + sum(stats[c] for c in columns))
+    assert model.year_stats["active_households"] < 50  # some moved away and stopped deciding
+    assert model.decision_rng.bit_generator.state == decision_stream_after(
+        model.config.seed, decisions
+    )
+
+    # A decision outside the yearly step draws from the same stream.
+    household = next(h for h in model.households if h.active)
+    household.decide(model.steps)
+    assert model.decision_rng.bit_generator.state == decision_stream_after(
+        model.config.seed, decisions + 1
+    )
+
+
 def test_decisions_follow_the_registry_and_insurance_lapses():
     model = make_model("hazard.source=scripted", "hazard.events={}", count=100)
     for _ in range(3):

@@ -561,7 +561,8 @@ class PMTPolicy:
             memories: Its retrieved memories with retrieval scores.
             options: The skills it may choose this year, with their costs.
             context: Year, subsidy and premium rate (not needed: costs are already net).
-            rng: The model's random generator.
+            rng: The model's decision stream: its generator, or the year's uniforms drawn
+                ahead from it (only ``random()`` is called).
             explain: Write the justification and the constructs' explanations. The model turns
                 this off for households whose trace would not show them (they are most of the
                 cost of a decision); the choice, TP, CP and probabilities are the same.
