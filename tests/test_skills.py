@@ -420,6 +420,35 @@ def test_render_never_touches_attributes_or_items() -> None:
     assert Spy.touched == []
 
 
+_SPECS = ("", ",.0f", ".0%", ".2f", ">8", "d")
+_LITERALS = st.text(alphabet=st.characters(codec="ascii", exclude_characters="\r"), max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            _LITERALS, st.sampled_from(("year", "premium", "share")), st.sampled_from(_SPECS)
+        ),
+        max_size=4,
+    ),
+    st.integers(-(10**6), 10**6),
+    st.floats(-1e7, 1e7, allow_nan=False),
+)
+def test_render_formats_each_placeholder_with_its_spec(
+    parts: list[tuple[str, str, str]], year: int, amount: float
+) -> None:
+    values: dict[str, object] = {"year": year, "premium": amount, "share": amount / 1e7}
+    template, expected = "", ""
+    for literal, name, spec in parts:
+        if spec == "d" and name != "year":
+            spec = ""  # noqa: PLW2901 - 'd' applies to integers only
+        escaped = literal.replace("{", "{{").replace("}", "}}")
+        template += escaped + "{" + name + (":" + spec if spec else "") + "}"
+        expected += literal + format(values[name], spec)
+    assert render(template, values) == expected
+
+
 def test_render_errors() -> None:
     with pytest.raises(TemplateError, match="no value for placeholder 'premium'"):
         render("{premium}", {})
