@@ -106,7 +106,7 @@ def _rounded_scores(hits: list[ScoredMemory], scale: float) -> list[float]:
     return [round(s * scale) / scale if s - s == 0.0 else s for _, s, _ in hits]
 
 
-def _item(item: MemoryItem, **extra: Any) -> dict[str, Any]:
+def _item(item: MemoryItem, destination: str | None = None) -> dict[str, Any]:
     record = {
         "id": item.id,
         "content": item.content,
@@ -121,7 +121,8 @@ def _item(item: MemoryItem, **extra: Any) -> dict[str, Any]:
         record["pinned"] = True
     if item.evidence:
         record["evidence"] = list(item.evidence)
-    record.update(extra)
+    if destination is not None:
+        record["destination"] = destination
     return record
 
 

@@ -106,6 +106,7 @@ _ORDERING = frozenset({"<", "<=", ">", ">="})
 _COMPARISON_RE = re.compile(r"^([A-Za-z_]\w*)\s*(==|!=|<=|>=|<|>)\s*(.+?)$")
 _TRUTH_RE = re.compile(r"^(not\s+)?([A-Za-z_]\w*)$")
 _INT_RE = re.compile(r"^[+-]?\d+$")
+_new_tuple = tuple.__new__
 _NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _WORD_RE = re.compile(r"^[A-Za-z_][\w.-]*$")
 _QUOTED_RE = re.compile(r"""^(?:"([^"]*)"|'([^']*)')$""")
@@ -809,8 +810,9 @@ class SkillRegistry:
         Returns:
             The valid options in file order, each with the skill's description.
         """
+        # tuple.__new__ skips the named tuple's Python-level __new__, half of an option's cost.
         return [
-            Option(skill_id, cost, description)
+            _new_tuple(Option, (skill_id, cost, description))
             for skill_id, admits, description in self._admits
             if admits(state, cost := costs[skill_id])
         ]
