@@ -26,7 +26,8 @@ LEVELS = ("VL", "L", "M", "H", "VH")
 
 def level_of(value: float) -> str:
     """Map an appraisal in [0, 1] to a level by equal fifths."""
-    return LEVELS[min(4, max(0, int(value * 5)))]
+    fifth = int(value * 5)
+    return LEVELS[4 if fifth > 4 else 0 if fifth < 0 else fifth]
 
 
 # Construct and Option are named tuples, immutable like frozen dataclasses, because every

@@ -451,7 +451,8 @@ def _threat(
         kind = memory_kind(item, threshold)
         if kind is None or score <= 0.0:
             continue
-        score = min(cap, score)  # noqa: PLW2901 - the capped score is the one that counts
+        if score > cap:
+            score = cap  # noqa: PLW2901 - the capped score is the one that counts
         contribution = weights[kind] * score
         if contribution <= 0.0:
             continue
@@ -667,7 +668,7 @@ def _utilities(
             asc += zone_term
             if insured:
                 asc += c.inertia
-        cp = 0.0 if cp < 0.0 else min(cp, 1.0)
+        cp = 0.0 if cp < 0.0 else 1.0 if cp > 1.0 else cp
         utility = asc + threat_utility + beta_cp * cp
         utilities.append(scale * utility)
         coping.append(cp)

@@ -250,7 +250,8 @@ class CognitiveMemory:
         seq = self._next_seq
         self._next_seq = seq + 1
         year = int(year)
-        self._clock = max(self._clock, year)
+        if year > self._clock:
+            self._clock = year
         self._since_reflection += importance
         return MemoryItem(
             self.agent_id,
@@ -490,7 +491,7 @@ class CognitiveMemory:
                 item.consolidated = True
                 transferred.append(item)
                 evictions.extend(self._insert(self._episodic, item))
-        return Consolidation(tuple(transferred), tuple(evictions))
+        return _new_tuple(Consolidation, (tuple(transferred), tuple(evictions)))
 
     def end_year(self, year: int) -> YearEnd:
         """Year-end pass: consolidate, apply tiered demotion and promotion, then reflect.
@@ -509,7 +510,7 @@ class CognitiveMemory:
         if self.retention.policy == "tiered":
             promoted = self._rebalance_tiers(year, moves)
         reflections = self.reflect(year, moves) if self.reflection.enabled else []
-        return YearEnd(transferred, tuple(moves), tuple(promoted), tuple(reflections))
+        return _new_tuple(YearEnd, (transferred, tuple(moves), tuple(promoted), tuple(reflections)))
 
     def _rebalance_tiers(self, year: int, moves: list[Eviction]) -> list[MemoryItem]:
         settings, episodic, archive = self.retention, self._episodic, self._archive
@@ -690,7 +691,8 @@ class CognitiveMemory:
             raise ValueError(msg)
         for item, _, _ in hits:
             item.access_count += 1
-            item.last_access = max(item.last_access, current_year)
+            if current_year > item.last_access:
+                item.last_access = current_year
         return hits
 
     def _retrieve_spec(
