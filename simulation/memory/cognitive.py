@@ -430,7 +430,7 @@ class CognitiveMemory:
         working.append(item)
         if len(working) <= self.working_capacity:
             return ()
-        return (Eviction(working.pop(0), "working", None),)
+        return (_new_tuple(Eviction, (working.pop(0), "working", None)),)
 
     def _insert(self, store: LongTermStore, item: MemoryItem) -> list[Eviction]:
         """Put ``item`` into ``store`` and enforce its capacity."""
@@ -450,7 +450,7 @@ class CognitiveMemory:
             return [Eviction(victim, "episodic", "archive"), *self._insert(self._archive, victim)]
         if self._demoted_hits:
             self._demoted_hits.pop(victim.seq, None)
-        return [Eviction(victim, store.name, None)]
+        return [_new_tuple(Eviction, (victim, store.name, None))]
 
     def _pop_victim(self, store: LongTermStore) -> MemoryItem | None:
         """Remove and return the item the retention policy forgets first, if any."""
