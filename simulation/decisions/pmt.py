@@ -654,14 +654,17 @@ def _utilities(
     beta_cp = c.beta_cp
     cost_sensitivity = c.cost_sensitivity
     scale = c.scale
+    skills = c.skills
     utilities: list[float] = []
     coping: list[float] = []
     for option in options:
-        if option.skill_id == _DO_NOTHING:
+        skill_id = option.skill_id
+        if skill_id == _DO_NOTHING:
             utilities.append(0.0)
             coping.append(-1.0)
             continue
-        asc, efficacy, insurance = c.skill(option.skill_id)
+        params = skills.get(skill_id)
+        asc, efficacy, insurance = c.skill(skill_id) if params is None else params
         cp = efficacy - cost_sensitivity * option.cost / income
         if insurance:
             cp += claim_term

@@ -632,7 +632,7 @@ class CognitiveMemory:
         Raises:
             ValueError: For a negative ``top_k`` or an unknown strategy.
         """
-        hits = self._select(
+        return self._select(
             top_k,
             current_year,
             strategy=strategy,
@@ -645,7 +645,6 @@ class CognitiveMemory:
             w_importance=w_importance,
             w_relevance=w_relevance,
         )
-        return [_new_tuple(ScoredMemory, hit) for hit in hits]
 
     def _select(
         self,
@@ -661,8 +660,8 @@ class CognitiveMemory:
         w_recency: float | None = None,
         w_importance: float | None = None,
         w_relevance: float | None = None,
-    ) -> list[tuple[MemoryItem, float, str]]:
-        """Retrieval proper, as ``(item, score, store)`` triples; see :meth:`retrieve_scored`."""
+    ) -> list[ScoredMemory]:
+        """Retrieval proper, as scored memories, best first; see :meth:`retrieve_scored`."""
         settings = self.retrieval
         k = settings.top_k if top_k is None else top_k
         if k.__class__ is not int or k < 0:
@@ -697,14 +696,15 @@ class CognitiveMemory:
 
     def _retrieve_spec(
         self, k: int, year: int, keep: Callable[[MemoryItem], bool] | None
-    ) -> list[tuple[MemoryItem, float, str]]:
+    ) -> list[ScoredMemory]:
         decay = self.decay_rate
-        out: list[tuple[MemoryItem, float, str]] = []
+        out: list[ScoredMemory] = []
         working = self._working
         if working:
             for item in sorted(working, key=_WORKING_ORDER, reverse=True):
                 if keep is None or keep(item):
-                    out.append((item, item.importance * decay ** (year - item.year), "working"))
+                    score = item.importance * decay ** (year - item.year)
+                    out.append(_new_tuple(ScoredMemory, (item, score, "working")))
                     if len(out) == k:
                         return out
         stores = [s for s in (self._episodic, self._semantic, self._archive) if s.ranked()]
@@ -736,7 +736,7 @@ class CognitiveMemory:
             if best is None:
                 break
             n, item = best
-            out.append((item, best_score, stores[n].name))
+            out.append(_new_tuple(ScoredMemory, (item, best_score, stores[n].name)))
             seen.add(item.seq)
             heads[n] += 1
         return out
@@ -750,7 +750,7 @@ class CognitiveMemory:
         w_recency: float,
         w_importance: float,
         w_relevance: float,
-    ) -> list[tuple[MemoryItem, float, str]]:
+    ) -> list[ScoredMemory]:
         candidates: list[MemoryItem] = []
         where: list[str] = []
         seen: set[int] = set()
@@ -779,7 +779,7 @@ class CognitiveMemory:
         best = heapq.nlargest(
             k, range(len(candidates)), key=lambda n: (scores[n], candidates[n].seq)
         )
-        return [(candidates[n], scores[n], where[n]) for n in best]
+        return [_new_tuple(ScoredMemory, (candidates[n], scores[n], where[n])) for n in best]
 
     def format_for_prompt(
         self, top_k: int | None = None, current_year: int = 0, **options: Any
@@ -886,16 +886,16 @@ class CognitiveMemory:
 
 def _fill_from(
     store: LongTermStore,
-    out: list[tuple[MemoryItem, float, str]],
+    out: list[ScoredMemory],
     seen: set[int],
     k: int,
     year: int,
-) -> list[tuple[MemoryItem, float, str]]:
+) -> list[ScoredMemory]:
     """Append ``store``'s best items not in ``seen`` to ``out`` until it holds ``k``."""
     name, score = store.name, store.score
     for item in store.ranked():
         if item.seq not in seen:
-            out.append((item, score(item, year), name))
+            out.append(_new_tuple(ScoredMemory, (item, score(item, year), name)))
             if len(out) == k:
                 break
     return out
