@@ -87,11 +87,10 @@ def dynamic_state(state: HouseholdState) -> dict[str, Any]:
 
 def changed_state(state: HouseholdState) -> dict[str, Any]:
     """The dynamic fields that differ from their initial value (every one starts False or 0)."""
-    return {
-        name: value
-        for name, value in zip(DYNAMIC_FIELDS, _dynamic_values(state), strict=True)
-        if value
-    }
+    values = _dynamic_values(state)
+    if not any(values):  # most households most years: skip the comprehension
+        return {}
+    return {name: value for name, value in zip(DYNAMIC_FIELDS, values, strict=True) if value}
 
 
 def _rounded(value: float, scale: float) -> float:
