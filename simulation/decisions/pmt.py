@@ -90,6 +90,9 @@ _FLOOD_TAGS = (("major", "flood_major"), ("minor", "flood_minor"), ("no_damage",
 
 #: Memory sources that are a threat cue of the same name whatever their tags.
 _SOURCE_KINDS = {"neighbor": "neighbor", "policy": "policy", "reflection": "reflection"}
+
+# Constructs are built for every household every year: tuple.__new__ skips the named tuple's
+# Python-level __new__.
 _new_tuple = tuple.__new__
 
 _Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -611,7 +614,7 @@ class PMTPolicy:
             return Proposal(
                 skill_id=skill_id,
                 parameters={},
-                constructs={  # tuple.__new__: half the cost of the named tuple's own __new__
+                constructs={
                     "TP": _new_tuple(Construct, (tp_level, tp, "")),
                     "CP": _new_tuple(Construct, (level_of(cp), cp, "")),
                 },

@@ -106,10 +106,12 @@ _ORDERING = frozenset({"<", "<=", ">", ">="})
 _COMPARISON_RE = re.compile(r"^([A-Za-z_]\w*)\s*(==|!=|<=|>=|<|>)\s*(.+?)$")
 _TRUTH_RE = re.compile(r"^(not\s+)?([A-Za-z_]\w*)$")
 _INT_RE = re.compile(r"^[+-]?\d+$")
-_new_tuple = tuple.__new__
 _NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _WORD_RE = re.compile(r"^[A-Za-z_][\w.-]*$")
 _QUOTED_RE = re.compile(r"""^(?:"([^"]*)"|'([^']*)')$""")
+# Options are built for every household every year: tuple.__new__ skips the named tuple's
+# Python-level __new__.
+_new_tuple = tuple.__new__
 
 
 class RegistryError(ValueError):
@@ -810,7 +812,6 @@ class SkillRegistry:
         Returns:
             The valid options in file order, each with the skill's description.
         """
-        # tuple.__new__ skips the named tuple's Python-level __new__, half of an option's cost.
         return [
             _new_tuple(Option, (skill_id, cost, description))
             for skill_id, admits, description in self._admits
