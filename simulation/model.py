@@ -23,7 +23,7 @@ configs give equal runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import mesa
 import networkx as nx
@@ -58,7 +58,13 @@ if TYPE_CHECKING:
     from simulation.decisions.llm import LLMOutcome
     from simulation.memory import ScoredMemory, WriteResult
 
-__all__ = ["METRIC_COLUMNS", "Decision", "FloodAdaptationModel", "HouseholdAgent"]
+__all__ = [
+    "METRIC_COLUMNS",
+    "Decision",
+    "DecisionSummary",
+    "FloodAdaptationModel",
+    "HouseholdAgent",
+]
 
 #: Columns of ``model_years.csv``, in order.
 METRIC_COLUMNS = (
@@ -119,7 +125,11 @@ class _Gathered:
 
 @dataclass(slots=True)
 class Decision:
-    """One household's decision in one year, kept for metrics and the audit trail."""
+    """One household's decision in one year, as the audit trail records it.
+
+    :meth:`FloodAdaptationModel.decide_for` returns it; the household keeps only a
+    :class:`DecisionSummary`.
+    """
 
     year: int
     proposal: Proposal
@@ -131,6 +141,40 @@ class Decision:
     cost: float = 0.0
     retries: int = 0
     via_llm: bool = False
+
+
+class DecisionSummary(NamedTuple):
+    """What a household keeps of its latest decision; the whole :class:`Decision` is audited.
+
+    A household holds this for a year, until it decides again. It used to hold the whole
+    decision (retrieved memories, proposal, probabilities: a few dozen objects), and freeing
+    those a year later, long after they had left the CPU caches, took about a tenth of a
+    50,000-household year. :meth:`FloodAdaptationModel.decide_for` returns the whole decision.
+
+    Attributes:
+        year: The year decided in.
+        skill_id: The skill executed.
+        proposed_skill_id: The skill the policy proposed (differs when it was invalid).
+        valid: Whether the proposal passed validation.
+        cost: Out-of-pocket cost of the executed skill.
+        threat: The threat appraisal (TP) behind it; ``None`` when the policy gave none.
+        via_llm: Whether a language model decided.
+        retries: Re-asks after invalid language-model replies.
+    """
+
+    year: int
+    skill_id: str
+    proposed_skill_id: str
+    valid: bool
+    cost: float
+    threat: float | None
+    via_llm: bool
+    retries: int
+
+
+# A summary is built for every household every year: tuple.__new__ skips the named tuple's
+# Python-level __new__.
+_new_tuple = tuple.__new__
 
 
 class _DrawnAhead:
@@ -163,7 +207,7 @@ class HouseholdAgent(CellAgent):
         self.neighbors: tuple[HouseholdAgent, ...] = ()
         self.adopted_last_year: str | None = None  # what neighbours can observe this year
         self.adopted_this_year: str | None = None
-        self.last_decision: Decision | None = None
+        self.last_decision: DecisionSummary | None = None
         self.uses_llm = False
 
     @property
@@ -171,9 +215,9 @@ class HouseholdAgent(CellAgent):
         """Whether the household still takes part (has not relocated)."""
         return not self.state.relocated
 
-    def decide(self, year: int) -> None:
+    def decide(self, year: int) -> Decision:
         """Step 7 for this household: retrieve, propose, validate, execute, remember."""
-        self.model.decide_for(self, year)
+        return self.model.decide_for(self, year)
 
 
 class FloodAdaptationModel(mesa.Model):
@@ -621,13 +665,25 @@ class FloodAdaptationModel(mesa.Model):
             via_llm=outcome is not None,
         )
         self._execute(household, decision, costs)
-        household.last_decision = decision
+        tp = proposal.constructs.get("TP")
+        household.last_decision = _new_tuple(
+            DecisionSummary,
+            (
+                year,
+                skill_id,
+                proposal.skill_id,
+                validation.valid,
+                decision.cost,
+                None if tp is None else tp.value,
+                decision.via_llm,
+                decision.retries,
+            ),
+        )
         audit = self.audit
         if audit is not None and audit.audits(state.agent_id):
             audit.trace(state.agent_id, decision, gathered.before, state, memory)
             if outcome is not None:
                 audit.llm_calls(state.agent_id, outcome.calls)
-        tp = proposal.constructs.get("TP")
         if tp is not None:
             self._tps.append(tp.value)
         return decision

@@ -462,7 +462,7 @@ def test_exhausted_retries_fall_back_to_the_default_skill(tmp_path: Path) -> Non
     for household in households:
         if household.state.agent_id in owners:
             assert household.last_decision.skill_id == DEFAULT_SKILL
-            assert household.last_decision.validation.valid is False
+            assert household.last_decision.valid is False
             assert not household.state.has_insurance
             assert household.adopted_this_year is None
     assert column(result, "invalid_proposals") == [len(owners)]

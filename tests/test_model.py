@@ -11,7 +11,7 @@ import pytest
 
 from simulation.config import load_config
 from simulation.hazard import compute_damage
-from simulation.model import METRIC_COLUMNS, FloodAdaptationModel, HouseholdAgent
+from simulation.model import METRIC_COLUMNS, Decision, FloodAdaptationModel, HouseholdAgent
 from simulation.runner import build_model
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
@@ -179,25 +179,45 @@ def test_each_decision_draws_one_uniform_from_the_decision_stream():
 
 def test_decisions_follow_the_registry_and_insurance_lapses():
     model = make_model("hazard.source=scripted", "hazard.events={}", count=100)
+    decide_for = model.decide_for
+    decisions: dict[HouseholdAgent, Decision] = {}
+
+    def recording(household: HouseholdAgent, year: int) -> Decision:
+        decisions[household] = decision = decide_for(household, year)
+        return decision
+
+    model.decide_for = recording
     for _ in range(3):
+        decisions.clear()
         model.step()
         for household in model.households:
-            decision = household.last_decision
-            if not household.active and decision is None:
+            if not household.active and household not in decisions:
                 continue
-            assert decision is not None
+            decision = decisions[household]
             allowed = model.registry.skills[decision.skill_id].allowed_state_changes | {
                 "has_insurance",
                 "has_contents_insurance",
             }
             assert set(decision.state_changes) <= allowed
             state = household.state
-            if decision.year == model.steps and household.active:
+            if household.active:
                 renewed = decision.skill_id in ("buy_insurance", "buy_contents_insurance")
                 assert state.insured == renewed  # a policy not renewed lapses
             assert decision.memory_update is not None
             assert decision.memory_update.item.source == "decision"
             assert decision.proposal.constructs["TP"].level in {"VL", "L", "M", "H", "VH"}
+            # What the household keeps of it.
+            summary = household.last_decision
+            assert summary is not None
+            assert (summary.year, summary.skill_id, summary.cost) == (
+                model.steps,
+                decision.skill_id,
+                decision.cost,
+            )
+            assert summary.proposed_skill_id == decision.proposal.skill_id
+            assert summary.valid == decision.validation.valid
+            assert summary.threat == decision.proposal.constructs["TP"].value
+            assert (summary.via_llm, summary.retries) == (False, 0)
 
 
 def test_renters_never_elevate_and_owners_never_buy_contents_only():
