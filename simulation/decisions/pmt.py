@@ -568,12 +568,14 @@ class PMTPolicy:
             context: Year, subsidy and premium rate (not needed: costs are already net).
             rng: The model's decision stream: its generator, or the year's uniforms drawn
                 ahead from it (only ``random()`` is called).
-            explain: Write the justification and the constructs' explanations. The model turns
-                this off for households whose trace would not show them (they are most of the
-                cost of a decision); the choice, TP, CP and probabilities are the same.
+            explain: Write the justification, the constructs' explanations and the choice
+                probabilities. The model turns this off for households whose trace would not
+                show them (they are most of the cost of a decision); the choice, TP and CP are
+                the same.
 
         Returns:
-            The chosen skill with TP/CP constructs, a justification and the choice probabilities.
+            The chosen skill with TP/CP constructs, a justification and the choice probabilities
+            (the last two only with ``explain``).
 
         Raises:
             ValueError: If ``options`` is empty or names a skill without coefficients.
@@ -606,9 +608,6 @@ class PMTPolicy:
                     focus = n
         skill_id = options[chosen].skill_id
         tp_level = level_of(tp)
-        probabilities_by_skill = {
-            o.skill_id: p for o, p in zip(options, probabilities, strict=True)
-        }
         if not explain:
             cp = 0.0 if focus < 0 else coping[focus]
             return Proposal(
@@ -618,7 +617,6 @@ class PMTPolicy:
                     "TP": _new_tuple(Construct, (tp_level, tp, "")),
                     "CP": _new_tuple(Construct, (level_of(cp), cp, "")),
                 },
-                probabilities=probabilities_by_skill,
             )
         if focus < 0:
             cp_construct = Construct("VL", 0.0, "no protective action is offered")
@@ -639,7 +637,7 @@ class PMTPolicy:
             parameters={},
             constructs={"TP": Construct(tp_level, tp, tp_explanation), "CP": cp_construct},
             justification=f"Threat is {tp_level} {driver}; {means}, {act}.",
-            probabilities=probabilities_by_skill,
+            probabilities={o.skill_id: p for o, p in zip(options, probabilities, strict=True)},
         )
 
 
