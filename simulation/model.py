@@ -324,9 +324,11 @@ class FloodAdaptationModel(mesa.Model):
         grid built in the process.
 
         It also breaks the reference cycles between households (each is its neighbours'
-        neighbour), so that reference counting frees the households and their memories as soon
-        as the model is dropped: left to the cyclic collector, a 52,141-household model after 13
-        years took 4.4 s to trace.
+        neighbour) and between the cells of the space (each is its neighbours' neighbour too,
+        and caches its neighbourhood), and empties a small-world network's graph, so that
+        reference counting frees households, memories and cells as soon as the model is
+        dropped. Left to the cyclic collector, a 52,141-household model after 13 years took
+        4.4 s to trace, and its grid alone 0.45 s.
         """
         self.remove_all_agents()
         counters = getattr(mesa.Agent, "_ids", None)
@@ -336,6 +338,12 @@ class FloodAdaptationModel(mesa.Model):
         for household in self.households:
             household.neighbors = ()
         self.households = []
+        space, self.space = self.space, None
+        for cell in space.all_cells if space is not None else ():
+            cell.connections.clear()
+            cell.__dict__.clear()  # cached neighbourhoods, which hold neighbouring cells
+        if isinstance(space, Network):
+            space.G.clear()  # networkx caches views of a graph on it: the graph is a cycle
         self._pending.clear()
         self._llm_outcomes.clear()
 

@@ -84,6 +84,51 @@ def test_a_previous_run_is_reclaimed_when_the_next_run_starts() -> None:
         second.step()
 
 
+def test_without_collect_existing_garbage_is_frozen_and_reclaimed_after() -> None:
+    ref = _cycle()  # already unreachable
+    with tuned_collector(collect=False):
+        gc.collect()
+        assert ref() is not None
+    gc.collect()
+    assert ref() is None
+
+
+def test_building_a_model_leaves_no_cyclic_garbage() -> None:
+    """What lets a run freeze a just-built model without collecting first."""
+    config, base = load_config(DEFAULT, ["households.count=80", "years=2", "audit.level=off"])
+    gc.collect()
+    model = build_model(config, base)
+    assert gc.collect() == 0
+    model.release()
+
+
+@pytest.mark.parametrize("neighborhood", ["moore", "small_world"])
+def test_a_released_model_leaves_garbage_that_does_not_grow_with_it(neighborhood: str) -> None:
+    """Households, memories and cells go by reference counting; only the model core needs GC.
+
+    A 52,141-household grid left as cyclic garbage took 0.45 s to collect in each batch run.
+    """
+    garbage = []
+    for count in (40, 400):
+        overrides = [
+            f"households.count={count}",
+            "years=2",
+            "audit.level=off",
+            f"social.neighborhood={neighborhood}",
+        ]
+        config, base = load_config(DEFAULT, overrides)
+        gc.collect()  # other tests' garbage
+        model = build_model(config, base)
+        model.step()
+        model.release()
+        model.release()  # a second release is harmless
+        del model
+        garbage.append(gc.collect())
+    # Cells left as garbage would add about four objects per household; the core varies by
+    # an object or two with the grid's shape.
+    assert abs(garbage[1] - garbage[0]) < 36
+
+
 def test_cycles_made_while_collection_is_rare_are_collected() -> None:
     with tuned_collector(pause=False):
         ref = _cycle()
