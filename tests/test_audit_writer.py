@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import jsonschema
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simulation.audit import STREAMS, load_schema
+from simulation.audit.writer import _rounded, _rounded_scores
 from simulation.config import load_config
+from simulation.memory import ScoredMemory
 from simulation.runner import run_simulation
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
@@ -184,3 +189,23 @@ def test_bad_audit_settings_are_rejected():
         load_config(DEFAULT, ["audit.level=verbose"])
     with pytest.raises(ConfigError, match=r"audit\.gzip_level"):
         load_config(DEFAULT, ["audit.gzip_level=4"])
+
+
+@given(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=8),
+    st.sampled_from([1e2, 1e3, 1e4, 1e6]),
+)
+def test_scores_are_rounded_half_to_even_like_round(scores: list[float], scale: float) -> None:
+    """The arithmetic rounding gives round()'s result, with inf and nan passed through."""
+    hits = [ScoredMemory(None, score, "working") for score in scores]
+
+    def expected(value: float) -> float:
+        if math.isnan(value) or math.isinf(value):
+            return value
+        scaled = value * scale
+        return value if math.isinf(scaled) else round(scaled) / scale
+
+    got = _rounded_scores(hits, scale)
+    want = [expected(v) for v in scores]
+    assert [orjson.dumps(v) for v in got] == [orjson.dumps(v) for v in want]
+    assert [orjson.dumps(_rounded(v, scale)) for v in scores] == [orjson.dumps(v) for v in want]

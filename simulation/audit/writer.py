@@ -93,22 +93,41 @@ def changed_state(state: HouseholdState) -> dict[str, Any]:
     return {name: value for name, value in zip(DYNAMIC_FIELDS, values, strict=True) if value}
 
 
+# Adding and then subtracting 1.5 * 2**52 leaves a float of magnitude below 2**51 rounded to
+# the nearest integer, ties to even, exactly as round() does, without building an int on the way
+# (a third cheaper per score, and every audited household-year rounds a dozen).
+_TO_INTEGER = 6755399441055744.0
+_EXACT_BELOW = 2.0**51
+
+
 def _rounded(value: float, scale: float) -> float:
     """``value`` rounded to ``1/scale`` (e.g. 1e3: three decimals), for shorter lines.
 
     ``round(value * scale) / scale`` gives the float nearest to the rounded decimal, which
     prints as that short decimal, for a fraction of the cost of ``round(value, ndigits)`` (which
     goes through a correctly rounded decimal conversion); the two differ by at most one unit in
-    the last kept place on exact halves.
+    the last kept place on exact halves. Infinities, nan and values too large to scale are
+    returned as they are.
     """
-    if value - value != 0.0:  # inf or nan: nothing to round
+    scaled = value * scale
+    if -_EXACT_BELOW < scaled < _EXACT_BELOW:
+        return (scaled + _TO_INTEGER - _TO_INTEGER) / scale
+    if scaled - scaled != 0.0:  # inf or nan (or too large to scale): nothing to round
         return value
-    return round(value * scale) / scale
+    return round(scaled) / scale
 
 
 def _rounded_scores(hits: list[ScoredMemory], scale: float) -> list[float]:
     """Each hit's score, :func:`_rounded` to ``1/scale`` (one call per list, not per score)."""
-    return [round(s * scale) / scale if s - s == 0.0 else s for _, s, _ in hits]
+    rounded = []
+    to_integer, below = _TO_INTEGER, _EXACT_BELOW
+    for _, score, _ in hits:
+        scaled = score * scale
+        if -below < scaled < below:
+            rounded.append((scaled + to_integer - to_integer) / scale)
+        else:
+            rounded.append(_rounded(score, scale))
+    return rounded
 
 
 def _item(item: MemoryItem, destination: str | None = None) -> dict[str, Any]:
