@@ -372,15 +372,19 @@ class FloodAdaptationModel(mesa.Model):
             for agent, (col, row) in zip(self.households, cells, strict=True):
                 agent.cell = self.space[(col, row)]
         for agent in self.households:
-            agent.neighbors = tuple(
+            cell = agent.cell
+            # The cells a cell connects to are its neighbourhood (Mesa's radius-1
+            # `neighborhood`, in the same order), read without building and caching a
+            # CellCollection for every cell: a quarter of a second per 50,000-household build.
+            neighbors = [
                 a
-                for a in agent.cell.neighborhood.agents
+                for near in cell.connections.values()
+                for a in near.agents
                 if a is not agent and isinstance(a, HouseholdAgent)
-            )
+            ]
             # Several households can share a grid cell (tables with coarse coordinates).
-            agent.neighbors += tuple(
-                a for a in agent.cell.agents if a is not agent and a not in agent.neighbors
-            )
+            neighbors += [a for a in cell.agents if a is not agent and a not in neighbors]
+            agent.neighbors = tuple(neighbors)
         _clear_cell_caches()  # the neighbour tuples are all the model needs from now on
 
     # -------------------------------------------------------------------------- step

@@ -290,6 +290,20 @@ def test_grid_and_network_neighbourhoods():
     assert all(isinstance(n, HouseholdAgent) for h in small.households for n in h.neighbors)
 
 
+@pytest.mark.parametrize("kind", ["moore", "von_neumann", "small_world"])
+def test_neighbours_are_mesa_neighbourhoods_in_order(kind: str) -> None:
+    """Read from cell connections, they are Mesa's radius-1 neighbourhood, then cell-mates."""
+    model = make_model(f"social.neighborhood={kind}", count=300)
+    for household in model.households:
+        expected = [
+            a
+            for a in household.cell.neighborhood.agents
+            if a is not household and isinstance(a, HouseholdAgent)
+        ]
+        expected += [a for a in household.cell.agents if a is not household and a not in expected]
+        assert household.neighbors == tuple(expected)
+
+
 def test_release_frees_the_households_without_the_cycle_collector():
     """Batch workers drop model after model; tracing 50,000 households took seconds each."""
     model = make_model("social.neighborhood=moore", count=40)
