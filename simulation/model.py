@@ -787,22 +787,36 @@ class FloodAdaptationModel(mesa.Model):
     # ----------------------------------------------------------------------- metrics
     def _collect(self, stats: dict[str, float], tps: list[float]) -> None:
         total = len(self.households)
-        active = [h for h in self.households if h.active]
-        n = len(active)
+        n = insured = elevated = working = episodic = 0
+        zones = {"AE": [0, 0], "X": [0, 0]}  # active and insured households per reported zone
+        # One pass over the population for all columns (it runs every year over every household).
+        for household in self.households:
+            state = household.state
+            if state.relocated:
+                continue
+            n += 1
+            covered = state.has_insurance or state.has_contents_insurance
+            insured += covered
+            elevated += state.elevated
+            zone = zones.get(state.flood_zone)
+            if zone is not None:
+                zone[0] += 1
+                zone[1] += covered
+            memory = household.memory
+            working += memory.working_size
+            episodic += memory.episodic_size
         stats["active_households"] = n
         stats["premium_rate"] = self.insurer.rate
         stats["subsidy_share"] = self.government.subsidy_share
         stats["relocated_share"] = (total - n) / total if total else 0.0
         if n:
-            stats["insured_share"] = sum(h.state.insured for h in active) / n
-            stats["elevated_share"] = sum(h.state.elevated for h in active) / n
+            stats["insured_share"] = insured / n
+            stats["elevated_share"] = elevated / n
             for zone, key in (("AE", "insured_share_ae"), ("X", "insured_share_x")):
-                in_zone = [h for h in active if h.state.flood_zone == zone]
-                stats[key] = (
-                    sum(h.state.insured for h in in_zone) / len(in_zone) if in_zone else 0.0
-                )
-            stats["mean_working"] = sum(h.memory.working_size for h in active) / n
-            stats["mean_episodic"] = sum(h.memory.episodic_size for h in active) / n
+                in_zone, insured_in_zone = zones[zone]
+                stats[key] = insured_in_zone / in_zone if in_zone else 0.0
+            stats["mean_working"] = working / n
+            stats["mean_episodic"] = episodic / n
         stats["mean_tp"] = sum(tps) / len(tps) if tps else 0.0
         self.datacollector.collect(self)
 
