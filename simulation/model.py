@@ -146,10 +146,10 @@ class Decision:
 class DecisionSummary(NamedTuple):
     """What a household keeps of its latest decision; the whole :class:`Decision` is audited.
 
-    A household holds this for a year, until it decides again. It used to hold the whole
-    decision (retrieved memories, proposal, probabilities: a few dozen objects), and freeing
-    those a year later, long after they had left the CPU caches, took about a tenth of a
-    50,000-household year. :meth:`FloodAdaptationModel.decide_for` returns the whole decision.
+    A household holds this for a year, until it decides again. Holding the whole decision
+    instead (retrieved memories, proposal, probabilities: a few dozen objects) cost about a
+    tenth of a 50,000-household year: freeing it a year later, long after it had left the CPU
+    caches. :meth:`FloodAdaptationModel.decide_for` returns the whole decision.
 
     Attributes:
         year: The year decided in.
@@ -339,11 +339,12 @@ class FloodAdaptationModel(mesa.Model):
             household.neighbors = ()
         self.households = []
         space, self.space = self.space, None
-        for cell in space.all_cells if space is not None else ():
-            cell.connections.clear()
-            cell.__dict__.clear()  # cached neighbourhoods, which hold neighbouring cells
-        if isinstance(space, Network):
-            space.G.clear()  # networkx caches views of a graph on it: the graph is a cycle
+        if space is not None:
+            for cell in space.all_cells:
+                cell.connections.clear()
+                cell.__dict__.clear()  # cached neighbourhoods, which hold neighbouring cells
+            if isinstance(space, Network):
+                space.G.clear()  # networkx caches views of a graph on it: the graph is a cycle
         self._pending.clear()
         self._llm_outcomes.clear()
 
@@ -795,7 +796,7 @@ class FloodAdaptationModel(mesa.Model):
             if state.relocated:
                 continue
             n += 1
-            covered = state.has_insurance or state.has_contents_insurance
+            covered = state.insured
             insured += covered
             elevated += state.elevated
             zone = zones.get(state.flood_zone)
