@@ -425,13 +425,7 @@ class FloodAdaptationModel(mesa.Model):
         finally:
             self._draws = None
 
-        for household in active:
-            report = household.memory.end_year(year)
-            if audit is not None:
-                audit.consolidation(household.state.agent_id, report, household.memory)
-            household.adopted_last_year = household.adopted_this_year
-            household.adopted_this_year = None
-        self._collect(stats, self._tps)
+        self._end_year(year, active, stats)
         if audit is not None:
             audit.flush()
 
@@ -785,15 +779,27 @@ class FloodAdaptationModel(mesa.Model):
             self.audit.memory_update(household.state.agent_id, result)
         return result
 
-    # ----------------------------------------------------------------------- metrics
-    def _collect(self, stats: dict[str, float], tps: list[float]) -> None:
-        total = len(self.households)
+    # ------------------------------------------------------------ year end, metrics
+    def _end_year(self, year: int, active: list[HouseholdAgent], stats: dict[str, float]) -> None:
+        """Step 8: every household's year-end memory pass, then this year's metrics row.
+
+        The metrics are tallied in the same pass over the households: every pass over a large
+        population reads its households' objects back from main memory, so the year makes as
+        few as it can. Households that relocated in earlier years are not in ``active`` and
+        count only in ``relocated_share``.
+        """
+        audit = self.audit
         n = insured = elevated = working = episodic = 0
         zones = {"AE": [0, 0], "X": [0, 0]}  # active and insured households per reported zone
-        # One pass over the population for all columns (it runs every year over every household).
-        for household in self.households:
+        for household in active:
+            memory = household.memory
+            report = memory.end_year(year)
+            if audit is not None:
+                audit.consolidation(household.state.agent_id, report, memory)
+            household.adopted_last_year = household.adopted_this_year
+            household.adopted_this_year = None
             state = household.state
-            if state.relocated:
+            if state.relocated:  # moved away this year
                 continue
             n += 1
             covered = state.insured
@@ -803,9 +809,9 @@ class FloodAdaptationModel(mesa.Model):
             if zone is not None:
                 zone[0] += 1
                 zone[1] += covered
-            memory = household.memory
             working += memory.working_size
             episodic += memory.episodic_size
+        total = len(self.households)
         stats["active_households"] = n
         stats["premium_rate"] = self.insurer.rate
         stats["subsidy_share"] = self.government.subsidy_share
@@ -818,6 +824,7 @@ class FloodAdaptationModel(mesa.Model):
                 stats[key] = insured_in_zone / in_zone if in_zone else 0.0
             stats["mean_working"] = working / n
             stats["mean_episodic"] = episodic / n
+        tps = self._tps
         stats["mean_tp"] = sum(tps) / len(tps) if tps else 0.0
         self.datacollector.collect(self)
 
