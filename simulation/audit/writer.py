@@ -131,12 +131,13 @@ def _rounded_scores(hits: list[ScoredMemory], scale: float) -> list[float]:
 
 
 def _item(item: MemoryItem, destination: str | None = None) -> dict[str, Any]:
+    # Tuples go in as they are: orjson writes them as JSON arrays, like lists.
     record = {
         "id": item.id,
         "content": item.content,
         "importance": item.importance,
         "year": item.year,
-        "tags": list(item.tags),
+        "tags": item.tags,
         "source": item.source,
     }
     if item.amount is not None:
@@ -144,7 +145,7 @@ def _item(item: MemoryItem, destination: str | None = None) -> dict[str, Any]:
     if item.pinned:
         record["pinned"] = True
     if item.evidence:
-        record["evidence"] = list(item.evidence)
+        record["evidence"] = item.evidence
     if destination is not None:
         record["destination"] = destination
     return record
