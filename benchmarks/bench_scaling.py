@@ -10,6 +10,9 @@ For each (households, audit level) configuration this runs the default configura
   with ``shuffle_do`` like floodsim's households, measured in the same process;
 * the ratio of floodsim's cost per household-year to the floor's.
 
+It prints a table and the targets' verdicts, writes them as JSON and draws the costs against
+the floor and the targets as a PNG beside the JSON (``scaling.png``).
+
 Usage:
     python benchmarks/bench_scaling.py                       # 1k, 10k, 100k x 30 years
     python benchmarks/bench_scaling.py --quick               # 1k and 10k only
@@ -27,6 +30,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 DEFAULT_JSON = Path("benchmarks/results/scaling.json")
@@ -162,6 +169,11 @@ def main() -> None:
         print(line)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"rows": rows, "targets": checks}, indent=2))
+    figure = plot_scaling(rows)
+    if figure is not None:
+        png = args.json.with_suffix(".png")
+        figure.savefig(png, dpi=120)
+        print(f"wrote {args.json} and {png}")
 
 
 def target_checks(rows: list[dict[str, float]]) -> list[str]:
@@ -194,6 +206,55 @@ def target_checks(rows: list[dict[str, float]]) -> list[str]:
                 f"{r['peak_rss_mb']:.0f} MB (target <= {TARGET_RSS_MB} MB): {verdict}"
             )
     return lines
+
+
+def plot_scaling(rows: list[dict[str, float]]) -> Figure | None:
+    """Cost per household-year by population size, against the floor and the targets.
+
+    One line per audit level; the floor is drawn with the two ratio targets above it (15x for
+    ``off``, 20x for ``standard``), so a level meets its target where its line runs below the
+    target's. ``None`` when no row was measured.
+    """
+    # Imported here: the measuring child processes must not load it (it would add to their RSS).
+    from matplotlib.figure import Figure
+
+    if not rows:
+        return None
+    figure = Figure(figsize=(10.0, 5.0), layout="constrained")
+    ax = figure.add_subplot()
+    for level, colour in (("off", "tab:blue"), ("standard", "tab:orange"), ("full", "tab:red")):
+        sized = sorted((r for r in rows if r["audit"] == level), key=lambda r: r["households"])
+        if sized:
+            ax.plot(
+                [r["households"] for r in sized],
+                [r["us_per_household_year"] for r in sized],
+                "o-",
+                color=colour,
+                label=f"floodsim, audit {level}",
+            )
+    # The floor is measured with every configuration; its median per size is drawn.
+    sizes = sorted({int(r["households"]) for r in rows})
+    floor = [
+        statistics.median(r["floor_us_per_agent_step"] for r in rows if r["households"] == n)
+        for n in sizes
+    ]
+    ax.plot(sizes, floor, "k-", label="floor: empty Mesa step")
+    for level, style in (("off", ":"), ("standard", "--")):
+        limit = TARGET_RATIO[level]
+        ax.plot(
+            sizes,
+            [f * limit for f in floor],
+            "k" + style,
+            label=f"target {level}: {limit:g}x floor",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("households")
+    ax.set_ylabel("µs per household-year")
+    ax.set_title("Cost per household-year against the empty-Mesa floor")
+    ax.grid(True, which="both", alpha=0.3)
+    figure.legend(loc="outside right center", fontsize="small")
+    return figure
 
 
 if __name__ == "__main__":

@@ -1,0 +1,84 @@
+"""The scaling benchmark's verdicts and figure (benchmarks/bench_scaling.py; no timing here)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scaling.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_scaling", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(households, audit, us, floor, rss=500.0):
+    return {
+        "households": households,
+        "audit": audit,
+        "us_per_household_year": us,
+        "floor_us_per_agent_step": floor,
+        "ratio_to_floor": round(us / floor, 1),
+        "peak_rss_mb": rss,
+    }
+
+
+def test_verdicts_follow_the_targets(bench):
+    rows = [
+        _row(1_000, "off", 4.0, 0.4),  # 10x: met
+        _row(1_000, "standard", 10.0, 0.4),  # 25x: missed
+        _row(100_000, "off", 6.0, 0.8, rss=2100.0),  # 7.5x met; 1.5x growth missed; RSS missed
+        _row(100_000, "standard", 12.0, 0.8, rss=900.0),  # 15x met; 1.2x growth met
+    ]
+    lines = bench.target_checks(rows)
+
+    def verdict(*words):
+        (line,) = [x for x in lines if all(w in x for w in words)]
+        return line.rsplit(": ", 1)[1]
+
+    assert verdict("1000 households, audit off:", "floor") == "met"
+    assert verdict("1000 households, audit standard:", "floor") == "MISSED"
+    assert verdict("100000 households, audit off:", "floor") == "met"
+    assert verdict("audit off: cost per household-year") == "MISSED"
+    assert verdict("audit standard: cost per household-year") == "met"
+    assert verdict("100000 households, audit off: peak RSS") == "MISSED"
+    assert verdict("100000 households, audit standard: peak RSS") == "met"
+
+
+def test_plot_draws_every_level_the_floor_and_the_targets(bench, tmp_path):
+    rows = [
+        _row(1_000, "off", 28.0, 0.32),
+        _row(1_000, "standard", 45.0, 0.30),
+        _row(1_000, "full", 67.0, 0.31),
+        _row(10_000, "off", 28.0, 0.35),
+        _row(10_000, "standard", 51.0, 0.34),
+    ]
+    figure = bench.plot_scaling(rows)
+    (ax,) = figure.axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {
+        "floodsim, audit off",
+        "floodsim, audit standard",
+        "floodsim, audit full",
+        "floor: empty Mesa step",
+        "target off: 15x floor",
+        "target standard: 20x floor",
+    }
+    assert list(lines["floodsim, audit standard"].get_ydata()) == [45.0, 51.0]
+    assert list(lines["floodsim, audit full"].get_xdata()) == [1_000]
+    # The floor per size is the median over that size's rows; targets are multiples of it.
+    assert list(lines["floor: empty Mesa step"].get_ydata()) == [0.31, 0.345]
+    assert list(lines["target off: 15x floor"].get_ydata()) == pytest.approx([4.65, 5.175])
+    png = tmp_path / "scaling.png"
+    figure.savefig(png)
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_plot_without_rows_is_none(bench):
+    assert bench.plot_scaling([]) is None
