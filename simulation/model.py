@@ -783,10 +783,10 @@ class FloodAdaptationModel(mesa.Model):
     def _end_year(self, year: int, active: list[HouseholdAgent], stats: dict[str, float]) -> None:
         """Step 8: every household's year-end memory pass, then this year's metrics row.
 
-        The metrics are tallied in the same pass over the households: every pass over a large
-        population reads its households' objects back from main memory, so the year makes as
-        few as it can. Households that relocated in earlier years are not in ``active`` and
-        count only in ``relocated_share``.
+        The metrics are tallied in the same pass rather than a pass of their own: in a large
+        population every pass reads the households' objects back from main memory. Households
+        that relocated in earlier years are not in ``active`` and count only in
+        ``relocated_share``.
         """
         audit = self.audit
         n = insured = elevated = working = episodic = 0
