@@ -670,8 +670,9 @@ def test_requests_are_bounded_by_max_concurrency(tmp_path: Path) -> None:
             model.llm.close()
         assert len(server.requests) == 40
     assert responder.peak == 4  # the bound is reached and never exceeded
-    # 40 requests, 4 at a time, 0.2 s each: 10 rounds of 0.2 s.
-    assert 1.9 < elapsed < 3.5
+    # 40 requests, 4 at a time, 0.2 s each: 10 rounds of 0.2 s at least (the peak above shows
+    # that they overlap; an upper bound on wall-clock time would only test the machine).
+    assert elapsed > 1.9
     assert all(h.last_decision.via_llm for h in model.households)
 
 

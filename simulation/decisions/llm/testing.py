@@ -277,6 +277,8 @@ class FakeOpenAIServer:
             self._fault_fn = None
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
+        self._in_flight = 0
+        self._peak_in_flight = 0
         self._connections: set[socket.socket] = set()
         self._stopping = threading.Event()
         self._httpd: _Server | None = None
@@ -350,6 +352,16 @@ class FakeOpenAIServer:
         with self._lock:
             return list(self._requests)
 
+    @property
+    def peak_in_flight(self) -> int:
+        """The most chat requests the server was handling at once so far.
+
+        Concurrency tests assert on it rather than on wall-clock time, which a loaded machine
+        stretches.
+        """
+        with self._lock:
+            return self._peak_in_flight
+
     def __repr__(self) -> str:
         where = self.base_url if self._httpd is not None else "stopped"
         return f"{type(self).__name__}({where}, requests={len(self._requests)})"
@@ -382,6 +394,8 @@ class FakeOpenAIServer:
                     fault=fault.kind,
                 )
             )
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
         return index, fault
 
     def _handle(self, handler: _Handler, body: Any) -> None:
@@ -389,6 +403,14 @@ class FakeOpenAIServer:
             handler._send_error_json(404, "not found")
             return
         index, fault = self._register(handler, body)
+        try:
+            self._answer(handler, body, index, fault)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _answer(self, handler: _Handler, body: Any, index: int, fault: Fault) -> None:
+        """Wait out the latency, then answer one registered request as its fault says."""
         if self.latency_s > 0:
             self._stopping.wait(self.latency_s)
         kind = fault.kind
