@@ -111,7 +111,7 @@ def restore(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
             setattr(household.state, name, record["state"][name])
         old = household.memory
         household.memory = CognitiveMemory.from_dict(
-            record["memory"], relevance=old.relevance, reflector=old.reflector
+            record["memory"], relevance=old.relevance, reflector=old.reflector, texts=old.texts
         )
         household.adopted_last_year = record["adopted_last_year"]
         household.adopted_this_year = None

@@ -51,6 +51,7 @@ from simulation.skills.templates import render
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from simulation.agents.population import Population
     from simulation.agents.state import HouseholdState
     from simulation.audit.writer import AuditWriter
     from simulation.config import EventTemplate, RunConfig
@@ -281,22 +282,14 @@ class FloodAdaptationModel(mesa.Model):
             population = build_population(config.households, self.population_rng, base_dir)
         except PopulationError as err:
             raise ConfigError(f"{origin}: households.table: {err}") from None
-        self.households: list[HouseholdAgent] = []
-        memory_cfg = config.memory
-        for state in population.states:
-            memory = CognitiveMemory(
-                state.agent_id,
-                memory_cfg.working_capacity,
-                memory_cfg.episodic_capacity,
-                memory_cfg.consolidation_threshold,
-                memory_cfg.decay_rate,
-                retrieval=memory_cfg.retrieval,
-                retention=memory_cfg.retention,
-                reflection=memory_cfg.reflection,
-            )
-            for seed in population.seeds.get(state.agent_id, ()):
-                memory.add_seed(seed.content, seed.importance, seed.year, seed.tags)
-            self.households.append(HouseholdAgent(self, state, memory))
+        # Texts the households remember, shared between their memories (CognitiveMemory's
+        # `texts`): emptied every year, since the default texts name their year, so a year's
+        # pool holds its repeats and the pool stays small.
+        self._texts: dict[str, str] = {}
+        self.households: list[HouseholdAgent] = [
+            HouseholdAgent(self, state, self._new_memory(state.agent_id, population))
+            for state in population.states
+        ]
         self._place(population.grid_shape, population.cells)
         if self.llm is not None:
             draws = self.assignment_rng.random(len(self.households))
@@ -347,12 +340,31 @@ class FloodAdaptationModel(mesa.Model):
                 space.G.clear()  # networkx caches views of a graph on it: the graph is a cycle
         self._pending.clear()
         self._llm_outcomes.clear()
+        self._texts.clear()
 
     def attach_audit(self, writer: AuditWriter) -> None:
         """Stream this run's audit trail to ``writer`` (logs the households' initial memories)."""
         self.audit = writer
         for household in self.households:
             writer.initial_memory(household.state.agent_id, household.memory)
+
+    def _new_memory(self, agent_id: str, population: Population) -> CognitiveMemory:
+        """A household's memory as configured, holding its pre-seeded memories."""
+        settings = self.config.memory
+        memory = CognitiveMemory(
+            agent_id,
+            settings.working_capacity,
+            settings.episodic_capacity,
+            settings.consolidation_threshold,
+            settings.decay_rate,
+            retrieval=settings.retrieval,
+            retention=settings.retention,
+            reflection=settings.reflection,
+            texts=self._texts,
+        )
+        for seed in population.seeds.get(agent_id, ()):
+            memory.add_seed(seed.content, seed.importance, seed.year, seed.tags)
+        return memory
 
     def _place(self, grid_shape: tuple[int, int], cells: list[tuple[int, int]]) -> None:
         """Put households in a Mesa discrete space and cache each one's neighbours."""
@@ -395,6 +407,7 @@ class FloodAdaptationModel(mesa.Model):
         audit = self.audit
         if audit is not None:
             audit.begin_year(year)
+        self._texts.clear()
         active = [h for h in self.households if h.active]
         stats = dict.fromkeys(METRIC_COLUMNS, 0.0)
         stats["year"] = year

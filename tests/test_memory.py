@@ -96,6 +96,36 @@ def test_memory_serialization_round_trip_through_json():
     assert restored.retrieve(5, 3) == mem.retrieve(5, 3)
 
 
+def test_memories_sharing_a_text_pool_hold_one_copy_of_equal_texts():
+    pool: dict[str, str] = {}
+    first, second = CognitiveMemory("H001", texts=pool), CognitiveMemory("H002", texts=pool)
+    # Built at run time, as rendered texts are: equal strings, distinct objects.
+    texts = ["".join(("Year 3: I purchased ", "flood insurance")) for _ in range(3)]
+    assert texts[0] is not texts[1]
+    first.add_working(texts[0], 0.5, 3)
+    second.add_episodic(texts[1], 0.9, 3)
+    second.add_working(texts[2], 0.5, 3)
+    items = [*first.working, *second.episodic, *second.working]
+    assert all(item.content is items[0].content for item in items)
+    assert list(pool) == ["Year 3: I purchased flood insurance"]
+    # Without a pool every memory keeps the text it was given.
+    alone = CognitiveMemory("H003")
+    alone.add_working(texts[2], 0.5, 3)
+    assert alone.working[0].content is texts[2]
+    assert alone.texts is None
+
+
+def test_restored_memories_join_the_text_pool():
+    mem = CognitiveMemory("H001")
+    mem.add_episodic("Year 1: A major flood caused $90,000 in damages", 0.9, 1)
+    pool: dict[str, str] = {}
+    snapshot = json.loads(json.dumps(mem.to_dict()))
+    restored = [CognitiveMemory.from_dict(snapshot, texts=pool) for _ in range(2)]
+    assert restored[0].episodic[0].content is restored[1].episodic[0].content
+    assert restored[0].texts is pool
+    assert list(pool) == ["Year 1: A major flood caused $90,000 in damages"]
+
+
 # ----------------------------------------------------------------------- convenience methods
 
 

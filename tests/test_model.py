@@ -128,6 +128,29 @@ def test_heavy_losses_raise_the_subsidy_and_everyone_remembers_it():
             assert any("elevation subsidy from 50% to 55%" in i.content for i in policy)
 
 
+def test_households_share_equal_texts_and_the_pool_keeps_one_year():
+    model = flood_in_year_two(depth=5.0)
+    model.step()
+    model.step()
+    # Every household remembers the subsidy change of year 2 in the same words: one string.
+    notes = [
+        item.content
+        for household in model.households
+        if household.active
+        for item in household.memory.working
+        if item.source == "policy"
+    ]
+    assert len(notes) > 1
+    assert all(note is notes[0] for note in notes)
+    pool = model.households[0].memory.texts
+    assert all(h.memory.texts is pool for h in model.households)
+    # Emptied at the start of each year: after year 2 it holds year 2's texts only.
+    assert pool
+    assert all(text.startswith("Year 2:") for text in pool)
+    model.release()
+    assert not pool
+
+
 def test_neighbours_remember_last_years_adoptions():
     model = make_model("hazard.source=scripted", "hazard.events={}")
     model.step()

@@ -115,6 +115,11 @@ class CognitiveMemory:
         reflection: Reflection settings; off by default.
         relevance: Relevance scorer for queries; TF-IDF keywords by default.
         reflector: Reflector used at year end; rule-based by default.
+        texts: A pool of texts shared by many memories, or ``None``. A written text equal to
+            one in the pool is kept as the pool's string object, so that households remembering
+            the same words (one policy note, one premium in one year) hold one copy between
+            them: in a run most remembered texts repeat another household's. Whoever creates
+            the pool empties it (the model does so every year).
 
     Raises:
         ValueError: For a capacity below 1, a threshold outside [0, 1] or a decay rate outside
@@ -139,6 +144,7 @@ class CognitiveMemory:
         "relevance",
         "retention",
         "retrieval",
+        "texts",
         "working_capacity",
     )
 
@@ -155,6 +161,7 @@ class CognitiveMemory:
         reflection: ReflectionSettings | None = None,
         relevance: RelevanceScorer | None = None,
         reflector: Reflector | None = None,
+        texts: dict[str, str] | None = None,
     ):
         check_positive_int("working_capacity", working_capacity)
         check_positive_int("episodic_capacity", episodic_capacity)
@@ -173,6 +180,7 @@ class CognitiveMemory:
             raise ValueError(msg)
         self.relevance = relevance or _KEYWORD_RELEVANCE
         self.reflector = reflector or _RULE_REFLECTOR
+        self.texts = texts
         self._working: list[MemoryItem] = []
         self._episodic = LongTermStore("episodic", episodic_capacity, self.decay_rate)
         self._semantic = LongTermStore(
@@ -253,6 +261,9 @@ class CognitiveMemory:
         if year > self._clock:
             self._clock = year
         self._since_reflection += importance
+        texts = self.texts
+        if texts is not None:
+            content = texts.setdefault(content, content)
         return MemoryItem(
             self.agent_id,
             seq,
@@ -841,6 +852,7 @@ class CognitiveMemory:
         *,
         relevance: RelevanceScorer | None = None,
         reflector: Reflector | None = None,
+        texts: dict[str, str] | None = None,
     ) -> CognitiveMemory:
         """Restore a memory written by :meth:`to_dict` (also after a JSON round trip).
 
@@ -848,6 +860,7 @@ class CognitiveMemory:
             data: The snapshot.
             relevance: Relevance scorer to use (scorers are code, not data).
             reflector: Reflector to use.
+            texts: Pool of shared texts (see the class); restored texts join it too.
 
         Raises:
             ValueError: For an unknown ``format_version``.
@@ -867,8 +880,12 @@ class CognitiveMemory:
             reflection=ReflectionSettings(**data["reflection"]),
             relevance=relevance,
             reflector=reflector,
+            texts=texts,
         )
         items = {int(d["seq"]): MemoryItem.from_dict(mem.agent_id, d) for d in data["items"]}
+        if texts is not None:
+            for item in items.values():
+                item.content = texts.setdefault(item.content, item.content)
         stores = data["stores"]
         mem._working = [items[s] for s in stores["working"]]
         for name, store in (
