@@ -10,12 +10,17 @@ For each (households, audit level) configuration this runs the default configura
   with ``shuffle_do`` like floodsim's households, measured in the same process;
 * the ratio of floodsim's cost per household-year to the floor's.
 
+Peak RSS is judged on its own configuration: 100,000 households whose working and episodic
+memories are at capacity before the first year (:func:`fill_memories`) and stay there, since in
+a default run most memories are far from full (a mean of 7 episodic items of 50 after 30 years).
+
 It prints a table and the targets' verdicts, writes them as JSON and draws the costs against
 the floor and the targets as a PNG beside the JSON (``scaling.png``).
 
 Usage:
     python benchmarks/bench_scaling.py                       # 1k, 10k, 100k x 30 years
     python benchmarks/bench_scaling.py --quick               # 1k and 10k only
+    python benchmarks/bench_scaling.py --households 100000 --levels standard --full-memories
     python benchmarks/bench_scaling.py --households 1000 --levels off standard --years 30
 """
 
@@ -30,10 +35,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from simulation.model import FloodAdaptationModel
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 DEFAULT_JSON = Path("benchmarks/results/scaling.json")
@@ -43,6 +50,9 @@ MATRIX = {
     10_000: ("off", "standard", "full"),
     100_000: ("off", "standard"),
 }
+
+#: Peak RSS is judged with every household's memory full, at this size and audit level.
+FULL_MEMORIES = {100_000: ("standard",)}
 
 #: Targets of the performance issue: cost per household-year as a multiple of the floor, ...
 TARGET_RATIO = {"off": 15.0, "standard": 20.0}
@@ -82,7 +92,60 @@ def floor_seconds_per_agent_step(agents: int, years: int) -> float:
     return statistics.median(steps) / agents
 
 
-def measure_one(households: int, level: str, years: int) -> dict[str, float]:
+def fill_memories(model: FloodAdaptationModel) -> None:
+    """Fill every household's working and episodic memory to capacity before the first year.
+
+    The memories are the kinds a run leaves in the fullest memories of a 30-year default run,
+    in about its proportions: four in five are memories of buying insurance (with the
+    household's own premium), the rest paid claims and major floods (with drawn amounts); working
+    memory holds neighbour notes. They are written through the memory's own ``write``, rendered
+    from the configured templates like the model's, and dated year 0, so later experiences
+    outrank and replace them one by one and the memories stay full.
+    """
+    import numpy as np
+
+    from simulation.skills.templates import render
+
+    events = model.config.events
+    amounts = np.random.default_rng(0).lognormal(10.5, 0.8, size=(len(model.households), 8))
+    for household, drawn in zip(model.households, amounts.tolist(), strict=True):
+        memory, state = household.memory, household.state
+        premium = model.costs_for(state)["buy_insurance"]
+        for i in range(memory.episodic_capacity):
+            kind = i % 20
+            if kind < 15:
+                context = {"year": 0, "premium": premium, "cost": premium}
+                content, importance, tags = model.registry.memory_update(
+                    "buy_insurance", state, context
+                )
+                memory.write(content, importance, 0, tags, store="episodic", source="decision")
+            else:
+                event, source = (
+                    (events.claim_paid, "claim") if kind < 18 else (events.flood_major, "flood")
+                )
+                amount = drawn[i % 8]
+                content = render(event.template, {"year": 0, "payout": amount, "damage": amount})
+                memory.write(
+                    content,
+                    event.importance,
+                    0,
+                    event.tags,
+                    store="episodic",
+                    source=source,
+                    amount=amount,
+                )
+        note = events.neighbor_adaptation
+        for i in range(memory.working_capacity):
+            content = render(
+                note.template,
+                {"year": 0, "count": i + 1, "total": 8, "action": "bought flood insurance"},
+            )
+            memory.write(content, note.importance, 0, note.tags, store="working", source="neighbor")
+
+
+def measure_one(
+    households: int, level: str, years: int, *, full_memories: bool = False
+) -> dict[str, Any]:
     """Run one configuration here and return its figures (called in a child process)."""
     from simulation.config import load_config
     from simulation.runner import build_model, run_simulation
@@ -95,16 +158,28 @@ def measure_one(households: int, level: str, years: int) -> dict[str, float]:
         model = build_model(config, base)
         built = time.perf_counter() - start
         start = time.perf_counter()
+        if full_memories:
+            fill_memories(model)
+        filled = time.perf_counter() - start
+        start = time.perf_counter()
         result = run_simulation(config, base, Path(tmp), progress=False, model=model)
         elapsed = time.perf_counter() - start
         audit_bytes = sum(p.stat().st_size for p in result.run_dir.glob("*.jsonl*"))
     household_years = households * years
     per_hy = elapsed / household_years
+    # Households that relocated keep their last memories but no longer write or forget.
+    everyone = [h.memory for h in model.households]
+    memories = [h.memory for h in model.households if h.active] or everyone
     return {
         "households": households,
         "years": years,
         "audit": level,
+        "memories": "full" if full_memories else "as run",
+        # What the memories held at the end: with full_memories, that they stayed full.
+        "mean_working_after": round(statistics.fmean(m.working_size for m in memories), 2),
+        "mean_episodic_after": round(statistics.fmean(m.episodic_size for m in memories), 2),
         "build_s": round(built, 3),
+        "fill_s": round(filled, 3),
         "run_s": round(elapsed, 3),
         "household_years_per_s": round(household_years / elapsed, 1),
         "us_per_household_year": round(per_hy * 1e6, 2),
@@ -123,43 +198,49 @@ def main() -> None:
     parser.add_argument("--years", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="only 1,000 and 10,000 households")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    parser.add_argument(
+        "--full-memories",
+        action="store_true",
+        help="with --households: fill every memory to capacity first (see fill_memories)",
+    )
     parser.add_argument("--one", nargs=2, metavar=("HOUSEHOLDS", "LEVEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure_one(int(args.one[0]), args.one[1], args.years)))
+        row = measure_one(
+            int(args.one[0]), args.one[1], args.years, full_memories=args.full_memories
+        )
+        print(json.dumps(row))
         return
+    runs: list[tuple[int, str, bool]]
     if args.households:
-        matrix = {n: tuple(args.levels or ("off", "standard")) for n in args.households}
+        levels = args.levels or ("off", "standard")
+        runs = [(n, level, args.full_memories) for n in args.households for level in levels]
     else:
-        matrix = {n: lv for n, lv in MATRIX.items() if not (args.quick and n > 10_000)}
+        runs = [
+            (n, level, full)
+            for full, matrix in ((False, MATRIX), (True, FULL_MEMORIES))
+            for n, levels in matrix.items()
+            if not (args.quick and n > 10_000)
+            for level in levels
+        ]
     rows = []
-    for households, levels in matrix.items():
-        for level in levels:
-            print(f"running {households} households, audit {level} ...", file=sys.stderr)
-            child = subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--one",
-                    str(households),
-                    level,
-                    "--years",
-                    str(args.years),
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
+    for households, level, full in runs:
+        memories = ", full memories" if full else ""
+        print(f"running {households} households, audit {level}{memories} ...", file=sys.stderr)
+        command = [sys.executable, __file__, "--one", str(households), level]
+        command += ["--years", str(args.years), *(["--full-memories"] if full else [])]
+        child = subprocess.run(command, capture_output=True, text=True, check=True)
+        rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
     header = (
-        f"{'households':>10} {'audit':>8} {'hh-yr/s':>9} {'us/hh-yr':>9} "
+        f"{'households':>10} {'audit':>8} {'memories':>8} {'hh-yr/s':>9} {'us/hh-yr':>9} "
         f"{'floor us':>8} {'x floor':>7} {'RSS MB':>7} {'audit B/hh-yr':>13}"
     )
     print(header)
     print("-" * len(header))
     for r in rows:
         print(
-            f"{r['households']:>10} {r['audit']:>8} {r['household_years_per_s']:>9.0f} "
+            f"{r['households']:>10} {r['audit']:>8} {r['memories']:>8} "
+            f"{r['household_years_per_s']:>9.0f} "
             f"{r['us_per_household_year']:>9.1f} {r['floor_us_per_agent_step']:>8.3f} "
             f"{r['ratio_to_floor']:>7.1f} {r['peak_rss_mb']:>7.0f} "
             f"{r['audit_bytes_per_household_year']:>13.0f}"
@@ -176,9 +257,15 @@ def main() -> None:
         print(f"wrote {args.json} and {png}")
 
 
-def target_checks(rows: list[dict[str, float]]) -> list[str]:
-    """The issue's targets, each as one "met"/"MISSED" line, for the rows measured."""
+def target_checks(rows: list[dict[str, Any]]) -> list[str]:
+    """The issue's targets, each as one "met"/"MISSED" line, for the rows measured.
+
+    Cost ratios and growth are judged on runs as they come (``memories`` "as run"); peak RSS on
+    runs at 100,000 households or more whose memories were filled (``memories`` "full").
+    """
     lines = []
+    full = [r for r in rows if r.get("memories") == "full"]
+    rows = [r for r in rows if r.get("memories", "as run") != "full"]
     for r in rows:
         limit = TARGET_RATIO.get(str(r["audit"]))
         if limit is not None:
@@ -198,18 +285,20 @@ def target_checks(rows: list[dict[str, float]]) -> list[str]:
                 f"{growth:.2f}x that at {int(small['households'])} "
                 f"(target <= {TARGET_GROWTH}x): {verdict}"
             )
-    for r in rows:
+    for r in full:
         if r["households"] >= 100_000:
             verdict = "met" if r["peak_rss_mb"] <= TARGET_RSS_MB else "MISSED"
             lines.append(
-                f"{int(r['households'])} households, audit {r['audit']}: peak RSS "
-                f"{r['peak_rss_mb']:.0f} MB (target <= {TARGET_RSS_MB} MB): {verdict}"
+                f"{int(r['households'])} households, audit {r['audit']}, full memories: peak "
+                f"RSS {r['peak_rss_mb']:.0f} MB (target <= {TARGET_RSS_MB} MB): {verdict}"
             )
     return lines
 
 
-def plot_scaling(rows: list[dict[str, float]]) -> Figure | None:
+def plot_scaling(rows: list[dict[str, Any]]) -> Figure | None:
     """Cost per household-year by population size, against the floor and the targets.
+
+    Runs with filled memories (``memories`` "full") measure memory, not cost, and are left out.
 
     One line per audit level; the floor is drawn with the two ratio targets above it (15x for
     ``off``, 20x for ``standard``), so a level meets its target where its line runs below the
@@ -218,6 +307,7 @@ def plot_scaling(rows: list[dict[str, float]]) -> Figure | None:
     # Imported here: the measuring child processes must not load it (it would add to their RSS).
     from matplotlib.figure import Figure
 
+    rows = [r for r in rows if r.get("memories", "as run") != "full"]
     if not rows:
         return None
     figure = Figure(figsize=(10.0, 5.0), layout="constrained")

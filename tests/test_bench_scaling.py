@@ -18,10 +18,11 @@ def bench():
     return module
 
 
-def _row(households, audit, us, floor, rss=500.0):
+def _row(households, audit, us, floor, rss=500.0, memories="as run"):
     return {
         "households": households,
         "audit": audit,
+        "memories": memories,
         "us_per_household_year": us,
         "floor_us_per_agent_step": floor,
         "ratio_to_floor": round(us / floor, 1),
@@ -33,8 +34,11 @@ def test_verdicts_follow_the_targets(bench):
     rows = [
         _row(1_000, "off", 4.0, 0.4),  # 10x: met
         _row(1_000, "standard", 10.0, 0.4),  # 25x: missed
-        _row(100_000, "off", 6.0, 0.8, rss=2100.0),  # 7.5x met; 1.5x growth missed; RSS missed
+        _row(100_000, "off", 6.0, 0.8, rss=2100.0),  # 7.5x met; 1.5x growth missed
         _row(100_000, "standard", 12.0, 0.8, rss=900.0),  # 15x met; 1.2x growth met
+        # Memories filled: judged on RSS only, never on cost (slower, and not the matrix's).
+        _row(100_000, "standard", 90.0, 0.8, rss=2100.0, memories="full"),
+        _row(100_000, "off", 90.0, 0.8, rss=1900.0, memories="full"),
     ]
     lines = bench.target_checks(rows)
 
@@ -45,10 +49,40 @@ def test_verdicts_follow_the_targets(bench):
     assert verdict("1000 households, audit off:", "floor") == "met"
     assert verdict("1000 households, audit standard:", "floor") == "MISSED"
     assert verdict("100000 households, audit off:", "floor") == "met"
+    assert verdict("100000 households, audit standard:", "floor") == "met"
     assert verdict("audit off: cost per household-year") == "MISSED"
     assert verdict("audit standard: cost per household-year") == "met"
-    assert verdict("100000 households, audit off: peak RSS") == "MISSED"
-    assert verdict("100000 households, audit standard: peak RSS") == "met"
+    assert verdict("100000 households, audit standard, full memories: peak RSS") == "MISSED"
+    assert verdict("100000 households, audit off, full memories: peak RSS") == "met"
+    # Runs whose memories were not filled say nothing about the RSS target.
+    assert len([x for x in lines if "peak RSS" in x]) == 2
+
+
+def test_fill_memories_fills_every_store_and_the_memories_stay_full(bench):
+    from simulation.config import load_config
+    from simulation.runner import build_model
+
+    config, base = load_config(bench.DEFAULT_CONFIG, ["households.count=40"])
+    model = build_model(config, base)
+    bench.fill_memories(model)
+    memories = [h.memory for h in model.households]
+    working, episodic = config.memory.working_capacity, config.memory.episodic_capacity
+    assert {(m.working_size, m.episodic_size) for m in memories} == {(working, episodic)}
+    items = [i for m in memories for i in m.episodic]
+    share = {s: sum(i.source == s for i in items) / len(items) for s in ("decision", "claim")}
+    # About the mix of a long default run's fullest memories: mostly decisions, some claims.
+    assert 0.7 <= share["decision"] <= 0.85
+    assert 0.05 <= share["claim"] <= 0.2
+    assert any(i.source == "flood" for i in items)
+    # Rendered from the configured templates, with each household's own premium.
+    premium = model.costs_for(model.households[0].state)["buy_insurance"]
+    expected = f"I purchased flood insurance (premium: ${premium:,.0f})"
+    assert expected in memories[0].episodic[0].content
+    assert not any("{" in i.content for m in memories for i in (*m.working, *m.episodic))
+    for _ in range(3):
+        model.step()
+    active = [h.memory for h in model.households if h.active]
+    assert {(m.working_size, m.episodic_size) for m in active} == {(working, episodic)}
 
 
 def test_plot_draws_every_level_the_floor_and_the_targets(bench, tmp_path):
