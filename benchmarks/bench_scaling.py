@@ -3,7 +3,8 @@
 For each (households, audit level) configuration this runs the default configuration for
 ``--years`` years in a fresh process and reports:
 
-* household-years per second of the yearly steps (model building excluded, reported apart);
+* household-years per second of the yearly steps (model building excluded, reported apart;
+  configurations under a million household-years run several times and report the median);
 * peak resident memory (RSS) of that process;
 * audit bytes per household-year (all stream files);
 * the floor: a Mesa model with the same number of agents whose ``step`` does nothing, activated
@@ -50,6 +51,12 @@ MATRIX = {
     10_000: ("off", "standard", "full"),
     100_000: ("off", "standard"),
 }
+
+#: Configurations smaller than this many household-years run several times (at most
+#: MAX_REPEATS) and report their median: a 1,000-household run takes about a second, and one
+#: noisy second on a shared machine moved it by a fifth, and with it the growth verdict.
+MEASURED_HOUSEHOLD_YEARS = 1_000_000
+MAX_REPEATS = 5
 
 #: Peak RSS is judged with every household's memory full, at this size and audit level.
 FULL_MEMORIES = {100_000: ("standard",)}
@@ -143,28 +150,42 @@ def fill_memories(model: FloodAdaptationModel) -> None:
             memory.write(content, note.importance, 0, note.tags, store="working", source="neighbor")
 
 
+def repeats_for(households: int, years: int) -> int:
+    """How many times to run a configuration (see :data:`MEASURED_HOUSEHOLD_YEARS`)."""
+    return min(MAX_REPEATS, max(1, round(MEASURED_HOUSEHOLD_YEARS / (households * years))))
+
+
 def measure_one(
-    households: int, level: str, years: int, *, full_memories: bool = False
+    households: int, level: str, years: int, *, full_memories: bool = False, repeats: int = 1
 ) -> dict[str, Any]:
-    """Run one configuration here and return its figures (called in a child process)."""
+    """Run one configuration here and return its figures (called in a child process).
+
+    With ``repeats`` above one the same run (same seed) is built and stepped that many times
+    and its median stepping time is reported, with the fastest and slowest.
+    """
     from simulation.config import load_config
     from simulation.runner import build_model, run_simulation
 
     floor = floor_seconds_per_agent_step(households, years)
     overrides = [f"households.count={households}", f"years={years}", f"audit.level={level}"]
     config, base = load_config(DEFAULT_CONFIG, overrides)
-    with tempfile.TemporaryDirectory(prefix="bench_scaling_") as tmp:
-        start = time.perf_counter()
-        model = build_model(config, base)
-        built = time.perf_counter() - start
-        start = time.perf_counter()
-        if full_memories:
-            fill_memories(model)
-        filled = time.perf_counter() - start
-        start = time.perf_counter()
-        result = run_simulation(config, base, Path(tmp), progress=False, model=model)
-        elapsed = time.perf_counter() - start
-        audit_bytes = sum(p.stat().st_size for p in result.run_dir.glob("*.jsonl*"))
+    times = []
+    for attempt in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="bench_scaling_") as tmp:
+            start = time.perf_counter()
+            model = build_model(config, base)
+            built = time.perf_counter() - start
+            start = time.perf_counter()
+            if full_memories:
+                fill_memories(model)
+            filled = time.perf_counter() - start
+            start = time.perf_counter()
+            result = run_simulation(config, base, Path(tmp), progress=False, model=model)
+            times.append(time.perf_counter() - start)
+            audit_bytes = sum(p.stat().st_size for p in result.run_dir.glob("*.jsonl*"))
+        if attempt < repeats - 1:
+            model.release()
+    elapsed = statistics.median(times)
     household_years = households * years
     per_hy = elapsed / household_years
     # Households that relocated keep their last memories but no longer write or forget.
@@ -180,7 +201,9 @@ def measure_one(
         "mean_episodic_after": round(statistics.fmean(m.episodic_size for m in memories), 2),
         "build_s": round(built, 3),
         "fill_s": round(filled, 3),
+        "runs": repeats,
         "run_s": round(elapsed, 3),
+        "run_s_range": [round(min(times), 3), round(max(times), 3)],
         "household_years_per_s": round(household_years / elapsed, 1),
         "us_per_household_year": round(per_hy * 1e6, 2),
         "floor_us_per_agent_step": round(floor * 1e6, 3),
@@ -203,11 +226,23 @@ def main() -> None:
         action="store_true",
         help="with --households: fill every memory to capacity first (see fill_memories)",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        help=f"runs per configuration (default: enough for about {MEASURED_HOUSEHOLD_YEARS:,} "
+        f"household-years, at most {MAX_REPEATS}; the median is reported)",
+    )
     parser.add_argument("--one", nargs=2, metavar=("HOUSEHOLDS", "LEVEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeats is not None and args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.one:
         row = measure_one(
-            int(args.one[0]), args.one[1], args.years, full_memories=args.full_memories
+            int(args.one[0]),
+            args.one[1],
+            args.years,
+            full_memories=args.full_memories,
+            repeats=args.repeats or 1,
         )
         print(json.dumps(row))
         return
@@ -227,8 +262,10 @@ def main() -> None:
     for households, level, full in runs:
         memories = ", full memories" if full else ""
         print(f"running {households} households, audit {level}{memories} ...", file=sys.stderr)
+        repeats = args.repeats or repeats_for(households, args.years)
         command = [sys.executable, __file__, "--one", str(households), level]
-        command += ["--years", str(args.years), *(["--full-memories"] if full else [])]
+        command += ["--years", str(args.years), "--repeats", str(repeats)]
+        command += ["--full-memories"] if full else []
         child = subprocess.run(command, capture_output=True, text=True, check=True)
         rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
     header = (

@@ -116,3 +116,13 @@ def test_plot_draws_every_level_the_floor_and_the_targets(bench, tmp_path):
 
 def test_plot_without_rows_is_none(bench):
     assert bench.plot_scaling([]) is None
+
+
+def test_small_configurations_repeat_and_report_their_median(bench):
+    assert [bench.repeats_for(n, 30) for n in (1_000, 10_000, 100_000)] == [5, 3, 1]
+    row = bench.measure_one(30, "off", 2, repeats=3)
+    assert row["runs"] == 3
+    fastest, slowest = row["run_s_range"]
+    assert fastest <= row["run_s"] <= slowest
+    # The cost is the median run's (run_s is rounded to milliseconds, hence the tolerance).
+    assert row["us_per_household_year"] == pytest.approx(row["run_s"] / 60 * 1e6, rel=0.1)
