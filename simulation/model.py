@@ -284,7 +284,8 @@ class FloodAdaptationModel(mesa.Model):
             raise ConfigError(f"{origin}: households.table: {err}") from None
         # Texts the households remember, shared between their memories (CognitiveMemory's
         # `texts`): emptied every year, since the default texts name their year, so a year's
-        # pool holds its repeats and the pool stays small.
+        # pool holds its repeats and the pool stays small. Not sys.intern: early Python 3.12
+        # releases never free interned strings (python/cpython#113993).
         self._texts: dict[str, str] = {}
         self.households: list[HouseholdAgent] = [
             HouseholdAgent(self, state, self._new_memory(state.agent_id, population))
