@@ -304,6 +304,44 @@ def test_tiered_overflow_demotes_instead_of_forgetting():
     assert mem.archive == (b,)
 
 
+def test_archives_and_reflections_belong_to_their_household():
+    # Memories share empty semantic and archive stores until they first write to one.
+    settings = RetentionSettings(policy="tiered", archive_capacity=2, demote_below=0.0)
+    reflection = ReflectionSettings(enabled=True, threshold=0.5)
+    first = CognitiveMemory("H001", episodic_capacity=1, retention=settings, reflection=reflection)
+    second = CognitiveMemory("H002", episodic_capacity=1, retention=settings, reflection=reflection)
+    demoted = first.update_after_flood(20_000, 1)
+    first.update_after_flood(60_000, 2)
+    first.end_year(2)
+    assert first.archive == (demoted,)
+    assert len(first.semantic) == 1
+    assert second.archive == ()
+    assert second.semantic == ()
+    second.add_episodic("flood in year 3", 0.9, 3)
+    second.add_episodic("flood in year 4", 0.95, 4)
+    assert [m.content for m in second.archive] == ["flood in year 3"]
+    assert first.archive == (demoted,)
+
+
+def test_round_trip_keeps_semantic_and_archive_memories():
+    settings = RetentionSettings(policy="tiered", archive_capacity=2, demote_below=0.0)
+    reflection = ReflectionSettings(enabled=True, threshold=0.5)
+    mem = CognitiveMemory("H001", episodic_capacity=1, retention=settings, reflection=reflection)
+    mem.update_after_flood(20_000, 1)
+    mem.update_after_flood(60_000, 2)
+    mem.end_year(2)
+    restored = CognitiveMemory.from_dict(json.loads(json.dumps(mem.to_dict())))
+    for store in ("episodic", "semantic", "archive"):
+        assert [m.content for m in getattr(restored, store)] == [
+            m.content for m in getattr(mem, store)
+        ]
+    assert restored.archive and restored.semantic
+    empty = CognitiveMemory.from_dict(CognitiveMemory("H002").to_dict())
+    empty.add_episodic("a", 0.5, 1)
+    assert empty.archive == ()
+    assert mem.archive != ()
+
+
 # ------------------------------------------------------------------------------ retrieval
 
 
