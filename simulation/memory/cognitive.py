@@ -624,7 +624,7 @@ class CognitiveMemory:
 
         Takes the same options as :meth:`retrieve_scored`.
         """
-        return [hit[0].content for hit in self._select(top_k, current_year, **options)]
+        return [hit[0].content for hit in self.retrieve_scored(top_k, current_year, **options)]
 
     def retrieve_scored(
         self,
@@ -663,36 +663,6 @@ class CognitiveMemory:
         Raises:
             ValueError: For a negative ``top_k`` or an unknown strategy.
         """
-        return self._select(
-            top_k,
-            current_year,
-            strategy=strategy,
-            query=query,
-            tags=tags,
-            sources=sources,
-            min_year=min_year,
-            max_year=max_year,
-            w_recency=w_recency,
-            w_importance=w_importance,
-            w_relevance=w_relevance,
-        )
-
-    def _select(
-        self,
-        top_k: int | None,
-        current_year: int,
-        *,
-        strategy: str | None = None,
-        query: str | None = None,
-        tags: Iterable[str] | None = None,
-        sources: Iterable[str] | None = None,
-        min_year: int | None = None,
-        max_year: int | None = None,
-        w_recency: float | None = None,
-        w_importance: float | None = None,
-        w_relevance: float | None = None,
-    ) -> list[ScoredMemory]:
-        """Retrieval proper, as scored memories, best first; see :meth:`retrieve_scored`."""
         settings = self.retrieval
         k = settings.top_k if top_k is None else top_k
         if k.__class__ is not int or k < 0:
