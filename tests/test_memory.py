@@ -335,7 +335,8 @@ def test_round_trip_keeps_semantic_and_archive_memories():
         assert [m.content for m in getattr(restored, store)] == [
             m.content for m in getattr(mem, store)
         ]
-    assert restored.archive and restored.semantic
+    assert restored.archive
+    assert restored.semantic
     empty = CognitiveMemory.from_dict(CognitiveMemory("H002").to_dict())
     empty.add_episodic("a", 0.5, 1)
     assert empty.archive == ()
