@@ -337,10 +337,15 @@ def test_round_trip_keeps_semantic_and_archive_memories():
         ]
     assert restored.archive
     assert restored.semantic
-    empty = CognitiveMemory.from_dict(CognitiveMemory("H002").to_dict())
-    empty.add_episodic("a", 0.5, 1)
-    assert empty.archive == ()
-    assert mem.archive != ()
+    assert CognitiveMemory("H003").archive == ()  # the restored stores are the memory's own
+    assert CognitiveMemory("H003").semantic == ()
+    # A memory restored with an empty archive still gets its own on its first demotion.
+    fresh = CognitiveMemory("H002", episodic_capacity=1, retention=settings)
+    fresh = CognitiveMemory.from_dict(fresh.to_dict())
+    fresh.add_episodic("a", 0.5, 1)
+    fresh.add_episodic("b", 0.6, 1)
+    assert [m.content for m in fresh.archive] == ["a"]
+    assert [m.content for m in restored.archive] == [m.content for m in mem.archive]
 
 
 # ------------------------------------------------------------------------------ retrieval
