@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tqdm import tqdm
+
 from simulation.agents.population import PopulationError
 from simulation.analysis import behaviour_commands
 from simulation.analysis import commands as analysis_commands
@@ -186,9 +188,12 @@ def _batch(args: argparse.Namespace) -> int:
         progress=False if args.quiet else None,
     )
     done = sum(r["status"] == "complete" for r in result.runs)
+    took = f"{result.wall_s:,.1f} s"
+    if result.wall_s >= 60:
+        took += f" ({tqdm.format_interval(result.wall_s)})"
     print(
         f"floodsim: {done} of {len(result.runs)} runs complete ({result.skipped} kept from an "
-        f"earlier attempt), {result.failed} failed"
+        f"earlier attempt), {result.failed} failed, in {took}"
     )
     for record in result.runs:
         if record["status"] == "failed":

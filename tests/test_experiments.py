@@ -94,6 +94,9 @@ def test_serial_batch_writes_runs_state_and_parquet(serial_result):
     assert list(frame.columns[:5]) == ["run_id", "point", "replicate", "seed", "memory.decay_rate"]
     assert {"year", "insured_share", "mean_tp"} <= set(frame.columns)
     assert serial_result.failed == 0
+    # The batch's wall time spans every run's (the serial executor runs them one after another).
+    assert state(out)["wall_s"] == serial_result.wall_s
+    assert serial_result.wall_s >= sum(r["duration_s"] for r in records)
 
 
 @pytest.mark.parametrize("kind", ["process", "dask"])
@@ -128,6 +131,9 @@ def test_failed_runs_are_recorded_and_resume_reruns_only_them(tmp_path, capsys, 
     )
     captured = capsys.readouterr()
     assert code == 1
+    wall_s = state(tmp_path / "out")["wall_s"]
+    summary = "2 of 4 runs complete (0 kept from an earlier attempt), 2 failed"
+    assert f"{summary}, in {wall_s:,.1f} s" in captured.out
     records = state(tmp_path / "out")["runs"]
     assert [r["status"] for r in records] == ["complete", "complete", "failed", "failed"]
     assert "worker ran out of memory" in records[2]["error"]

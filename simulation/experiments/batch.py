@@ -6,7 +6,9 @@ The output folder of an experiment holds:
     the experiment (name, seed, sweep, replicates, executor) and every run's id, design point,
     replicate, seed, swept parameters, status (pending, complete or failed), error and run
     directory. It is rewritten atomically after every finished run, so an interrupted batch
-    can be resumed (``--resume`` skips complete runs and reruns failed or missing ones).
+    can be resumed (``--resume`` skips complete runs and reruns failed or missing ones). Once
+    the batch ends, ``wall_s`` is the wall-clock time the latest attempt took, from planning to
+    the combined metrics (``null`` while it runs; for reporting, nothing depends on it).
 ``runs/<run_id>/``
     one run directory per run (see :mod:`simulation.runner`).
 ``model_years.parquet``
@@ -17,6 +19,7 @@ The output folder of an experiment holds:
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,12 +39,21 @@ __all__ = ["ExperimentResult", "combine_metrics", "run_experiment"]
 
 @dataclass(frozen=True, slots=True)
 class ExperimentResult:
-    """A finished batch: its folder, every run's record and how many failed."""
+    """A finished batch: its folder, every run's record, how many failed and how long it took.
+
+    Attributes:
+        out_dir: The experiment's output folder.
+        runs: Every run's record, as ``experiment.json`` holds them.
+        failed: Runs that failed in this attempt.
+        skipped: Complete runs kept from an earlier attempt (``resume``).
+        wall_s: Wall-clock seconds this attempt took.
+    """
 
     out_dir: Path
     runs: list[dict[str, Any]]
     failed: int
     skipped: int
+    wall_s: float
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -88,6 +100,7 @@ def run_experiment(
     Raises:
         ConfigError: For an invalid experiment file (before anything runs).
     """
+    start = time.perf_counter()
     experiment, base, folder = load_experiment(path)
     planned = plan_runs(experiment, base, str(path))
     out = Path(out_dir) if out_dir is not None else Path("outputs") / experiment.name
@@ -138,7 +151,9 @@ def run_experiment(
         bar.close()
         pool.close()
     combine_metrics(out, records, experiment.swept_keys)
-    return ExperimentResult(out, records, failed, skipped)
+    state["wall_s"] = round(time.perf_counter() - start, 3)
+    _write_json(state_path, state)
+    return ExperimentResult(out, records, failed, skipped, state["wall_s"])
 
 
 def _record(run: PlannedRun) -> dict[str, Any]:
@@ -170,7 +185,7 @@ def _state(
             if v is not None
         }
     )
-    return {"schema_version": 1, "experiment": spec, "runs": records}
+    return {"schema_version": 1, "experiment": spec, "runs": records, "wall_s": None}
 
 
 def combine_metrics(out: Path, records: list[dict[str, Any]], swept: list[str]) -> Path | None:
