@@ -14,7 +14,7 @@ Sections defined next to the code that uses them are imported here: ``households
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from simulation.agents.population import PopulationConfig
+from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
 from simulation.decisions.pmt import PMTConfig
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
@@ -59,9 +60,12 @@ __all__ = [
     "resolve_base",
 ]
 
-# The settings dataclasses validate themselves; inside a config they must also reject unknown keys.
+# The settings dataclasses validate themselves; inside a config they must also reject unknown keys
+# (and NaN or infinity, like every other section).
 for _settings in (RetrievalSettings, RetentionSettings, ReflectionSettings):
-    _settings.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+    _settings.__pydantic_config__ = ConfigDict(  # type: ignore[attr-defined]
+        extra="forbid", allow_inf_nan=False
+    )
 
 
 class ConfigError(ValueError):
@@ -69,9 +73,14 @@ class ConfigError(ValueError):
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors and values are immutable."""
+    """Base of every config section: unknown keys are errors and values are immutable.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    NaN and infinity are refused in every float: YAML spells them ``.nan`` and ``.inf``, and no
+    rate, cost, limit or coefficient of a run means anything with them (a missing limit is
+    ``null`` where the key allows it).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class HazardConfig(Section):
@@ -102,17 +111,19 @@ class HazardConfig(Section):
     spatial_noise_sd: float = Field(
         0.0, ge=0, description="stochastic: sd (ft) of per-household noise on the level."
     )
-    events: dict[int, float] = Field(
+    events: dict[Annotated[int, Field(ge=1)], float] = Field(
         default_factory=dict,
-        description="scripted: year -> water level (ft above datum) or depth (ft), by `kind`.",
+        description="scripted: year (from 1, the first simulated year) -> water level (ft above "
+        "datum) or depth (ft), by `kind`. Years past the run's end never happen.",
     )
     kind: Literal["level", "depth"] = Field(
         "level", description="scripted: whether `events` give levels or uniform depths."
     )
-    rasters: dict[int, str] = Field(
+    rasters: dict[Annotated[int, Field(ge=1)], str] = Field(
         default_factory=dict,
         validate_default=True,
-        description="raster: year -> path of an .asc depth grid (relative to the config file).",
+        description="raster: year (from 1) -> path of an .asc depth grid (relative to the "
+        "config file).",
     )
     units: Literal["ft", "m"] = Field("ft", description="raster: depth units of the grids.")
 
@@ -121,20 +132,44 @@ class HazardConfig(Section):
     def _distribution_parameters(cls, value: float | None, info: ValidationInfo) -> float | None:
         # Field-level, so the message names the exact key (e.g. hazard.mean).
         needed = {"gumbel": ("loc", "scale"), "lognormal": ("mean", "sigma")}
+        distribution = info.data.get("distribution", "")
         if (
             value is None
             and info.data.get("source") == "stochastic"
-            and info.field_name in needed.get(info.data.get("distribution", ""), ())
+            and info.field_name in needed.get(distribution, ())
         ):
-            msg = f"required for distribution {info.data['distribution']}"
+            msg = f"required for distribution {distribution}"
+            raise ValueError(msg)
+        if (
+            value is not None
+            and info.field_name in needed["lognormal"]
+            and distribution != "lognormal"
+        ):
+            # loc and scale have defaults, so only the lognormal keys show a forgotten switch.
+            msg = f"only read by distribution lognormal (distribution is {distribution})"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("events", mode="after")
+    @classmethod
+    def _events_need_scripted(
+        cls, value: dict[int, float], info: ValidationInfo
+    ) -> dict[int, float]:
+        # Forgetting `source: scripted` would otherwise run random floods instead of these.
+        if value and info.data.get("source") != "scripted":
+            msg = f"only read by source scripted (source is {info.data.get('source')})"
             raise ValueError(msg)
         return value
 
     @field_validator("rasters", mode="after")
     @classmethod
     def _some_rasters(cls, value: dict[int, str], info: ValidationInfo) -> dict[int, str]:
-        if info.data.get("source") == "raster" and not value:
+        source = info.data.get("source")
+        if source == "raster" and not value:
             msg = "a raster source needs at least one year's grid"
+            raise ValueError(msg)
+        if value and source != "raster":
+            msg = f"only read by source raster (source is {source})"
             raise ValueError(msg)
         return value
 
@@ -185,10 +220,10 @@ class InsuranceConfig(Section):
         description="Initial premium per $1,000 of coverage in zone AE. $4 gives about $1,400 "
         "for full owner coverage, near the Risk Rating 2.0 average for AE single-family homes.",
     )
-    zone_multiplier: dict[str, float] = Field(
+    zone_multiplier: dict[FloodZone, Annotated[float, Field(ge=0)]] = Field(
         default_factory=lambda: {"AE": 1.0, "X": 0.3},
-        description="Premium multiplier by flood zone; X-zone policies cost about a third "
-        "(preferred-risk policies). Zones not listed use 1.0.",
+        description="Premium multiplier (>= 0) by FEMA flood zone; X-zone policies cost about a "
+        "third (preferred-risk policies). Zones not listed use 1.0.",
     )
     elevated_multiplier: float = Field(
         0.5, gt=0, le=1, description="Premium multiplier for elevated homes."
@@ -310,6 +345,17 @@ class EventMemoryConfig(Section):
 
     Placeholders: floods ``{year} {damage} {depth}``; claims ``{year} {payout} {damage}``;
     policy changes ``{year} {old} {new}``; neighbours ``{year} {count} {total} {action}``.
+
+    Attributes:
+        major_damage_threshold: Damage ($) at or above which a flood is remembered as major.
+        flood_major: A flood that did at least ``major_damage_threshold`` of damage.
+        flood_minor: A flood that did less damage than that.
+        flood_no_damage: Water reached the home but stayed below its first floor.
+        claim_paid: The insurer paid a claim.
+        claim_denied: The insurer denied a claim.
+        subsidy_change: The government changed the elevation subsidy.
+        premium_change: The insurer changed the premium rate.
+        neighbor_adaptation: Neighbours adopted a measure last year (one memory per measure).
     """
 
     major_damage_threshold: float = Field(
@@ -421,11 +467,13 @@ class LLMConfig(Section):
     """
 
     base_url: str = Field(
-        "http://localhost:11434/v1", description="Endpoint root (the part before /chat/...)."
+        "http://localhost:11434/v1",
+        description="Endpoint root, an http(s) URL (the part before /chat/...).",
     )
     model: str = Field("gemma3:4b", min_length=1, description="Model name the endpoint serves.")
     api_key_env: str = Field(
         "OPENAI_API_KEY",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="Environment variable holding the API key (unset: no key is sent).",
     )
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature.")
@@ -448,13 +496,25 @@ class LLMConfig(Section):
         "replay: answer only from `cache` (a miss stops the run) - reproduces a recorded run.",
     )
     cache: str = Field(
-        "llm_cache.sqlite", description="SQLite reply cache (relative to the config file)."
+        "llm_cache.sqlite",
+        min_length=1,
+        description="SQLite reply cache (relative to the config file).",
     )
     prompt: str | None = Field(
         None,
+        min_length=1,
         description="Prompt template file (relative to the config file; null: the shipped "
         "simulation/decisions/llm/household_prompt.txt).",
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        scheme, _, rest = value.partition("://")
+        if scheme not in ("http", "https") or not rest or any(c.isspace() for c in value):
+            msg = "must be an http:// or https:// URL, e.g. http://localhost:11434/v1"
+            raise ValueError(msg)
+        return value
 
 
 class DecisionConfig(Section):
@@ -536,18 +596,54 @@ class RunConfig(Section):
     registry: str = Field(
         "skill_registry.yaml", description="Skill registry file (relative to the config file)."
     )
-    households: PopulationConfig = Field(default_factory=PopulationConfig)
-    hazard: HazardConfig = Field(default_factory=HazardConfig)
-    damage: DamageConfig = Field(default_factory=DamageConfig)
-    insurance: InsuranceConfig = Field(default_factory=InsuranceConfig)
-    insurer: InsurerConfig = Field(default_factory=InsurerConfig)
-    government: GovernmentConfig = Field(default_factory=GovernmentConfig)
-    adaptation: AdaptationConfig = Field(default_factory=AdaptationConfig)
-    events: EventMemoryConfig = Field(default_factory=EventMemoryConfig)
-    memory: MemoryConfig = Field(default_factory=MemoryConfig)
-    social: SocialConfig = Field(default_factory=SocialConfig)
-    decision: DecisionConfig = Field(default_factory=DecisionConfig)
-    audit: AuditConfig = Field(default_factory=AuditConfig)
+    households: PopulationConfig = Field(
+        default_factory=PopulationConfig, description="The households: generated or a table."
+    )
+    hazard: HazardConfig = Field(
+        default_factory=HazardConfig, description="Where each year's flood depths come from."
+    )
+    damage: DamageConfig = Field(default_factory=DamageConfig, description="Depth-damage curves.")
+    insurance: InsuranceConfig = Field(
+        default_factory=InsuranceConfig, description="Flood insurance policies and claims."
+    )
+    insurer: InsurerConfig = Field(
+        default_factory=InsurerConfig, description="The insurer moving the premium rate."
+    )
+    government: GovernmentConfig = Field(
+        default_factory=GovernmentConfig, description="The government setting the subsidy."
+    )
+    adaptation: AdaptationConfig = Field(
+        default_factory=AdaptationConfig, description="Costs and effects of elevation, moving."
+    )
+    events: EventMemoryConfig = Field(
+        default_factory=EventMemoryConfig, description="The memories events leave."
+    )
+    memory: MemoryConfig = Field(
+        default_factory=MemoryConfig, description="Each household's cognitive memory."
+    )
+    social: SocialConfig = Field(
+        default_factory=SocialConfig, description="Who observes whom (neighbourhoods)."
+    )
+    decision: DecisionConfig = Field(
+        default_factory=DecisionConfig, description="How households decide."
+    )
+    audit: AuditConfig = Field(default_factory=AuditConfig, description="The JSONL audit trail.")
+
+    @field_validator("insurer", mode="after")
+    @classmethod
+    def _premium_within_bounds(cls, insurer: InsurerConfig, info: ValidationInfo) -> InsurerConfig:
+        insurance = info.data.get("insurance")  # absent when that section failed validation
+        if insurance is None or not insurer.enabled:
+            return insurer
+        rate = insurance.rate_per_1000
+        if not insurer.min_rate <= rate <= insurer.max_rate:
+            # The insurer would clamp it at its first review: a jump past max_change.
+            msg = (
+                f"the starting premium insurance.rate_per_1000 ({rate}) lies outside "
+                f"[min_rate, max_rate] = [{insurer.min_rate}, {insurer.max_rate}]"
+            )
+            raise ValueError(msg)
+        return insurer
 
     def to_yaml_dict(self) -> dict[str, Any]:
         """The fully merged config as plain data (for ``config.resolved.yaml``)."""
@@ -671,7 +767,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], origin: str) -> 
 def describe_validation_error(error: ValidationError, origin: str) -> str:
     """One line: file, dotted key path, problem (and how many more problems there are)."""
     first = error.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
+    loc = ".".join(str(p) for p in first["loc"] if p != "[key]")  # a dict key: named anyway
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         message = "unknown key"
@@ -680,6 +776,8 @@ def describe_validation_error(error: ValidationError, origin: str) -> str:
         message = f"{message} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
     more = len(error.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    if not loc and first["type"] == "value_error":  # a cross-key check names its keys itself
+        return f"{origin}: {message}{suffix}"
     return f"{origin}: {loc or '(top level)'}: {message}{suffix}"
 
 

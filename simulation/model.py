@@ -247,10 +247,7 @@ class FloodAdaptationModel(mesa.Model):
             self.decision_rng,
             self.assignment_rng,
         ) = (np.random.default_rng(s) for s in streams)
-        try:
-            self.registry = SkillRegistry.load(base_dir / config.registry)
-        except RegistryError as err:
-            raise ConfigError(f"{origin}: registry: {err}") from None
+        self.registry = _load_registry(base_dir / config.registry, origin)
         try:
             self.curves = load_curves(_resolve(base_dir, config.damage.curves))
         except HazardError as err:
@@ -271,12 +268,6 @@ class FloodAdaptationModel(mesa.Model):
         self._llm_outcomes: dict[HouseholdAgent, LLMOutcome] = {}
         self.government = Government(self, config.government)
         self.insurer = Insurer(self, config.insurer, config.insurance.rate_per_1000)
-        if "retrieve_memory" not in self.registry.memory_tools:
-            msg = (
-                f"{origin}: registry: {base_dir / config.registry}: memory_tools: a "
-                "retrieve_memory tool is required (households retrieve memories to decide)"
-            )
-            raise ConfigError(msg)
 
         try:
             population = build_population(config.households, self.population_rng, base_dir)
@@ -859,6 +850,34 @@ def _clear_cell_caches() -> None:
         cache_clear = getattr(getattr(Cell, name, None), "cache_clear", None)
         if cache_clear is not None:
             cache_clear()
+
+
+def _load_registry(path: Path, origin: str) -> SkillRegistry:
+    """Load the skill registry and check it against what the yearly cycle can run.
+
+    Raises:
+        ConfigError: Naming the registry file and the skill or tool at fault.
+    """
+    try:
+        registry = SkillRegistry.load(path)
+    except RegistryError as err:
+        raise ConfigError(f"{origin}: registry: {err}") from None
+    # The yearly cycle prices every skill (costs_for) and knows each one's effect on the
+    # institutions and the metrics: a skill added to the registry alone cannot run.
+    unknown = [s for s in registry.skill_ids if s not in _DECISION_STATS]
+    if unknown:
+        msg = (
+            f"{origin}: registry: {path}: skill {unknown[0]!r} is not one the model can price "
+            f"and execute (it knows {', '.join(_DECISION_STATS)})"
+        )
+        raise ConfigError(msg)
+    if "retrieve_memory" not in registry.memory_tools:
+        msg = (
+            f"{origin}: registry: {path}: memory_tools: a retrieve_memory tool is required "
+            "(households retrieve memories to decide)"
+        )
+        raise ConfigError(msg)
+    return registry
 
 
 def _offers(options: list[Option], skill_id: str) -> bool:

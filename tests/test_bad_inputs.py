@@ -90,6 +90,37 @@ CASES: tuple[Case, ...] = (
     run("event_importance_above_one.yaml", None, "events.flood_major.importance", "1.2"),
     run("subsidy_bounds_swapped.yaml", None, ": government: ", "min_subsidy", "max_subsidy"),
     run("insurer_rate_bounds_swapped.yaml", None, ": insurer: ", "min_rate", "max_rate"),
+    run(
+        "premium_outside_insurer_bounds.yaml",
+        None,
+        ": insurer: ",
+        "insurance.rate_per_1000",
+        "50.0",
+        "max_rate",
+    ),
+    run("zone_multiplier_negative.yaml", None, "insurance.zone_multiplier.AE", "-1.0"),
+    # ------------------------------------------------------------------- NaN and infinity
+    run("insurance_rate_infinite.yaml", None, "insurance.rate_per_1000", "finite", "inf"),
+    run("pmt_zone_asc_nan.yaml", None, "decision.pmt.insurance_zone_asc.X", "finite", "nan"),
+    # ------------------------------------------------------ keys that would be silently unused
+    run("zone_multiplier_misspelt_zone.yaml", None, "insurance.zone_multiplier.ae", "'AE'"),
+    run(
+        "pmt_efficacy_misspelt_skill.yaml",
+        None,
+        "decision.pmt",
+        "response_efficacy",
+        "elevate_hous",
+    ),
+    run(
+        "scripted_events_without_scripted_source.yaml",
+        None,
+        "hazard.events",
+        "source scripted",
+        "stochastic",
+    ),
+    run("gumbel_with_lognormal_parameters.yaml", None, "hazard.mean", "lognormal", "gumbel"),
+    run("scripted_event_year_zero.yaml", None, "hazard.events.0", "greater than or equal to 1"),
+    run("llm_base_url_not_a_url.yaml", None, "decision.llm.base_url", "localhost:11434/v1"),
     # ----------------------------------------------------------------------- hazard settings
     run(
         "lognormal_without_parameters.yaml",
@@ -188,6 +219,13 @@ CASES: tuple[Case, ...] = (
         ": registry: ",
         "retrieve_memory",
     ),
+    run(
+        "registry_unknown_skill.yaml",
+        "files/registry_unknown_skill.yaml",
+        ": registry: ",
+        "buy_sandbags",
+        "price and execute",
+    ),
     # ---------------------------------------------------------------------- household tables
     run("missing_household_table.yaml", None, "households.table", "househods.csv", "not found"),
     run(
@@ -281,6 +319,9 @@ CASES: tuple[Case, ...] = (
     ),
     batch("experiment_gpu_executor.yaml", None, "executor.kind", "gpu"),
     batch("experiment_sets_seed.yaml", None, ": set: ", "seed"),
+    batch("experiment_sweeps_seed.yaml", None, ": sweep: ", "seed"),
+    batch("experiment_samples_without_lhs.yaml", None, "samples", "lhs"),
+    batch("experiment_address_without_dask.yaml", None, "executor", "address", "dask"),
     batch(
         "experiment_missing_base.yaml",
         None,

@@ -75,12 +75,16 @@ def test_default_config_accepts_a_relative_path(monkeypatch):
             lambda c: c.events.flood_major.tags,
             ("flood", "big"),
         ),
-        ("hazard.events={3: 9.5, 5: 11}", lambda c: c.hazard.events, {3: 9.5, 5: 11.0}),
+        (
+            ("hazard.source=scripted", "hazard.events={3: 9.5, 5: 11}"),
+            lambda c: c.hazard.events,
+            {3: 9.5, 5: 11.0},
+        ),
         ("insurance.zone_multiplier.X=0.5", lambda c: c.insurance.zone_multiplier["X"], 0.5),
     ],
 )
 def test_set_override_changes_the_field(override, read, expected):
-    config, _ = load_config(DEFAULT, [override])
+    config, _ = load_config(DEFAULT, [override] if isinstance(override, str) else list(override))
     value = read(config)
     assert value == expected
     assert type(value) is type(expected)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -558,6 +559,22 @@ def test_bad_settings_are_rejected():
         CognitiveMemory("H001").write("x", source="rumour")
     with pytest.raises(ValueError, match="damage"):
         CognitiveMemory("H001").update_after_flood(-5.0, 1)
+
+
+@pytest.mark.parametrize("value", [math.inf, math.nan])
+@pytest.mark.parametrize(
+    ("settings", "name"),
+    [
+        (RetrievalSettings, "w_recency"),
+        (RetrievalSettings, "w_relevance"),
+        (RetentionSettings, "w_importance"),
+        (ReflectionSettings, "threshold"),
+    ],
+)
+def test_weights_and_thresholds_must_be_finite(settings, name, value):
+    # An infinite weight swamps every other term (and inf * 0 is NaN): no ranking survives it.
+    with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+        settings(**{name: value})
 
 
 def test_from_dict_rejects_unknown_version():

@@ -81,7 +81,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simulation.agents.state import TENURES, HouseholdState
+from simulation.agents.state import FLOOD_ZONES, TENURES, HouseholdState
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -106,9 +106,6 @@ __all__ = [
     "generate_population",
     "load_population_table",
 ]
-
-#: FEMA flood zones a household table may use.
-FLOOD_ZONES: tuple[str, ...] = ("AE", "A", "VE", "V", "X", "B", "C", "D")
 
 #: Zones of the Special Flood Hazard Area (the 100-year floodplain, where federally backed
 #: mortgages require flood insurance).

@@ -8,12 +8,18 @@ restore it. Skill preconditions, effects and memory templates are checked agains
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Literal, get_args
 
-__all__ = ["STATE_FIELDS", "TENURES", "HouseholdState"]
+__all__ = ["FLOOD_ZONES", "STATE_FIELDS", "TENURES", "FloodZone", "HouseholdState"]
 
 #: Agent types a skill can be made eligible for.
 TENURES = ("owner", "renter")
+
+#: FEMA flood zones a household can be in. A household table may use any of them; generated
+#: populations use AE (below the base flood elevation) and X. Config sections keyed by zone
+#: accept these names only, so a misspelt zone is an error rather than a silently unused entry.
+FloodZone = Literal["AE", "A", "VE", "V", "X", "B", "C", "D"]
+FLOOD_ZONES: tuple[str, ...] = get_args(FloodZone)
 
 
 @dataclass(slots=True)

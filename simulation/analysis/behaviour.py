@@ -110,7 +110,7 @@ class BehaviourError(ValueError):
 class Target(BaseModel):
     """One behavioural target (an entry of ``targets:``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     description: str = ""
@@ -145,7 +145,7 @@ class Target(BaseModel):
 class TargetsFile(BaseModel):
     """A whole targets file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     targets: list[Target] = Field(min_length=1)
 

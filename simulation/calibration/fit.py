@@ -125,7 +125,7 @@ class _BudgetSpentError(Exception):
 class ParameterSpec(BaseModel):
     """One fitted parameter: its start value and bounds (an entry of ``parameters:``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     start: float = Field(description="Where the search starts.")
     low: float = Field(description="Lower bound (inclusive).")
@@ -145,7 +145,7 @@ class ParameterSpec(BaseModel):
 class CalibrationConfig(BaseModel):
     """A whole calibration file (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",

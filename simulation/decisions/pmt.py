@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
 from simulation.decisions.base import Construct, Proposal, level_of
 
 if TYPE_CHECKING:
@@ -134,12 +135,14 @@ class PMTConfig(BaseModel):
     an uninsured household with no memories insures with probability ~0.15, an insured one
     renews with ~0.45, one that just remembered a major flood (score 0.9) insures with ~0.71,
     and elevation (~0.6% a year) and relocation (~0.05% a year) stay rare without floods.
+    ``configs/default.yaml`` replaces several of these defaults with calibrated values.
+    NaN and infinity are refused, as in every section of a run config.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     # Threat appraisal.
-    zone_threat: dict[str, _Fraction] = Field(
+    zone_threat: dict[FloodZone, _Fraction] = Field(
         default=_DEFAULT_ZONE_THREAT,
         description=(
             "Threat appraisal (TP) of a household with no threatening memories, by FEMA flood "
@@ -261,7 +264,7 @@ class PMTConfig(BaseModel):
         le=50.0,
         description="Utility of an action per unit of its coping appraisal (CP in [0, 1]).",
     )
-    insurance_zone_asc: dict[str, float] = Field(
+    insurance_zone_asc: dict[FloodZone, _Coefficient] = Field(
         default_factory=dict,
         description=(
             "Extra utility of the insurance skills by flood zone (zones not listed: 0). It "
@@ -321,6 +324,10 @@ class PMTConfig(BaseModel):
         missing = sorted(set(self.asc) - set(self.response_efficacy))
         if missing:
             msg = f"skill(s) {missing} have an asc but no response_efficacy"
+            raise ValueError(msg)
+        stray = sorted(set(self.response_efficacy) - set(self.asc))
+        if stray:  # a misspelt skill would otherwise be silently unused
+            msg = f"response_efficacy names skill(s) {stray} that have no asc"
             raise ValueError(msg)
         stray = sorted(set(self.insurance_skills) - set(self.asc))
         if stray:

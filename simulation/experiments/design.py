@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from simulation.config import (
     ConfigError,
@@ -84,6 +84,9 @@ class SweepConfig(Section):
         if self.lhs and self.samples < 1:
             msg = "samples: must be >= 1 when lhs ranges are given"
             raise ValueError(msg)
+        if self.samples and not self.lhs:
+            msg = "samples: only used with lhs ranges, and none are given"
+            raise ValueError(msg)
         overlap = set(self.grid) & set(self.lhs)
         if overlap:
             msg = f"{min(overlap)}: swept by both grid and lhs"
@@ -104,6 +107,13 @@ class ExecutorConfig(Section):
         None, description="dask: scheduler address, e.g. tcp://host:8786 (null: LocalCluster)."
     )
 
+    @model_validator(mode="after")
+    def _address_needs_dask(self) -> ExecutorConfig:
+        if self.address is not None and self.kind != "dask":
+            msg = f"address: only used by kind dask (kind is {self.kind})"
+            raise ValueError(msg)
+        return self
+
 
 class ExperimentConfig(Section):
     """A batch experiment: a base config, overrides, a sweep and replicates."""
@@ -121,13 +131,18 @@ class ExperimentConfig(Section):
     seed: int = Field(0, ge=0, description="Root seed of the replicate seeds and the LHS design.")
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
 
-    @field_validator("set")
-    @classmethod
-    def _no_seed(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if "seed" in value:
-            msg = "seed: replicate seeds come from the experiment's `seed`; do not set it here"
-            raise ValueError(msg)
-        return value
+    @model_validator(mode="after")
+    def _experiment_owns_seed_and_name(self) -> ExperimentConfig:
+        # Every run's seed is a replicate seed and its name the experiment's: a value given
+        # here would be overwritten without a word.
+        for where, keys in (("set", self.set), ("sweep", self.swept_keys)):
+            if "seed" in keys:
+                msg = f"{where}: seed: replicate seeds come from the experiment's `seed`"
+                raise ValueError(msg)
+            if "name" in keys:
+                msg = f"{where}: name: runs are named after the experiment's `name`"
+                raise ValueError(msg)
+        return self
 
     @property
     def swept_keys(self) -> list[str]:

@@ -8,6 +8,7 @@ fields (see ``configs/default.yaml``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 __all__ = [
@@ -41,8 +42,8 @@ def check_positive_int(name: str, value: int) -> None:
 
 
 def _check_non_negative(name: str, value: float) -> None:
-    if not value >= 0.0:
-        msg = f"{name} must be >= 0, got {value!r}"
+    if not 0.0 <= value < math.inf:  # NaN fails the comparison too
+        msg = f"{name} must be a finite number >= 0, got {value!r}"
         raise ValueError(msg)
 
 
@@ -144,8 +145,8 @@ class ReflectionSettings:
     semantic_capacity: int = 5
 
     def __post_init__(self) -> None:
-        if not self.threshold > 0.0:
-            msg = f"threshold must be > 0, got {self.threshold!r}"
+        if not 0.0 < self.threshold < math.inf:  # to never reflect, disable reflection
+            msg = f"threshold must be a finite number > 0, got {self.threshold!r}"
             raise ValueError(msg)
         check_fraction("importance", self.importance)
         check_positive_int("semantic_capacity", self.semantic_capacity)
