@@ -18,7 +18,6 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -29,6 +28,7 @@ from pydantic import (
 
 from simulation.agents.population import PopulationConfig
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
+from simulation.config_base import ConfigModel
 from simulation.decisions.pmt import PMTConfig
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
@@ -72,15 +72,8 @@ class ConfigError(ValueError):
     """A configuration problem; the message names the file and the key."""
 
 
-class Section(BaseModel):
-    """Base of every config section: unknown keys are errors and values are immutable.
-
-    NaN and infinity are refused in every float: YAML spells them ``.nan`` and ``.inf``, and no
-    rate, cost, limit or coefficient of a run means anything with them (a missing limit is
-    ``null`` where the key allows it).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+class Section(ConfigModel):
+    """Base of every section of a run or experiment config (see :class:`ConfigModel`)."""
 
 
 class HazardConfig(Section):

@@ -78,6 +78,7 @@ CASES: tuple[Case, ...] = (
     run("wrong_type.yaml", None, "memory.working_capacity", "ten"),
     run("zone_multiplier_word.yaml", None, "insurance.zone_multiplier.AE", "cheap"),
     run("pmt_beta_word.yaml", None, "decision.pmt.beta_tp", "high"),
+    run("years_boolean.yaml", None, ": years: ", "not a boolean"),
     run("unknown_hazard_source.yaml", None, "hazard.source", "tsunami"),
     run("unknown_retrieval_strategy.yaml", None, "memory.retrieval", "strategy", "magic"),
     run("unknown_retention_policy.yaml", None, "memory.retention", "policy", "random"),

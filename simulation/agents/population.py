@@ -75,13 +75,14 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from simulation.agents.state import FLOOD_ZONES, TENURES, HouseholdState
+from simulation.config_base import ConfigModel
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -152,17 +153,13 @@ class PopulationError(ValueError):
 
 # --- configuration -----------------------------------------------------------------------------
 
-_MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-
-class LognormalConfig(BaseModel):
+class LognormalConfig(ConfigModel):
     """A lognormal distribution given by its median and the standard deviation of its log.
 
     Each use has its own subclass with its own defaults, so that a config giving only
     ``median`` keeps that use's default ``sigma`` (and vice versa).
     """
-
-    model_config = _MODEL_CONFIG
 
     median: float = Field(1.0, gt=0, description="Median, dollars (exp of the mean of the log).")
     sigma: float = Field(
@@ -195,10 +192,8 @@ class RenterContentsConfig(LognormalConfig):
     sigma: float = Field(0.6, ge=0, le=3, description="Standard deviation of the log value.")
 
 
-class GroundConfig(BaseModel):
+class GroundConfig(ConfigModel):
     """Ground elevation of generated homes: rising linearly away from the river, plus noise."""
-
-    model_config = _MODEL_CONFIG
 
     base: float = Field(
         4.5,
@@ -224,10 +219,8 @@ class GroundConfig(BaseModel):
     )
 
 
-class FirstFloorConfig(BaseModel):
+class FirstFloorConfig(ConfigModel):
     """First-floor height above ground of generated homes: a clipped normal."""
-
-    model_config = _MODEL_CONFIG
 
     mean: float = Field(
         1.5,
@@ -249,15 +242,13 @@ class FirstFloorConfig(BaseModel):
         return self
 
 
-class PopulationConfig(BaseModel):
+class PopulationConfig(ConfigModel):
     """The ``households:`` section of a run config: how many households and what they are like.
 
     Either ``count`` households are generated (all other fields apply) or they are read from
     ``table`` (then ``count`` and the distributions are ignored; ``prior_flood_importance`` and
     ``survey_year`` still apply).
     """
-
-    model_config = _MODEL_CONFIG
 
     count: int = Field(
         1000,
@@ -363,15 +354,6 @@ class PopulationConfig(BaseModel):
             "prior_flood_year Y is remembered at year Y - survey_year. Unset: at year 0."
         ),
     )
-
-    @field_validator("count", "survey_year", mode="before")
-    @classmethod
-    def _not_bool(cls, value: Any) -> Any:
-        # YAML `true` is an int to pydantic, but as a count or a year it is a typo.
-        if isinstance(value, bool):
-            msg = f"expected an integer, got {value!r}"
-            raise ValueError(msg)
-        return value
 
 
 # --- result ------------------------------------------------------------------------------------

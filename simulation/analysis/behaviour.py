@@ -59,11 +59,12 @@ import pandas as pd
 import yaml
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from simulation.analysis.event_study import event_study, recovery_years
 from simulation.analysis.metrics import RunDirError, load_run, stream_path
 from simulation.audit.readers import iter_records
+from simulation.config_base import ConfigModel
 
 __all__ = [
     "STATISTICS",
@@ -107,10 +108,8 @@ class BehaviourError(ValueError):
     """A bad targets file or a path that is neither a run nor an experiment (one line)."""
 
 
-class Target(BaseModel):
+class Target(ConfigModel):
     """One behavioural target (an entry of ``targets:``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     description: str = ""
@@ -142,10 +141,8 @@ class Target(BaseModel):
         return self
 
 
-class TargetsFile(BaseModel):
+class TargetsFile(ConfigModel):
     """A whole targets file."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     targets: list[Target] = Field(min_length=1)
 

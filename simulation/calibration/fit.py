@@ -75,7 +75,7 @@ import numpy as np
 import pandas as pd
 import yaml
 from matplotlib.figure import Figure
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 from tqdm import tqdm
 
 from simulation.analysis.behaviour import BehaviourError, Target, check_behaviour, load_targets
@@ -88,6 +88,7 @@ from simulation.config import (
     rebase_paths,
     resolve_base,
 )
+from simulation.config_base import ConfigModel
 from simulation.experiments.batch import run_experiment
 from simulation.experiments.design import ExecutorConfig, ExperimentConfig, plan_runs
 
@@ -122,10 +123,8 @@ class _BudgetSpentError(Exception):
     """Raised inside the objective to stop the optimiser once max_evaluations are simulated."""
 
 
-class ParameterSpec(BaseModel):
+class ParameterSpec(ConfigModel):
     """One fitted parameter: its start value and bounds (an entry of ``parameters:``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     start: float = Field(description="Where the search starts.")
     low: float = Field(description="Lower bound (inclusive).")
@@ -142,10 +141,8 @@ class ParameterSpec(BaseModel):
         return self
 
 
-class CalibrationConfig(BaseModel):
+class CalibrationConfig(ConfigModel):
     """A whole calibration file (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",

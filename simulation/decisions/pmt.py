@@ -37,9 +37,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
+from simulation.config_base import ConfigModel
 from simulation.decisions.base import Construct, Proposal, level_of
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ _DEFAULT_ASC = {
 }
 
 
-class PMTConfig(BaseModel):
+class PMTConfig(ConfigModel):
     """Coefficients of the PMT policy: the ``decision.pmt`` section of a run config.
 
     Dictionaries keyed by zone, memory kind or skill are merged over their defaults, so a config
@@ -136,10 +137,7 @@ class PMTConfig(BaseModel):
     renews with ~0.45, one that just remembered a major flood (score 0.9) insures with ~0.71,
     and elevation (~0.6% a year) and relocation (~0.05% a year) stay rare without floods.
     ``configs/default.yaml`` replaces several of these defaults with calibrated values.
-    NaN and infinity are refused, as in every section of a run config.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     # Threat appraisal.
     zone_threat: dict[FloodZone, _Fraction] = Field(

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import Strict
 
 __all__ = [
     "RETENTION_POLICIES",
@@ -22,6 +25,10 @@ __all__ = [
 ]
 
 RETRIEVAL_STRATEGIES = ("spec", "weighted")
+
+# When a config validates these settings, a number must be given as one: pydantic would read a
+# YAML `true` as 1. Plain construction in Python ignores the annotation.
+_NUMBER = Strict()
 RETENTION_POLICIES = ("decayed_importance", "fifo", "importance_weighted", "tiered")
 
 
@@ -66,11 +73,11 @@ class RetrievalSettings:
     """
 
     strategy: str = "spec"
-    top_k: int = 5
-    w_recency: float = 1.0
-    w_importance: float = 1.0
-    w_relevance: float = 1.0
-    recency_decay: float | None = None
+    top_k: Annotated[int, _NUMBER] = 5
+    w_recency: Annotated[float, _NUMBER] = 1.0
+    w_importance: Annotated[float, _NUMBER] = 1.0
+    w_relevance: Annotated[float, _NUMBER] = 1.0
+    recency_decay: Annotated[float | None, _NUMBER] = None
     relevance: str = "keyword"
     query: str | None = None
 
@@ -110,11 +117,11 @@ class RetentionSettings:
     """
 
     policy: str = "decayed_importance"
-    w_importance: float = 0.7
-    w_recency: float = 0.3
-    archive_capacity: int = 50
-    demote_below: float = 0.1
-    promote_after: int = 2
+    w_importance: Annotated[float, _NUMBER] = 0.7
+    w_recency: Annotated[float, _NUMBER] = 0.3
+    archive_capacity: Annotated[int, _NUMBER] = 50
+    demote_below: Annotated[float, _NUMBER] = 0.1
+    promote_after: Annotated[int, _NUMBER] = 2
 
     def __post_init__(self) -> None:
         if self.policy not in RETENTION_POLICIES:
@@ -140,9 +147,9 @@ class ReflectionSettings:
     """
 
     enabled: bool = False
-    threshold: float = 3.0
-    importance: float = 0.8
-    semantic_capacity: int = 5
+    threshold: Annotated[float, _NUMBER] = 3.0
+    importance: Annotated[float, _NUMBER] = 0.8
+    semantic_capacity: Annotated[int, _NUMBER] = 5
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < math.inf:  # to never reflect, disable reflection
