@@ -18,7 +18,6 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -59,13 +58,6 @@ __all__ = [
     "rebase_paths",
     "resolve_base",
 ]
-
-# The settings dataclasses validate themselves; inside a config they must also reject unknown keys
-# (and NaN or infinity, like every other section).
-for _settings in (RetrievalSettings, RetentionSettings, ReflectionSettings):
-    _settings.__pydantic_config__ = ConfigDict(  # type: ignore[attr-defined]
-        extra="forbid", allow_inf_nan=False
-    )
 
 
 class ConfigError(ValueError):

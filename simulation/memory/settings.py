@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import Strict
+from pydantic import ConfigDict, Strict
 
 __all__ = [
     "RETENTION_POLICIES",
@@ -26,8 +26,10 @@ __all__ = [
 
 RETRIEVAL_STRATEGIES = ("spec", "weighted")
 
-# When a config validates these settings, a number must be given as one: pydantic would read a
-# YAML `true` as 1. Plain construction in Python ignores the annotation.
+# How a run config validates these settings (plain construction in Python ignores both): like
+# every config section it refuses unknown keys, NaN and infinity, and a number must be given as
+# one, since pydantic would read a YAML `true` as 1.
+_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
 _NUMBER = Strict()
 RETENTION_POLICIES = ("decayed_importance", "fifo", "importance_weighted", "tiered")
 
@@ -71,6 +73,8 @@ class RetrievalSettings:
         relevance: ``keyword`` (TF-IDF) or ``embedding`` (needs an embedder at construction).
         query: Default query for weighted retrieval (e.g. ``"flood damage insurance"``).
     """
+
+    __pydantic_config__ = _CONFIG
 
     strategy: str = "spec"
     top_k: Annotated[int, _NUMBER] = 5
@@ -116,6 +120,8 @@ class RetentionSettings:
             demotion moves back into episodic memory (rehearsal strengthens memories).
     """
 
+    __pydantic_config__ = _CONFIG
+
     policy: str = "decayed_importance"
     w_importance: Annotated[float, _NUMBER] = 0.7
     w_recency: Annotated[float, _NUMBER] = 0.3
@@ -145,6 +151,8 @@ class ReflectionSettings:
         importance: Importance of the reflection items written.
         semantic_capacity: Reflections kept; the oldest is replaced first.
     """
+
+    __pydantic_config__ = _CONFIG
 
     enabled: bool = False
     threshold: Annotated[float, _NUMBER] = 3.0
