@@ -82,6 +82,10 @@ def test_stylized_facts_file_validates():
         ({"tolerance": -0.1}, "targets[0].tolerance"),
         ({"statistic": "event_change_at"}, "years_since"),
         ({"years": [9, 3]}, "years"),
+        ({"column": "insured_shares"}, "targets[0].column"),
+        ({"years_since": 3}, "years_since: not used by statistic mean_of_column"),
+        ({"statistic": "median_policy_tenure", "column": "insured_share"}, "column: not used"),
+        ({"statistic": "event_jump", "flood_year": 0}, "targets[0].flood_year"),
     ],
 )
 def test_bad_targets_name_file_and_key(tmp_path, change, key):

@@ -162,6 +162,7 @@ def test_target_loss():
         ({"parameters": {}}, "parameters"),
         ({"set": {"seed": 3}}, "set.seed"),
         ({"set": {"decision.pmt.beta_tp": 3.0}}, "set.decision.pmt.beta_tp"),
+        ({"set": {"households.count": 40, "years": 12}}, "targets"),  # reads year 15
     ],
     ids=[
         "unknown-top-level-key",
@@ -176,6 +177,7 @@ def test_target_loss():
         "no-parameters",
         "seed-in-set",
         "fixed-and-fitted",
+        "targets-past-the-run",
     ],
 )
 def test_bad_files(tmp_path, changes, key):

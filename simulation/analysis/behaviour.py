@@ -59,12 +59,13 @@ import pandas as pd
 import yaml
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from simulation.analysis.event_study import event_study, recovery_years
 from simulation.analysis.metrics import RunDirError, load_run, stream_path
 from simulation.audit.readers import iter_records
 from simulation.config_base import ConfigModel
+from simulation.model import METRIC_COLUMNS
 
 __all__ = [
     "STATISTICS",
@@ -108,6 +109,18 @@ class BehaviourError(ValueError):
     """A bad targets file or a path that is neither a run nor an experiment (one line)."""
 
 
+# The keys each statistic reads besides those every target has (see the module docstring).
+_ALWAYS_READ = frozenset({"name", "description", "source", "statistic", "value", "tolerance"})
+_EVENT_KEYS = frozenset({"column", "flood_year", "baseline_years"})
+_READS: dict[str, frozenset[str]] = {
+    "mean_of_column": frozenset({"column", "years"}),
+    "event_jump": _EVENT_KEYS,
+    "event_change_at": _EVENT_KEYS | {"years_since"},
+    "event_recovery_years": _EVENT_KEYS | {"fraction"},
+    "median_policy_tenure": frozenset(),
+}
+
+
 class Target(ConfigModel):
     """One behavioural target (an entry of ``targets:``)."""
 
@@ -122,16 +135,30 @@ class Target(ConfigModel):
         "median_policy_tenure",
     ]
     column: str = "insured_share_ae"
-    years: tuple[int, int] | None = None
-    flood_year: int | None = None
+    years: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
+    flood_year: Annotated[int, Field(ge=1)] | None = None
     baseline_years: Annotated[int, Field(ge=1)] = 3
-    years_since: int | None = None
+    years_since: Annotated[int, Field(ge=0)] | None = None
     fraction: Annotated[float, Field(gt=0, lt=1)] = 0.1
     value: float
     tolerance: Annotated[float, Field(ge=0)]
 
+    @field_validator("column")
+    @classmethod
+    def _known_column(cls, value: str) -> str:
+        if value not in METRIC_COLUMNS or value == "year":
+            msg = f"{value!r} is not a model_years column ({', '.join(METRIC_COLUMNS[1:])})"
+            raise ValueError(msg)
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> Target:
+        # A key the statistic does not read is a mistake in the file (say, years_since on a
+        # mean_of_column target meant as an event statistic): refused rather than ignored.
+        unused = sorted(self.model_fields_set - _ALWAYS_READ - _READS[self.statistic])
+        if unused:
+            msg = f"{unused[0]}: not used by statistic {self.statistic}"
+            raise ValueError(msg)
         if self.years is not None and self.years[0] > self.years[1]:
             msg = f"years: start {self.years[0]} is after end {self.years[1]}"
             raise ValueError(msg)

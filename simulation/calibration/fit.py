@@ -260,6 +260,7 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
     base = _base_config(calibration, folder, origin)
     for key, spec in calibration.parameters.items():
         _check_parameter(base, key, spec, origin)
+    _check_target_years(targets, RunConfig.model_validate(base).years, origin)
     audit = _lookup(base, "audit.level") or "standard"
     if audit in ("off", False) and any(t.statistic == "median_policy_tenure" for t in targets):
         msg = (
@@ -280,6 +281,28 @@ def _load_targets(calibration: CalibrationConfig, folder: Path, origin: str) -> 
     except BehaviourError as err:
         msg = f"{origin}: targets: {err}"
         raise CalibrationError(msg) from None
+
+
+def _check_target_years(targets: list[Target], years: int, origin: str) -> None:
+    """A target must read at least one simulated year: past the run's end it scores NaN.
+
+    A ``years`` range may run past the end (the mean is over the years simulated); the year an
+    event statistic needs after its flood may not.
+    """
+    for target in targets:
+        last = None
+        if target.years is not None:
+            last = target.years[0]
+        elif target.flood_year is not None:
+            # The year after the flood (the jump) or `years_since` after it must be simulated.
+            after = target.years_since if target.statistic == "event_change_at" else 1
+            last = target.flood_year + (after or 0)
+        if last is not None and last > years:
+            msg = (
+                f"{origin}: targets: target {target.name!r} needs year {last}, but the base "
+                f"config runs {years} years"
+            )
+            raise CalibrationError(msg)
 
 
 def _base_config(calibration: CalibrationConfig, folder: Path, origin: str) -> dict[str, Any]:
