@@ -438,7 +438,13 @@ class SocialConfig(Section):
         description="moore / von_neumann: grid neighbours of each home's cell; small_world: a "
         "Watts-Strogatz network over households in grid order.",
     )
-    k: int = Field(6, ge=2, description="small_world: neighbours each household starts with.")
+    k: int = Field(
+        6,
+        ge=2,
+        multiple_of=2,
+        description="small_world: neighbours each household starts with, k/2 on each side of "
+        "it in grid order (so even); capped below the population size in tiny populations.",
+    )
     p: float = Field(0.1, ge=0, le=1, description="small_world: rewiring probability.")
     observe: bool = Field(True, description="Write neighbour-adaptation memories.")
 

@@ -100,6 +100,7 @@ CASES: tuple[Case, ...] = (
         "max_rate",
     ),
     run("zone_multiplier_negative.yaml", None, "insurance.zone_multiplier.AE", "-1.0"),
+    run("small_world_odd_k.yaml", None, "social.k", "multiple of 2", "5"),
     # ------------------------------------------------------------------- NaN and infinity
     run("insurance_rate_infinite.yaml", None, "insurance.rate_per_1000", "finite", "inf"),
     run("pmt_zone_asc_nan.yaml", None, "decision.pmt.insurance_zone_asc.X", "finite", "nan"),
