@@ -543,7 +543,7 @@ class AuditConfig(Section):
     sample: float | list[str] = Field(
         1.0,
         description="Households audited: a fraction in (0, 1] (chosen by a hash of seed and id, "
-        "stable across runs) or a list of agent ids.",
+        "stable across runs) or a list of agent ids, each of which must be a household's.",
     )
     gzip: bool = Field(False, description="Write streams as .jsonl.gz.")
     gzip_level: int = Field(
@@ -570,6 +570,9 @@ class AuditConfig(Section):
     def _sample(cls, value: float | list[str]) -> float | list[str]:
         if isinstance(value, float | int) and not 0.0 < value <= 1.0:
             msg = "must be a fraction in (0, 1] or a list of agent ids"
+            raise ValueError(msg)
+        if isinstance(value, list) and not value:  # to audit nobody, use level: off
+            msg = "an empty list of agent ids audits nobody (use audit.level: off)"
             raise ValueError(msg)
         return value
 

@@ -133,7 +133,8 @@ def build_model(config: RunConfig, base_dir: Path, origin: str = "config") -> Fl
 
     Raises:
         ConfigError: When the retrieval ``top_k`` exceeds what the registry's
-            ``retrieve_memory`` tool allows.
+            ``retrieve_memory`` tool allows, or ``audit.sample`` lists an id that is not a
+            household's.
         ValueError: Subclasses naming the file and key for registry, curve, hazard and
             household-table problems.
     """
@@ -150,6 +151,17 @@ def build_model(config: RunConfig, base_dir: Path, origin: str = "config") -> Fl
             f"(retrieve_memory in {config.registry})"
         )
         raise ConfigError(msg)
+    sample = config.audit.sample
+    if isinstance(sample, list):  # a misspelt id would silently leave its household unaudited
+        known = {household.state.agent_id for household in model.households}
+        unknown = [agent_id for agent_id in sample if agent_id not in known]
+        if unknown:
+            msg = (
+                f"{origin}: audit.sample: {unknown[0]!r} is not a household of this run "
+                f"({len(unknown)} of {len(sample)} listed ids are unknown; ids look like "
+                f"{model.households[0].state.agent_id!r})"
+            )
+            raise ConfigError(msg)
     return model
 
 

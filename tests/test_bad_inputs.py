@@ -88,6 +88,8 @@ CASES: tuple[Case, ...] = (
     run("owner_share_above_one.yaml", None, "households.owner_share", "1.5"),
     run("negative_hazard_scale.yaml", None, "hazard.scale", "-1"),
     run("audit_sample_above_one.yaml", None, "audit.sample", "(0, 1]", "got 2"),
+    run("audit_sample_empty.yaml", None, "audit.sample", "nobody"),
+    run("audit_sample_unknown_id.yaml", None, "audit.sample", "'H0007'", "not a household"),
     run("event_importance_above_one.yaml", None, "events.flood_major.importance", "1.2"),
     run("subsidy_bounds_swapped.yaml", None, ": government: ", "min_subsidy", "max_subsidy"),
     run("insurer_rate_bounds_swapped.yaml", None, ": insurer: ", "min_rate", "max_rate"),
