@@ -141,12 +141,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from simulation.config import load_config, read_yaml  # noqa: PLC0415
+    from simulation.config import ConfigError, load_config, read_yaml  # noqa: PLC0415
     from simulation.experiments import is_experiment, load_experiment, plan_runs  # noqa: PLC0415
     from simulation.runner import build_model  # noqa: PLC0415
 
     data = read_yaml(Path(args.config))
-    if {"parameters", "targets"} <= data.keys():  # a calibration file
+    calibration_file = {"parameters", "targets"} <= data.keys()
+    if args.set and (calibration_file or is_experiment(data)):
+        kind = "a calibration" if calibration_file else "an experiment"
+        msg = f"{args.config}: --set: applies to run configs; {kind} file has its own `set:`"
+        raise ConfigError(msg)
+    if calibration_file:
         from simulation.calibration.fit import load_calibration  # noqa: PLC0415
 
         calibration, _ = load_calibration(args.config)

@@ -35,6 +35,8 @@ from simulation.skills.templates import TemplateError, template_fields
 from simulation.yaml_errors import describe_yaml_error
 
 __all__ = [
+    "CALIBRATION_KEYS",
+    "EXPERIMENT_KEYS",
     "AdaptationConfig",
     "AuditConfig",
     "ConfigError",
@@ -52,7 +54,9 @@ __all__ = [
     "Section",
     "SocialConfig",
     "apply_overrides",
+    "check_file_kind",
     "describe_validation_error",
+    "file_kind",
     "load_config",
     "read_yaml",
     "rebase_paths",
@@ -644,6 +648,57 @@ class RunConfig(Section):
         return self.model_dump(mode="json")
 
 
+# ------------------------------------------------------------------------------- file kinds
+#: Top-level keys that make a YAML file an experiment rather than a run config.
+EXPERIMENT_KEYS = frozenset({"sweep", "replicates", "executor"})
+#: Top-level keys every calibration file has (it may have experiment keys too).
+CALIBRATION_KEYS = frozenset({"parameters", "targets"})
+# Keys only a run config has: experiment and calibration files have a name and a seed too.
+_RUN_KEYS = frozenset(RunConfig.model_fields) - {"name", "seed"}
+_COMMANDS = {
+    "run": "floodsim run",
+    "experiment": "floodsim batch",
+    "calibration": "floodsim calibrate",
+}
+_NOUNS = {
+    "run": "a run config",
+    "experiment": "an experiment file",
+    "calibration": "a calibration file",
+}
+
+
+def file_kind(data: dict[str, Any]) -> Literal["run", "experiment", "calibration"]:
+    """What a YAML mapping is, by its top-level keys: a run config unless it says otherwise."""
+    if data.keys() >= CALIBRATION_KEYS:
+        return "calibration"
+    if EXPERIMENT_KEYS & data.keys():
+        return "experiment"
+    return "run"
+
+
+def check_file_kind(
+    data: dict[str, Any], expected: Literal["run", "experiment", "calibration"], origin: str
+) -> None:
+    """Refuse a file meant for another command, saying which command it is for.
+
+    Without this, validating a run config as an experiment reports a dozen unknown keys.
+
+    Raises:
+        ConfigError: Naming the file, what it is and the command that runs it.
+    """
+    kind = file_kind(data)
+    if kind == expected:
+        return
+    what = _NOUNS[kind]
+    if kind == "run":
+        own = [key for key in data if key in _RUN_KEYS]
+        if not own:  # no telling: let the file's own validation name what is wrong
+            return
+        what += f" (it sets {own[0]})"
+    msg = f"{origin}: this is {what}, not {_NOUNS[expected]}; run it with {_COMMANDS[kind]}"
+    raise ConfigError(msg)
+
+
 # ---------------------------------------------------------------------------------- loading
 def read_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping safely.
@@ -793,7 +848,9 @@ def load_config(
     """
     path = Path(path)
     origin = str(path)
-    data = resolve_base(path.resolve(), read_yaml(path), (path.resolve(),))
+    data = read_yaml(path)
+    check_file_kind(data, "run", origin)
+    data = resolve_base(path.resolve(), data, (path.resolve(),))
     if overrides:
         data = apply_overrides(data, overrides, origin)
     if seed is not None:

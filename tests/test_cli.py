@@ -365,6 +365,37 @@ def test_bad_override_exits_2(capsys, tmp_path, args, key):
     assert list(tmp_path.iterdir()) == []
 
 
+EXPERIMENT = ROOT / "configs" / "experiments" / "decay_sweep.yaml"
+CALIBRATION = ROOT / "configs" / "calibration" / "baseline.yaml"
+
+
+@pytest.mark.parametrize(
+    ("command", "path", "what", "use"),
+    [
+        ("batch", DEFAULT, "a run config (it sets years)", "floodsim run"),
+        ("calibrate", DEFAULT, "a run config (it sets years)", "floodsim run"),
+        ("run", EXPERIMENT, "an experiment file", "floodsim batch"),
+        ("calibrate", EXPERIMENT, "an experiment file", "floodsim batch"),
+        ("run", CALIBRATION, "a calibration file", "floodsim calibrate"),
+        ("batch", CALIBRATION, "a calibration file", "floodsim calibrate"),
+    ],
+)
+def test_a_file_for_another_command_names_the_right_one(capsys, tmp_path, command, path, what, use):
+    code, out, err = call(capsys, command, path, "--out", tmp_path / "out")
+    line = assert_bad_input(code, out, err)
+    assert line.startswith(f"{ERROR_PREFIX}{path}: this is {what}, not ")
+    assert line.endswith(f"; run it with {use}")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("path", [EXPERIMENT, CALIBRATION])
+def test_validate_refuses_set_for_experiment_and_calibration_files(capsys, path):
+    # --set would be ignored there: their overrides live in the file's own `set:`.
+    code, out, err = call(capsys, "validate", path, "--set", "memory.decay_rate=2")
+    line = assert_bad_input(code, out, err)
+    assert line.startswith(f"{ERROR_PREFIX}{path}: --set: ")
+
+
 def test_missing_config_file_exits_2(capsys, tmp_path):
     missing = tmp_path / "no_such.yaml"
     code, out, err = call(capsys, "run", missing, "--out", tmp_path / "out")

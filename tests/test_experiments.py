@@ -188,6 +188,39 @@ def test_invalid_experiments_fail_before_running(tmp_path, capsys):
     assert "replicates" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("options", "key", "shown"),
+    [
+        (["--workers", "0"], "workers", "got 0"),
+        (["--workers", "-1"], "workers", "got -1"),
+        (["--executor", "dask", "--workers", "-1"], "workers", "got -1"),
+        (["--executor", "dask", "--address", "notanaddress"], "address", "missing port"),
+        (["--address", "tcp://127.0.0.1:8786"], "address", "kind dask"),
+    ],
+)
+def test_bad_executor_options_are_refused_before_anything_runs(
+    tmp_path, capsys, options, key, shown
+):
+    path = write_experiment(tmp_path)
+    code = main(["batch", str(path), "--out", str(tmp_path / "out"), "--quiet", *options])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1
+    assert f"executor as overridden: {key}:" in err
+    assert shown in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_another_executor_kind_drops_the_files_dask_address(tmp_path):
+    path = write_experiment(
+        tmp_path, "executor: {kind: dask, address: 'tcp://scheduler:8786'}\n", replicates=1
+    )
+    result = run_experiment(path, tmp_path / "out", executor="serial", progress=False)
+    assert result.failed == 0
+    executor = state(result.out_dir)["experiment"]["executor"]
+    assert executor == {"kind": "serial", "workers": 2, "address": None}
+
+
 @pytest.mark.parametrize("name", ["decay_sweep", "subsidy_sweep", "premium_policy"])
 def test_shipped_experiments_validate(name, capsys):
     assert main(["validate", str(EXPERIMENTS / f"{name}.yaml")]) == 0

@@ -83,6 +83,7 @@ from simulation.config import (
     ConfigError,
     RunConfig,
     apply_overrides,
+    check_file_kind,
     describe_validation_error,
     read_yaml,
     rebase_paths,
@@ -237,6 +238,7 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
     origin = str(path)
     try:
         data = read_yaml(path)
+        check_file_kind(data, "calibration", origin)
     except ConfigError as err:
         raise CalibrationError(str(err)) from None
     try:

@@ -28,7 +28,7 @@ import orjson
 import pandas as pd
 from tqdm import tqdm
 
-from simulation.experiments.design import load_experiment, plan_runs
+from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
 
 if TYPE_CHECKING:
@@ -98,10 +98,14 @@ def run_experiment(
         The output folder, the run records and the failure count.
 
     Raises:
-        ConfigError: For an invalid experiment file (before anything runs).
+        ConfigError: For an invalid experiment file or executor override (before anything
+            runs).
     """
     start = time.perf_counter()
     experiment, base, folder = load_experiment(path)
+    experiment = override_executor(
+        experiment, str(path), kind=executor, workers=workers, address=address
+    )
     planned = plan_runs(experiment, base, str(path))
     out = Path(out_dir) if out_dir is not None else Path("outputs") / experiment.name
     (out / "runs").mkdir(parents=True, exist_ok=True)
@@ -115,17 +119,15 @@ def run_experiment(
         old = previous.get(run.run_id)
         keep = old is not None and old.get("seed") == run.seed and _completed(old, out)
         records.append(old if keep else _record(run))
-    state = _state(experiment, executor, workers, address, records)
+    state = _state(experiment, records)
     _write_json(state_path, state)
 
     by_id = {r["run_id"]: r for r in records}
     todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
     skipped = len(planned) - len(todo)
     tasks = [RunTask(r.run_id, r.config, str(folder), str(out / "runs")) for r in todo]
-    kind = executor or experiment.executor.kind
-    pool = make_executor(
-        kind, workers or experiment.executor.workers, address or experiment.executor.address
-    )
+    settings = experiment.executor
+    pool = make_executor(settings.kind, settings.workers, settings.address)
     bar = tqdm(
         total=len(planned),
         initial=skipped,
@@ -170,21 +172,8 @@ def _record(run: PlannedRun) -> dict[str, Any]:
     }
 
 
-def _state(
-    experiment: ExperimentConfig,
-    executor: str | None,
-    workers: int | None,
-    address: str | None,
-    records: list[dict[str, Any]],
-) -> dict[str, Any]:
-    spec = experiment.model_dump(mode="json")
-    spec["executor"].update(
-        {
-            k: v
-            for k, v in {"kind": executor, "workers": workers, "address": address}.items()
-            if v is not None
-        }
-    )
+def _state(experiment: ExperimentConfig, records: list[dict[str, Any]]) -> dict[str, Any]:
+    spec = experiment.model_dump(mode="json")  # with the executor that ran, overrides applied
     return {"schema_version": 1, "experiment": spec, "runs": records, "wall_s": None}
 
 

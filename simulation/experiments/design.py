@@ -31,11 +31,14 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from simulation.config import (
+    EXPERIMENT_KEYS,
     ConfigError,
     RunConfig,
     Section,
     apply_overrides,
+    check_file_kind,
     describe_validation_error,
+    file_kind,
     read_yaml,
     rebase_paths,
     resolve_base,
@@ -50,12 +53,10 @@ __all__ = [
     "SweepConfig",
     "is_experiment",
     "load_experiment",
+    "override_executor",
     "plan_runs",
     "replicate_seeds",
 ]
-
-#: Top-level keys that make a YAML file an experiment rather than a run config.
-EXPERIMENT_KEYS = frozenset({"sweep", "replicates", "executor"})
 
 
 class SweepConfig(Section):
@@ -109,9 +110,25 @@ class ExecutorConfig(Section):
 
     @model_validator(mode="after")
     def _address_needs_dask(self) -> ExecutorConfig:
-        if self.address is not None and self.kind != "dask":
+        if self.address is None:
+            return self
+        if self.kind != "dask":
             msg = f"address: only used by kind dask (kind is {self.kind})"
             raise ValueError(msg)
+        try:  # Dask's own parser: the error would otherwise surface as a traceback at connect
+            from distributed.comm.addressing import (  # noqa: PLC0415 - optional extra
+                parse_address,
+                parse_host_port,
+            )
+        except ImportError:
+            return self  # the executor says that dask is missing
+        try:
+            scheme, location = parse_address(self.address)
+            if scheme in ("tcp", "tls"):
+                parse_host_port(location)
+        except ValueError as err:
+            msg = f"address: {err} (expected e.g. tcp://host:8786)"
+            raise ValueError(msg) from None
         return self
 
 
@@ -150,6 +167,41 @@ class ExperimentConfig(Section):
         return [*self.sweep.grid, *self.sweep.lhs]
 
 
+def override_executor(
+    experiment: ExperimentConfig,
+    origin: str,
+    *,
+    kind: str | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+) -> ExperimentConfig:
+    """The experiment with its executor overridden (command-line options), validated like the file.
+
+    Choosing another kind than dask drops the file's scheduler address, which belongs to its
+    dask executor.
+
+    Raises:
+        ConfigError: Naming the overridden key and the problem.
+    """
+    given = {
+        key: value
+        for key, value in {"kind": kind, "workers": workers, "address": address}.items()
+        if value is not None
+    }
+    if not given:
+        return experiment
+    data = experiment.executor.model_dump()
+    if given.get("kind", "dask") != "dask" and "address" not in given:
+        data["address"] = None
+    data.update(given)
+    try:
+        executor = ExecutorConfig.model_validate(data)
+    except ValidationError as err:
+        where = f"{origin}: executor as overridden"
+        raise ConfigError(describe_validation_error(err, where)) from None
+    return experiment.model_copy(update={"executor": executor})
+
+
 @dataclass(frozen=True, slots=True)
 class PlannedRun:
     """One run of an experiment.
@@ -173,7 +225,7 @@ class PlannedRun:
 
 def is_experiment(data: dict[str, Any]) -> bool:
     """Whether a YAML mapping is an experiment file (rather than a run config)."""
-    return bool(EXPERIMENT_KEYS & data.keys())
+    return file_kind(data) == "experiment"
 
 
 def replicate_seeds(root: int, replicates: int) -> list[int]:
@@ -217,6 +269,7 @@ def load_experiment(path: str | Path) -> tuple[ExperimentConfig, dict[str, Any],
     path = Path(path)
     origin = str(path)
     data = read_yaml(path)
+    check_file_kind(data, "experiment", origin)
     try:
         experiment = ExperimentConfig.model_validate(data)
     except ValidationError as err:
