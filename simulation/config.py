@@ -55,6 +55,7 @@ __all__ = [
     "SocialConfig",
     "apply_overrides",
     "check_file_kind",
+    "create_output_folder",
     "describe_validation_error",
     "file_kind",
     "load_config",
@@ -697,6 +698,21 @@ def check_file_kind(
         what += f" (it sets {own[0]})"
     msg = f"{origin}: this is {what}, not {_NOUNS[expected]}; run it with {_COMMANDS[kind]}"
     raise ConfigError(msg)
+
+
+def create_output_folder(folder: Path) -> None:
+    """Create an output folder and its parents (``--out``); one that cannot exist is bad input.
+
+    Called once the config is valid, so a bad config leaves no folder behind.
+
+    Raises:
+        ConfigError: Naming the folder and why it cannot be created.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        msg = f"{folder}: cannot create the output folder: {err.strerror or err}"
+        raise ConfigError(msg) from None
 
 
 # ---------------------------------------------------------------------------------- loading

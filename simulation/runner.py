@@ -41,7 +41,7 @@ from simulation.checkpoint import (
     write_checkpoint,
 )
 from simulation.collector import tuned_collector
-from simulation.config import ConfigError, load_config
+from simulation.config import ConfigError, create_output_folder, load_config
 from simulation.model import FloodAdaptationModel
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def run_simulation(
     resolved = resolve_for_run_dir(config, base_dir)
     digest = config_hash(resolved)
     run_id = run_id or f"{config.name}-s{config.seed}-{digest[:8]}"
-    out_root.mkdir(parents=True, exist_ok=True)
+    create_output_folder(out_root)
     run_dir = out_root / run_id
     if run_dir.exists():
         shutil.rmtree(run_dir)

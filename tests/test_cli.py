@@ -396,6 +396,17 @@ def test_validate_refuses_set_for_experiment_and_calibration_files(capsys, path)
     assert line.startswith(f"{ERROR_PREFIX}{path}: --set: ")
 
 
+@pytest.mark.parametrize(("command", "path"), [("run", DEFAULT), ("batch", EXPERIMENT)])
+def test_an_output_folder_that_cannot_exist_exits_2(capsys, tmp_path, command, path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    out = blocker / "out"
+    code, output, err = call(capsys, command, path, "--out", out, "--quiet")
+    line = assert_bad_input(code, output, err)
+    assert f"{out}" in line
+    assert "cannot create the output folder" in line
+
+
 def test_missing_config_file_exits_2(capsys, tmp_path):
     missing = tmp_path / "no_such.yaml"
     code, out, err = call(capsys, "run", missing, "--out", tmp_path / "out")

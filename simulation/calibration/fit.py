@@ -84,6 +84,7 @@ from simulation.config import (
     RunConfig,
     apply_overrides,
     check_file_kind,
+    create_output_folder,
     describe_validation_error,
     read_yaml,
     rebase_paths,
@@ -617,7 +618,10 @@ def calibrate(
     out = (
         Path(out_dir) if out_dir is not None else Path("outputs") / "calibration" / calibration.name
     )
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        create_output_folder(out)
+    except ConfigError as err:
+        raise CalibrationError(str(err)) from None
     # Stale evaluation folders of an earlier calibration into the same folder would mislead.
     shutil.rmtree(out / "evaluations", ignore_errors=True)
 

@@ -28,6 +28,7 @@ import orjson
 import pandas as pd
 from tqdm import tqdm
 
+from simulation.config import create_output_folder
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
 
@@ -108,7 +109,7 @@ def run_experiment(
     )
     planned = plan_runs(experiment, base, str(path))
     out = Path(out_dir) if out_dir is not None else Path("outputs") / experiment.name
-    (out / "runs").mkdir(parents=True, exist_ok=True)
+    create_output_folder(out / "runs")
     state_path = out / "experiment.json"
 
     previous: dict[str, dict[str, Any]] = {}
