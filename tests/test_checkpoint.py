@@ -156,8 +156,9 @@ def test_unwritable_output_folder_is_a_clear_error(tmp_path, capsys):
         ]
     )
     err = capsys.readouterr().err
-    assert code == 1
+    assert code == 2  # a path that cannot be a folder is bad input, like a bad config key
     assert str(blocker) in err
+    assert "cannot create the output folder" in err
     assert "Traceback" not in err
 
 

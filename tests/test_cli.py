@@ -396,12 +396,12 @@ def test_validate_refuses_set_for_experiment_and_calibration_files(capsys, path)
     assert line.startswith(f"{ERROR_PREFIX}{path}: --set: ")
 
 
-@pytest.mark.parametrize(("command", "path"), [("run", DEFAULT), ("batch", EXPERIMENT)])
-def test_an_output_folder_that_cannot_exist_exits_2(capsys, tmp_path, command, path):
+def test_a_batch_output_folder_that_cannot_exist_exits_2(capsys, tmp_path):
+    # test_checkpoint covers `run`; a batch checks its folder once every run is planned.
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder", encoding="utf-8")
     out = blocker / "out"
-    code, output, err = call(capsys, command, path, "--out", out, "--quiet")
+    code, output, err = call(capsys, "batch", EXPERIMENT, "--out", out, "--quiet")
     line = assert_bad_input(code, output, err)
     assert f"{out}" in line
     assert "cannot create the output folder" in line
