@@ -167,7 +167,8 @@ def _validate(args: argparse.Namespace) -> int:
         points = len(runs) // experiment.replicates
         print(
             f"{args.config}: ok (experiment {experiment.name}: {len(runs)} runs = {points} "
-            f"design points x {experiment.replicates} replicates, "
+            f"design point{'s' if points != 1 else ''} x {experiment.replicates} replicate"
+            f"{'s' if experiment.replicates != 1 else ''}, "
             f"executor {experiment.executor.kind})"
         )
         return 0
@@ -263,9 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
 
     validate = commands.add_parser(
-        "validate", help="check a run config or experiment file without running it"
+        "validate", help="check a run config, experiment or calibration file without running it"
     )
-    validate.add_argument("config", help="run config or experiment file (YAML)")
+    validate.add_argument("config", help="run config, experiment or calibration file (YAML)")
     validate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     validate.set_defaults(func=_validate)
 

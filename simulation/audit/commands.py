@@ -425,7 +425,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "memory", help="rebuild one household's memory at the end of a year"
     )
     memory.add_argument("run_dir", help="run directory (audit level standard or full)")
-    memory.add_argument("--agent", required=True, help="household id, e.g. H0007")
+    memory.add_argument("--agent", required=True, help="household id, e.g. H00007")
     memory.add_argument("--year", required=True, type=int, help="year (0: pre-seeded memory)")
     memory.set_defaults(func=_memory)
 

@@ -264,7 +264,7 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
 
     Args:
         run_dir: The run directory.
-        agent_id: The household, e.g. ``"H0007"``.
+        agent_id: The household, e.g. ``"H00007"``.
         year: The year at whose end to take the memory (0 to the run's last year).
 
     Returns:

@@ -119,7 +119,7 @@ class KeywordRelevance:
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns texts into dense vectors (e.g. a sentence-transformers model)."""
+    """Turns texts into dense vectors (e.g. a sentence-transformers model's ``encode``)."""
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         """Return an array of shape ``(len(texts), dim)``."""
