@@ -136,8 +136,29 @@ def _run(args: argparse.Namespace) -> int:
             f"{config.years} years, seed {config.seed}"
         )
         print(_summary(result.metrics))
+    warning = _fallback_warning(result.metrics, result.model.registry.default_skill)
+    if warning:
+        print(warning, file=sys.stderr)
     print(result.run_dir)
     return 0
+
+
+def _fallback_warning(metrics: pd.DataFrame, default_skill: str) -> str:
+    """A warning when decisions fell back to the default skill ('' when none did).
+
+    A language model that cannot be reached, or whose replies never validate, still gives a
+    complete run: every decision falls back. The run's files record each failure, but a run
+    in which most households could not decide should not look like a normal one.
+    """
+    fallbacks = int(metrics["invalid_proposals"].sum())
+    if not fallbacks:
+        return ""
+    decisions = int(metrics[[c for c in metrics.columns if c.startswith("decisions_")]].sum().sum())
+    return (
+        f"floodsim: warning: {fallbacks:,} of {decisions:,} decisions "
+        f"({fallbacks / max(decisions, 1):.0%}) fell back to {default_skill}: invalid "
+        "proposals or failed language-model calls (see the traces' validation and llm_calls)"
+    )
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -915,11 +915,29 @@ def test_llm_share_zero_is_the_pmt_run(tmp_path: Path) -> None:
 
 
 def test_llm_households_scenario_validates(capsys: pytest.CaptureFixture[str]) -> None:
-    if not SCENARIO.exists():
-        pytest.skip(f"{SCENARIO.relative_to(ROOT)} not written yet (the integrator adds it)")
     assert main(["validate", str(SCENARIO)]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "decisions llm" in out
+
+
+def test_a_run_whose_every_llm_call_fails_warns_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The run completes (each decision falls back to do_nothing), but it must not look normal.
+    with FakeOpenAIServer(faults=lambda index, body: 400) as server:
+        code = main(
+            [
+                "run",
+                str(SCENARIO),
+                *("--set", "households.count=5", "--set", "years=2"),
+                *("--set", f"decision.llm.base_url={server.base_url}"),
+                *("--set", f"decision.llm.cache={tmp_path / 'cache.sqlite'}"),
+                *("--out", str(tmp_path / "out"), "--quiet"),
+            ]
+        )
+    err = capsys.readouterr().err
+    assert code == 0
+    assert "warning: 10 of 10 decisions (100%) fell back to do_nothing" in err
 
 
 # -- replay of a recorded run whose endpoint failed ------------------------------------------
