@@ -353,6 +353,14 @@ def test_levels_without_memory_streams_are_refused(tmp_path: Path, level: str) -
         rebuild_memory(run, "H1", 1)
 
 
+def test_summarize_says_an_unaudited_run_has_nothing_to_check(tmp_path: Path) -> None:
+    summary = summarize_run(make_run(tmp_path, level="off"))
+    assert summary.ok
+    text = summary.format()
+    assert "audit level off: the run wrote no audit streams" in text
+    assert "sample" not in text  # an unaudited run has no sample to report
+
+
 def test_missing_memory_updates_is_refused(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     (run / "memory_updates.jsonl").unlink()
@@ -582,6 +590,15 @@ def test_summarize_a_minimal_run(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_summarize_a_missing_run_dir(tmp_path: Path) -> None:
     with pytest.raises(AuditReadError, match="not a run directory"):
         summarize_run(tmp_path / "nope")
+
+
+def test_a_folder_that_is_no_run_is_named_so(tmp_path: Path) -> None:
+    # e.g. the folder that holds run directories, given instead of one of them
+    (tmp_path / "default-s42-1a2b3c4d").mkdir()
+    with pytest.raises(AuditReadError, match="not a run directory"):
+        summarize_run(tmp_path)
+    with pytest.raises(AuditReadError, match="not a run directory"):
+        rebuild_memory(tmp_path, "H00001", 1)
 
 
 # --------------------------------------------------------------------------- real runs

@@ -98,13 +98,16 @@ class AuditSummary:
         """The printable summary: a header, a table of streams, one line per check."""
         audit = self.audit
         gzip = "on" if audit.get("gzip") else "off"
-        lines = [
-            f"Audit trail of {self.run_dir}",
-            (
-                f"run {self.run_id or '?'}, audit level {audit.get('level', '?')}, "
-                f"gzip {gzip}, sample {audit.get('sample', '?')}"
-            ),
-            "",
+        head = f"run {self.run_id or '?'}, audit level {audit.get('level', '?')}"
+        if audit.get("level") != "off":
+            head += f", gzip {gzip}, sample {audit.get('sample', '?')}"
+        lines = [f"Audit trail of {self.run_dir}", head, ""]
+        if audit.get("level") == "off":
+            lines.append(
+                "audit level off: the run wrote no audit streams, so there is nothing to check"
+            )
+            return "\n".join(lines)
+        lines += [
             f"{'stream':<18} {'lines':>9}  {'years':<9} {'households':>10}  {'skipped':>7}",
         ]
         for name in STREAMS:
@@ -354,7 +357,7 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
       is written by ``memory_updates`` or is a reflection.
 
     Raises:
-        AuditReadError: If ``run_dir`` is not a folder.
+        AuditReadError: If ``run_dir`` is not a folder, or holds neither a manifest nor streams.
     """
     folder = Path(run_dir)
     if not folder.is_dir():
@@ -380,6 +383,9 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
         if path is not None:
             streams[name] = _scan_stream(path, name, scan)
 
+    if not manifest and all(stats.file is None for stats in streams.values()):
+        msg = f"{folder}: not a run directory (no manifest.json and no audit streams)"
+        raise AuditReadError(msg)
     counts = manifest.get("counts") if isinstance(manifest.get("counts"), dict) else {}
     final_year = counts.get("years")
     if not isinstance(final_year, int):

@@ -166,6 +166,9 @@ def stream_path(run_dir: StrPath, name: str) -> Path | None:
 def _require_stream(run_dir: StrPath, name: str) -> Path:
     path = stream_path(run_dir, name)
     if path is None:
+        if not (Path(run_dir) / "manifest.json").is_file():
+            msg = f"{run_dir}: not a run directory (no manifest.json and no {name} stream)"
+            raise AuditReadError(msg)
         level = _audit_level(Path(run_dir))
         why = f" (audit level {level!r} does not write it)" if level else ""
         msg = f"{run_dir}: no {name}.jsonl or {name}.jsonl.gz{why}"

@@ -246,6 +246,9 @@ def _check_level(run_dir: Path) -> tuple[dict[str, Any] | None, Path]:
         )
         raise AuditReadError(msg)
     updates = stream_path(run_dir, "memory_updates")
+    if updates is None and manifest is None:
+        msg = f"{run_dir}: not a run directory (no manifest.json and no audit streams)"
+        raise AuditReadError(msg)
     if updates is None:
         msg = (
             f"{run_dir}: no memory_updates.jsonl (or .jsonl.gz); rebuilding a memory needs a run "
