@@ -202,6 +202,17 @@ def test_command_passes_and_fails(run_dir, tmp_path):
     assert args.func(args) == 1
 
 
+def test_command_explains_a_target_without_a_value(run_dir, tmp_path, capsys):
+    # The run has 20 years: a mean over years 25-30 has nothing to average.
+    beyond = write_targets(tmp_path, [{**GOOD, "years": [25, 30]}])
+    args = parse(
+        ["check-behaviour", str(run_dir), "--targets", str(beyond), "--out", str(tmp_path)]
+    )
+    assert args.func(args) == 1
+    printed = capsys.readouterr().out
+    assert "-: the statistic has no value in these runs" in printed
+
+
 def test_command_bad_targets_raise(run_dir, tmp_path):
     bad = write_targets(tmp_path, [{**GOOD, "tolerance": -1}])
     args = parse(["check-behaviour", str(run_dir), "--targets", str(bad)])

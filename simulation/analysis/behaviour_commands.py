@@ -58,6 +58,11 @@ def _check_behaviour(args: argparse.Namespace) -> int:
     table.to_csv(out / "behaviour.csv", index=False)
     plot_behaviour(table).savefig(out / "behaviour.png", dpi=120)
     print(format_table(table))
+    if table["value"].isna().any():
+        print(
+            "-: the statistic has no value in these runs (no post-flood jump to recover from, "
+            "no completed insured spell, or no simulated year in its range), so the target fails"
+        )
     failed = int((~table["passed"]).sum())
     print(
         f"{len(table) - failed} of {len(table)} targets pass "
