@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     Field,
+    HttpUrl,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -63,6 +65,9 @@ __all__ = [
     "rebase_paths",
     "resolve_base",
 ]
+
+
+_HTTP_URL = TypeAdapter(HttpUrl)
 
 
 class ConfigError(ValueError):
@@ -506,10 +511,13 @@ class LLMConfig(Section):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        scheme, _, rest = value.partition("://")
-        if scheme not in ("http", "https") or not rest or any(c.isspace() for c in value):
+        # Checked with pydantic's URL parser but kept as written: HttpUrl would normalise it
+        # (a trailing slash on a bare host), which would change the config's hash.
+        try:
+            _HTTP_URL.validate_python(value)
+        except ValidationError:
             msg = "must be an http:// or https:// URL, e.g. http://localhost:11434/v1"
-            raise ValueError(msg)
+            raise ValueError(msg) from None
         return value
 
 
