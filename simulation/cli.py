@@ -162,17 +162,15 @@ def _fallback_warning(metrics: pd.DataFrame, default_skill: str) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from simulation.config import ConfigError, load_config, read_yaml  # noqa: PLC0415
-    from simulation.experiments import is_experiment, load_experiment, plan_runs  # noqa: PLC0415
+    from simulation.config import ConfigError, file_kind, load_config, read_yaml  # noqa: PLC0415
+    from simulation.experiments import load_experiment, plan_runs  # noqa: PLC0415
     from simulation.runner import build_model  # noqa: PLC0415
 
-    data = read_yaml(Path(args.config))
-    calibration_file = {"parameters", "targets"} <= data.keys()
-    if args.set and (calibration_file or is_experiment(data)):
-        kind = "a calibration" if calibration_file else "an experiment"
-        msg = f"{args.config}: --set: applies to run configs; {kind} file has its own `set:`"
+    kind = file_kind(read_yaml(Path(args.config)))
+    if args.set and kind != "run":
+        msg = f"{args.config}: --set: applies to run configs; {kind} files have their own `set:`"
         raise ConfigError(msg)
-    if calibration_file:
+    if kind == "calibration":
         from simulation.calibration.fit import load_calibration  # noqa: PLC0415
 
         calibration, _ = load_calibration(args.config)
@@ -182,7 +180,7 @@ def _validate(args: argparse.Namespace) -> int:
             f"at most {calibration.max_evaluations} evaluations)"
         )
         return 0
-    if is_experiment(data):
+    if kind == "experiment":
         experiment, base, _ = load_experiment(args.config)
         runs = plan_runs(experiment, base, args.config)
         points = len(runs) // experiment.replicates
