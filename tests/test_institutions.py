@@ -55,9 +55,42 @@ def test_insurer_tolerance_and_bounds():
     assert insurer.review(100.0, 90.0) is None  # loss ratio 0.9: within 25% of 0.8
     assert insurer.review(100.0, 0.0) == (4.0, 3.5)  # -18% would be 3.28: floored at min_rate
     assert insurer.review(0.0, 50.0) is None  # no premiums, no ratio
-    assert InsurerConfig(enabled=False).enabled is False
     disabled = Insurer(mesa.Model(seed=1), InsurerConfig(enabled=False, window=1), rate=4.0)
     assert disabled.review(100.0, 1_000.0) is None
+
+
+def test_insurer_judges_only_the_last_window_years():
+    insurer = Insurer(mesa.Model(seed=1), InsurerConfig(window=2), rate=4.0)
+    assert insurer.review(100.0, 1_000.0) is None  # window not yet full
+    assert insurer.review(100.0, 80.0) == (4.0, pytest.approx(4.72))  # ratio 5.4: +18%
+    # The year of heavy claims has left the window: 160 / 200 = 0.8, on target.
+    assert insurer.review(100.0, 80.0) is None
+
+
+def test_insurer_rate_is_capped_at_max_rate_and_skips_changes_below_a_cent():
+    capped = Insurer(mesa.Model(seed=1), InsurerConfig(window=1, max_rate=12.0), rate=11.0)
+    assert capped.review(100.0, 500.0) == (11.0, 12.0)  # +18% would be 12.98
+    assert capped.review(100.0, 500.0) is None  # at the cap
+    assert capped.rate == 12.0
+    config = InsurerConfig(window=1, min_rate=2.0, tolerance=0.0)
+    tiny = Insurer(mesa.Model(seed=1), config, rate=2.004)
+    assert tiny.review(100.0, 0.0) is None  # floored at 2.0: a change below a cent per $1,000
+    assert tiny.rate == 2.004
+
+
+def test_a_heavy_loss_year_restarts_the_count_of_quiet_years():
+    config = GovernmentConfig(initial_subsidy=0.5, max_subsidy=0.95, relax_after=2)
+    gov = Government(mesa.Model(seed=1), config)
+    assert gov.review(0.0) is None  # quiet year 1
+    assert gov.review(5_000.0) == (0.5, 0.55)  # heavy: raised, and the quiet count restarts
+    assert gov.review(0.0) is None  # quiet year 1 again
+    assert gov.review(0.0) == (0.55, 0.5)  # quiet year 2: relaxed
+
+
+def test_without_relax_after_the_subsidy_never_relaxes():
+    gov = Government(mesa.Model(seed=1), GovernmentConfig(relax_after=None))
+    assert [gov.review(0.0) for _ in range(30)] == [None] * 30
+    assert gov.subsidy_share == 0.5
 
 
 def test_insurer_config_rejects_inverted_bounds():
