@@ -98,11 +98,12 @@ class AuditSummary:
         """The printable summary: a header, a table of streams, one line per check."""
         audit = self.audit
         gzip = "on" if audit.get("gzip") else "off"
+        unaudited = audit.get("level") == "off"
         head = f"run {self.run_id or '?'}, audit level {audit.get('level', '?')}"
-        if audit.get("level") != "off":
+        if not unaudited:
             head += f", gzip {gzip}, sample {audit.get('sample', '?')}"
         lines = [f"Audit trail of {self.run_dir}", head, ""]
-        if audit.get("level") == "off":
+        if unaudited:
             lines.append(
                 "audit level off: the run wrote no audit streams, so there is nothing to check"
             )

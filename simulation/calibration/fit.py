@@ -260,12 +260,12 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
     if clash:
         msg = f"{origin}: targets: target name {clash[0]!r} clashes with an evaluations column"
         raise CalibrationError(msg)
-    base = _base_config(calibration, folder, origin)
+    base, base_config = _base_config(calibration, folder, origin)
     for key, spec in calibration.parameters.items():
         _check_parameter(base, key, spec, origin)
-    _check_target_years(targets, RunConfig.model_validate(base).years, origin)
-    audit = _lookup(base, "audit.level") or "standard"
-    if audit in ("off", False) and any(t.statistic == "median_policy_tenure" for t in targets):
+    _check_target_years(targets, base_config.years, origin)
+    tenure = any(t.statistic == "median_policy_tenure" for t in targets)
+    if base_config.audit.level == "off" and tenure:
         msg = (
             f"{origin}: set: audit.level is off, but target median_policy_tenure needs the "
             "household_traces stream (use audit.level: minimal)"
@@ -308,8 +308,10 @@ def _check_target_years(targets: list[Target], years: int, origin: str) -> None:
             raise CalibrationError(msg)
 
 
-def _base_config(calibration: CalibrationConfig, folder: Path, origin: str) -> dict[str, Any]:
-    """The base run config as plain data with ``set`` applied (validated)."""
+def _base_config(
+    calibration: CalibrationConfig, folder: Path, origin: str
+) -> tuple[dict[str, Any], RunConfig]:
+    """The base run config with ``set`` applied: as plain data, and validated."""
     base_path = (folder / calibration.base).resolve()
     if not base_path.is_file():
         msg = f"{origin}: base: {base_path}: file not found"
@@ -322,12 +324,12 @@ def _base_config(calibration: CalibrationConfig, folder: Path, origin: str) -> d
     except ConfigError as err:
         raise CalibrationError(str(err)) from None
     try:
-        RunConfig.model_validate(base)
+        config = RunConfig.model_validate(base)
     except ValidationError as err:
         detail = describe_validation_error(err, origin).removeprefix(f"{origin}: ")
         msg = f"{origin}: set: the base config with these overrides is invalid ({detail})"
         raise CalibrationError(msg) from None
-    return base
+    return base, config
 
 
 # ------------------------------------------------------------------------------ objective
