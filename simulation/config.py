@@ -524,10 +524,17 @@ class LLMConfig(Section):
 class DecisionConfig(Section):
     """How households decide (``decision:``)."""
 
-    policy: Literal["pmt", "llm"] = Field(
+    policy: Literal["pmt", "llm", "scripted"] = Field(
         "pmt",
         description="pmt: Protection Motivation Theory; llm: a language model decides for a "
-        "share `llm_share` of households and PMT for the rest.",
+        "share `llm_share` of households and PMT for the rest; scripted: every decision is "
+        "read from the table `script` (for tests and replaying observed behaviour).",
+    )
+    script: str | None = Field(
+        None,
+        min_length=1,
+        description="policy scripted: CSV with columns agent_id, year, skill_id (relative to the "
+        "config file); a household-year without a row proposes the registry's default skill.",
     )
     llm_share: float = Field(
         1.0,
@@ -537,6 +544,16 @@ class DecisionConfig(Section):
     )
     pmt: PMTConfig = Field(default_factory=PMTConfig, description="PMT coefficients.")
     llm: LLMConfig = Field(default_factory=LLMConfig, description="Language-model settings.")
+
+    @model_validator(mode="after")
+    def _script_for_scripted(self) -> DecisionConfig:
+        if self.policy == "scripted" and self.script is None:
+            msg = "script: required by policy scripted (a CSV of agent_id, year, skill_id)"
+            raise ValueError(msg)
+        if self.policy != "scripted" and self.script is not None:
+            msg = f"script: only read by policy scripted (policy is {self.policy})"
+            raise ValueError(msg)
+        return self
 
 
 class AuditConfig(Section):
@@ -797,6 +814,9 @@ def rebase_paths(data: dict[str, Any], folder: Path) -> None:
         curves = damage["curves"]
         if curves.endswith((".yaml", ".yml")) or "/" in curves:  # a file, not a shipped name
             damage["curves"] = absolute(curves)
+    decision = data.get("decision")
+    if isinstance(decision, dict) and decision.get("script"):
+        decision["script"] = absolute(decision["script"])
     hazard = data.get("hazard")
     if isinstance(hazard, dict) and isinstance(hazard.get("rasters"), dict):
         hazard["rasters"] = {year: absolute(p) for year, p in hazard["rasters"].items()}

@@ -38,10 +38,12 @@ from mesa.discrete_space import (
 
 from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import PopulationError, build_population
+from simulation.agents.state import STATE_FIELDS
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError
 from simulation.decisions.llm import LLMConfigError, LLMPolicy, LLMRequest
 from simulation.decisions.pmt import PMTPolicy
+from simulation.decisions.scripted import ScriptedPolicy, ScriptError, load_script
 from simulation.hazard import HazardError, Sites, compute_damage, load_curves
 from simulation.memory import CognitiveMemory
 from simulation.skills import RegistryError, SkillRegistry, Validation
@@ -256,7 +258,6 @@ class FloodAdaptationModel(mesa.Model):
             self.hazard = config.hazard.build(base_dir)
         except HazardError as err:
             raise ConfigError(f"{origin}: hazard: {err}") from None
-        self.policy = PMTPolicy(config.decision.pmt)
         self.llm: LLMPolicy | None = None
         if config.decision.policy == "llm":
             try:
@@ -283,6 +284,7 @@ class FloodAdaptationModel(mesa.Model):
             for state in population.states
         ]
         self._place(population.grid_shape, population.cells)
+        self.policy = _decision_policy(config, base_dir, origin, self.registry, population)
         if self.llm is not None:
             draws = self.assignment_rng.random(len(self.households))
             for household, draw in zip(self.households, draws, strict=True):
@@ -400,7 +402,13 @@ class FloodAdaptationModel(mesa.Model):
         if audit is not None:
             audit.begin_year(year)
         self._texts.clear()
-        active = [h for h in self.households if h.active]
+        active: list[HouseholdAgent] = []
+        departed: list[HouseholdAgent] = []  # moved away last year: seen leaving this year only
+        for household in self.households:
+            if household.active:
+                active.append(household)
+            elif household.adopted_last_year is not None:
+                departed.append(household)
         stats = dict.fromkeys(METRIC_COLUMNS, 0.0)
         stats["year"] = year
         self.year_stats = stats
@@ -409,6 +417,8 @@ class FloodAdaptationModel(mesa.Model):
         claims_paid = self._claims_and_event_memories(year, active, depths, damage_s, damage_c)
         self._institutions(year, active, float(np.sum(damage_s + damage_c)), claims_paid)
         self._observe_neighbours(year, active)
+        for household in departed:  # their neighbours have seen them go; now they are gone
+            household.adopted_last_year = None
 
         self._tps = []
         self.premiums_collected = 0.0
@@ -553,17 +563,21 @@ class FloodAdaptationModel(mesa.Model):
             if not neighbors:
                 continue
             counts: dict[str, int] = {}
+            total = 0  # neighbours still here, or who left last year (earlier leavers are gone)
             for neighbor in neighbors:
                 adopted = neighbor.adopted_last_year
                 if adopted is not None:
                     counts[adopted] = counts.get(adopted, 0) + 1
+                    total += 1
+                elif not neighbor.state.relocated:
+                    total += 1
             for adopted, count in counts.items():
                 content = render(
                     event.template,
                     {
                         "year": year,
                         "count": count,
-                        "total": len(neighbors),
+                        "total": total,
                         "action": _ADOPTION_PHRASES[adopted],
                     },
                 )
@@ -871,6 +885,16 @@ def _load_registry(path: Path, origin: str) -> SkillRegistry:
             f"and execute (it knows {', '.join(_DECISION_STATS)})"
         )
         raise ConfigError(msg)
+    for skill_id in registry.skill_ids:
+        supplied = _template_context(skill_id)
+        for name in registry.template_fields(skill_id):
+            if name not in supplied and name not in STATE_FIELDS:
+                msg = (
+                    f"{origin}: registry: {path}: skill {skill_id!r}: memory.template: "
+                    f"{{{name}}} has no value when this skill runs (it gets "
+                    f"{', '.join(sorted(supplied))} and the household's state fields)"
+                )
+                raise ConfigError(msg)
     if "retrieve_memory" not in registry.memory_tools:
         msg = (
             f"{origin}: registry: {path}: memory_tools: a retrieve_memory tool is required "
@@ -878,6 +902,45 @@ def _load_registry(path: Path, origin: str) -> SkillRegistry:
         )
         raise ConfigError(msg)
     return registry
+
+
+def _decision_policy(
+    config: RunConfig,
+    base_dir: Path,
+    origin: str,
+    registry: SkillRegistry,
+    population: Population,
+) -> PMTPolicy | ScriptedPolicy:
+    """The policy of every household a language model does not decide for.
+
+    Raises:
+        ConfigError: For a decision table that cannot be used or names unknown households.
+    """
+    decision = config.decision
+    if decision.script is None:
+        return PMTPolicy(decision.pmt)
+    try:
+        decisions = load_script(base_dir / decision.script, registry.skill_ids)
+    except ScriptError as err:
+        raise ConfigError(f"{origin}: decision.script: {err}") from None
+    policy = ScriptedPolicy(decisions, registry.default_skill)
+    unknown = sorted(policy.agent_ids - {state.agent_id for state in population.states})
+    if unknown:
+        msg = (
+            f"{origin}: decision.script: {unknown[0]!r} is not a household of this run "
+            f"({len(unknown)} unknown ids in {decision.script})"
+        )
+        raise ConfigError(msg)
+    return policy
+
+
+def _template_context(skill_id: str) -> frozenset[str]:
+    """The values ``_execute`` gives ``skill_id``'s memory template besides the state fields."""
+    if skill_id in _INSURANCE_SKILLS:
+        return frozenset({"year", "cost", "premium"})
+    if skill_id == "elevate_house":
+        return frozenset({"year", "cost", "subsidy_share"})
+    return frozenset({"year", "cost"})
 
 
 def _offers(options: list[Option], skill_id: str) -> bool:

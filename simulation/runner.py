@@ -103,6 +103,10 @@ def resolve_for_run_dir(config: RunConfig, base_dir: Path) -> RunConfig:
         }
     )
     decision = config.decision
+    if decision.script is not None:
+        decision = decision.model_copy(
+            update={"script": str((base_dir / decision.script).resolve())}
+        )
     if decision.policy == "llm":  # pmt runs keep location-independent configs (and hashes)
         llm = decision.llm
         llm = llm.model_copy(

@@ -125,6 +125,22 @@ CASES: tuple[Case, ...] = (
     run("gumbel_with_lognormal_parameters.yaml", None, "hazard.mean", "lognormal", "gumbel"),
     run("scripted_event_year_zero.yaml", None, "hazard.events.0", "greater than or equal to 1"),
     run("llm_base_url_not_a_url.yaml", None, "decision.llm.base_url", "localhost:11434/v1"),
+    # ------------------------------------------------------------------- scripted decisions
+    run("scripted_without_script.yaml", None, "decision", "script", "required"),
+    run(
+        "script_unknown_skill.yaml",
+        "files/decisions_unknown_skill.csv",
+        "decision.script",
+        "row 3",
+        "sandbags",
+    ),
+    run(
+        "script_unknown_household.yaml",
+        None,
+        "decision.script",
+        "H99999",
+        "not a household",
+    ),
     # ----------------------------------------------------------------------- hazard settings
     run(
         "lognormal_without_parameters.yaml",
@@ -222,6 +238,14 @@ CASES: tuple[Case, ...] = (
         "files/registry_without_retrieve_tool.yaml",
         ": registry: ",
         "retrieve_memory",
+    ),
+    run(
+        "registry_placeholder_without_value.yaml",
+        "files/registry_placeholder_without_value.yaml",
+        ": registry: ",
+        "do_nothing",
+        "memory.template",
+        "{deductible}",
     ),
     run(
         "registry_unknown_skill.yaml",

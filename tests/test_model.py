@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import gc
+import re
 import weakref
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -14,6 +16,9 @@ from simulation.config import load_config
 from simulation.hazard import compute_damage
 from simulation.model import METRIC_COLUMNS, Decision, FloodAdaptationModel, HouseholdAgent
 from simulation.runner import build_model
+
+if TYPE_CHECKING:
+    from simulation.memory import WriteResult
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 
@@ -345,6 +350,44 @@ def test_insured_years_count_renewals_and_only_new_policies_are_adoptions():
                 assert household.state.insured_years == 0
         before = {h: (h.state.insured, h.state.insured_years) for h in model.households}
     assert renewals > 0
+
+
+def test_a_household_that_moved_away_is_seen_leaving_once():
+    model = make_model(
+        "hazard.source=scripted", "hazard.events={}", "decision.pmt.asc.relocate=2.0", count=100
+    )
+    notes: list[tuple[int, HouseholdAgent, str]] = []
+    log = model._log
+
+    def recording(household: HouseholdAgent, result: WriteResult) -> WriteResult:
+        if result.item.source == "neighbor" and "relocate" in result.item.tags:
+            notes.append((result.item.year, household, result.item.content))
+        return log(household, result)
+
+    model._log = recording
+    gone: set[HouseholdAgent] = set()  # moved away before last year
+    for year in (1, 2, 3):
+        left_last_year = {h for h in model.households if h.state.relocated} - gone
+        model.step()
+        if year == 1:
+            continue
+        assert left_last_year, "some households move away every year"
+        for household in model.households:
+            if household.state.relocated and household not in left_last_year:
+                continue  # (moved this year or earlier: observed no more)
+            seen = [n for n in household.neighbors if n in left_last_year]
+            mine = [c for y, h, c in notes if y == year and h is household]
+            if not seen:
+                assert not mine
+                continue
+            if not household.active:
+                continue  # it moved away this year, after observing
+            # "Year 2: 1 of my 8 neighbours moved away last year": only last year's leavers,
+            # out of the neighbours who had not left before.
+            count, total = re.match(r"Year \d+: (\d+) of my (\d+) ", mine[0]).groups()
+            assert int(count) == len(seen)
+            assert int(total) == sum(n not in gone for n in household.neighbors)
+        gone |= left_last_year
 
 
 def decision_stream_after(seed: int, draws: int) -> dict:

@@ -1,4 +1,8 @@
-"""Decision policies: ``pmt`` (Protection Motivation Theory, default), ``llm``, ``scripted``."""
+"""Decision policies: ``pmt`` (Protection Motivation Theory, default), ``llm``, ``scripted``.
+
+The policies live in their modules: :mod:`simulation.decisions.pmt`,
+:mod:`simulation.decisions.llm` and :mod:`simulation.decisions.scripted`.
+"""
 
 from __future__ import annotations
 

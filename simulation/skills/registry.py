@@ -717,6 +717,10 @@ class SkillRegistry:
         """Skill to execute when a proposal is invalid."""
         return self._default
 
+    def template_fields(self, skill_id: str) -> tuple[str, ...]:
+        """The placeholders of ``skill_id``'s memory template, sorted."""
+        return self._placeholders[skill_id]
+
     @property
     def skill_ids(self) -> tuple[str, ...]:
         """Skill ids in file order."""

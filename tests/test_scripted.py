@@ -1,0 +1,137 @@
+"""Tests for the scripted decision policy: decisions read from a table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulation.config import load_config
+from simulation.decisions.scripted import ScriptError, load_script
+from simulation.runner import build_model
+
+DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+SKILLS = ("buy_insurance", "buy_contents_insurance", "elevate_house", "relocate", "do_nothing")
+
+
+def scripted_model(tmp_path: Path, rows: list[str], count: int = 20):
+    table = tmp_path / "decisions.csv"
+    table.write_text("agent_id,year,skill_id\n" + "".join(f"{r}\n" for r in rows), "utf-8")
+    config, base = load_config(
+        DEFAULT,
+        [
+            f"households.count={count}",
+            "hazard.source=scripted",
+            "hazard.events={}",
+            "adaptation.elevation_cost=20000",  # affordable: at most half an income
+            "decision.policy=scripted",
+            f"decision.script={table}",
+        ],
+    )
+    return build_model(config, base)
+
+
+def tenants(tmp_path: Path) -> tuple[str, str]:
+    """The richest owner's and renter's ids in the 20-household default population."""
+    states = [h.state for h in scripted_model(tmp_path, []).households]
+    owner = max((s for s in states if s.tenure == "owner"), key=lambda s: s.income)
+    renter = max((s for s in states if s.tenure == "renter"), key=lambda s: s.income)
+    return owner.agent_id, renter.agent_id
+
+
+def test_households_do_what_the_table_says_and_wait_where_it_is_silent(tmp_path):
+    owner, renter = tenants(tmp_path)
+    model = scripted_model(
+        tmp_path,
+        [
+            f"{owner},1,buy_insurance",
+            f"{owner},2,buy_insurance",
+            f"{owner},3,elevate_house",
+            f"{renter},1,buy_contents_insurance",
+            f"{renter},2,relocate",
+        ],
+    )
+    by_id = {h.state.agent_id: h for h in model.households}
+    expected = {
+        owner: ["buy_insurance", "buy_insurance", "elevate_house"],
+        renter: ["buy_contents_insurance", "relocate"],
+    }
+    for year in (1, 2, 3):
+        model.step()
+        for household in model.households:
+            decision = household.last_decision
+            if household.state.agent_id in expected:
+                skills = expected[household.state.agent_id]
+                if year <= len(skills):
+                    assert decision.skill_id == skills[year - 1]
+                    assert decision.valid
+            else:
+                assert decision.skill_id == "do_nothing"
+            assert decision.threat is None  # no appraisal behind a scripted decision
+        assert model.year_stats["invalid_proposals"] == 0
+        if year == 2:
+            assert by_id[owner].state.insured_years == 2
+            assert by_id[renter].state.relocated
+    assert by_id[owner].state.elevated
+    assert not by_id[owner].state.has_insurance  # not renewed in year 3: lapsed
+
+
+def test_a_scripted_skill_the_household_may_not_take_is_not_executed(tmp_path):
+    owner, renter = tenants(tmp_path)
+    model = scripted_model(tmp_path, [f"{renter},1,buy_insurance"])  # owners only
+    decide_for = model.decide_for
+    decisions = {}
+
+    def recording(household, year):
+        decisions[household.state.agent_id] = decision = decide_for(household, year)
+        return decision
+
+    model.decide_for = recording
+    model.step()
+    decision = decisions[renter]
+    assert decision.proposal.skill_id == "buy_insurance"
+    assert decision.skill_id == "do_nothing"
+    assert not decision.validation.valid
+    assert any("not eligible" in e for e in decision.validation.errors)
+    assert model.year_stats["invalid_proposals"] == 1
+    assert decisions[owner].skill_id == "do_nothing"  # not in the table
+
+
+def test_a_scripted_run_is_reproducible(tmp_path):
+    owner, _ = tenants(tmp_path)
+    rows = [f"{owner},1,buy_insurance", f"{owner},2,elevate_house"]
+    frames = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        model = scripted_model(folder, rows)
+        for _ in range(3):
+            model.step()
+        frames.append(model.metrics())
+    assert frames[0].equals(frames[1])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("agent_id,skill_id\nH00001,do_nothing\n", "missing required column 'year'"),
+        ("agent_id,year,skill_id\nH00001,0,do_nothing\n", "row 2, column year"),
+        ("agent_id,year,skill_id\nH00001,2.5,do_nothing\n", "row 2, column year"),
+        ("agent_id,year,skill_id\nH00001,1,do_nothing\n,2,do_nothing\n", "row 3, column agent_id"),
+        ("agent_id,year,skill_id\nH00001,1,sandbags\n", "row 2, column skill_id: unknown skill"),
+        (
+            "agent_id,year,skill_id\nH00001,1,do_nothing\nH00001,1,relocate\n",
+            "row 3: a second decision for H00001 in year 1",
+        ),
+    ],
+)
+def test_bad_tables_name_the_row_and_column(tmp_path, text, message):
+    path = tmp_path / "decisions.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ScriptError, match=message):
+        load_script(path, SKILLS)
+
+
+def test_a_missing_table_is_named(tmp_path):
+    with pytest.raises(ScriptError, match=r"no_such\.csv: file not found"):
+        load_script(tmp_path / "no_such.csv", SKILLS)
