@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 from pathlib import Path
 
 import orjson
@@ -209,6 +210,20 @@ def test_bad_executor_options_are_refused_before_anything_runs(
     assert f"executor as overridden: {key}:" in err
     assert shown in err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_unreachable_dask_scheduler_is_named_and_leaves_no_run_records(tmp_path, capsys):
+    dask = pytest.importorskip("dask")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    path = write_experiment(tmp_path, f"executor: {{kind: dask, address: '{address}'}}\n")
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        code = main(["batch", str(path), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"cannot reach the Dask scheduler at {address}" in err
+    assert not (tmp_path / "out" / "experiment.json").exists()
 
 
 def test_another_executor_kind_drops_the_files_dask_address(tmp_path):

@@ -34,6 +34,7 @@ from simulation.experiments.executors import RunTask, make_executor
 
 if TYPE_CHECKING:
     from simulation.experiments.design import ExperimentConfig, PlannedRun
+    from simulation.experiments.executors import Executor
 
 __all__ = ["ExperimentResult", "combine_metrics", "run_experiment"]
 
@@ -101,6 +102,8 @@ def run_experiment(
     Raises:
         ConfigError: For an invalid experiment file or executor override (before anything
             runs).
+        OSError: For an output folder that cannot be created or a Dask scheduler that cannot
+            be reached (before ``experiment.json`` is written).
     """
     start = time.perf_counter()
     experiment, base, folder = load_experiment(path)
@@ -110,8 +113,31 @@ def run_experiment(
     planned = plan_runs(experiment, base, str(path))
     out = Path(out_dir) if out_dir is not None else Path("outputs") / experiment.name
     create_output_folder(out / "runs")
-    state_path = out / "experiment.json"
+    settings = experiment.executor
+    # Started before experiment.json is written: a cluster that cannot be reached leaves no
+    # record of runs that never had a chance to start.
+    pool = make_executor(settings.kind, settings.workers, settings.address)
+    try:
+        return _run_planned(
+            experiment, planned, folder, out, pool, resume=resume, progress=progress, start=start
+        )
+    finally:
+        pool.close()
 
+
+def _run_planned(
+    experiment: ExperimentConfig,
+    planned: list[PlannedRun],
+    folder: Path,
+    out: Path,
+    pool: Executor,
+    *,
+    resume: bool,
+    progress: bool | None,
+    start: float,
+) -> ExperimentResult:
+    """Record the planned runs in ``experiment.json``, run those not yet complete on ``pool``."""
+    state_path = out / "experiment.json"
     previous: dict[str, dict[str, Any]] = {}
     if resume and state_path.exists():
         previous = {r["run_id"]: r for r in orjson.loads(state_path.read_bytes())["runs"]}
@@ -127,8 +153,6 @@ def run_experiment(
     todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
     skipped = len(planned) - len(todo)
     tasks = [RunTask(r.run_id, r.config, str(folder), str(out / "runs")) for r in todo]
-    settings = experiment.executor
-    pool = make_executor(settings.kind, settings.workers, settings.address)
     bar = tqdm(
         total=len(planned),
         initial=skipped,
@@ -152,7 +176,6 @@ def run_experiment(
             bar.set_postfix(done=bar.n - failed, failed=failed, left=bar.total - bar.n)
     finally:
         bar.close()
-        pool.close()
     combine_metrics(out, records, experiment.swept_keys)
     state["wall_s"] = round(time.perf_counter() - start, 3)
     _write_json(state_path, state)

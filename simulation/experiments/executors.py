@@ -147,7 +147,11 @@ class DaskExecutor:
             )
             self._client = Client(self._cluster)
         else:
-            self._client = Client(address)
+            try:
+                self._client = Client(address)
+            except OSError as err:  # distributed raises OSError when the connection times out
+                msg = f"cannot reach the Dask scheduler at {address}: {err}"
+                raise OSError(msg) from err
 
     def run(self, tasks: Iterable[RunTask]) -> Iterator[RunOutcome]:
         """Scatter tasks to the cluster; yield outcomes in completion order."""
