@@ -22,6 +22,7 @@ configs give equal runs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -805,7 +806,9 @@ class FloodAdaptationModel(mesa.Model):
         The metrics are tallied in the same pass rather than a pass of their own: in a large
         population every pass reads the households' objects back from main memory. Households
         that relocated in earlier years are not in ``active`` and count only in
-        ``relocated_share``.
+        ``relocated_share`` (a share of all households; the other shares and means are over
+        active households, NaN when there are none, and the zone shares NaN for a zone without
+        active households).
         """
         audit = self.audit
         n = insured = elevated = working = episodic = 0
@@ -835,16 +838,18 @@ class FloodAdaptationModel(mesa.Model):
         stats["premium_rate"] = self.insurer.rate
         stats["subsidy_share"] = self.government.subsidy_share
         stats["relocated_share"] = (total - n) / total if total else 0.0
-        if n:
-            stats["insured_share"] = insured / n
-            stats["elevated_share"] = elevated / n
-            for zone, key in (("AE", "insured_share_ae"), ("X", "insured_share_x")):
-                in_zone, insured_in_zone = zones[zone]
-                stats[key] = insured_in_zone / in_zone if in_zone else 0.0
-            stats["mean_working"] = working / n
-            stats["mean_episodic"] = episodic / n
+        # A share or mean over nobody is undefined, not 0: NaN keeps "no households in zone X"
+        # or "everyone has moved away" from reading as "nobody insured".
+        nan = math.nan
+        stats["insured_share"] = insured / n if n else nan
+        stats["elevated_share"] = elevated / n if n else nan
+        for zone, key in (("AE", "insured_share_ae"), ("X", "insured_share_x")):
+            in_zone, insured_in_zone = zones[zone]
+            stats[key] = insured_in_zone / in_zone if in_zone else nan
+        stats["mean_working"] = working / n if n else nan
+        stats["mean_episodic"] = episodic / n if n else nan
         tps = self._tps
-        stats["mean_tp"] = sum(tps) / len(tps) if tps else 0.0
+        stats["mean_tp"] = sum(tps) / len(tps) if tps else nan
         self.datacollector.collect(self)
 
     def metrics(self) -> Any:

@@ -566,3 +566,28 @@ def test_release_frees_the_households_without_the_cycle_collector():
         assert all(h() is None for h in households)
     finally:
         gc.enable()
+
+
+def test_shares_over_no_household_are_nan_not_zero():
+    # Every home well below the base flood elevation: the whole town is in zone AE.
+    model = make_model("households.bfe_ft=100")
+    model.step()
+    row = model.metrics().iloc[-1]
+    assert {h.state.flood_zone for h in model.households} == {"AE"}
+    assert np.isnan(row["insured_share_x"])
+    assert row["insured_share_ae"] == row["insured_share"]
+
+    # Everyone moves away in year 1: nothing is left to take a share of.
+    gone = make_model(
+        "decision.pmt.asc.relocate=30",
+        "adaptation.owner_relocation_cost=0",
+        "adaptation.renter_relocation_cost=0",
+    )
+    gone.step()
+    row = gone.metrics().iloc[-1]
+    assert row["active_households"] == 0
+    assert row["relocated_share"] == 1.0
+    for column in ("insured_share", "insured_share_ae", "insured_share_x", "elevated_share"):
+        assert np.isnan(row[column]), column
+    gone.step()  # nobody decides in year 2: no threat appraisal to average
+    assert np.isnan(gone.metrics().iloc[-1]["mean_tp"])
