@@ -322,6 +322,20 @@ def test_combine_runs_adds_swept_keys(run_dir, bare_run_dir):
     assert metrics.combine_runs([]).empty
 
 
+def test_combine_runs_keeps_keys_apart_that_end_alike(run_dir):
+    keys = [
+        "decision.pmt.asc.buy_insurance",
+        "decision.pmt.response_efficacy.buy_insurance",
+        "decision.llm.seed",
+    ]
+    frame = metrics.combine_runs([run_dir], keys=keys)
+    config = metrics.load_run(run_dir).config["decision"]
+    assert list(frame.columns[:5]) == ["run_id", "seed", *keys]
+    assert set(frame[keys[0]]) == {config["pmt"]["asc"]["buy_insurance"]}
+    assert set(frame[keys[1]]) == {config["pmt"]["response_efficacy"]["buy_insurance"]}
+    assert set(frame["seed"]) == {metrics.load_run(run_dir).manifest["seed"]}
+
+
 def test_check_run_dir_rejects_a_file(tmp_path):
     file = tmp_path / "file.txt"
     file.write_text("x", encoding="utf-8")
@@ -350,7 +364,7 @@ def test_figures_have_titles_labels_and_legends(run, run_dir):
         "threat": plots.plot_threat(metrics.tp_distribution(run_dir), run_id="R"),
     }
     expected = {
-        "adaptation": ["Adaptation over time (R)", "insured, zone AE", "relocated", "share"],
+        "adaptation": ["Adaptation over time (R)", "insured, zone AE", "moved away", "share"],
         "damage": ["$ million", "flooded households", "claims paid", "simulation year"],
         "memory": ["items per household", "episodic", "writes by source", "decision"],
         "threat": ["threat appraisal TP", "mean", "80 traced households"],

@@ -45,7 +45,8 @@ __all__ = [
     "tp_summary",
 ]
 
-#: Share columns of ``model_years.csv`` (fractions of active households), in plotting order.
+#: Share columns of ``model_years.csv``, in plotting order: fractions of active households,
+#: except ``relocated_share``, the fraction of all households that have moved away.
 SHARE_COLUMNS = (
     "insured_share",
     "insured_share_ae",
@@ -164,7 +165,7 @@ def load_run(run_dir: str | Path) -> RunData:
 
 # ------------------------------------------------------------------------------ model_years
 def adaptation_shares(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Adaptation shares per year, as fractions of active households.
+    """Adaptation shares per year: of active households, and ``relocated_share`` of all.
 
     Returns:
         A frame indexed by ``year`` with those of :data:`SHARE_COLUMNS` that ``metrics`` has
@@ -209,29 +210,44 @@ def combine_runs(run_dirs: Iterable[str | Path], keys: Sequence[str] = ()) -> pd
 
     Args:
         run_dirs: Run directories.
-        keys: Dotted config keys (``memory.decay_rate``) to add as columns, named by their last
-            part (``decay_rate``), read from each run's ``config.resolved.yaml``.
+        keys: Dotted config keys (``memory.decay_rate``) to add as columns, read from each
+            run's ``config.resolved.yaml``. A column is named by the key's last part
+            (``decay_rate``) unless another key ends the same way or the name is taken (``seed``,
+            a ``model_years`` column): then by the whole dotted key.
 
     Returns:
         One row per run and year with ``run_id``, ``seed``, one column per key, then the
         ``model_years`` columns.
     """
     frames = []
+    names: dict[str, str] | None = None
     for run_dir in run_dirs:
         run = load_run(run_dir)
         frame = run.metrics.copy()
+        if names is None:
+            names = _key_columns(keys, {"run_id", "seed", *frame.columns})
         extra: dict[str, Any] = {"run_id": run.run_id, "seed": run.manifest.get("seed")}
         for key in keys:
             value: Any = run.config
             for part in key.split("."):
                 value = value.get(part) if isinstance(value, dict) else None
-            extra[key.rsplit(".", 1)[-1]] = value
+            extra[names[key]] = value
         for position, (name, value) in enumerate(extra.items()):
             frame.insert(position, name, value)
         frames.append(frame)
     if not frames:
         return pd.DataFrame()
     return pd.concat(frames, ignore_index=True)
+
+
+def _key_columns(keys: Sequence[str], taken: set[str]) -> dict[str, str]:
+    """Column name per dotted key: its last part, or the whole key when that would clash."""
+    last = Counter(key.rsplit(".", 1)[-1] for key in keys)
+    names = {}
+    for key in keys:
+        short = key.rsplit(".", 1)[-1]
+        names[key] = short if last[short] == 1 and short not in taken else key
+    return names
 
 
 # ------------------------------------------------------------------------------ audit streams

@@ -38,8 +38,8 @@ _INSURANCE_LINES = {
     "insured_share_x": ("insured, zone X", ":"),
 }
 _STRUCTURAL_LINES = {
-    "elevated_share": ("elevated", "tab:green"),
-    "relocated_share": ("relocated", "tab:red"),
+    "elevated_share": ("elevated (share of active households)", "tab:green"),
+    "relocated_share": ("moved away (share of all households)", "tab:red"),
 }
 _SOURCE_COLOURS = {
     "flood": "tab:blue",
@@ -82,7 +82,7 @@ def plot_adaptation(metrics: pd.DataFrame, *, run_id: str | None = None) -> Figu
     for column, (label, colour) in _STRUCTURAL_LINES.items():
         if column in shares:
             bottom.plot(shares.index, shares[column], color=colour, lw=2, label=label)
-    bottom.set_ylabel("share of active households")
+    bottom.set_ylabel("share of households")
     bottom.set_title("Structural measures (own scale)")
     structural = shares.filter(items=list(_STRUCTURAL_LINES))
     peak = float(structural.max().max()) if not structural.empty else 0.0

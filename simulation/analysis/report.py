@@ -35,8 +35,8 @@ FIGURES = {
     "adaptation.png": (
         "Adaptation over time. Top: share of active households holding flood insurance at year "
         "end, overall and by flood zone (AE: the mapped 100-year floodplain; X: outside it). "
-        "Bottom, on its own scale: share of households that have elevated their home or moved "
-        "away."
+        "Bottom, on its own scale: share of active households that have elevated their home, "
+        "and share of all households that have moved away."
     ),
     "damage_claims.png": (
         "Flood losses per year. Bars: total flood damage to structures and contents and "
