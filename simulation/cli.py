@@ -170,6 +170,12 @@ def _validate(args: argparse.Namespace) -> int:
     if args.set and kind != "run":
         msg = f"{args.config}: --set: applies to run configs; {kind} files have their own `set:`"
         raise ConfigError(msg)
+    if kind == "targets":
+        from simulation.analysis.behaviour import load_targets  # noqa: PLC0415
+
+        targets = load_targets(args.config)
+        print(f"{args.config}: ok (targets file: {len(targets)} targets)")
+        return 0
     if kind == "calibration":
         from simulation.calibration.fit import load_calibration  # noqa: PLC0415
 
@@ -283,9 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
 
     validate = commands.add_parser(
-        "validate", help="check a run config, experiment or calibration file without running it"
+        "validate",
+        help="check a run config, experiment, calibration or targets file without running it",
     )
-    validate.add_argument("config", help="run config, experiment or calibration file (YAML)")
+    validate.add_argument(
+        "config", help="run config, experiment, calibration or targets file (YAML)"
+    )
     validate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     validate.set_defaults(func=_validate)
 

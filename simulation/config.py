@@ -685,16 +685,23 @@ _COMMANDS = {
     "run": "floodsim run",
     "experiment": "floodsim batch",
     "calibration": "floodsim calibrate",
+    "targets": "floodsim check-behaviour --targets",
 }
 _NOUNS = {
     "run": "a run config",
     "experiment": "an experiment file",
     "calibration": "a calibration file",
+    "targets": "a targets file",
 }
 
 
-def file_kind(data: dict[str, Any]) -> Literal["run", "experiment", "calibration"]:
+FileKind = Literal["run", "experiment", "calibration", "targets"]
+
+
+def file_kind(data: dict[str, Any]) -> FileKind:
     """What a YAML mapping is, by its top-level keys: a run config unless it says otherwise."""
+    if data.keys() == {"targets"}:
+        return "targets"
     if data.keys() >= CALIBRATION_KEYS:
         return "calibration"
     if EXPERIMENT_KEYS & data.keys():
@@ -702,9 +709,7 @@ def file_kind(data: dict[str, Any]) -> Literal["run", "experiment", "calibration
     return "run"
 
 
-def check_file_kind(
-    data: dict[str, Any], expected: Literal["run", "experiment", "calibration"], origin: str
-) -> None:
+def check_file_kind(data: dict[str, Any], expected: FileKind, origin: str) -> None:
     """Refuse a file meant for another command, saying which command it is for.
 
     Without this, validating a run config as an experiment reports a dozen unknown keys.

@@ -25,6 +25,7 @@ from simulation.analysis.behaviour import (
     plot_behaviour,
     run_statistic,
 )
+from simulation.cli import main
 from simulation.config import load_config
 from simulation.experiments import run_experiment
 from simulation.runner import run_simulation
@@ -71,6 +72,17 @@ def test_stylized_facts_file_validates():
     events = [t for t in targets if t.statistic.startswith("event_")]
     assert events
     assert all(t.flood_year == 10 for t in events)
+    # The event studies behind the jump report changes in log policies: relative changes.
+    assert {t.change for t in events if t.statistic != "event_recovery_years"} == {"relative"}
+
+
+def test_validate_knows_a_targets_file_and_run_refuses_one(capsys):
+    assert main(["validate", str(TARGETS)]) == 0
+    assert "ok (targets file: 6 targets)" in capsys.readouterr().out
+    assert main(["run", str(TARGETS)]) == 2
+    err = capsys.readouterr().err
+    assert "this is a targets file" in err
+    assert "floodsim check-behaviour --targets" in err
 
 
 @pytest.mark.parametrize(
@@ -86,6 +98,9 @@ def test_stylized_facts_file_validates():
         ({"years_since": 3}, "years_since: not used by statistic mean_of_column"),
         ({"statistic": "median_policy_tenure", "column": "insured_share"}, "column: not used"),
         ({"statistic": "event_jump", "flood_year": 0}, "targets[0].flood_year"),
+        ({"change": "relative"}, "change: not used by statistic mean_of_column"),
+        ({"statistic": "event_recovery_years", "change": "relative"}, "change: not used"),
+        ({"statistic": "event_jump", "change": "percent"}, "targets[0].change"),
     ],
 )
 def test_bad_targets_name_file_and_key(tmp_path, change, key):

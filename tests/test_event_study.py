@@ -49,7 +49,37 @@ def test_event_study_single_run_exact():
     assert changes.loc[3] == pytest.approx(0.05)
     assert table["std"].isna().all()
     assert (table["n_runs"] == 1).all()
-    assert table.attrs == {"column": "insured_share_ae", "flood_year": 5, "baseline_years": 3}
+    assert table.attrs == {
+        "column": "insured_share_ae",
+        "flood_year": 5,
+        "baseline_years": 3,
+        "relative": False,
+    }
+
+
+def test_relative_changes_are_fractions_of_each_runs_baseline():
+    # 0.1 points on 0.4 and 0.3 points on 0.6 are 25 % and 50 %: the mean relative jump is 37.5 %.
+    frame = pd.concat([synthetic("a", 0.4, 0.1), synthetic("b", 0.6, 0.3)])
+    table = event_study(frame, flood_year=5, relative=True).set_index("years_since")
+    assert table.loc[1, "mean"] == pytest.approx(0.375)
+    assert table.loc[2, "mean"] == pytest.approx(0.1875)
+    assert table.loc[-1, "mean"] == pytest.approx(0.0)
+    assert table.attrs["relative"] is True
+
+
+def test_relative_changes_leave_out_runs_without_a_pre_flood_level():
+    frame = pd.concat([synthetic("a", 0.0, 0.1), synthetic("b", 0.5, 0.1)])
+    table = event_study(frame, flood_year=5, relative=True).set_index("years_since")
+    assert table.loc[1, "n_runs"] == 1
+    assert table.loc[1, "mean"] == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="with a positive level"):
+        event_study(synthetic("a", 0.0, 0.1), flood_year=5, relative=True)
+
+
+def test_a_given_flood_year_without_damage_is_refused():
+    # The synthetic flood is in year 5; claiming it was in year 7 would measure noise.
+    with pytest.raises(ValueError, match="no household was damaged in year 7"):
+        event_study(synthetic("a", 0.4, 0.2), flood_year=7)
 
 
 def test_event_study_replicates_difference_each_run_from_its_own_baseline():
@@ -96,7 +126,7 @@ def test_event_study_errors():
     with pytest.raises(ValueError, match="baseline_years"):
         event_study(frame, 5, baseline_years=0)
     with pytest.raises(ValueError, match="before the flood"):
-        event_study(frame, flood_year=1)
+        event_study(synthetic("a", 0.4, 0.2, flood=1), flood_year=1)
 
 
 def test_recovery_years():

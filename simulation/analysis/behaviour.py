@@ -20,10 +20,13 @@ Statistics (the keys each one uses besides ``value`` and ``tolerance``):
 ``event_jump``
     The event-study change of ``column`` at ``years_since = 1`` (the first full year after the
     flood) from the mean of the ``baseline_years`` (default 3) years before ``flood_year``
-    (detected as the year with most damaged households when omitted); see
-    :mod:`simulation.analysis.event_study`.
+    (detected as the year with most damaged households when omitted; a given year in which no
+    household was damaged is an error); see :mod:`simulation.analysis.event_study`. With
+    ``change: relative`` the change is divided by that pre-flood mean (0.09: 9 % above it, as
+    studies of log policy counts report), with ``change: absolute`` (the default) it is in the
+    column's units.
 ``event_change_at``
-    The same change at ``years_since`` (required).
+    The same change at ``years_since`` (required), also ``absolute`` or ``relative``.
 ``event_recovery_years``
     The first ``years_since`` after the jump at which the change is at or below ``fraction``
     (default 0.1) of the jump: ``inf`` when the run ends first, NaN when there is no jump.
@@ -114,8 +117,8 @@ _ALWAYS_READ = frozenset({"name", "description", "source", "statistic", "value",
 _EVENT_KEYS = frozenset({"column", "flood_year", "baseline_years"})
 _READS: dict[str, frozenset[str]] = {
     "mean_of_column": frozenset({"column", "years"}),
-    "event_jump": _EVENT_KEYS,
-    "event_change_at": _EVENT_KEYS | {"years_since"},
+    "event_jump": _EVENT_KEYS | {"change"},
+    "event_change_at": _EVENT_KEYS | {"years_since", "change"},
     "event_recovery_years": _EVENT_KEYS | {"fraction"},
     "median_policy_tenure": frozenset(),
 }
@@ -139,6 +142,7 @@ class Target(ConfigModel):
     flood_year: Annotated[int, Field(ge=1)] | None = None
     baseline_years: Annotated[int, Field(ge=1)] = 3
     years_since: Annotated[int, Field(ge=0)] | None = None
+    change: Literal["absolute", "relative"] = "absolute"
     fraction: Annotated[float, Field(gt=0, lt=1)] = 0.1
     value: float
     tolerance: Annotated[float, Field(ge=0)]
@@ -291,7 +295,13 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
             values = metrics[metrics["year"].between(*target.years)]
         return float(values[target.column].mean()) if len(values) else math.nan
     try:
-        table = event_study(metrics, target.flood_year, target.column, target.baseline_years)
+        table = event_study(
+            metrics,
+            target.flood_year,
+            target.column,
+            target.baseline_years,
+            relative=target.change == "relative",
+        )
     except ValueError as err:
         msg = f"{where}: {err}"
         raise BehaviourError(msg) from None

@@ -7,7 +7,10 @@ The method is a difference from a pre-flood baseline, computed per run and then 
    (``flood_year - baseline_years`` .. ``flood_year - 1``; years missing from the run are
    skipped, and a run with none of them has no baseline and is left out).
 2. The run's *change* at ``years_since = year - flood_year`` is ``column(year) - baseline``
-   (in the column's units: for a share, percentage points / 100).
+   (in the column's units: for a share, percentage points / 100), or with ``relative`` that
+   difference divided by the baseline (0.09: 9 % above the pre-flood level, the unit of
+   studies that regress the log of policies). A run whose baseline is 0 has no relative change
+   and is left out.
 3. Across runs, each ``years_since`` gets the mean change, its standard deviation, its 10 % and
    90 % quantiles and the number of runs that reach that year.
 
@@ -85,15 +88,33 @@ def detect_flood_year(metrics: pd.DataFrame) -> int:
     return int(metrics["year"].to_numpy()[int(np.argmax(damaged))])
 
 
+def _check_flooded(run: pd.DataFrame, flood_year: int) -> None:
+    """Refuse a given flood year in which the run damaged no household."""
+    if "damaged_households" not in run.columns:
+        return
+    damaged = run.loc[run["year"] == flood_year, "damaged_households"]
+    if len(damaged) and not float(damaged.iloc[0]) > 0:
+        msg = (
+            f"event_study: no household was damaged in year {flood_year}, the given flood year "
+            "(leave flood_year out to use the year with most damaged households)"
+        )
+        raise ValueError(msg)
+
+
 def _run_changes(
-    run: pd.DataFrame, flood_year: int, column: str, baseline_years: int
+    run: pd.DataFrame, flood_year: int, column: str, baseline_years: int, *, relative: bool
 ) -> pd.Series | None:
-    """One run's change from its pre-flood baseline, indexed by years_since (None: no baseline)."""
+    """One run's change from its pre-flood baseline, by years_since (None: no usable baseline)."""
     series = run.set_index("year")[column].astype(float).sort_index()
     before = series.loc[flood_year - baseline_years : flood_year - 1]
     if before.empty:
         return None
-    changes = series.loc[flood_year - baseline_years :] - float(before.mean())
+    baseline = float(before.mean())
+    if relative and not baseline > 0:
+        return None
+    changes = series.loc[flood_year - baseline_years :] - baseline
+    if relative:
+        changes /= baseline
     changes.index = changes.index.astype(int) - flood_year
     return changes
 
@@ -103,6 +124,8 @@ def event_study(
     flood_year: int | None = None,
     column: str = "insured_share_ae",
     baseline_years: int = 3,
+    *,
+    relative: bool = False,
 ) -> pd.DataFrame:
     """Change of ``column`` by years since a flood, relative to the pre-flood level.
 
@@ -115,17 +138,20 @@ def event_study(
             :func:`detect_flood_year`.
         column: The ``model_years`` column to study.
         baseline_years: Years before the flood whose mean is the baseline (at least 1).
+        relative: Changes as a fraction of each run's baseline instead of in the column's
+            units.
 
     Returns:
         One row per ``years_since`` from ``-baseline_years`` to the last year any run reaches,
         with :data:`EVENT_COLUMNS`: ``mean`` change over runs, ``std`` (NaN for one run),
         ``q10`` and ``q90`` quantiles, and ``n_runs``. ``frame.attrs`` records ``column``,
-        ``flood_year`` (``None`` when detected and different between runs) and
-        ``baseline_years``.
+        ``flood_year`` (``None`` when detected and different between runs),
+        ``baseline_years`` and ``relative``.
 
     Raises:
-        ValueError: For a missing column, ``baseline_years`` below 1, or no run with a year
-            before the flood.
+        ValueError: For a missing column, ``baseline_years`` below 1, a given ``flood_year``
+            in which a run damaged no household, or no run with a year before the flood (with
+            ``relative``: and a positive baseline).
     """
     if baseline_years < 1:
         msg = f"event_study: baseline_years must be at least 1, got {baseline_years}"
@@ -138,13 +164,18 @@ def event_study(
     per_run: dict[str, pd.Series] = {}
     floods: set[int] = set()
     for run_id, run in data.groupby(_RUN_KEY, sort=False):
-        year = detect_flood_year(run) if flood_year is None else int(flood_year)
+        if flood_year is None:
+            year = detect_flood_year(run)
+        else:
+            year = int(flood_year)
+            _check_flooded(run, year)
         floods.add(year)
-        changes = _run_changes(run, year, column, baseline_years)
+        changes = _run_changes(run, year, column, baseline_years, relative=relative)
         if changes is not None:
             per_run[str(run_id)] = changes
     if not per_run:
-        msg = f"event_study: no run has a year before the flood (year {sorted(floods)})"
+        needs = " with a positive level" if relative else ""
+        msg = f"event_study: no run has a year before the flood{needs} (year {sorted(floods)})"
         raise ValueError(msg)
     wide = pd.DataFrame(per_run)  # rows: years_since, columns: runs
     table = pd.DataFrame(
@@ -161,6 +192,7 @@ def event_study(
         column=column,
         flood_year=floods.pop() if len(floods) == 1 else None,
         baseline_years=baseline_years,
+        relative=relative,
     )
     return table
 
@@ -214,7 +246,8 @@ def plot_event_study(table: pd.DataFrame, *, title: str | None = None) -> Figure
     ax.axhline(0.0, color="black", lw=1, label="pre-flood baseline")
     ax.axvline(0.0, color="tab:red", ls="--", lw=1.5, label="flood")
     ax.set_xlabel("years since the flood")
-    ax.set_ylabel(f"change in {column} vs pre-flood mean")
+    unit = "relative to" if table.attrs.get("relative") else "vs"
+    ax.set_ylabel(f"change in {column} {unit} pre-flood mean")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(visible=True, alpha=0.3)
     ax.legend(loc="upper right", fontsize="small")
