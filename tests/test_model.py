@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import re
 import weakref
@@ -591,3 +592,69 @@ def test_shares_over_no_household_are_nan_not_zero():
         assert np.isnan(row[column]), column
     gone.step()  # nobody decides in year 2: no threat appraisal to average
     assert np.isnan(gone.metrics().iloc[-1]["mean_tp"])
+
+
+def test_an_elevated_home_takes_less_damage_by_exactly_the_raised_height():
+    model = flood_in_year_two(depth=6.0)
+    model.step()
+    owners = [h for h in model.households if h.active and h.state.tenure == "owner"]
+    raised_home, plain_home = owners[0], owners[1]
+    raised_home.state.elevated = True
+    ffh = {h: h.state.first_floor_height for h in (raised_home, plain_home)}
+    model.step()
+    raised = model.config.adaptation.elevation_height_ft
+    for household, lift in ((raised_home, raised), (plain_home, 0.0)):
+        s = household.state
+        above = np.array([6.0 - ffh[household] - lift])
+        ds, dc = compute_damage(
+            above, np.array([s.structure_value]), np.array([s.structure_value]), model.curves
+        )
+        assert s.last_damage == pytest.approx(float(ds[0] + min(dc[0], s.contents_value)))
+    # The same home unelevated would have lost more.
+    s = raised_home.state
+    unraised = compute_damage(
+        np.array([6.0 - ffh[raised_home]]),
+        np.array([s.structure_value]),
+        np.array([s.structure_value]),
+        model.curves,
+    )
+    assert s.last_damage < float(unraised[0][0] + min(unraised[1][0], s.contents_value))
+
+
+def test_contents_damage_never_exceeds_what_the_contents_are_worth():
+    # Contents worth a tenth of the structure: the curves' contents share of structure value
+    # (up to 0.4 at 8 ft) is more than the contents themselves.
+    model = flood_in_year_two("households.contents_ratio=0.1", depth=9.0)
+    model.step()
+    owners = [h for h in model.households if h.active and h.state.tenure == "owner"]
+    model.step()
+    capped = 0
+    for household in owners:
+        s = household.state
+        ds, dc = compute_damage(
+            np.array([9.0 - s.first_floor_height]),
+            np.array([s.structure_value]),
+            np.array([s.structure_value]),
+            model.curves,
+        )
+        capped += dc[0] > s.contents_value
+        assert s.last_damage == pytest.approx(float(ds[0] + min(dc[0], s.contents_value)))
+    assert capped  # the cap binds for some owners, so the test checks it
+
+
+def test_flood_depths_come_from_the_hazard_stream():
+    # A level near the floodplain's ground every year: some homes flood, some stay dry.
+    model = make_model("hazard.loc=9", "hazard.scale=1", "hazard.spatial_noise_sd=0.5", count=400)
+    flooded = []
+    for _ in range(3):
+        stream = copy.deepcopy(model.hazard_rng)
+        active = [h for h in model.households if h.active]
+        sites_ground = np.array([h.state.ground_elevation for h in active])
+        level = stream.gumbel(model.config.hazard.loc, model.config.hazard.scale)
+        noise = stream.normal(0.0, 0.5, size=len(active))
+        expected = int(np.count_nonzero(level + noise - sites_ground > 0.0))
+        model.step()
+        assert model.year_stats["flooded_households"] == expected
+        flooded.append(expected)
+    assert max(flooded) > 0
+    assert min(flooded) < 400
