@@ -126,6 +126,13 @@ def test_stochastic_noise_draws_one_vector_per_year() -> None:
     assert rng.random() == reference.random()
 
 
+def test_stochastic_spatial_noise_has_the_configured_sd() -> None:
+    source = StochasticSource("gumbel", loc=100.0, scale=1.0, spatial_noise_sd=0.3)
+    depth = source.depths(1, np.random.default_rng(9), _sites([0.0] * 20_000))
+    assert depth.min() > 0.0  # the level is far above ground: no depth is clipped to 0
+    assert depth.std() == pytest.approx(0.3, rel=0.05)
+
+
 def test_new_generator_never_reuses_a_cached_level() -> None:
     source = StochasticSource("gumbel", loc=5.0, scale=2.0)
     first = source.water_level(1, np.random.default_rng(1))
@@ -259,6 +266,7 @@ def test_centre_header_case_insensitive_and_wrapped_rows(tmp_path: Path) -> None
         (GRID.replace("nrows 3", "nrows 0"), r"header 'nrows': expected a positive integer"),
         (GRID.replace("yllcorner 200.0\n", ""), r"header 'yllcorner': missing"),
         (GRID.replace("cellsize 10.0", "cellsize -1"), r"header 'cellsize': must be > 0"),
+        (GRID.replace("cellsize 10.0", "cellsize 0"), r"header 'cellsize': must be > 0, got '0'"),
         (GRID.replace("cellsize 10.0", "cellsize 10 20"), r"header 'cellsize': expected one"),
         (GRID.replace("cellsize 10.0", "cellsize 10\ncellsize 10"), r"'cellsize': given twice"),
         (GRID.replace("cellsize 10.0", "dx 10"), r"line 5: unknown header key 'dx'"),

@@ -110,6 +110,34 @@ def test_owner_share_follows_config() -> None:
     assert set(_column(_generate(count=50, owner_share=1.0), "tenure")) == {"owner"}
 
 
+def test_lognormal_sigmas_follow_config() -> None:
+    sigmas = {"income": 0.9, "structure_value": 0.3, "renter_contents": 0.8}
+    population = _generate(count=20_000, **{key: {"sigma": s} for key, s in sigmas.items()})
+    owner = _column(population, "tenure") == "owner"
+    log_income = np.log(_column(population, "income"))
+    log_structure = np.log(_column(population, "structure_value")[owner])
+    log_renter_contents = np.log(_column(population, "contents_value")[~owner])
+    assert log_income.std() == pytest.approx(0.9, rel=0.05)
+    assert log_structure.std() == pytest.approx(0.3, rel=0.05)
+    assert log_renter_contents.std() == pytest.approx(0.8, rel=0.05)
+    # sigma 0: everybody gets the median
+    flat = _generate(count=500, **{key: {"sigma": 0} for key in sigmas})
+    owner = _column(flat, "tenure") == "owner"
+    assert set(_column(flat, "income")) == {70_000.0}
+    assert set(_column(flat, "structure_value")[owner]) == {250_000.0}
+    assert set(_column(flat, "contents_value")[~owner]) == {30_000.0}
+
+
+def test_contents_ratio_sets_owner_contents() -> None:
+    population = _generate(count=2000, contents_ratio=0.3)
+    owner = _column(population, "tenure") == "owner"
+    structure = _column(population, "structure_value")[owner]
+    contents = _column(population, "contents_value")[owner]
+    assert owner.any()
+    # rounded to whole dollars like every generated value
+    np.testing.assert_array_equal(contents, np.round(0.3 * structure))
+
+
 def test_flood_zones_follow_ground(big: Population) -> None:
     zone = _column(big, "flood_zone")
     ground = _column(big, "ground_elevation")
@@ -129,6 +157,29 @@ def test_bfe_moves_the_floodplain() -> None:
     high = (_column(_generate(count=5000, bfe_ft=12.0), "flood_zone") == "AE").mean()
     assert low < 0.25
     assert high > 0.55
+
+
+def test_ground_rises_from_base_at_the_river_to_base_plus_rise_at_the_far_row() -> None:
+    population = _generate(count=12, ground={"base": 2.0, "rise": 7.0, "noise_sd": 0})
+    assert population.grid_shape == (3, 4)
+    ground = _column(population, "ground_elevation")
+    rows = np.array([row for _, row in population.cells])
+    np.testing.assert_array_equal(ground[rows == 0], 2.0)
+    np.testing.assert_array_equal(ground[rows == 1], 5.5)
+    np.testing.assert_array_equal(ground[rows == 2], 9.0)
+
+
+def test_ground_exactly_at_bfe_is_zone_x() -> None:
+    # 9 x 9 grid: ground 4.5 + 12 * row / 8 is 7.5 ft in row 2 and exactly 9.0 ft in row 3
+    population = _generate(count=81, bfe_ft=9.0, ground={"base": 4.5, "rise": 12, "noise_sd": 0})
+    assert population.grid_shape == (9, 9)
+    ground = _column(population, "ground_elevation")
+    zone = _column(population, "flood_zone")
+    rows = np.array([row for _, row in population.cells])
+    np.testing.assert_array_equal(ground[rows == 3], 9.0)
+    assert set(zone[rows == 3]) == {"X"}
+    assert set(zone[rows == 2]) == {"AE"}
+    assert set(zone[rows > 3]) == {"X"}
 
 
 def test_first_floor_heights(big: Population) -> None:
@@ -303,6 +354,27 @@ def test_survey_year_before_a_reported_flood_is_an_error() -> None:
         load_population_table(EXAMPLE, PopulationConfig(survey_year=2010))
 
 
+def test_flood_in_the_survey_year_is_remembered_at_year_zero(tmp_path: Path) -> None:
+    lines = [
+        f"{HEADER},prior_flood_year,prior_flood_damage",
+        f"{GOOD_ROWS[0]},2012,5000",
+        f"{GOOD_ROWS[1]},2011,",
+    ]
+    config = PopulationConfig(survey_year=2012)
+    population = load_population_table(_write_csv(tmp_path, lines), config)
+    assert population.seeds == {
+        "A1": [
+            SeedMemory(
+                "In 2012 my home was flooded causing $5,000 in damages",
+                0.8,
+                0,
+                ("flood", "survey"),
+            )
+        ],
+        "A2": [SeedMemory("In 2011 my home was flooded", 0.8, -1, ("flood", "survey"))],
+    }
+
+
 def test_table_normalises_case_and_spaces(tmp_path: Path) -> None:
     path = _write_csv(
         tmp_path, [HEADER + ",extra", " B1 , Owner ,50000,1,1, ae ,5,0,0,0,ignored", "", ""]
@@ -337,6 +409,17 @@ def test_table_scattered_coordinates_get_compact_cells(tmp_path: Path) -> None:
         for b in range(10):
             if rows[a] < rows[b]:
                 assert ys[a] < ys[b]
+
+
+def test_table_incomplete_lattice_keeps_lattice_cells(tmp_path: Path) -> None:
+    # 5 of the 9 points of a 3 x 3 lattice: at least half are used, so the lattice is the grid
+    points = [(0, 0), (2, 0), (1, 1), (0, 2), (2, 2)]
+    lines = [HEADER]
+    for i, (col, row) in enumerate(points):
+        lines.append(f"L{i},renter,30000,0,20000,X,12,1,{100 + 30 * col},{500 + 30 * row}")
+    population = load_population_table(_write_csv(tmp_path, lines), PopulationConfig())
+    assert population.grid_shape == (3, 3)
+    assert population.cells == points
 
 
 def test_build_population_dispatches(tmp_path: Path) -> None:
