@@ -148,6 +148,13 @@ def test_plot_event_study_renders(tmp_path):
     assert (tmp_path / "event.png").stat().st_size > 0
 
 
+def test_plot_of_relative_changes_says_so_in_percent():
+    frame = pd.concat([synthetic("a", 0.4, 0.1), synthetic("b", 0.6, 0.3)])
+    ax = plot_event_study(event_study(frame, 5, relative=True)).axes[0]
+    assert "% of the pre-flood mean" in ax.get_ylabel()
+    assert ax.yaxis.get_major_formatter()(0.25, 0) == "25%"
+
+
 @pytest.mark.slow
 def test_single_flood_scenario_raises_floodplain_take_up(tmp_path):
     config, base = load_config(SCENARIO, ["households.count=300", "years=20", "audit.level=off"])

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -246,8 +246,11 @@ def plot_event_study(table: pd.DataFrame, *, title: str | None = None) -> Figure
     ax.axhline(0.0, color="black", lw=1, label="pre-flood baseline")
     ax.axvline(0.0, color="tab:red", ls="--", lw=1.5, label="flood")
     ax.set_xlabel("years since the flood")
-    unit = "relative to" if table.attrs.get("relative") else "vs"
-    ax.set_ylabel(f"change in {column} {unit} pre-flood mean")
+    if table.attrs.get("relative"):
+        ax.set_ylabel(f"change in {column}, % of the pre-flood mean")
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+    else:
+        ax.set_ylabel(f"change in {column} vs pre-flood mean")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(visible=True, alpha=0.3)
     ax.legend(loc="upper right", fontsize="small")
