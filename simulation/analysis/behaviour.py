@@ -43,11 +43,14 @@ Statistics (the keys each one uses besides ``value`` and ``tolerance``):
 For an experiment folder (``experiment.json`` and ``model_years.parquet``) every statistic is
 computed for each complete run (its run directory under ``runs/``) and the table reports the
 mean over runs as ``value`` and their standard deviation as ``spread``, with ``min`` and
-``max``; with a sweep the runs of all design points are pooled. ``event_recovery_years`` is a
-duration that a run may not reach before it ends (infinite: right-censored), so its ``value``
-is the median over runs, finite when most runs recover, and its spread the standard deviation
-of the finite values; for the other statistics an infinite per-run value makes the mean
-infinite and the spread NaN.
+``max``; with a sweep the runs of all design points are pooled. ``event_recovery_years`` over
+several runs is the recovery of their *mean* change (the event study's ``mean`` column), as the
+published event studies estimate it from an average response: one run's yearly sampling noise
+(about 2-3 points of AE take-up in a 1,000-household town) is as large as a tenth of a jump of
+a few points, so one run's first year below that line is mostly noise. Its spread, min and max
+are those of the runs' own recovery years, the spread over the finite ones (a run that has not
+recovered when it ends is infinite: right-censored). For the other statistics an infinite
+per-run value makes the mean infinite and the spread NaN.
 """
 
 from __future__ import annotations
@@ -312,6 +315,13 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
     return float(changes.loc[at]) if at in changes.index else math.nan
 
 
+def _mean_recovery(runs: list[Path], target: Target) -> float:
+    """Recovery years of the mean change over ``runs`` (see the module docstring)."""
+    frames = [load_run(run_dir).metrics.assign(run_id=str(run_dir)) for run_dir in runs]
+    table = event_study(frames, target.flood_year, target.column, target.baseline_years)
+    return recovery_years(table.set_index("years_since")["mean"], target.fraction)
+
+
 def _run_dirs(path: Path) -> list[Path]:
     """The run directories behind ``path``: itself, or an experiment's complete runs."""
     if (path / "experiment.json").is_file() and (path / "model_years.parquet").is_file():
@@ -364,8 +374,8 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
         targets_path: A targets file (see the module docstring).
 
     Returns:
-        One row per target with :data:`TABLE_COLUMNS`: ``value`` (the mean over runs; the
-            median for ``event_recovery_years``),
+        One row per target with :data:`TABLE_COLUMNS`: ``value`` (the mean over runs; for
+            ``event_recovery_years`` the recovery of the runs' mean change),
         ``spread`` (their standard deviation; NaN for one run), ``min``, ``max``, ``n_runs``,
         ``target`` and ``tolerance`` (from the file), ``passed`` (``|value - target| <=
         tolerance``; false for a NaN value), ``statistic`` and ``description``.
@@ -382,9 +392,10 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
             values = [run_statistic(run_dir, target) for run_dir in runs]
         except RunDirError as err:
             raise BehaviourError(str(err)) from None
-        mean, spread, low, high = _summary(
-            values, censored=target.statistic == "event_recovery_years"
-        )
+        recovery = target.statistic == "event_recovery_years"
+        mean, spread, low, high = _summary(values, censored=recovery)
+        if recovery and len(runs) > 1 and not math.isnan(mean):
+            mean = _mean_recovery(runs, target)
         passed = (
             bool(abs(mean - target.value) <= target.tolerance) if not math.isnan(mean) else False
         )
