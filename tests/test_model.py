@@ -491,8 +491,9 @@ def test_relocated_households_leave_the_cycle():
 def test_year_end_consolidates_working_memory():
     # The model routes memories of importance >= the threshold straight to episodic memory, so
     # only a memory written to working memory by hand (as a user's extension might) shows the
-    # year-end pass consolidating it.
-    model = make_model(count=20)
+    # year-end pass consolidating it. A large working memory keeps the year's other notes from
+    # pushing it out (FIFO) before the year ends.
+    model = make_model("memory.working_capacity=50", count=20)
     model.step()
     household = next(h for h in model.households if h.active)
     memory = household.memory
