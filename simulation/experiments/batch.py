@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,6 @@ from simulation.experiments.executors import RunTask, make_executor
 
 if TYPE_CHECKING:
     from simulation.experiments.design import ExperimentConfig, PlannedRun
-    from simulation.experiments.executors import Executor
 
 __all__ = ["ExperimentResult", "combine_metrics", "run_experiment"]
 
@@ -116,66 +116,46 @@ def run_experiment(
     settings = experiment.executor
     # Started before experiment.json is written: a cluster that cannot be reached leaves no
     # record of runs that never had a chance to start.
-    pool = make_executor(settings.kind, settings.workers, settings.address)
-    try:
-        return _run_planned(
-            experiment, planned, folder, out, pool, resume=resume, progress=progress, start=start
+    with closing(make_executor(settings.kind, settings.workers, settings.address)) as pool:
+        state_path = out / "experiment.json"
+        previous: dict[str, dict[str, Any]] = {}
+        if resume and state_path.exists():
+            previous = {r["run_id"]: r for r in orjson.loads(state_path.read_bytes())["runs"]}
+        records = []
+        for run in planned:
+            old = previous.get(run.run_id)
+            keep = old is not None and old.get("seed") == run.seed and _completed(old, out)
+            records.append(old if keep else _record(run))
+        state = _state(experiment, records)
+        _write_json(state_path, state)
+
+        by_id = {r["run_id"]: r for r in records}
+        todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
+        skipped = len(planned) - len(todo)
+        tasks = [RunTask(r.run_id, r.config, str(folder), str(out / "runs")) for r in todo]
+        bar = tqdm(
+            total=len(planned),
+            initial=skipped,
+            desc=experiment.name,
+            unit="run",
+            disable=None if progress is None else not progress,
         )
-    finally:
-        pool.close()
-
-
-def _run_planned(
-    experiment: ExperimentConfig,
-    planned: list[PlannedRun],
-    folder: Path,
-    out: Path,
-    pool: Executor,
-    *,
-    resume: bool,
-    progress: bool | None,
-    start: float,
-) -> ExperimentResult:
-    """Record the planned runs in ``experiment.json``, run those not yet complete on ``pool``."""
-    state_path = out / "experiment.json"
-    previous: dict[str, dict[str, Any]] = {}
-    if resume and state_path.exists():
-        previous = {r["run_id"]: r for r in orjson.loads(state_path.read_bytes())["runs"]}
-    records = []
-    for run in planned:
-        old = previous.get(run.run_id)
-        keep = old is not None and old.get("seed") == run.seed and _completed(old, out)
-        records.append(old if keep else _record(run))
-    state = _state(experiment, records)
-    _write_json(state_path, state)
-
-    by_id = {r["run_id"]: r for r in records}
-    todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
-    skipped = len(planned) - len(todo)
-    tasks = [RunTask(r.run_id, r.config, str(folder), str(out / "runs")) for r in todo]
-    bar = tqdm(
-        total=len(planned),
-        initial=skipped,
-        desc=experiment.name,
-        unit="run",
-        disable=None if progress is None else not progress,
-    )
-    failed = 0
-    try:
-        for outcome in pool.run(tasks):
-            record = by_id[outcome.run_id]
-            record.update(
-                status=outcome.status,
-                error=outcome.error,
-                run_dir=f"runs/{outcome.run_id}" if outcome.run_dir else None,
-                duration_s=round(outcome.duration_s, 3),
-            )
-            failed += outcome.status == "failed"
-            _write_json(state_path, state)
-            bar.update()
-            bar.set_postfix(done=bar.n - failed, failed=failed, left=bar.total - bar.n)
-    finally:
-        bar.close()
+        failed = 0
+        try:
+            for outcome in pool.run(tasks):
+                record = by_id[outcome.run_id]
+                record.update(
+                    status=outcome.status,
+                    error=outcome.error,
+                    run_dir=f"runs/{outcome.run_id}" if outcome.run_dir else None,
+                    duration_s=round(outcome.duration_s, 3),
+                )
+                failed += outcome.status == "failed"
+                _write_json(state_path, state)
+                bar.update()
+                bar.set_postfix(done=bar.n - failed, failed=failed, left=bar.total - bar.n)
+        finally:
+            bar.close()
     combine_metrics(out, records, experiment.swept_keys)
     state["wall_s"] = round(time.perf_counter() - start, 3)
     _write_json(state_path, state)
