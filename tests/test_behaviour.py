@@ -22,10 +22,12 @@ from simulation.analysis.behaviour import (
     _summary,
     check_behaviour,
     load_targets,
+    median_tenure,
     plot_behaviour,
     run_statistic,
 )
 from simulation.analysis.event_study import event_study, recovery_years
+from simulation.audit.readers import iter_records
 from simulation.cli import main
 from simulation.config import load_config
 from simulation.experiments import run_experiment
@@ -177,8 +179,48 @@ def test_statistics_match_hand_computation(run_dir):
         metrics.loc[12, "insured_share_ae"] - baseline
     )
     tenure = run_statistic(run_dir, Target(**{**GOOD, "statistic": "median_policy_tenure"}))
-    assert tenure >= 1
-    assert tenure == int(tenure) or tenure * 2 == int(tenure * 2)  # a median of whole years
+    ended, still_open = _spells_by_hand(run_dir, last_year=int(metrics.index.max()))
+    assert still_open  # the run ends with policies in force: censoring matters here
+    assert tenure == median_tenure(ended, still_open)
+
+
+def _spells_by_hand(run_dir: Path, last_year: int) -> tuple[list[int], list[int]]:
+    """Insured spells from the traces, with pandas: (ended, still open at ``last_year``)."""
+    traces = pd.DataFrame(iter_records(run_dir, "household_traces"))
+    traces["insured"] = [
+        a["decision_skill"] in {"buy_insurance", "buy_contents_insurance"} for a in traces["action"]
+    ]
+    ended, still_open = [], []
+    for _, rows in traces.sort_values("year").groupby("agent_id"):
+        runs = (rows["insured"] != rows["insured"].shift()).cumsum()
+        for _, spell in rows[rows["insured"]].groupby(runs[rows["insured"]]):
+            last = spell["year"].max()
+            if last == rows["year"].max() and last == last_year:
+                still_open.append(len(spell))
+            else:
+                ended.append(len(spell))
+    return ended, still_open
+
+
+@pytest.mark.parametrize(
+    ("ended", "still_open", "expected"),
+    [
+        ([1, 2, 2, 3], [], 2.0),  # no censoring: the first length with half the spells over
+        ([1, 2], [], 1.0),  # exactly half have ended after 1 year
+        ([1, 1, 5], [2, 2, 2, 2], 5.0),  # after year 2 only the 5-year spell is at risk
+        ([1], [5, 5], math.inf),  # two of three policies outlast what was seen
+        ([], [3], math.inf),
+        ([], [], math.nan),
+    ],
+)
+def test_median_tenure_is_kaplan_meier(ended, still_open, expected):
+    result = median_tenure(ended, still_open)
+    assert result == expected or (math.isnan(expected) and math.isnan(result))
+
+
+def test_median_tenure_counts_open_spells():
+    """Leaving open spells out would report 1 year; they are half the policies and last 4+."""
+    assert median_tenure([1, 1, 1, 1, 4, 4], [4, 4, 4, 4, 4, 4]) == 4.0
 
 
 def test_tenure_needs_traces(tmp_path):

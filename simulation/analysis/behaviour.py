@@ -31,15 +31,18 @@ Statistics (the keys each one uses besides ``value`` and ``tolerance``):
     The first ``years_since`` after the jump at which the change is at or below ``fraction``
     (default 0.1) of the jump: ``inf`` when the run ends first, NaN when there is no jump.
 ``median_policy_tenure``
-    Median length in years of completed insured spells, from the ``household_traces`` audit
-    stream (any audit level but ``off``; with ``audit.sample`` below 1, the sampled
-    households). A household is insured at the end of a year exactly when that year's executed
-    skill (``action.decision_skill``) is ``buy_insurance`` or ``buy_contents_insurance``, since
-    a policy that is not renewed lapses. A spell is a run of consecutive insured years; it is
-    completed when the household's next traced year is not insured (a lapse, or a move away).
-    Spells still open in the run's last year are right-censored and left out, as NFIP tenure
-    studies count policies that ended.
-
+    Median length in years of insured spells, from the ``household_traces`` audit stream (any
+    audit level but ``off``; with ``audit.sample`` below 1, the sampled households). A household
+    is insured at the end of a year exactly when that year's executed skill
+    (``action.decision_skill``) is ``buy_insurance`` or ``buy_contents_insurance``, since a
+    policy that is not renewed lapses. A spell is a run of consecutive insured years; it ends
+    when the household's next traced year is not insured (a lapse, or a move away). A spell
+    still open in the run's last year is right-censored: its policy was held at least that
+    long. The median is the Kaplan-Meier median (the first length at which the estimated share
+    of spells still in force is at most one half), as NFIP tenure studies follow each cohort of
+    new policies until half have lapsed; leaving the open spells out would bias it short, since
+    the longest spells are the likeliest to be still open. It is ``inf`` when more than half
+    are still in force at the longest length observed, NaN without any spell.
 For an experiment folder (``experiment.json`` and ``model_years.parquet``) every statistic is
 computed for each complete run (its run directory under ``runs/``) and the table reports the
 mean over runs as ``value`` and their standard deviation as ``spread``, with ``min`` and
@@ -66,6 +69,7 @@ import yaml
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from pydantic import Field, ValidationError, field_validator, model_validator
+from scipy.stats import CensoredData, ecdf
 
 from simulation.analysis.event_study import event_study, recovery_years
 from simulation.analysis.metrics import RunDirError, load_run, stream_path
@@ -81,6 +85,7 @@ __all__ = [
     "TargetsFile",
     "check_behaviour",
     "load_targets",
+    "median_tenure",
     "plot_behaviour",
     "run_statistic",
 ]
@@ -249,28 +254,50 @@ def load_targets(path: str | Path) -> list[Target]:
 
 
 # ------------------------------------------------------------------------------ statistics
-def _policy_spells(run_dir: Path, last_year: int) -> list[int]:
-    """Lengths of completed insured spells of every traced household (see module docstring)."""
+def _policy_spells(run_dir: Path, last_year: int) -> tuple[list[int], list[int]]:
+    """Lengths of the ended and of the still open insured spells of every traced household."""
     years: dict[str, dict[int, bool]] = {}
     for record in iter_records(run_dir, "household_traces"):
         skill = (record.get("action") or {}).get("decision_skill")
         years.setdefault(str(record["agent_id"]), {})[int(record["year"])] = (
             skill in _INSURANCE_SKILLS
         )
-    spells = []
+    ended: list[int] = []
+    still_open: list[int] = []
     for insured_by_year in years.values():
         length = 0
         for year in sorted(insured_by_year):
             if insured_by_year[year]:
                 length += 1
             elif length:
-                spells.append(length)
+                ended.append(length)
                 length = 0
-        # A spell open at the household's last traced year is completed only if the household
-        # left (moved away) before the run ended; otherwise it is right-censored.
-        if length and max(insured_by_year) < last_year:
-            spells.append(length)
-    return spells
+        # A spell open at the household's last traced year ended only if the household left
+        # (moved away) before the run ended; otherwise it is right-censored.
+        if length:
+            (ended if max(insured_by_year) < last_year else still_open).append(length)
+    return ended, still_open
+
+
+def median_tenure(ended: list[int], still_open: list[int]) -> float:
+    """Kaplan-Meier median of spell lengths, ``still_open`` ones right-censored.
+
+    Args:
+        ended: Lengths of spells whose end was seen.
+        still_open: Lengths of spells still running when observation stopped.
+
+    Returns:
+        The first length at which the estimated share of spells lasting longer is at most one
+        half; ``inf`` if that share stays above one half, NaN without any spell.
+    """
+    if not ended and not still_open:
+        return math.nan
+    if not ended:
+        return math.inf
+    survival = ecdf(CensoredData(uncensored=ended, right=still_open)).sf
+    # A float tolerance: with no censoring a share of exactly one half must count.
+    reached = np.flatnonzero(survival.probabilities <= 0.5 + 1e-12)
+    return float(survival.quantiles[reached[0]]) if reached.size else math.inf
 
 
 def run_statistic(run_dir: str | Path, target: Target) -> float:
@@ -287,8 +314,7 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
         if stream_path(run.run_dir, "household_traces") is None:
             msg = f"{where}: median_policy_tenure needs the household_traces audit stream"
             raise BehaviourError(msg)
-        spells = _policy_spells(run.run_dir, int(metrics["year"].max()))
-        return float(np.median(spells)) if spells else math.nan
+        return median_tenure(*_policy_spells(run.run_dir, int(metrics["year"].max())))
     if target.column not in metrics.columns:
         msg = f"{where}: model_years has no column {target.column!r}"
         raise BehaviourError(msg)
