@@ -46,7 +46,9 @@ Statistics (the keys each one uses besides ``value`` and ``tolerance``):
 For an experiment folder (``experiment.json`` and ``model_years.parquet``) every statistic is
 computed for each complete run (its run directory under ``runs/``) and the table reports the
 mean over runs as ``value`` and their standard deviation as ``spread``, with ``min`` and
-``max``; with a sweep the runs of all design points are pooled. ``event_recovery_years`` over
+``max``; a sweep gets one row per target and design point (``point``, with its swept values as
+``setting``), since pooling runs with different parameters would describe none of them.
+``event_recovery_years`` over
 several runs is the recovery of their *mean* change (the event study's ``mean`` column), as the
 published event studies estimate it from an average response: one run's yearly sampling noise
 (about 2-3 points of AE take-up in a 1,000-household town) is as large as a tenth of a jump of
@@ -87,6 +89,7 @@ __all__ = [
     "load_targets",
     "median_tenure",
     "plot_behaviour",
+    "row_labels",
     "run_statistic",
 ]
 
@@ -101,6 +104,8 @@ STATISTICS = (
 #: Columns of the table :func:`check_behaviour` returns, in order.
 TABLE_COLUMNS = (
     "name",
+    "point",
+    "setting",
     "value",
     "spread",
     "min",
@@ -348,25 +353,32 @@ def _mean_recovery(runs: list[Path], target: Target) -> float:
     return recovery_years(table.set_index("years_since")["mean"], target.fraction)
 
 
-def _run_dirs(path: Path) -> list[Path]:
-    """The run directories behind ``path``: itself, or an experiment's complete runs."""
+def _run_groups(path: Path) -> list[tuple[int, str, list[Path]]]:
+    """The run directories behind ``path`` as ``(point, setting, runs)`` per design point.
+
+    A run directory is one group (point 0, no setting); an experiment has one group per design
+    point with a complete run, its setting the swept values (``key=value, ...``).
+    """
     if (path / "experiment.json").is_file() and (path / "model_years.parquet").is_file():
         try:
             state = json.loads((path / "experiment.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             msg = f"{path / 'experiment.json'}: cannot be read as JSON ({err})"
             raise BehaviourError(msg) from None
-        runs = [
-            path / record["run_dir"]
-            for record in state.get("runs", [])
-            if record.get("status") == "complete" and record.get("run_dir")
-        ]
-        if not runs:
+        groups: dict[int, tuple[str, list[Path]]] = {}
+        for record in state.get("runs", []):
+            if record.get("status") != "complete" or not record.get("run_dir"):
+                continue
+            setting = ", ".join(f"{k}={v}" for k, v in (record.get("params") or {}).items())
+            groups.setdefault(int(record.get("point", 0)), (setting, []))[1].append(
+                path / record["run_dir"]
+            )
+        if not groups:
             msg = f"{path}: the experiment has no complete run"
             raise BehaviourError(msg)
-        return runs
+        return [(point, *groups[point]) for point in sorted(groups)]
     if (path / "manifest.json").is_file():
-        return [path]
+        return [(0, "", [path])]
     msg = (
         f"{path}: neither a run directory (manifest.json) nor an experiment folder "
         "(experiment.json and model_years.parquet)"
@@ -400,49 +412,67 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
         targets_path: A targets file (see the module docstring).
 
     Returns:
-        One row per target with :data:`TABLE_COLUMNS`: ``value`` (the mean over runs; for
-            ``event_recovery_years`` the recovery of the runs' mean change),
-        ``spread`` (their standard deviation; NaN for one run), ``min``, ``max``, ``n_runs``,
-        ``target`` and ``tolerance`` (from the file), ``passed`` (``|value - target| <=
-        tolerance``; false for a NaN value), ``statistic`` and ``description``.
+        One row per target (and, for a sweep, per design point) with :data:`TABLE_COLUMNS`:
+        ``point`` and ``setting`` (the design point and its swept values; 0 and ``""`` without
+        a sweep), ``value`` (the mean over the point's runs; for ``event_recovery_years`` the
+        recovery of the runs' mean change), ``spread`` (their standard deviation; NaN for one
+        run), ``min``, ``max``, ``n_runs``, ``target`` and ``tolerance`` (from the file),
+        ``passed`` (``|value - target| <= tolerance``; false for a NaN value), ``statistic``
+        and ``description``. Rows are ordered by point, then as in the targets file.
 
     Raises:
         BehaviourError: For a bad targets file, a path that is neither a run nor an
             experiment, or a run lacking what a statistic needs.
     """
     targets = load_targets(targets_path)
-    runs = _run_dirs(Path(path))
     rows = []
-    for target in targets:
-        try:
-            values = [run_statistic(run_dir, target) for run_dir in runs]
-        except RunDirError as err:
-            raise BehaviourError(str(err)) from None
-        recovery = target.statistic == "event_recovery_years"
-        mean, spread, low, high = _summary(values, censored=recovery)
-        if recovery and len(runs) > 1 and not math.isnan(mean):
-            mean = _mean_recovery(runs, target)
-        passed = (
-            bool(abs(mean - target.value) <= target.tolerance) if not math.isnan(mean) else False
-        )
-        rows.append(
-            (
-                target.name,
-                mean,
-                spread,
-                low,
-                high,
-                len(values),
-                target.value,
-                target.tolerance,
-                passed,
-                target.statistic,
-                target.description,
+    for point, setting, runs in _run_groups(Path(path)):
+        for target in targets:
+            try:
+                values = [run_statistic(run_dir, target) for run_dir in runs]
+            except RunDirError as err:
+                raise BehaviourError(str(err)) from None
+            recovery = target.statistic == "event_recovery_years"
+            mean, spread, low, high = _summary(values, censored=recovery)
+            if recovery and len(runs) > 1 and not math.isnan(mean):
+                mean = _mean_recovery(runs, target)
+            passed = (
+                bool(abs(mean - target.value) <= target.tolerance)
+                if not math.isnan(mean)
+                else False
             )
-        )
+            rows.append(
+                (
+                    target.name,
+                    point,
+                    setting,
+                    mean,
+                    spread,
+                    low,
+                    high,
+                    len(values),
+                    target.value,
+                    target.tolerance,
+                    passed,
+                    target.statistic,
+                    target.description,
+                )
+            )
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     table.attrs["source"] = str(path)
     return table
+
+
+def row_labels(table: pd.DataFrame) -> list[str]:
+    """Each row's target name, followed by its design point's setting when there are several."""
+    if table["point"].nunique() <= 1:
+        return [str(name) for name in table["name"]]
+    return [
+        f"{name} [{setting or f'point {point}'}]"
+        for name, point, setting in zip(
+            table["name"], table["point"], table["setting"], strict=True
+        )
+    ]
 
 
 # ------------------------------------------------------------------------------ figure
@@ -505,7 +535,7 @@ def plot_behaviour(table: pd.DataFrame, *, title: str | None = None) -> Figure:
     ax.axvline(0.0, color="black", lw=1)
     ax.set_xlim(-limit, limit)
     ax.set_ylim(-0.7, n - 0.3)
-    ax.set_yticks(range(n), list(table["name"])[::-1])
+    ax.set_yticks(range(n), row_labels(table)[::-1])
     ax.set_xlabel("(simulated - target) / tolerance   (grey band: within tolerance)")
     ax.grid(visible=True, axis="x", alpha=0.3)
     ax.legend(

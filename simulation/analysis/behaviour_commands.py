@@ -25,17 +25,22 @@ def _number(value: float) -> str:
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """The behaviour table as aligned text: name, simulated, spread, target ± tol, result."""
+    """The behaviour table as aligned text: name, simulated, spread, target ± tol, result.
+
+    For a sweep each name is followed by its design point's setting.
+    """
+    from simulation.analysis.behaviour import row_labels  # noqa: PLC0415 - pandas on use
+
     header = ("target", "simulated", "spread", "target ± tol", "result")
     rows = [
         (
-            str(r.name),
+            label,
             _number(float(r.value)),
             _number(float(r.spread)),
             f"{r.target:.3g} ± {r.tolerance:.3g}",
             "PASS" if r.passed else "FAIL",
         )
-        for r in table.itertuples(index=False)
+        for label, r in zip(row_labels(table), table.itertuples(index=False), strict=True)
     ]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
@@ -64,10 +69,12 @@ def _check_behaviour(args: argparse.Namespace) -> int:
             "no completed insured spell, or no simulated year in its range), so the target fails"
         )
     failed = int((~table["passed"]).sum())
+    points = table["point"].nunique()
+    runs = int(table.drop_duplicates("point")["n_runs"].sum())
+    over = f"{points} design points, {runs} runs" if points > 1 else f"{runs} run(s)"
     print(
-        f"{len(table) - failed} of {len(table)} targets pass "
-        f"({int(table['n_runs'].max())} run(s)); wrote {out / 'behaviour.csv'} and "
-        f"{out / 'behaviour.png'}"
+        f"{len(table) - failed} of {len(table)} targets pass ({over}); "
+        f"wrote {out / 'behaviour.csv'} and {out / 'behaviour.png'}"
     )
     return 0 if failed == 0 else 1
 
