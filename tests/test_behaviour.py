@@ -347,3 +347,28 @@ def test_sweep_command_labels_rows_with_their_setting(sweep_dir, tmp_path, capsy
     assert "(2 design points, 4 runs)" in printed
     table = pd.read_csv(tmp_path / "behaviour.csv")
     assert table["point"].tolist() == sorted(table["point"])
+
+
+def test_command_warns_once_about_a_short_baseline(run_dir, tmp_path, capsys):
+    # The flood is in year 10: a 12-year baseline can only average years 1-9.
+    early = [
+        {**GOOD, "name": "jump", "statistic": "event_jump", "baseline_years": 12},
+        {
+            **GOOD,
+            "name": "at2",
+            "statistic": "event_change_at",
+            "years_since": 2,
+            "baseline_years": 12,
+        },
+    ]
+    args = parse(
+        ["check-behaviour", str(run_dir), "--targets", str(write_targets(tmp_path, early))]
+    )
+    args.out = str(tmp_path)
+    args.func(args)
+    warned = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    expected = (
+        "floodsim: warning: event_study: the pre-flood baseline of 1 of 1 run(s) averages only "
+        "9 of the 12 years asked for: the flood (year 10) comes too early in the run"
+    )
+    assert warned == [expected]

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from simulation.analysis.event_study import (
     EVENT_COLUMNS,
+    ShortBaselineWarning,
     detect_flood_year,
     event_study,
     plot_event_study,
@@ -101,6 +102,19 @@ def test_event_study_baseline_is_mean_of_pre_flood_years():
     table = event_study(frame, flood_year=5).set_index("years_since")
     assert table.loc[0, "mean"] == pytest.approx(-0.1)
     assert table.loc[-1, "mean"] == pytest.approx(0.2)
+
+
+def test_an_early_flood_warns_that_the_baseline_is_short():
+    frame = pd.concat([synthetic("a", 0.4, 0.2, flood=3), synthetic("b", 0.4, 0.2, flood=3)])
+    with pytest.warns(ShortBaselineWarning, match=r"2 of 2 run\(s\) averages only 2 of the 4"):
+        table = event_study(frame, flood_year=3, baseline_years=4)
+    assert table["years_since"].min() == -2  # the years the runs have
+    assert table.set_index("years_since").loc[1, "mean"] == pytest.approx(0.2)
+
+
+def test_a_full_baseline_does_not_warn(recwarn):
+    event_study(synthetic("a", 0.4, 0.2, flood=5), flood_year=5, baseline_years=4)
+    assert not [w for w in recwarn if issubclass(w.category, ShortBaselineWarning)]
 
 
 def test_flood_year_detected_per_run():

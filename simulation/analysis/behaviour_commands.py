@@ -9,6 +9,8 @@ neither a run nor an experiment, which the CLI maps to exit code 2.
 from __future__ import annotations
 
 import math
+import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,8 +58,18 @@ def _check_behaviour(args: argparse.Namespace) -> int:
     """
     # Imported on use so that `floodsim --help` does not load pandas and matplotlib.
     from simulation.analysis.behaviour import check_behaviour, plot_behaviour  # noqa: PLC0415
+    from simulation.analysis.event_study import ShortBaselineWarning  # noqa: PLC0415
 
-    table = check_behaviour(args.path, args.targets)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ShortBaselineWarning)
+        table = check_behaviour(args.path, args.targets)
+    shown = set()
+    for w in caught:
+        if not issubclass(w.category, ShortBaselineWarning):  # not ours: as Python shows it
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        elif str(w.message) not in shown:  # one line per distinct early flood, not per target
+            shown.add(str(w.message))
+            print(f"floodsim: warning: {w.message}", file=sys.stderr)
     out = Path(args.out) if args.out is not None else Path(args.path)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "behaviour.csv", index=False)

@@ -5,7 +5,8 @@ The method is a difference from a pre-flood baseline, computed per run and then 
 1. For each run (each ``run_id``; a frame without one is a single run), the *baseline* is the
    mean of ``column`` over the ``baseline_years`` years just before the flood year
    (``flood_year - baseline_years`` .. ``flood_year - 1``; years missing from the run are
-   skipped, and a run with none of them has no baseline and is left out).
+   skipped, with a :class:`ShortBaselineWarning`, and a run with none of them has no baseline
+   and is left out).
 2. The run's *change* at ``years_since = year - flood_year`` is ``column(year) - baseline``
    (in the column's units: for a share, percentage points / 100), or with ``relative`` that
    difference divided by the baseline (0.09: 9 % above the pre-flood level, the unit of
@@ -24,6 +25,7 @@ full year after the flood, the point the empirical literature calls the take-up 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENT_COLUMNS",
+    "ShortBaselineWarning",
     "detect_flood_year",
     "event_study",
     "plot_event_study",
@@ -101,14 +104,29 @@ def _check_flooded(run: pd.DataFrame, flood_year: int) -> None:
         raise ValueError(msg)
 
 
+class ShortBaselineWarning(UserWarning):
+    """A run's pre-flood baseline averages fewer years than asked (the flood came early)."""
+
+
 def _run_changes(
-    run: pd.DataFrame, flood_year: int, column: str, baseline_years: int, *, relative: bool
+    run: pd.DataFrame,
+    flood_year: int,
+    column: str,
+    baseline_years: int,
+    *,
+    relative: bool,
+    short: list[int],
 ) -> pd.Series | None:
-    """One run's change from its pre-flood baseline, by years_since (None: no usable baseline)."""
+    """One run's change from its pre-flood baseline, by years_since (None: no usable baseline).
+
+    A baseline of fewer than ``baseline_years`` years appends its length to ``short``.
+    """
     series = run.set_index("year")[column].astype(float).sort_index()
     before = series.loc[flood_year - baseline_years : flood_year - 1]
     if before.empty:
         return None
+    if len(before) < baseline_years:
+        short.append(len(before))
     baseline = float(before.mean())
     if relative and not baseline > 0:
         return None
@@ -163,6 +181,7 @@ def event_study(
             raise ValueError(msg)
     per_run: dict[str, pd.Series] = {}
     floods: set[int] = set()
+    short: list[int] = []  # years in each shortened baseline
     for run_id, run in data.groupby(_RUN_KEY, sort=False):
         if flood_year is None:
             year = detect_flood_year(run)
@@ -170,13 +189,21 @@ def event_study(
             year = int(flood_year)
             _check_flooded(run, year)
         floods.add(year)
-        changes = _run_changes(run, year, column, baseline_years, relative=relative)
+        changes = _run_changes(run, year, column, baseline_years, relative=relative, short=short)
         if changes is not None:
             per_run[str(run_id)] = changes
     if not per_run:
         needs = " with a positive level" if relative else ""
-        msg = f"event_study: no run has a year before the flood{needs} (year {sorted(floods)})"
+        msg = f"event_study: no run has a year before the flood{needs} (year {_years(floods)})"
         raise ValueError(msg)
+    if short:
+        warnings.warn(
+            f"event_study: the pre-flood baseline of {len(short)} of {len(per_run)} run(s) "
+            f"averages only {min(short)} of the {baseline_years} years asked for: the flood "
+            f"(year {_years(floods)}) comes too early in the run",
+            ShortBaselineWarning,
+            stacklevel=2,
+        )
     wide = pd.DataFrame(per_run)  # rows: years_since, columns: runs
     table = pd.DataFrame(
         {
@@ -195,6 +222,10 @@ def event_study(
         relative=relative,
     )
     return table
+
+
+def _years(floods: set[int]) -> str:
+    return ", ".join(str(year) for year in sorted(floods))
 
 
 def recovery_years(changes: pd.Series, fraction: float = 0.1, jump_at: int = 1) -> float:
