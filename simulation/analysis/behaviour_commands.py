@@ -78,7 +78,7 @@ def _check_behaviour(args: argparse.Namespace) -> int:
     if table["value"].isna().any():
         print(
             "-: the statistic has no value in these runs (no post-flood jump to recover from, "
-            "no completed insured spell, or no simulated year in its range), so the target fails"
+            "no insured spell, or no simulated year in its range), so the target fails"
         )
     failed = int((~table["passed"]).sum())
     points = table["point"].nunique()
