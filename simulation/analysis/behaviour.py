@@ -43,19 +43,19 @@ Statistics (the keys each one uses besides ``value`` and ``tolerance``):
     new policies until half have lapsed; leaving the open spells out would bias it short, since
     the longest spells are the likeliest to be still open. It is ``inf`` when more than half
     are still in force at the longest length observed, NaN without any spell.
+
 For an experiment folder (``experiment.json`` and ``model_years.parquet``) every statistic is
 computed for each complete run (its run directory under ``runs/``) and the table reports the
 mean over runs as ``value`` and their standard deviation as ``spread``, with ``min`` and
 ``max``; a sweep gets one row per target and design point (``point``, with its swept values as
 ``setting``), since pooling runs with different parameters would describe none of them.
-``event_recovery_years`` over
-several runs is the recovery of their *mean* change (the event study's ``mean`` column), as the
-published event studies estimate it from an average response: one run's yearly sampling noise
-(about 2-3 points of AE take-up in a 1,000-household town) is as large as a tenth of a jump of
-a few points, so one run's first year below that line is mostly noise. Its spread, min and max
-are those of the runs' own recovery years, the spread over the finite ones (a run that has not
-recovered when it ends is infinite: right-censored). For the other statistics an infinite
-per-run value makes the mean infinite and the spread NaN.
+``event_recovery_years`` over several runs is the recovery of their *mean* change (the event
+study's ``mean`` column), as the published event studies estimate it from an average response:
+one run's yearly sampling noise (about 2-3 points of AE take-up in a 1,000-household town) is
+as large as a tenth of a jump of a few points, so one run's first year below that line is mostly
+noise. Its spread, min and max are those of the runs' own recovery years, the spread over the
+finite ones (a run that has not recovered when it ends is infinite: right-censored). For the
+other statistics an infinite per-run value makes the mean infinite and the spread NaN.
 """
 
 from __future__ import annotations
