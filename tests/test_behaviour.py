@@ -139,7 +139,10 @@ def test_check_behaviour_on_a_run(run_dir):
     table = check_behaviour(run_dir, TARGETS)
     assert tuple(table.columns) == TABLE_COLUMNS
     assert table["name"].tolist() == [t.name for t in load_targets(TARGETS)]
-    assert np.isfinite(table["value"]).all()
+    # Ten years after the flood may be too few to recover (a censored duration: infinite).
+    durations = table["statistic"] == "event_recovery_years"
+    assert np.isfinite(table.loc[~durations, "value"]).all()
+    assert not table.loc[durations, "value"].isna().any()
     assert table["spread"].isna().all()  # one run: no spread
     assert (table["n_runs"] == 1).all()
     expected = (table["value"] - table["target"]).abs() <= table["tolerance"]
