@@ -109,24 +109,13 @@ class ShortBaselineWarning(UserWarning):
 
 
 def _run_changes(
-    run: pd.DataFrame,
-    flood_year: int,
-    column: str,
-    baseline_years: int,
-    *,
-    relative: bool,
-    short: list[int],
+    run: pd.DataFrame, flood_year: int, column: str, baseline_years: int, *, relative: bool
 ) -> pd.Series | None:
-    """One run's change from its pre-flood baseline, by years_since (None: no usable baseline).
-
-    A baseline of fewer than ``baseline_years`` years appends its length to ``short``.
-    """
+    """One run's change from its pre-flood baseline, by years_since (None: no usable baseline)."""
     series = run.set_index("year")[column].astype(float).sort_index()
     before = series.loc[flood_year - baseline_years : flood_year - 1]
     if before.empty:
         return None
-    if len(before) < baseline_years:
-        short.append(len(before))
     baseline = float(before.mean())
     if relative and not baseline > 0:
         return None
@@ -189,9 +178,12 @@ def event_study(
             year = int(flood_year)
             _check_flooded(run, year)
         floods.add(year)
-        changes = _run_changes(run, year, column, baseline_years, relative=relative, short=short)
+        changes = _run_changes(run, year, column, baseline_years, relative=relative)
         if changes is not None:
             per_run[str(run_id)] = changes
+            averaged = int((changes.index < 0).sum())  # the pre-flood years the run has
+            if averaged < baseline_years:
+                short.append(averaged)
     if not per_run:
         needs = " with a positive level" if relative else ""
         msg = f"event_study: no run has a year before the flood{needs} (year {_years(floods)})"
