@@ -47,17 +47,33 @@ def run_dir(tmp_path_factory):
     return run_simulation(config, base, out, progress=False).run_dir
 
 
+def run_small_experiment(tmp_path_factory, name: str, body: str) -> Path:
+    """Run an experiment on the single-flood scenario, serially; ``body`` follows ``base``."""
+    folder = tmp_path_factory.mktemp(name)
+    path = folder / "experiment.yaml"
+    path.write_text(f"name: {name}\nbase: {SCENARIO}\n{body}", encoding="utf-8")
+    return run_experiment(path, folder / "out", executor="serial", progress=False).out_dir
+
+
 @pytest.fixture(scope="module")
 def experiment_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("experiment")
-    path = folder / "exp.yaml"
-    path.write_text(
-        f"name: single_flood_reps\nbase: {SCENARIO}\n"
+    return run_small_experiment(
+        tmp_path_factory,
+        "single_flood_reps",
         "set: {households.count: 200, audit.level: minimal}\n"  # the full 30 years
         "replicates: 2\nseed: 3\nexecutor: {kind: serial}\n",
-        encoding="utf-8",
     )
-    return run_experiment(path, folder / "out", executor="serial", progress=False).out_dir
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    return run_small_experiment(
+        tmp_path_factory,
+        "decay_points",
+        "set: {households.count: 150, years: 16, audit.level: minimal}\n"
+        "sweep: {grid: {memory.decay_rate: [0.6, 1.0]}}\n"
+        "replicates: 2\nseed: 5\nexecutor: {kind: serial}\n",
+    )
 
 
 def write_targets(tmp_path: Path, entries: list[dict]) -> Path:
@@ -304,20 +320,6 @@ def test_censored_durations_summarise_by_their_median():
     assert (low, high) == (5.0, math.inf)
     assert _summary([5.0, math.inf, math.inf], censored=True)[0] == math.inf
     assert _summary([5.0, math.inf, 7.0])[0] == math.inf  # plain statistics: the mean
-
-
-@pytest.fixture(scope="module")
-def sweep_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("sweep")
-    path = folder / "sweep.yaml"
-    path.write_text(
-        f"name: decay_points\nbase: {SCENARIO}\n"
-        "set: {households.count: 150, years: 16, audit.level: minimal}\n"
-        "sweep: {grid: {memory.decay_rate: [0.6, 1.0]}}\n"
-        "replicates: 2\nseed: 5\nexecutor: {kind: serial}\n",
-        encoding="utf-8",
-    )
-    return run_experiment(path, folder / "out", executor="serial", progress=False).out_dir
 
 
 def test_sweep_reports_each_design_point(sweep_dir):
