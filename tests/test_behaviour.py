@@ -231,6 +231,8 @@ def _spells_by_hand(run_dir: Path, last_year: int) -> tuple[list[int], list[int]
         ([1], [5, 5], math.inf),  # two of three policies outlast what was seen
         ([], [3], math.inf),
         ([], [], math.nan),
+        # Censored steps multiply to 0.5000000000000001 at year 3: still half of the spells.
+        ([1, 1, 2, 2, 3], [3, 3, 3, 3, 3], 3.0),
     ],
 )
 def test_median_tenure_is_kaplan_meier(ended, still_open, expected):
@@ -335,8 +337,10 @@ def test_sweep_reports_each_design_point(sweep_dir):
         runs = [sweep_dir / r["run_dir"] for r in state["runs"] if r["point"] == point]
         rows = table[table["point"] == point].set_index("name")
         for target in load_targets(TARGETS):
-            if target.statistic != "event_recovery_years":  # that one reads the mean change
-                values = [run_statistic(run, target) for run in runs]
+            values = [run_statistic(run, target) for run in runs]
+            if target.statistic == "median_policy_tenure":  # a duration: the median over runs
+                assert rows.loc[target.name, "value"] == pytest.approx(np.median(values))
+            elif target.statistic != "event_recovery_years":  # that one reads the mean change
                 assert rows.loc[target.name, "value"] == pytest.approx(np.mean(values))
     by_point = table.pivot(index="name", columns="point", values="value")
     assert not np.allclose(by_point[0], by_point[1], equal_nan=True)
@@ -354,26 +358,70 @@ def test_sweep_command_labels_rows_with_their_setting(sweep_dir, tmp_path, capsy
     assert table["point"].tolist() == sorted(table["point"])
 
 
-def test_command_warns_once_about_a_short_baseline(run_dir, tmp_path, capsys):
-    # The flood is in year 10: a 12-year baseline can only average years 1-9.
-    early = [
-        {**GOOD, "name": "jump", "statistic": "event_jump", "baseline_years": 12},
-        {
-            **GOOD,
-            "name": "at2",
-            "statistic": "event_change_at",
-            "years_since": 2,
-            "baseline_years": 12,
-        },
-    ]
+EARLY = [  # the flood is in year 10: a 12-year baseline can only average years 1-9
+    {**GOOD, "name": "jump", "statistic": "event_jump", "baseline_years": 12},
+    {**GOOD, "name": "back", "statistic": "event_recovery_years", "baseline_years": 12},
+]
+
+
+def short_baseline_lines(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+
+
+def test_command_warns_once_per_target_about_a_short_baseline(run_dir, tmp_path, capsys):
     args = parse(
-        ["check-behaviour", str(run_dir), "--targets", str(write_targets(tmp_path, early))]
+        ["check-behaviour", str(run_dir), "--targets", str(write_targets(tmp_path, EARLY))]
     )
     args.out = str(tmp_path)
     args.func(args)
-    warned = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
-    expected = (
-        "floodsim: warning: event_study: the pre-flood baseline of 1 of 1 run(s) averages only "
-        "9 of the 12 years asked for: the flood (year 10) comes too early in the run"
+    tail = (
+        "averages only 9 of the 12 years asked for: the flood (year 10) comes too early in the run"
     )
-    assert warned == [expected]
+    assert short_baseline_lines(capsys) == [
+        f"floodsim: warning: target 'jump': the pre-flood baseline of 1 of 1 run(s) {tail}",
+        f"floodsim: warning: target 'back': the pre-flood baseline of 1 of 1 run(s) {tail}",
+    ]
+
+
+def test_short_baseline_warnings_count_a_design_points_runs(sweep_dir, tmp_path, capsys):
+    """Two runs per point: each warning names its point and counts both runs, once."""
+    targets = write_targets(tmp_path, EARLY[1:])  # recovery also reads the runs' mean change
+    args = parse(["check-behaviour", str(sweep_dir), "--targets", str(targets)])
+    args.out = str(tmp_path)
+    args.func(args)
+    lines = short_baseline_lines(capsys)
+    assert len(lines) == 2
+    for line, setting in zip(
+        lines, ["memory.decay_rate=0.6", "memory.decay_rate=1.0"], strict=True
+    ):
+        assert line.startswith(f"floodsim: warning: target 'back' [{setting}]: ")
+        assert "baseline of 2 of 2 run(s) averages only 9 of the 12 years" in line
+
+
+def test_short_baseline_warnings_survive_a_later_error(run_dir, tmp_path, capsys):
+    # The second target names a flood year in which nothing was damaged: the check stops.
+    bad = {**EARLY[0], "name": "wrong_year", "baseline_years": 3, "flood_year": 12}
+    args = parse(
+        [
+            "check-behaviour",
+            str(run_dir),
+            "--targets",
+            str(write_targets(tmp_path, [EARLY[0], bad])),
+        ]
+    )
+    with pytest.raises(BehaviourError, match="no household was damaged in year 12"):
+        args.func(args)
+    assert [line.split(":")[2] for line in short_baseline_lines(capsys)] == [" target 'jump'"]
+
+
+def test_tenure_over_runs_is_their_median(run_dir, tmp_path, monkeypatch):
+    """One run whose policies mostly outlast it (an infinite median) leaves the value finite."""
+    from simulation.analysis import behaviour
+
+    monkeypatch.setattr(behaviour, "_run_groups", lambda _: [(0, "", [run_dir] * 3)])
+    medians = iter([3.0, math.inf, 4.0])
+    monkeypatch.setattr(behaviour, "run_statistic", lambda *_: next(medians))
+    target = {**GOOD, "statistic": "median_policy_tenure", "value": 3.0, "tolerance": 1.0}
+    row = check_behaviour(run_dir, write_targets(tmp_path, [target])).iloc[0]
+    assert (row["value"], row["min"], row["max"], row["n_runs"]) == (4.0, 3.0, math.inf, 3)
+    assert row["passed"]

@@ -54,14 +54,20 @@ study's ``mean`` column), as the published event studies estimate it from an ave
 one run's yearly sampling noise (about 2-3 points of AE take-up in a 1,000-household town) is
 as large as a tenth of a jump of a few points, so one run's first year below that line is mostly
 noise. Its spread, min and max are those of the runs' own recovery years, the spread over the
-finite ones (a run that has not recovered when it ends is infinite: right-censored). For the
-other statistics an infinite per-run value makes the mean infinite and the spread NaN.
+finite ones (a run that has not recovered when it ends is infinite: right-censored).
+``median_policy_tenure`` over several runs is the median of the runs' medians, with the same
+spread, min and max: a run in which more than half the policies outlast the run (infinite) does
+not make it infinite. For the other statistics an infinite per-run value makes the mean
+infinite and the spread NaN. A run whose pre-flood baseline is shorter than ``baseline_years``
+warns (:class:`~simulation.analysis.event_study.ShortBaselineWarning`), once per target and
+design point, counting its runs.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -73,7 +79,12 @@ from matplotlib.patches import Patch
 from pydantic import Field, ValidationError, field_validator, model_validator
 from scipy.stats import CensoredData, ecdf
 
-from simulation.analysis.event_study import event_study, recovery_years
+from simulation.analysis.event_study import (
+    ShortBaselineWarning,
+    event_study,
+    recovery_years,
+    short_baseline_warning,
+)
 from simulation.analysis.metrics import RunDirError, load_run, stream_path
 from simulation.audit.readers import iter_records
 from simulation.config_base import ConfigModel
@@ -300,7 +311,8 @@ def median_tenure(ended: list[int], still_open: list[int]) -> float:
     if not ended:
         return math.inf
     survival = ecdf(CensoredData(uncensored=ended, right=still_open)).sf
-    # A float tolerance: with no censoring a share of exactly one half must count.
+    # A float tolerance: with censoring the survival is a product of steps, and a share of one
+    # half can come out a hair above it (0.5000000000000001), which must still count.
     reached = np.flatnonzero(survival.probabilities <= 0.5 + 1e-12)
     return float(survival.quantiles[reached[0]]) if reached.size else math.inf
 
@@ -415,10 +427,11 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
         One row per target (and, for a sweep, per design point) with :data:`TABLE_COLUMNS`:
         ``point`` and ``setting`` (the design point and its swept values; 0 and ``""`` without
         a sweep), ``value`` (the mean over the point's runs; for ``event_recovery_years`` the
-        recovery of the runs' mean change), ``spread`` (their standard deviation; NaN for one
-        run), ``min``, ``max``, ``n_runs``, ``target`` and ``tolerance`` (from the file),
-        ``passed`` (``|value - target| <= tolerance``; false for a NaN value), ``statistic``
-        and ``description``. Rows are ordered by point, then as in the targets file.
+        recovery of the runs' mean change, for ``median_policy_tenure`` their median),
+        ``spread`` (their standard deviation; NaN for one run), ``min``, ``max``, ``n_runs``,
+        ``target`` and ``tolerance`` (from the file), ``passed`` (``|value - target| <=
+        tolerance``; false for a NaN value), ``statistic`` and ``description``. Rows are
+        ordered by point, then as in the targets file.
 
     Raises:
         BehaviourError: For a bad targets file, a path that is neither a run nor an
@@ -428,14 +441,21 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
     rows = []
     for point, setting, runs in _run_groups(Path(path)):
         for target in targets:
-            try:
-                values = [run_statistic(run_dir, target) for run_dir in runs]
-            except RunDirError as err:
-                raise BehaviourError(str(err)) from None
+            with warnings.catch_warnings(record=True) as caught:
+                # Each run warns on its own; one warning per target and point says it all.
+                warnings.simplefilter("always", ShortBaselineWarning)
+                try:
+                    values = [run_statistic(run_dir, target) for run_dir in runs]
+                except RunDirError as err:
+                    raise BehaviourError(str(err)) from None
+            _warn_again(caught, target.name, setting, len(runs))
             recovery = target.statistic == "event_recovery_years"
-            mean, spread, low, high = _summary(values, censored=recovery)
+            durations = recovery or target.statistic == "median_policy_tenure"
+            mean, spread, low, high = _summary(values, censored=durations)
             if recovery and len(runs) > 1 and not math.isnan(mean):
-                mean = _mean_recovery(runs, target)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ShortBaselineWarning)  # said just above
+                    mean = _mean_recovery(runs, target)
             passed = (
                 bool(abs(mean - target.value) <= target.tolerance)
                 if not math.isnan(mean)
@@ -461,6 +481,29 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     table.attrs["source"] = str(path)
     return table
+
+
+def _warn_again(caught: list[warnings.WarningMessage], name: str, setting: str, runs: int) -> None:
+    """Re-issue what one target's statistics warned: short baselines once, counted over runs."""
+    short = []
+    for w in caught:
+        if isinstance(w.message, ShortBaselineWarning):
+            short.append(w.message)  # one run's statistic
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if short:
+        where = f" [{setting}]" if setting else ""
+        warnings.warn(
+            short_baseline_warning(
+                f"target {name!r}{where}: ",
+                len(short),
+                runs,
+                min(w.averaged for w in short),
+                short[0].asked,
+                {year for w in short for year in w.flood_years},
+            ),
+            stacklevel=3,
+        )
 
 
 def row_labels(table: pd.DataFrame) -> list[str]:

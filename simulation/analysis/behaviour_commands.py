@@ -60,16 +60,18 @@ def _check_behaviour(args: argparse.Namespace) -> int:
     from simulation.analysis.behaviour import check_behaviour, plot_behaviour  # noqa: PLC0415
     from simulation.analysis.event_study import ShortBaselineWarning  # noqa: PLC0415
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ShortBaselineWarning)
-        table = check_behaviour(args.path, args.targets)
-    shown = set()
-    for w in caught:
-        if not issubclass(w.category, ShortBaselineWarning):  # not ours: as Python shows it
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-        elif str(w.message) not in shown:  # one line per distinct early flood, not per target
-            shown.add(str(w.message))
-            print(f"floodsim: warning: {w.message}", file=sys.stderr)
+    # check_behaviour warns once per target and design point whose baseline is short; those
+    # read as the CLI's other warnings. Shown even when a later target stops the check.
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            table = check_behaviour(args.path, args.targets)
+    finally:
+        for w in caught:
+            if issubclass(w.category, ShortBaselineWarning):
+                print(f"floodsim: warning: {w.message}", file=sys.stderr)
+            else:  # not ours: as Python shows it
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     out = Path(args.out) if args.out is not None else Path(args.path)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "behaviour.csv", index=False)

@@ -43,6 +43,7 @@ __all__ = [
     "event_study",
     "plot_event_study",
     "recovery_years",
+    "short_baseline_warning",
 ]
 
 #: Columns of the table :func:`event_study` returns, in order.
@@ -105,7 +106,33 @@ def _check_flooded(run: pd.DataFrame, flood_year: int) -> None:
 
 
 class ShortBaselineWarning(UserWarning):
-    """A run's pre-flood baseline averages fewer years than asked (the flood came early)."""
+    """Some runs' pre-flood baselines average fewer years than asked (the flood came early).
+
+    Args:
+        message: The warning text.
+        short_runs: How many runs have a short baseline.
+        runs: How many runs the event study used.
+        averaged: The fewest pre-flood years any of those baselines averages.
+        asked: ``baseline_years``.
+        flood_years: The flood years of the runs.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        short_runs: int,
+        runs: int,
+        averaged: int,
+        asked: int,
+        flood_years: tuple[int, ...],
+    ) -> None:
+        super().__init__(message)
+        self.short_runs = short_runs
+        self.runs = runs
+        self.averaged = averaged
+        self.asked = asked
+        self.flood_years = flood_years
 
 
 def _run_changes(
@@ -190,10 +217,9 @@ def event_study(
         raise ValueError(msg)
     if short:
         warnings.warn(
-            f"event_study: the pre-flood baseline of {len(short)} of {len(per_run)} run(s) "
-            f"averages only {min(short)} of the {baseline_years} years asked for: the flood "
-            f"(year {_years(floods)}) comes too early in the run",
-            ShortBaselineWarning,
+            short_baseline_warning(
+                "event_study: ", len(short), len(per_run), min(short), baseline_years, floods
+            ),
             stacklevel=2,
         )
     wide = pd.DataFrame(per_run)  # rows: years_since, columns: runs
@@ -218,6 +244,22 @@ def event_study(
 
 def _years(floods: set[int]) -> str:
     return ", ".join(str(year) for year in sorted(floods))
+
+
+def short_baseline_warning(
+    prefix: str, short_runs: int, runs: int, averaged: int, asked: int, floods: set[int]
+) -> ShortBaselineWarning:
+    """The :class:`ShortBaselineWarning` for these counts, its text starting with ``prefix``."""
+    return ShortBaselineWarning(
+        f"{prefix}the pre-flood baseline of {short_runs} of {runs} run(s) averages only "
+        f"{averaged} of the {asked} years asked for: the flood (year {_years(floods)}) comes "
+        "too early in the run",
+        short_runs=short_runs,
+        runs=runs,
+        averaged=averaged,
+        asked=asked,
+        flood_years=tuple(sorted(floods)),
+    )
 
 
 def recovery_years(changes: pd.Series, fraction: float = 0.1, jump_at: int = 1) -> float:

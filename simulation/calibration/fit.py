@@ -33,10 +33,10 @@ Method: simulated method of moments.
         L(θ) = Σ_targets ((mean_sim - target) / tolerance)²
 
     i.e. squared distance in tolerances (a target with zero tolerance is scaled by 1). A
-    statistic that is not finite (NaN: no jump to recover from or no completed policy spell;
-    inf: take-up never recovers within the run) contributes :data:`NONFINITE_PENALTY` instead,
-    the term of a value 100 tolerances away: worse than any plausible finite miss, yet finite
-    so the optimiser can still compare points.
+    statistic that is not finite (NaN: no jump to recover from or no insured spell; inf:
+    take-up never recovers within the run, or most policies outlast it) contributes
+    :data:`NONFINITE_PENALTY` instead, the term of a value 100 tolerances away: worse than any
+    plausible finite miss, yet finite so the optimiser can still compare points.
 
     ``scipy.optimize.minimize`` (``method`` nelder-mead or powell, with bounds) searches θ
     scaled to [0, 1] by each parameter's bounds, so one step means the same share of every
