@@ -12,7 +12,8 @@ One step is one year, in the order DESIGN.md section 2 fixes (and the README doc
    snapshot, so activation order does not matter);
 7. decisions: households, in a shuffled order, retrieve memories, the policy proposes a skill,
    the registry validates and executes it, and its memory template is written; insurance that
-   is not renewed lapses;
+   is not renewed lapses (the PMT policy prices, validates and chooses for all households at
+   once, with the same result: see ``_decide_together``);
 8. year end: consolidation, retention and reflection; the metrics row is collected.
 
 The model owns its random streams: Mesa's ``random`` (activation order) and numpy generators for
@@ -42,6 +43,7 @@ from simulation.agents.population import PopulationError, build_population
 from simulation.agents.state import STATE_FIELDS
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError
+from simulation.decisions.base import DrawnUniform
 from simulation.decisions.llm import LLMConfigError, LLMPolicy, LLMRequest
 from simulation.decisions.pmt import PMTPolicy
 from simulation.decisions.scripted import ScriptedPolicy, ScriptError, load_script
@@ -52,6 +54,7 @@ from simulation.skills.registry import VALID
 from simulation.skills.templates import render
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from simulation.agents.population import Population
@@ -121,7 +124,7 @@ class _Gathered:
     year: int
     retrieved: list[ScoredMemory]
     costs: dict[str, float]
-    options: list[Option]
+    options: list[Option] | None  # None: the policy chose among the registry's valid mask
     context: dict[str, Any]
     before: dict[str, Any] | None
     explain: bool = True
@@ -428,18 +431,21 @@ class FloodAdaptationModel(mesa.Model):
         # building a weak-keyed AgentSet of the active households every year.
         order = list(active)
         self.random.shuffle(order)
-        # One uniform per policy decision: every household but those a language model decides.
-        draws = len(order) if self.llm is None else sum(not h.uses_llm for h in order)
-        self._draws = _DrawnAhead(self.decision_rng, draws)
-        try:
-            if self.llm is None:
-                decide = self.decide_for
-                for household in order:
-                    decide(household, year)
-            else:
-                self._decide_with_llm(order)
-        finally:
-            self._draws = None
+        if self._decides_together():
+            self._decide_together(order, year)
+        else:
+            # One uniform per policy decision: every household but those a language model decides.
+            draws = len(order) if self.llm is None else sum(not h.uses_llm for h in order)
+            self._draws = _DrawnAhead(self.decision_rng, draws)
+            try:
+                if self.llm is None:
+                    decide = self.decide_for
+                    for household in order:
+                        decide(household, year)
+                else:
+                    self._decide_with_llm(order)
+            finally:
+                self._draws = None
 
         self._end_year(year, active, stats)
         if audit is not None:
@@ -607,6 +613,38 @@ class FloodAdaptationModel(mesa.Model):
             "do_nothing": 0.0,
         }
 
+    def cost_matrix(self, states: Sequence[HouseholdState]) -> np.ndarray:
+        """:meth:`costs_for` of many households: a row each, a column per registry skill.
+
+        Raises:
+            KeyError: If the registry has a skill this model cannot price.
+        """
+        ins, adapt = self.config.insurance, self.config.adaptation
+        n = len(states)
+        zone_multiplier = ins.zone_multiplier
+        rate = self.insurer.rate * np.fromiter(
+            (zone_multiplier.get(s.flood_zone, 1.0) for s in states), float, n
+        )
+        elevated = np.fromiter((s.elevated for s in states), bool, n)
+        rate = np.where(elevated, rate * ins.elevated_multiplier, rate)
+        contents = np.fromiter((s.contents_value for s in states), float, n)
+        structure = np.fromiter((s.structure_value for s in states), float, n)
+        contents_cover = np.minimum(contents, ins.contents_limit)
+        structure_cover = np.minimum(structure, ins.structure_limit)
+        subsidy = self.government.subsidy_for(adapt.elevation_cost)
+        owner = np.fromiter((s.tenure == "owner" for s in states), bool, n)
+        columns = {
+            "buy_insurance": rate * (structure_cover + contents_cover) / 1000.0,
+            "buy_contents_insurance": rate * contents_cover / 1000.0,
+            "elevate_house": np.full(n, adapt.elevation_cost * (1.0 - subsidy)),
+            "relocate": np.where(owner, adapt.owner_relocation_cost, adapt.renter_relocation_cost),
+            "do_nothing": np.zeros(n),
+        }
+        costs = np.empty((n, len(self.registry.skill_ids)))
+        for j, skill_id in enumerate(self.registry.skill_ids):
+            costs[:, j] = columns[skill_id]
+        return costs
+
     def _decision_context(self, year: int) -> dict[str, Any]:
         """What every household decides in ``year`` (one dict shared by all: policies read it)."""
         return {
@@ -635,6 +673,13 @@ class FloodAdaptationModel(mesa.Model):
 
     def _gather(self, household: HouseholdAgent, year: int) -> _Gathered:
         """Invoke the retrieve_memory tool and price the options (logged when audited)."""
+        gathered = self._recall(household, year)
+        gathered.costs = costs = self.costs_for(household.state)
+        gathered.options = self.registry.valid_options(household.state, costs)
+        return gathered
+
+    def _recall(self, household: HouseholdAgent, year: int) -> _Gathered:
+        """Invoke the retrieve_memory tool (logged when audited); the options are not priced."""
         state, memory = household.state, household.memory
         top_k = self.config.memory.retrieval.top_k
         retrieved = memory.retrieve_scored(top_k=top_k, current_year=year)
@@ -648,12 +693,86 @@ class FloodAdaptationModel(mesa.Model):
                 explain = True  # only full traces show justifications and explanations
             elif audit.level == "standard":
                 before = changed_state(state)
-        costs = self.costs_for(state)
-        options = self.registry.valid_options(state, costs)
         context = self._context
         if context["year"] != year:  # called outside the yearly step
             context = self._decision_context(year)
-        return _Gathered(year, retrieved, costs, options, context, before, explain)
+        return _Gathered(year, retrieved, {}, None, context, before, explain)
+
+    def _decides_together(self) -> bool:
+        """Whether this year's decisions can go through :meth:`_decide_together`.
+
+        That needs the PMT policy (the only one with ``decide_many``) and no language model. A
+        model whose :meth:`decide_for` or :meth:`costs_for` was replaced (by a subclass, or a
+        wrapper set on the instance) or a policy that overrides ``decide`` keeps the
+        one-household-at-a-time path, so the replacement is what runs.
+        """
+        cls = type(self)
+        return (
+            self.llm is None
+            and type(self.policy).decide is PMTPolicy.decide
+            and cls.costs_for is FloodAdaptationModel.costs_for
+            and cls.decide_for is FloodAdaptationModel.decide_for
+            and "decide_for" not in vars(self)
+            and "costs_for" not in vars(self)
+        )
+
+    def _decide_together(self, order: list[HouseholdAgent], year: int) -> None:
+        """Step 7 for all households, with the choices of :meth:`decide_for` one by one.
+
+        Each household still retrieves, executes, remembers and is logged in its turn. What is
+        done for all at once is pricing, validating and choosing (``PMTPolicy.decide_many``),
+        which is exact because a household's options depend on the others only through the
+        elevation subsidy's budget: when an elevation changes the subsidy, the households after
+        it are priced and decide again. Households with full traces (explanations) decide one
+        by one.
+        """
+        draws = self.decision_rng.random(len(order))  # the stream decide_for would use, in turn
+        recalled = [self._recall(household, year) for household in order]
+        elevation_cost = self.config.adaptation.elevation_cost
+        government, registry = self.government, self.registry
+        skill_ids = registry.skill_ids
+        start, end = 0, len(order)
+        while start < end:
+            subsidy = government.subsidy_for(elevation_cost)
+            together = [n for n in range(start, end) if not recalled[n].explain]
+            states = [order[n].state for n in together]
+            costs = self.cost_matrix(states)
+            valid = registry.valid_mask(states, costs)
+            proposals = dict(
+                zip(
+                    together,
+                    self.policy.decide_many(
+                        states,
+                        [recalled[n].retrieved for n in together],
+                        skill_ids,
+                        costs,
+                        valid,
+                        draws[together],
+                    ),
+                    strict=True,
+                )
+            )
+            rows = dict(zip(together, costs.tolist(), strict=True))
+            for n in range(start, end):
+                household, gathered = order[n], recalled[n]
+                proposal = proposals.get(n)
+                if proposal is None:  # explained: decided alone, from the same draw
+                    gathered.costs = self.costs_for(household.state)
+                    gathered.options = registry.valid_options(household.state, gathered.costs)
+                    proposal = self.policy.decide(
+                        household.state,
+                        gathered.retrieved,
+                        gathered.options,
+                        gathered.context,
+                        DrawnUniform(float(draws[n])),
+                        explain=True,
+                    )
+                else:
+                    gathered.costs = dict(zip(skill_ids, rows[n], strict=True))
+                self._finish(household, gathered, proposal, None)
+                start = n + 1
+                if government.subsidy_for(elevation_cost) != subsidy:
+                    break  # the rest are priced at the new subsidy
 
     def _finish(
         self,
@@ -664,8 +783,11 @@ class FloodAdaptationModel(mesa.Model):
     ) -> Decision:
         """Validate (again, with current costs), execute, remember and log one decision."""
         state, memory, year = household.state, household.memory, gathered.year
-        if outcome is None and _offers(gathered.options, proposal.skill_id):
-            # Gathered and decided in this household's own turn: the option is still valid.
+        if outcome is None and (
+            gathered.options is None or _offers(gathered.options, proposal.skill_id)
+        ):
+            # Gathered and decided in this household's own turn (options None: chosen among the
+            # valid ones by decide_many in this turn's prices): the option is still valid.
             costs, validation = gathered.costs, VALID
         else:
             costs = self.costs_for(state)  # earlier households may have used the subsidy budget

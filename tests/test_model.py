@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from simulation.config import load_config
+from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import compute_damage
 from simulation.model import METRIC_COLUMNS, Decision, FloodAdaptationModel, HouseholdAgent
 from simulation.runner import build_model
@@ -328,6 +329,34 @@ def test_prices_follow_the_premium_rate_zone_elevation_and_subsidy():
     renter_ae = replace(renter, flood_zone="AE", contents_value=40_000.0)
     assert model.costs_for(renter_ae)["buy_contents_insurance"] == pytest.approx(5.0 * 40.0)
     assert model.costs_for(renter_ae)["relocate"] == 5_000
+
+
+def test_the_cost_matrix_prices_as_costs_for_does():
+    model = make_model(
+        "insurance.zone_multiplier={AE: 1.0, X: 0.3}",
+        "insurance.elevated_multiplier=0.5",
+        "insurance.structure_limit=250000",
+        "insurance.contents_limit=100000",
+        "government.initial_subsidy=0.35",
+        count=40,
+    )
+    rng = np.random.default_rng(3)
+    states = []
+    for household in model.households:
+        state = replace(
+            household.state,
+            flood_zone=str(rng.choice(["AE", "X", "VE"])),  # VE has no multiplier: 1
+            elevated=bool(rng.random() < 0.5),
+            structure_value=float(rng.choice([0.0, 180_000.0, 400_000.0])),
+            contents_value=float(rng.choice([20_000.0, 150_000.0])),
+        )
+        states.append(state)
+    matrix = model.cost_matrix(states)
+    skill_ids = model.registry.skill_ids
+    assert matrix.shape == (40, len(skill_ids))
+    for state, row in zip(states, matrix.tolist(), strict=True):
+        assert row == [model.costs_for(state)[skill_id] for skill_id in skill_ids]
+    assert {s.tenure for s in states} == {"owner", "renter"}
 
 
 def test_insured_years_count_renewals_and_only_new_policies_are_adoptions():
@@ -659,3 +688,59 @@ def test_flood_depths_come_from_the_hazard_stream():
         flooded.append(expected)
     assert max(flooded) > 0
     assert min(flooded) < 400
+
+
+def _run_files(tmp_path: Path, overrides: list[str], *, together: bool, monkeypatch) -> dict:
+    from simulation.runner import run_simulation
+
+    if not together:
+        monkeypatch.setattr(FloodAdaptationModel, "_decides_together", lambda self: False)
+    config, base = load_config(
+        DEFAULT, ["audit.gzip=false", "audit.timestamps=false", "years=8", *overrides]
+    )
+    out = tmp_path / ("together" if together else "alone")
+    run_dir = run_simulation(config, base, out, progress=False, run_id="same").run_dir
+    monkeypatch.undo()
+    return {
+        path.name: path.read_bytes()
+        for path in sorted(run_dir.iterdir())
+        if path.suffix in {".jsonl", ".csv"}
+    }
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["households.count=300", "audit.level=standard"],
+        # Explained (fully traced) households among the others, and a budget that runs out.
+        [
+            "households.count=300",
+            "audit.level=full",
+            "audit.sample=0.2",
+            "government.budget=200000",
+            "decision.pmt.asc.elevate_house=0.5",
+        ],
+    ],
+    ids=["standard", "full-sample-budget"],
+)
+def test_deciding_together_changes_nothing(tmp_path, monkeypatch, overrides):
+    """Pricing, validating and choosing in bulk leaves every metric and audit line as it was."""
+    calls = []
+    decide_many = PMTPolicy.decide_many
+    monkeypatch.setattr(
+        PMTPolicy, "decide_many", lambda self, *a: calls.append(len(a[0])) or decide_many(self, *a)
+    )
+    together = _run_files(tmp_path, overrides, together=True, monkeypatch=monkeypatch)
+    assert calls, "the run decided in bulk"
+    if "government.budget=200000" in overrides:
+        assert len(calls) > 8, "the budget ran out mid-year and the rest decided again"
+    alone = _run_files(tmp_path, overrides, together=False, monkeypatch=monkeypatch)
+    assert set(together) == {
+        "model_years.csv",
+        "household_traces.jsonl",
+        "memory_updates.jsonl",
+        "tool_invocations.jsonl",
+        "consolidation.jsonl",
+    }
+    for name, content in together.items():
+        assert content == alone[name], name

@@ -6,10 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from simulation.agents.state import HouseholdState
-from simulation.decisions.base import LEVELS, DecisionPolicy, Option
+from simulation.decisions.base import LEVELS, DecisionPolicy, DrawnUniform, Option
 from simulation.decisions.pmt import (
     MEMORY_KINDS,
     PMTConfig,
@@ -438,3 +440,103 @@ def test_decide_without_explanations_chooses_the_same(memories, insured) -> None
             assert full.constructs[name].explanation
         assert lean.justification == ""
         assert full.justification
+
+
+# Many households at once ------------------------------------------------------------------------
+
+SKILL_IDS = ("buy_insurance", "buy_contents_insurance", "elevate_house", "relocate", "do_nothing")
+MEMORY_POOL = (
+    MAJOR_FLOOD,
+    memory("flood", ("flood", "minor"), score=0.4, seq=2),
+    memory("claim", ("denied",), seq=3),
+    memory("claim", (), score=1.7, seq=4),
+    memory("neighbor", ("insurance",), score=0.2, seq=5),
+    memory("decision", ("insurance",), seq=6),
+)
+_HOUSEHOLD = st.tuples(
+    st.floats(min_value=-500.0, max_value=250_000.0),  # income
+    st.sampled_from(["AE", "X", "VE"]),
+    st.booleans(),  # structure policy
+    st.booleans(),  # contents policy
+    st.integers(0, 4),  # paid claims
+    st.integers(0, 4),  # denied claims
+    st.lists(st.sampled_from(MEMORY_POOL), max_size=4, unique_by=lambda m: m.item.seq),
+    st.lists(st.floats(min_value=0.0, max_value=150_000.0), min_size=5, max_size=5),  # costs
+    st.lists(st.booleans(), min_size=5, max_size=5).filter(any),  # offered
+    st.floats(min_value=0.0, max_value=1.0, exclude_max=True),  # the draw
+)
+
+
+def _one_by_one(policy, states, memories, costs, valid, draws):
+    proposals = []
+    for n, state in enumerate(states):
+        options = [Option(s, float(costs[n, j])) for j, s in enumerate(SKILL_IDS) if valid[n, j]]
+        rng = DrawnUniform(float(draws[n]))  # this household's uniform
+        proposals.append(policy.decide(state, memories[n], options, {}, rng, explain=False))
+    return proposals
+
+
+def _batch(households):
+    states = [
+        household(
+            income=income,
+            flood_zone=zone,
+            has_insurance=insured,
+            has_contents_insurance=contents,
+            claims_paid=paid,
+            claims_denied=denied,
+        )
+        for income, zone, insured, contents, paid, denied, *_ in households
+    ]
+    memories = [list(h[6]) for h in households]
+    costs = np.array([h[7] for h in households])
+    valid = np.array([h[8] for h in households])
+    draws = np.array([h[9] for h in households])
+    return states, memories, costs, valid, draws
+
+
+@settings(max_examples=200, deadline=None)
+@given(households=st.lists(_HOUSEHOLD, min_size=1, max_size=10), inertia=st.booleans())
+def test_deciding_many_at_once_equals_deciding_one_by_one(households, inertia) -> None:
+    """decide_many gives each household exactly decide(explain=False)'s proposal."""
+    config = PMTConfig(renewal_inertia=1.5) if inertia else None
+    policy = PMTPolicy(config)
+    states, memories, costs, valid, draws = _batch(households)
+    together = policy.decide_many(states, memories, SKILL_IDS, costs, valid, draws)
+    assert together == _one_by_one(policy, states, memories, costs, valid, draws)
+
+
+COSTS = (900.0, 0.0, 45_000.0, 30_000.0, 0.0)
+
+
+def test_draws_on_a_choice_boundary_are_decided_as_one_by_one() -> None:
+    """A draw within rounding of a cumulative probability goes through decide() itself."""
+    policy = PMTPolicy()
+    state = household()
+    options = [Option(s, c) for s, c in zip(SKILL_IDS, COSTS, strict=True)]
+    offered = [o for o in options if o.skill_id != "buy_contents_insurance"]
+    probabilities = policy.decide(state, [MAJOR_FLOOD], offered, {}, np.random.default_rng(0))
+    assert probabilities.probabilities is not None
+    edges = np.cumsum(list(probabilities.probabilities.values()))
+    # Each boundary exactly, a hair either side, and the largest double below 1.
+    draws = [d for e in edges[:-1] for d in (np.nextafter(e, 0), e, np.nextafter(e, 1))]
+    draws.append(np.nextafter(1.0, 0))
+    n = len(draws)
+    states, memories = [state] * n, [[MAJOR_FLOOD]] * n
+    costs = np.tile([o.cost for o in options], (n, 1))
+    valid = np.tile([o.skill_id != "buy_contents_insurance" for o in options], (n, 1))
+    together = policy.decide_many(states, memories, SKILL_IDS, costs, valid, np.array(draws))
+    assert together == _one_by_one(policy, states, memories, costs, valid, draws)
+    assert len({p.skill_id for p in together}) == 4  # every offered option is chosen somewhere
+
+
+def test_deciding_many_rejects_what_deciding_one_rejects() -> None:
+    policy = PMTPolicy()
+    costs, draws = np.zeros((1, 5)), np.array([0.5])
+    with pytest.raises(ValueError, match="no options offered"):
+        policy.decide_many([household()], [[]], SKILL_IDS, costs, np.zeros((1, 5), bool), draws)
+    with pytest.raises(ValueError, match=r"'sandbag' has no decision\.pmt\.asc"):
+        policy.decide_many(
+            [household()], [[]], ("sandbag", "do_nothing"), costs[:, :2], np.ones((1, 2)), draws
+        )
+    assert policy.decide_many([], [], SKILL_IDS, np.zeros((0, 5)), np.zeros((0, 5)), []) == []

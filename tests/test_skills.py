@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -225,6 +226,90 @@ def test_valid_options_agree_with_check(
         if registry.check(skill_id, state, costs[skill_id]).valid
     ]
     assert fast == expected == registry.options(state, costs)[0]
+
+
+def _every_kind_of_precondition(shipped: dict[str, Any]) -> SkillRegistry:
+    """The shipped registry with a precondition of every kind (truth tests, each comparison)."""
+    data = copy.deepcopy(shipped)
+    extra = {
+        "buy_insurance": ["income >= 20000", "flood_zone != X"],
+        "buy_contents_insurance": ["contents_value > 5000", "flood_zone == AE"],
+        "elevate_house": ["first_floor_height <= 3.0", "has_insurance"],
+        "relocate": ["claims_denied < 2", "tenure == owner"],
+        "do_nothing": ["not has_contents_insurance", "cumulative_damage != 0"],
+    }
+    for skill_id, conditions in extra.items():
+        skill = _skill(data, skill_id)
+        skill["preconditions"] = [*skill.get("preconditions", []), *conditions]
+    return SkillRegistry.from_mapping(data, "inline")
+
+
+_HOUSEHOLDS = st.lists(
+    st.tuples(
+        st.sampled_from(["owner", "renter"]),
+        st.one_of(st.just(0.0), st.floats(min_value=-1_000.0, max_value=300_000.0)),
+        st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
+        st.sampled_from(["AE", "X", "VE"]),
+        st.tuples(
+            st.sampled_from([0.0, 5_000.0, 40_000.0]),  # contents value
+            st.sampled_from([1.0, 3.0, 4.5]),  # first floor height
+            st.integers(0, 3),  # claims denied
+            st.sampled_from([0.0, 12_000.0]),  # cumulative damage
+        ),
+        st.fixed_dictionaries(dict.fromkeys(SKILLS, _COSTS)),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(households=_HOUSEHOLDS, shipped=st.booleans())
+def test_valid_mask_agrees_with_check(
+    registry: SkillRegistry, shipped_data: dict[str, Any], households: list, shipped: bool
+) -> None:
+    """The bulk path admits exactly what check() passes, household by household."""
+    subject = registry if shipped else _every_kind_of_precondition(shipped_data)
+    states, rows = [], []
+    for tenure, income, flags, zone, (contents, floor, denied, damage), costs in households:
+        insured, contents_insured, elevated, relocated = flags
+        states.append(
+            make_state(
+                tenure=tenure,
+                income=income,
+                has_insurance=insured,
+                has_contents_insurance=contents_insured,
+                elevated=elevated,
+                relocated=relocated,
+                flood_zone=zone,
+                contents_value=contents,
+                first_floor_height=floor,
+                claims_denied=denied,
+                cumulative_damage=damage,
+            )
+        )
+        rows.append([costs[skill_id] for skill_id in subject.skill_ids])
+    mask = subject.valid_mask(states, np.array(rows))
+    expected = [
+        [subject.check(skill_id, state, row[j]).valid for j, skill_id in enumerate(SKILLS)]
+        for state, row in zip(states, rows, strict=True)
+    ]
+    assert mask.tolist() == expected
+
+
+def test_valid_mask_at_the_affordability_limits(registry: SkillRegistry) -> None:
+    """A cost of exactly the limit is affordable; a cent more is not (as check() says)."""
+    state = make_state(income=60_000.0)
+    at = [3_000.0, 0.0, 30_000.0, 30_000.0, 0.0]  # 5 % premium, 50 % elevation and relocation
+    over = [3_000.01, 0.0, 30_000.01, 30_000.01, 0.0]
+    mask = registry.valid_mask([state, state], np.array([at, over]))
+    assert mask.tolist() == [[True, False, True, True, True], [False, False, False, False, True]]
+
+
+def test_valid_mask_wants_a_cost_per_household_and_skill(registry: SkillRegistry) -> None:
+    with pytest.raises(ValueError, match=r"costs must be shaped \(2, 5\)"):
+        registry.valid_mask([make_state(), make_state()], np.zeros((2, 4)))
+    assert registry.valid_mask([], np.zeros((0, 5))).shape == (0, 5)
 
 
 # ---- apply() -----------------------------------------------------------------------------------

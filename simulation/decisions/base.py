@@ -18,7 +18,15 @@ if TYPE_CHECKING:
     from simulation.agents.state import HouseholdState
     from simulation.memory import ScoredMemory
 
-__all__ = ["LEVELS", "Construct", "DecisionPolicy", "Option", "Proposal", "level_of"]
+__all__ = [
+    "LEVELS",
+    "Construct",
+    "DecisionPolicy",
+    "DrawnUniform",
+    "Option",
+    "Proposal",
+    "level_of",
+]
 
 #: Appraisal levels, lowest first (very low, low, medium, high, very high).
 LEVELS = ("VL", "L", "M", "H", "VH")
@@ -65,6 +73,23 @@ class Proposal:
     constructs: dict[str, Construct] = field(default_factory=dict)
     justification: str = ""
     probabilities: dict[str, float] | None = None
+
+
+class DrawnUniform:
+    """One uniform drawn ahead, passed as a policy's ``rng`` (whose ``random()`` it returns).
+
+    Policies draw exactly one uniform per decision, so a model that draws a year's uniforms in
+    one call hands each household its own this way.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def random(self) -> float:
+        """The uniform."""
+        return self.value
 
 
 @runtime_checkable

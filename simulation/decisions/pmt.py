@@ -37,19 +37,17 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated, Any
 
+import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
 from simulation.config_base import ConfigModel
-from simulation.decisions.base import Construct, Proposal, level_of
+from simulation.decisions.base import Construct, DrawnUniform, Option, Proposal, level_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    import numpy as np
-
     from simulation.agents.state import HouseholdState
-    from simulation.decisions.base import Option
     from simulation.memory import MemoryItem, ScoredMemory
 
 __all__ = [
@@ -96,6 +94,12 @@ _SOURCE_KINDS = {"neighbor": "neighbor", "policy": "policy", "reflection": "refl
 # Constructs are built for every household every year: tuple.__new__ skips the named tuple's
 # Python-level __new__.
 _new_tuple = tuple.__new__
+
+# How close (in probability) a draw may come to a cumulative choice probability before
+# decide_many leaves the choice to decide(): far above the few ulps by which numpy's exp and sum
+# can differ from math.exp and math.fsum, and so rare that those households cost nothing.
+_EXACT_MARGIN = 1e-9
+
 
 _Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 _NonNegative = Annotated[float, Field(ge=0.0, le=100.0)]
@@ -645,6 +649,101 @@ class PMTPolicy:
             probabilities={o.skill_id: p for o, p in zip(options, probabilities, strict=True)},
         )
 
+    def decide_many(
+        self,
+        states: Sequence[HouseholdState],
+        memories: Sequence[Sequence[ScoredMemory]],
+        skill_ids: Sequence[str],
+        costs: np.ndarray,
+        valid: np.ndarray,
+        draws: np.ndarray,
+    ) -> list[Proposal]:
+        """:meth:`decide` without explanations for many households at once, with its choices.
+
+        Household ``n`` is offered the skills ``skill_ids[j]`` with ``valid[n, j]`` at cost
+        ``costs[n, j]``, in column order, and decides with the uniform ``draws[n]``: the
+        proposal is exactly what ``decide(..., explain=False)`` returns for those options and
+        that draw. Threat appraisal stays per household (it reads each one's memories); coping,
+        utilities and the logit choice are computed for all at once.
+
+        Args:
+            states: The households.
+            memories: Each household's retrieved memories with retrieval scores.
+            skill_ids: The skill of each column.
+            costs: Out-of-pocket costs, a row per household.
+            valid: Which skills each household may choose (a :meth:`SkillRegistry.valid_mask`).
+            draws: One uniform in [0, 1) per household.
+
+        Returns:
+            One proposal per household, in order.
+
+        Raises:
+            ValueError: If a household is offered nothing, or is offered a skill without
+                coefficients.
+        """
+        n = len(states)
+        if n == 0:
+            return []
+        c = self._c
+        costs = np.asarray(costs, dtype=float)
+        valid = np.asarray(valid, dtype=bool)
+        draws = np.asarray(draws, dtype=float)
+        if not valid.any(axis=1).all():
+            msg = "no options offered"
+            raise ValueError(msg)
+        tp, utilities, coping = _many_utilities(states, memories, skill_ids, costs, valid, c)
+
+        offered = np.where(valid, utilities, -np.inf)
+        weights = np.exp(offered - offered.max(axis=1, keepdims=True))
+        cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+        below = draws[:, None] < cumulative
+        chosen = below.argmax(axis=1)
+        # numpy's exp and sum may differ from math.exp and math.fsum in the last bits, which
+        # matters only where a draw falls within rounding of a cumulative probability (or past
+        # the last one): those households decide through decide() itself.
+        close = np.abs(cumulative - draws[:, None]) < _EXACT_MARGIN
+        recheck = ~below.any(axis=1) | (close & valid).any(axis=1)
+
+        # CP is that of the chosen action, else of the most attractive offered action.
+        rows = np.arange(n)
+        chosen_cp = coping[rows, chosen]
+        actions = valid & (coping >= 0.0)
+        focus = np.where(
+            chosen_cp < 0.0, np.where(actions, utilities, -np.inf).argmax(axis=1), chosen
+        )
+        cp = np.where((chosen_cp < 0.0) & ~actions.any(axis=1), 0.0, coping[rows, focus])
+
+        proposals: list[Proposal] = []
+        for i, (skill, tp_i, cp_i, slow) in enumerate(
+            zip(chosen.tolist(), tp.tolist(), cp.tolist(), recheck.tolist(), strict=True)
+        ):
+            if slow:
+                options = [
+                    Option(skill_ids[j], float(costs[i, j])) for j in np.flatnonzero(valid[i])
+                ]
+                proposals.append(
+                    self.decide(
+                        states[i],
+                        memories[i],
+                        options,
+                        {},
+                        DrawnUniform(float(draws[i])),
+                        explain=False,
+                    )
+                )
+                continue
+            proposals.append(
+                Proposal(
+                    skill_id=skill_ids[skill],
+                    parameters={},
+                    constructs={
+                        "TP": _new_tuple(Construct, (level_of(tp_i), tp_i, "")),
+                        "CP": _new_tuple(Construct, (level_of(cp_i), cp_i, "")),
+                    },
+                )
+            )
+        return proposals
+
 
 def _utilities(
     options: Sequence[Option],
@@ -682,6 +781,60 @@ def _utilities(
         utilities.append(scale * utility)
         coping.append(cp)
     return utilities, coping
+
+
+def _many_utilities(
+    states: Sequence[HouseholdState],
+    memories: Sequence[Sequence[ScoredMemory]],
+    skill_ids: Sequence[str],
+    costs: np.ndarray,
+    valid: np.ndarray,
+    c: _Coefficients,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_threat` and :func:`_utilities` of many households: TP, utilities and CP arrays.
+
+    The arithmetic is the scalar path's, operation for operation, so that every TP, utility and
+    CP is bit-identical to what :meth:`PMTPolicy.decide` computes.
+    """
+    n = len(states)
+    zones = [s.flood_zone for s in states]
+    tp = np.fromiter(
+        (_threat(m, z, c, explain=False)[0] for m, z in zip(memories, zones, strict=True)),
+        float,
+        n,
+    )
+    # fmax, like the scalar max(1.0, income), ignores a NaN income.
+    income = np.fmax(1.0, np.array([s.income for s in states], dtype=float))
+    bonus, penalty, cap = c.claim_adjustment
+    claims_paid = np.array([s.claims_paid for s in states], dtype=float)
+    claims_denied = np.array([s.claims_denied for s in states], dtype=float)
+    claim_term = bonus * np.minimum(claims_paid, cap) - penalty * np.minimum(claims_denied, cap)
+    insured = np.array([s.has_insurance or s.has_contents_insurance for s in states], bool)
+    zone_term = np.array([c.zone_asc.get(z, 0.0) for z in zones], dtype=float)
+
+    threat_utility = c.beta_tp * tp
+    utilities = np.zeros(valid.shape)
+    coping = np.full(valid.shape, -1.0)  # -1: do_nothing, which is no action
+    for j, skill_id in enumerate(skill_ids):
+        if skill_id == _DO_NOTHING:
+            continue
+        params = c.skills.get(skill_id)
+        if params is None:
+            if valid[:, j].any():
+                c.skill(skill_id)  # raises, naming the skill
+            continue
+        asc, efficacy, insurance = params
+        cp = efficacy - c.cost_sensitivity * costs[:, j] / income
+        skill_asc: float | np.ndarray = asc
+        if insurance:
+            cp = cp + claim_term
+            skill_asc = asc + zone_term
+            skill_asc = np.where(insured, skill_asc + c.inertia, skill_asc)
+        cp = np.where(cp < 0.0, 0.0, np.where(cp > 1.0, 1.0, cp))
+        utilities[:, j] = c.scale * (skill_asc + threat_utility + c.beta_cp * cp)
+        coping[:, j] = cp
+
+    return tp, utilities, coping
 
 
 def _pick(probabilities: list[float], draw: float) -> int:

@@ -37,8 +37,9 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -629,9 +630,10 @@ class SkillRegistry:
         self._default = default_skill
         # Compiled once: options(), apply() and memory_update() run for every household every
         # year.
+        self._terms = tuple(_admission(skill) for skill in self._skills.values())
         self._admits = tuple(
-            (skill.skill_id, _compile_admits(skill), skill.description)
-            for skill in self._skills.values()
+            (skill.skill_id, _compile_admits(terms), skill.description)
+            for skill, terms in zip(self._skills.values(), self._terms, strict=True)
         )
         self._outside = {
             skill.skill_id: sorted(set(skill.effects) - skill.allowed_state_changes)
@@ -822,6 +824,53 @@ class SkillRegistry:
             if admits(state, cost := costs[skill_id])
         ]
 
+    def valid_mask(self, states: Sequence[HouseholdState], costs: np.ndarray) -> np.ndarray:
+        """Which skills each of many households may take: :meth:`valid_options` in bulk.
+
+        Entry ``[n, j]`` is :meth:`check`'s verdict on household ``n`` taking skill
+        ``skill_ids[j]`` at cost ``costs[n, j]``. Models that decide a whole population at once
+        use this instead of building an option list per household.
+
+        Args:
+            states: The households.
+            costs: Out-of-pocket costs, a row per household and a column per skill in
+                :attr:`skill_ids` order.
+
+        Returns:
+            A boolean array shaped like ``costs``.
+
+        Raises:
+            ValueError: If ``costs`` is not shaped (households, skills).
+        """
+        costs = np.asarray(costs, dtype=float)
+        if costs.shape != (len(states), len(self._terms)):
+            msg = (
+                f"costs must be shaped ({len(states)}, {len(self._terms)}) "
+                f"(households, skills), got {costs.shape}"
+            )
+            raise ValueError(msg)
+        if not states:
+            return np.zeros(costs.shape, dtype=bool)
+        columns = _Columns(states)
+        valid = np.empty(costs.shape, dtype=bool)
+        for j, (tenures, preconditions, limits) in enumerate(self._terms):
+            cost = costs[:, j]
+            admitted = np.isfinite(cost)
+            if tenures is not None:
+                admitted &= np.isin(columns.array("tenure"), tenures)
+            for condition in preconditions:
+                admitted &= columns.holds(condition)
+            if limits:
+                income = columns.array("income")
+                unaffordable = income <= 0
+                with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                    share = cost / income
+                for limit in limits:
+                    unaffordable |= share > limit
+                admitted &= ~((cost > 0) & unaffordable)
+            valid[:, j] = admitted
+        return valid
+
     def check_tool(
         self, tool_id: str, agent_type: str, parameters: Mapping[str, object]
     ) -> Validation:
@@ -924,15 +973,30 @@ class SkillRegistry:
         return content, skill.memory.importance, skill.memory.tags
 
 
-def _compile_admits(skill: Skill) -> Callable[[HouseholdState, float], bool]:
-    """One predicate with exactly :meth:`SkillRegistry.check`'s verdict, minus the error text."""
-    tenures = None if ANY_AGENT in skill.eligible_agent_types else skill.eligible_agent_types
-    tests = tuple(_compile_precondition(p) for p in skill.preconditions)
-    limits = tuple(
-        limit
-        for name, limit in skill.institutional_constraints.items()
-        if name in SKILL_CONSTRAINTS
+class _Admission(NamedTuple):
+    """What :meth:`SkillRegistry.check` tests of one skill, compiled for the hot paths."""
+
+    tenures: tuple[str, ...] | None  # None: every tenure is eligible
+    preconditions: tuple[Precondition, ...]
+    limits: tuple[float, ...]  # affordability limits, shares of annual income
+
+
+def _admission(skill: Skill) -> _Admission:
+    return _Admission(
+        None if ANY_AGENT in skill.eligible_agent_types else tuple(skill.eligible_agent_types),
+        tuple(skill.preconditions),
+        tuple(
+            limit
+            for name, limit in skill.institutional_constraints.items()
+            if name in SKILL_CONSTRAINTS
+        ),
     )
+
+
+def _compile_admits(terms: _Admission) -> Callable[[HouseholdState, float], bool]:
+    """One predicate with exactly :meth:`SkillRegistry.check`'s verdict, minus the error text."""
+    tenures, limits = terms.tenures, terms.limits
+    tests = tuple(_compile_precondition(p) for p in terms.preconditions)
     isfinite = math.isfinite
 
     def admits(state: HouseholdState, cost: float) -> bool:
@@ -954,6 +1018,37 @@ def _compile_admits(skill: Skill) -> Callable[[HouseholdState, float], bool]:
         return True
 
     return admits
+
+
+class _Columns:
+    """State fields of many households as arrays, each read from the states once."""
+
+    __slots__ = ("_arrays", "_states", "_values")
+
+    def __init__(self, states: Sequence[HouseholdState]) -> None:
+        self._states = states
+        self._values: dict[str, list[Any]] = {}
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def values(self, name: str) -> list[Any]:
+        values = self._values.get(name)
+        if values is None:
+            values = self._values[name] = [getattr(s, name) for s in self._states]
+        return values
+
+    def array(self, name: str) -> np.ndarray:
+        array = self._arrays.get(name)
+        if array is None:
+            array = self._arrays[name] = np.array(self.values(name))
+        return array
+
+    def holds(self, condition: Precondition) -> np.ndarray:
+        """Where ``condition`` holds, as :meth:`Precondition.check` decides it."""
+        if condition.op in ("truthy", "not"):
+            # bool() of each value, not a numpy cast: a string field is truthy when non-empty.
+            truth = np.fromiter(map(bool, self.values(condition.field)), bool, len(self._states))
+            return truth if condition.op == "truthy" else ~truth
+        return np.asarray(_OPS[condition.op](self.array(condition.field), condition.value), bool)
 
 
 def _compile_precondition(condition: Precondition) -> Callable[[HouseholdState], bool]:
