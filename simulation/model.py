@@ -179,6 +179,10 @@ class DecisionSummary(NamedTuple):
     retries: int
 
 
+# Households decided together at a time (see _decide_together): few enough that their objects
+# stay in the CPU caches from retrieval to execution, enough to spread numpy's per-call cost.
+_DECISION_CHUNK = 1024
+
 # A summary is built for every household every year: tuple.__new__ skips the named tuple's
 # Python-level __new__.
 _new_tuple = tuple.__new__
@@ -674,29 +678,37 @@ class FloodAdaptationModel(mesa.Model):
     def _gather(self, household: HouseholdAgent, year: int) -> _Gathered:
         """Invoke the retrieve_memory tool and price the options (logged when audited)."""
         gathered = self._recall(household, year)
+        self._log_recall(household, gathered)
         gathered.costs = costs = self.costs_for(household.state)
         gathered.options = self.registry.valid_options(household.state, costs)
         return gathered
 
     def _recall(self, household: HouseholdAgent, year: int) -> _Gathered:
-        """Invoke the retrieve_memory tool (logged when audited); the options are not priced."""
-        state, memory = household.state, household.memory
+        """Invoke the retrieve_memory tool; neither logged nor priced yet."""
         top_k = self.config.memory.retrieval.top_k
-        retrieved = memory.retrieve_scored(top_k=top_k, current_year=year)
+        retrieved = household.memory.retrieve_scored(top_k=top_k, current_year=year)
         audit = self.audit
-        before = None
-        explain = False
-        if audit is not None and audit.audits(state.agent_id):
-            audit.tool_invocation(state.agent_id, {"top_k": top_k, "current_year": year}, retrieved)
-            if audit.level == "full":
-                before = dynamic_state(state)
-                explain = True  # only full traces show justifications and explanations
-            elif audit.level == "standard":
-                before = changed_state(state)
+        # Only full traces show justifications and explanations.
+        explain = (
+            audit is not None and audit.level == "full" and audit.audits(household.state.agent_id)
+        )
         context = self._context
         if context["year"] != year:  # called outside the yearly step
             context = self._decision_context(year)
-        return _Gathered(year, retrieved, {}, None, context, before, explain)
+        return _Gathered(year, retrieved, {}, None, context, None, explain)
+
+    def _log_recall(self, household: HouseholdAgent, gathered: _Gathered) -> None:
+        """Log the retrieve_memory call and snapshot the state the trace starts from."""
+        audit, state = self.audit, household.state
+        if audit is None or not audit.audits(state.agent_id):
+            return
+        top_k = self.config.memory.retrieval.top_k
+        parameters = {"top_k": top_k, "current_year": gathered.year}
+        audit.tool_invocation(state.agent_id, parameters, gathered.retrieved)
+        if audit.level == "full":
+            gathered.before = dynamic_state(state)
+        elif audit.level == "standard":
+            gathered.before = changed_state(state)
 
     def _decides_together(self) -> bool:
         """Whether this year's decisions can go through :meth:`_decide_together`.
@@ -719,14 +731,20 @@ class FloodAdaptationModel(mesa.Model):
     def _decide_together(self, order: list[HouseholdAgent], year: int) -> None:
         """Step 7 for all households, with the choices of :meth:`decide_for` one by one.
 
-        Each household still retrieves, executes, remembers and is logged in its turn. What is
-        done for all at once is pricing, validating and choosing (``PMTPolicy.decide_many``),
-        which is exact because a household's options depend on the others only through the
-        elevation subsidy's budget: when an elevation changes the subsidy, the households after
-        it are priced and decide again. Households with full traces (explanations) decide one
-        by one.
+        Every household retrieves first (each reads and touches only its own memory); then each
+        is logged, executes and remembers in its turn. What is done for all at once is pricing,
+        validating and choosing (``PMTPolicy.decide_many``), which is exact because a
+        household's options depend on the others only through the elevation subsidy's budget:
+        when an elevation changes the subsidy, the households after it are priced and decide
+        again. Households with full traces (explanations) decide one by one.
         """
         draws = self.decision_rng.random(len(order))  # the stream decide_for would use, in turn
+        for first in range(0, len(order), _DECISION_CHUNK):
+            last = first + _DECISION_CHUNK
+            self._decide_chunk(order[first:last], draws[first:last], year)
+
+    def _decide_chunk(self, order: list[HouseholdAgent], draws: np.ndarray, year: int) -> None:
+        """:meth:`_decide_together` for consecutive households in the order, with their draws."""
         recalled = [self._recall(household, year) for household in order]
         elevation_cost = self.config.adaptation.elevation_cost
         government, registry = self.government, self.registry
@@ -755,6 +773,9 @@ class FloodAdaptationModel(mesa.Model):
             rows = dict(zip(together, costs.tolist(), strict=True))
             for n in range(start, end):
                 household, gathered = order[n], recalled[n]
+                # Logged in the household's turn, as one by one: its own state and memory are
+                # as they were when it retrieved, and the trace finds the ids just logged.
+                self._log_recall(household, gathered)
                 proposal = proposals.get(n)
                 if proposal is None:  # explained: decided alone, from the same draw
                     gathered.costs = self.costs_for(household.state)

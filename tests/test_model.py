@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
+import simulation.model as model_module
 from simulation.config import load_config
 from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import compute_damage
@@ -723,8 +724,10 @@ def _run_files(tmp_path: Path, overrides: list[str], *, together: bool, monkeypa
     ],
     ids=["standard", "full-sample-budget"],
 )
-def test_deciding_together_changes_nothing(tmp_path, monkeypatch, overrides):
+@pytest.mark.parametrize("chunk", [1024, 7])
+def test_deciding_together_changes_nothing(tmp_path, monkeypatch, overrides, chunk):
     """Pricing, validating and choosing in bulk leaves every metric and audit line as it was."""
+    monkeypatch.setattr(model_module, "_DECISION_CHUNK", chunk)
     calls = []
     decide_many = PMTPolicy.decide_many
     monkeypatch.setattr(
@@ -732,7 +735,8 @@ def test_deciding_together_changes_nothing(tmp_path, monkeypatch, overrides):
     )
     together = _run_files(tmp_path, overrides, together=True, monkeypatch=monkeypatch)
     assert calls, "the run decided in bulk"
-    if "government.budget=200000" in overrides:
+    assert max(calls) <= chunk
+    if "government.budget=200000" in overrides and chunk > 300:
         assert len(calls) > 8, "the budget ran out mid-year and the rest decided again"
     alone = _run_files(tmp_path, overrides, together=False, monkeypatch=monkeypatch)
     assert set(together) == {
