@@ -679,9 +679,13 @@ class FloodAdaptationModel(mesa.Model):
         """Invoke the retrieve_memory tool and price the options (logged when audited)."""
         gathered = self._recall(household, year)
         self._log_recall(household, gathered)
+        self._price(household, gathered)
+        return gathered
+
+    def _price(self, household: HouseholdAgent, gathered: _Gathered) -> None:
+        """Price the household's options and keep the valid ones (one household's turn)."""
         gathered.costs = costs = self.costs_for(household.state)
         gathered.options = self.registry.valid_options(household.state, costs)
-        return gathered
 
     def _recall(self, household: HouseholdAgent, year: int) -> _Gathered:
         """Invoke the retrieve_memory tool; neither logged nor priced yet."""
@@ -778,8 +782,7 @@ class FloodAdaptationModel(mesa.Model):
                 self._log_recall(household, gathered)
                 proposal = proposals.get(n)
                 if proposal is None:  # explained: decided alone, from the same draw
-                    gathered.costs = self.costs_for(household.state)
-                    gathered.options = registry.valid_options(household.state, gathered.costs)
+                    self._price(household, gathered)
                     proposal = self.policy.decide(
                         household.state,
                         gathered.retrieved,
