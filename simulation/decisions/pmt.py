@@ -805,10 +805,7 @@ def _many_utilities(
     )
     # fmax, like the scalar max(1.0, income), ignores a NaN income.
     income = np.fmax(1.0, np.array([s.income for s in states], dtype=float))
-    bonus, penalty, cap = c.claim_adjustment
-    claims_paid = np.array([s.claims_paid for s in states], dtype=float)
-    claims_denied = np.array([s.claims_denied for s in states], dtype=float)
-    claim_term = bonus * np.minimum(claims_paid, cap) - penalty * np.minimum(claims_denied, cap)
+    claim_term = np.fromiter((c.claim_term(s) for s in states), float, n)
     insured = np.array([s.has_insurance or s.has_contents_insurance for s in states], bool)
     zone_term = np.array([c.zone_asc.get(z, 0.0) for z in zones], dtype=float)
 
