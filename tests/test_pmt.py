@@ -540,3 +540,37 @@ def test_deciding_many_rejects_what_deciding_one_rejects() -> None:
             [household()], [[]], ("sandbag", "do_nothing"), costs[:, :2], np.ones((1, 2)), draws
         )
     assert policy.decide_many([], [], SKILL_IDS, np.zeros((0, 5)), np.zeros((0, 5)), []) == []
+
+
+def test_one_policy_appraises_every_memory_by_its_own_kind() -> None:
+    """A policy that has seen a memory's source and tags before still classifies each memory
+    as memory_kind does: an untagged flood by its own amount, every time."""
+    policy = PMTPolicy()
+    fresh = [
+        memory("flood", ("flood",), amount=80_000.0),
+        memory("flood", ("flood",), amount=1_000.0),
+        memory("flood", ("flood",), amount=0.0),
+        memory("flood", ("flood",)),
+        memory("flood", ("flood", "minor"), amount=80_000.0),
+        memory("claim", ("claim", "denied")),
+        memory("claim", ("claim",)),
+        memory("seed", ("seed", "flood")),
+        memory("seed", ("seed",)),
+        memory("decision", ("decision",)),
+        memory("flood", ["flood"], amount=80_000.0),  # type: ignore[arg-type]
+    ]
+    for _ in range(2):  # the second pass finds what the first one learnt
+        for hit in fresh:
+            expected = threat_appraisal([hit], "AE")[0]
+            proposal = policy.decide(household(), [hit], OPTIONS, {}, DrawnUniform(0.5))
+            assert proposal.constructs["TP"].value == expected, hit.item
+    kinds = {memory_kind(hit.item) for hit in fresh}
+    assert kinds == {
+        "flood_major",
+        "flood_minor",
+        "flood_no_damage",
+        "claim_denied",
+        "claim_paid",
+        "seed",
+        None,
+    }

@@ -348,6 +348,7 @@ class _Coefficients:
         "cost_sensitivity",
         "gain",
         "inertia",
+        "kinds",
         "labels",
         "major_threshold",
         "other_zone",
@@ -384,6 +385,9 @@ class _Coefficients:
             words = skill.replace("_", " ")
             noun, verb = _SKILL_PHRASES.get(skill, (words, f"choose {words}"))
             self.labels[skill] = (noun, verb, f"efficacy {efficacy:.2f}")
+        # (source, tags) -> memory kind, for the items whose kind those two decide (all but
+        # floods without a severity tag): see _kind.
+        self.kinds: dict[tuple[str, tuple[str, ...]], str | None] = {}
         self.claim_adjustment = (
             config.claim_paid_bonus,
             config.claim_denied_penalty,
@@ -442,6 +446,34 @@ def _flood_kind(tags: tuple[str, ...], amount: float | None, threshold: float) -
     return "flood_major" if amount >= threshold else "flood_minor"
 
 
+#: How many (source, tags) pairs :func:`_kind` remembers: a model writes a few dozen; the bound
+#: keeps memories written with ever-new tags from growing the table without end.
+_KINDS_KEPT = 1024
+_SEVERITY_TAGS = frozenset(tag for tag, _ in _FLOOD_TAGS)
+_UNKNOWN = object()
+
+
+def _kind(item: MemoryItem, c: _Coefficients) -> str | None:
+    """:func:`memory_kind` of ``item`` with ``c``'s threshold, looked up where it can be.
+
+    Every household appraises its retrieved memories every year, and most of those memories
+    share their source and tags with thousands of others; only a flood without a severity tag
+    needs its amount.
+    """
+    key = (item.source, item.tags)
+    try:
+        kind = c.kinds.get(key, _UNKNOWN)
+    except TypeError:  # tags in a list (an item built by hand): not a key
+        return memory_kind(item, c.major_threshold)
+    if kind is _UNKNOWN:
+        kind = memory_kind(item, c.major_threshold)
+        if (key[0] != "flood" or not _SEVERITY_TAGS.isdisjoint(key[1])) and len(
+            c.kinds
+        ) < _KINDS_KEPT:
+            c.kinds[key] = kind
+    return kind
+
+
 def _threat(
     memories: Sequence[ScoredMemory], flood_zone: str, c: _Coefficients, *, explain: bool = True
 ) -> tuple[float, str, str]:
@@ -452,7 +484,6 @@ def _threat(
     base = c.zones.get(flood_zone, c.other_zone)
     weights = c.weights
     cap = c.score_cap
-    threshold = c.major_threshold
     evidence = 0.0
     cues = 0
     top = 0.0
@@ -460,7 +491,7 @@ def _threat(
     top_kind = ""
     top_score = 0.0
     for item, score, _ in memories:
-        kind = memory_kind(item, threshold)
+        kind = _kind(item, c)
         if kind is None or score <= 0.0:
             continue
         if score > cap:
