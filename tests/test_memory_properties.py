@@ -120,6 +120,26 @@ def test_consolidation_is_idempotent(params, ops):
 @given(
     memory_params(),
     st.lists(operation, max_size=40),
+    st.floats(0.0, 1.0),
+    st.booleans(),
+)
+def test_consolidation_moves_every_working_item_due(params, ops, threshold, restored):
+    """Whatever was written, however the threshold moved since, and across a checkpoint."""
+    mem = CognitiveMemory("H001", **params)
+    for op in ops:
+        apply(mem, op)
+    if restored:
+        mem = CognitiveMemory.from_dict(json.loads(json.dumps(mem.to_dict())))
+    mem.consolidation_threshold = threshold
+    due = [i.id for i in mem.working if not i.consolidated and i.importance >= threshold]
+    assert [i.id for i in mem.consolidate_detailed().transferred] == due
+    assert all(i.consolidated for i in mem.working if i.importance >= threshold)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    memory_params(),
+    st.lists(operation, max_size=40),
     st.integers(0, 12),
     year,
     st.sampled_from(["spec", "weighted"]),

@@ -105,6 +105,11 @@ class YearEnd(NamedTuple):
     reflections: tuple[MemoryItem, ...]
 
 
+# What most year ends change: nothing (shared, being immutable and empty).
+_NO_CONSOLIDATION = Consolidation((), ())
+_QUIET_YEAR_END = YearEnd((), (), (), ())
+
+
 class CognitiveMemory:
     """A household's memory: FIFO working memory and decaying long-term stores.
 
@@ -139,6 +144,7 @@ class CognitiveMemory:
         "_next_seq",
         "_semantic",
         "_since_reflection",
+        "_unconsolidated_max",
         "_working",
         "agent_id",
         "consolidation_threshold",
@@ -187,6 +193,10 @@ class CognitiveMemory:
         self.reflector = reflector or _RULE_REFLECTOR
         self.texts = texts
         self._working: list[MemoryItem] = []
+        # At least the importance of every working item not yet consolidated (-1: none). Below
+        # the threshold, consolidation has nothing to move and skips reading working memory:
+        # with the default routing, every year end of every household.
+        self._unconsolidated_max = -1.0
         self._episodic = LongTermStore("episodic", episodic_capacity, self.decay_rate)
         self._semantic = _NO_SEMANTIC  # until the first reflection (see _NO_SEMANTIC)
         self._archive = _NO_ARCHIVE  # until the first demotion
@@ -325,6 +335,8 @@ class CognitiveMemory:
                 msg = "pinned items live in episodic memory; use store='episodic' or 'auto'"
                 raise ValueError(msg)
             item = self._new_item(content, importance, year, tags, source, amount=amount)
+            if item.importance > self._unconsolidated_max:
+                self._unconsolidated_max = item.importance
             return _new_tuple(WriteResult, (item, "working", self._push_working(item)))
         if store == "episodic":
             item = self._new_item(
@@ -515,13 +527,21 @@ class CognitiveMemory:
     def consolidate_detailed(self) -> Consolidation:
         """Like :meth:`consolidate`, returning the items transferred and the evictions."""
         threshold = self.consolidation_threshold
+        if self._unconsolidated_max < threshold:
+            return _NO_CONSOLIDATION
         transferred = []
         evictions: list[Eviction] = []
+        left = -1.0  # the highest importance left unconsolidated
         for item in self._working:
-            if not item.consolidated and item.importance >= threshold:
-                item.consolidated = True
-                transferred.append(item)
-                evictions.extend(self._insert(self._episodic, item))
+            if not item.consolidated:
+                importance = item.importance
+                if importance >= threshold:
+                    item.consolidated = True
+                    transferred.append(item)
+                    evictions.extend(self._insert(self._episodic, item))
+                elif importance > left:
+                    left = importance
+        self._unconsolidated_max = left
         return _new_tuple(Consolidation, (tuple(transferred), tuple(evictions)))
 
     def end_year(self, year: int) -> YearEnd:
@@ -536,9 +556,12 @@ class CognitiveMemory:
         year = int(year)
         self._clock = max(self._clock, year)
         transferred, evictions = self.consolidate_detailed()
+        tiered = self.retention.policy == "tiered"
+        if not (transferred or tiered or self.reflection.enabled):
+            return _QUIET_YEAR_END
         moves = list(evictions)
         promoted: list[MemoryItem] = []
-        if self.retention.policy == "tiered":
+        if tiered:
             promoted = self._rebalance_tiers(year, moves)
         reflections = self.reflect(year, moves) if self.reflection.enabled else []
         return _new_tuple(YearEnd, (transferred, tuple(moves), tuple(promoted), tuple(reflections)))
@@ -673,7 +696,10 @@ class CognitiveMemory:
         strategy = strategy or settings.strategy
         if query is None:
             query = settings.query
-        keep = _make_filter(tags, sources, min_year, max_year)
+        if tags is None and sources is None and min_year is None and max_year is None:
+            keep = None  # the model's retrievals: skip building (and calling) a filter
+        else:
+            keep = _make_filter(tags, sources, min_year, max_year)
         if strategy == "spec" and query is None:
             hits = self._retrieve_spec(k, current_year, keep)
         elif strategy in ("spec", "weighted"):
@@ -708,39 +734,21 @@ class CognitiveMemory:
                     out.append(_new_tuple(ScoredMemory, (item, score, "working")))
                     if len(out) == k:
                         return out
-        stores = [s for s in (self._episodic, self._semantic, self._archive) if s.ranked()]
+        episodic = self._episodic
+        if self._semantic is _NO_SEMANTIC and self._archive is _NO_ARCHIVE:
+            # The usual case (no reflections, no archive) needs no merge: episodic memory's own
+            # order is the answer.
+            if not episodic.ranked():
+                return out
+            if keep is None:
+                return _fill_from(episodic, out, {hit[0].seq for hit in out}, k, year)
+        stores = [s for s in (episodic, self._semantic, self._archive) if s.ranked()]
         if not stores:
             return out
         seen = {hit[0].seq for hit in out}
         if len(stores) == 1 and keep is None:
-            # The usual case (no reflections, no archive): the store's own order is the answer.
             return _fill_from(stores[0], out, seen, k, year)
-        # Merge the long-term stores, each already ranked, by their heads' scores.
-        heads = [0] * len(stores)
-        while len(out) < k:
-            best: tuple[int, MemoryItem] | None = None
-            best_score = -1.0
-            for n, store in enumerate(stores):
-                ranked = store.ranked()
-                i = heads[n]
-                while i < len(ranked) and (
-                    ranked[i].seq in seen or (keep is not None and not keep(ranked[i]))
-                ):
-                    i += 1
-                heads[n] = i
-                if i < len(ranked):
-                    score = store.score(ranked[i], year)
-                    if score > best_score or (
-                        score == best_score and best is not None and ranked[i].seq > best[1].seq
-                    ):
-                        best, best_score = (n, ranked[i]), score
-            if best is None:
-                break
-            n, item = best
-            out.append(_new_tuple(ScoredMemory, (item, best_score, stores[n].name)))
-            seen.add(item.seq)
-            heads[n] += 1
-        return out
+        return _merge_from(stores, out, seen, k, year, keep)
 
     def _retrieve_weighted(
         self,
@@ -878,6 +886,9 @@ class CognitiveMemory:
                 item.content = texts.setdefault(item.content, item.content)
         stores = data["stores"]
         mem._working = [items[s] for s in stores["working"]]
+        mem._unconsolidated_max = max(
+            (i.importance for i in mem._working if not i.consolidated), default=-1.0
+        )
         mem._episodic.restore_ranked([items[seq] for seq in stores["episodic"]])
         if stores["semantic"]:
             mem._own_semantic().restore_ranked([items[seq] for seq in stores["semantic"]])
@@ -888,6 +899,45 @@ class CognitiveMemory:
         mem._since_reflection = float(data["since_reflection"])
         mem._demoted_hits = {int(k): int(v) for k, v in data["demoted_hits"].items()}
         return mem
+
+
+def _merge_from(
+    stores: list[LongTermStore],
+    out: list[ScoredMemory],
+    seen: set[int],
+    k: int,
+    year: int,
+    keep: Callable[[MemoryItem], bool] | None,
+) -> list[ScoredMemory]:
+    """Append the best of several long-term stores, each already ranked, to ``out``.
+
+    The stores are merged by their heads' scores until ``out`` holds ``k`` items.
+    """
+    heads = [0] * len(stores)
+    while len(out) < k:
+        best: tuple[int, MemoryItem] | None = None
+        best_score = -1.0
+        for n, store in enumerate(stores):
+            ranked = store.ranked()
+            i = heads[n]
+            while i < len(ranked) and (
+                ranked[i].seq in seen or (keep is not None and not keep(ranked[i]))
+            ):
+                i += 1
+            heads[n] = i
+            if i < len(ranked):
+                score = store.score(ranked[i], year)
+                if score > best_score or (
+                    score == best_score and best is not None and ranked[i].seq > best[1].seq
+                ):
+                    best, best_score = (n, ranked[i]), score
+        if best is None:
+            break
+        n, item = best
+        out.append(_new_tuple(ScoredMemory, (item, best_score, stores[n].name)))
+        seen.add(item.seq)
+        heads[n] += 1
+    return out
 
 
 def _fill_from(
