@@ -100,6 +100,8 @@ METRIC_COLUMNS = (
     "invalid_proposals",
 )
 
+#: A memory's text, importance and tags, as the registry renders it.
+_Remembered = tuple[str, float, tuple[str, ...]]
 _INSURANCE_SKILLS = frozenset({"buy_insurance", "buy_contents_insurance"})
 # The metrics column counting each skill's decisions (both insurance skills count as one).
 _DECISION_STATS = {
@@ -287,6 +289,9 @@ class FloodAdaptationModel(mesa.Model):
         # pool holds its repeats and the pool stays small. Not sys.intern: early Python 3.12
         # releases never free interned strings (python/cpython#113993).
         self._texts: dict[str, str] = {}
+        # (skill, year, cost) -> the decision memory it renders, for templates that name no
+        # household field (see _decision_memory); emptied with the texts every year.
+        self._decision_memories: dict[tuple[str, int, float], _Remembered] = {}
         self.households: list[HouseholdAgent] = [
             HouseholdAgent(self, state, self._new_memory(state.agent_id, population))
             for state in population.states
@@ -343,6 +348,7 @@ class FloodAdaptationModel(mesa.Model):
         self._pending.clear()
         self._llm_outcomes.clear()
         self._texts.clear()
+        self._decision_memories.clear()
 
     def attach_audit(self, writer: AuditWriter) -> None:
         """Stream this run's audit trail to ``writer`` (logs the households' initial memories)."""
@@ -410,6 +416,7 @@ class FloodAdaptationModel(mesa.Model):
         if audit is not None:
             audit.begin_year(year)
         self._texts.clear()
+        self._decision_memories.clear()
         active: list[HouseholdAgent] = []
         departed: list[HouseholdAgent] = []  # moved away last year: seen leaving this year only
         for household in self.households:
@@ -751,11 +758,12 @@ class FloodAdaptationModel(mesa.Model):
         """:meth:`_decide_together` for consecutive households in the order, with their draws."""
         recalled = [self._recall(household, year) for household in order]
         elevation_cost = self.config.adaptation.elevation_cost
-        government, registry = self.government, self.registry
+        government, registry, audit = self.government, self.registry, self.audit
         skill_ids = registry.skill_ids
         start, end = 0, len(order)
         while start < end:
             subsidy = government.subsidy_for(elevation_cost)
+            spent = government.spent_this_year
             together = [n for n in range(start, end) if not recalled[n].explain]
             states = [order[n].state for n in together]
             costs = self.cost_matrix(states)
@@ -779,7 +787,8 @@ class FloodAdaptationModel(mesa.Model):
                 household, gathered = order[n], recalled[n]
                 # Logged in the household's turn, as one by one: its own state and memory are
                 # as they were when it retrieved, and the trace finds the ids just logged.
-                self._log_recall(household, gathered)
+                if audit is not None:
+                    self._log_recall(household, gathered)
                 proposal = proposals.get(n)
                 if proposal is None:  # explained: decided alone, from the same draw
                     self._price(household, gathered)
@@ -795,8 +804,11 @@ class FloodAdaptationModel(mesa.Model):
                     gathered.costs = dict(zip(skill_ids, rows[n], strict=True))
                 self._finish(household, gathered, proposal, None)
                 start = n + 1
-                if government.subsidy_for(elevation_cost) != subsidy:
-                    break  # the rest are priced at the new subsidy
+                # Only a subsidy paid (an elevation) can change the subsidy within the year.
+                if government.spent_this_year != spent:
+                    spent = government.spent_this_year
+                    if government.subsidy_for(elevation_cost) != subsidy:
+                        break  # the rest are priced at the new subsidy
 
     def _finish(
         self,
@@ -900,27 +912,51 @@ class FloodAdaptationModel(mesa.Model):
             state.insured_years = 0
         changes.update(self.registry.apply(skill_id, state))
         cost = costs[skill_id]
-        context: dict[str, Any] = {"year": year, "cost": cost}
         if skill_id in _INSURANCE_SKILLS:
             state.insured_years = state.insured_years + 1 if was_insured else 1
             self.premiums_collected += cost
-            context["premium"] = cost
             if not was_insured:
                 household.adopted_this_year = "insurance"
         elif skill_id == "elevate_house":
-            share = 1.0 - cost / max(self.config.adaptation.elevation_cost, 1e-9)
-            self.government.pay(self.config.adaptation.elevation_cost * share)
-            context["subsidy_share"] = share
+            elevation_cost = self.config.adaptation.elevation_cost
+            self.government.pay(elevation_cost * self._subsidy_share(cost))
             household.adopted_this_year = skill_id
         elif skill_id == "relocate":
             household.adopted_this_year = skill_id
         stat = _DECISION_STATS.get(skill_id)
         if stat is not None:
             self.year_stats[stat] += 1
-        content, importance, tags = self.registry.memory_update(skill_id, state, context)
+        key = (skill_id, year, cost)
+        remembered = self._decision_memories.get(key)
+        if remembered is None:
+            remembered = self._decision_memory(skill_id, state, year, cost)
+        content, importance, tags = remembered
         decision.memory_update = self._log(
             household, household.memory.write(content, importance, year, tags, source="decision")
         )
+
+    def _subsidy_share(self, cost: float) -> float:
+        """The share of the elevation cost a subsidy paid, given what the household paid."""
+        return 1.0 - cost / max(self.config.adaptation.elevation_cost, 1e-9)
+
+    def _decision_memory(
+        self, skill_id: str, state: HouseholdState, year: int, cost: float
+    ) -> _Remembered:
+        """Render what executing ``skill_id`` leaves in memory (the registry's template).
+
+        A template that names only these context values, not the household's fields, renders
+        the same for everyone who paid the same: it is kept for the rest of the year, since
+        most households make one of a few choices at one of a few prices.
+        """
+        context: dict[str, Any] = {"year": year, "cost": cost}
+        if skill_id in _INSURANCE_SKILLS:
+            context["premium"] = cost
+        elif skill_id == "elevate_house":
+            context["subsidy_share"] = self._subsidy_share(cost)
+        remembered = self.registry.memory_update(skill_id, state, context)
+        if context.keys() >= set(self.registry.template_fields(skill_id)):
+            self._decision_memories[skill_id, year, cost] = remembered
+        return remembered
 
     def _remember(
         self,

@@ -748,3 +748,24 @@ def test_deciding_together_changes_nothing(tmp_path, monkeypatch, overrides, chu
     }
     for name, content in together.items():
         assert content == alone[name], name
+
+
+def test_a_decision_memory_naming_household_fields_is_each_households_own(tmp_path):
+    """A rendered decision memory is reused for the same choice at the same price only when
+    its template names no household field."""
+    shipped = (DEFAULT.parents[1] / "skill_registry.yaml").read_text(encoding="utf-8")
+    waiting = '"Year {year}: I chose to wait and not take protective action"'
+    assert waiting in shipped
+    registry = tmp_path / "registry.yaml"
+    registry.write_text(
+        shipped.replace(waiting, '"Year {year}: I waited, earning ${income:,.0f}"'),
+        encoding="utf-8",
+    )
+    model = make_model(f"registry={registry}", count=32)
+    model.step()
+    waited = [h for h in model.households if h.last_decision.skill_id == "do_nothing"]
+    assert len({h.state.income for h in waited}) > 1
+    for household in waited:
+        (memory,) = [i for i in household.memory.working if i.source == "decision"]
+        year, income = household.last_decision.year, household.state.income
+        assert memory.content == f"Year {year}: I waited, earning ${income:,.0f}"
