@@ -9,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint format bench clean
+.PHONY: run test lint format bench bench-instructions clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ bench: $(STAMP)  ## Throughput benchmarks (not part of the test suite)
 	$(BIN)/python benchmarks/bench_batch.py
 	$(BIN)/python benchmarks/bench_llm.py
 	$(BIN)/python benchmarks/bench_scaling.py
+
+bench-instructions: $(STAMP)  ## Instructions per household-year under callgrind (needs valgrind)
+	$(BIN)/python benchmarks/bench_instructions.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

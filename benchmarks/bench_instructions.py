@@ -1,0 +1,181 @@
+"""Machine instructions per household-year, counted by callgrind: a cost that noise cannot move.
+
+Wall-clock time on a shared machine moves by a fifth or more between equal runs (README,
+"Benchmarks"), which hides the few per cent a change to the hot path is worth. Instructions
+executed hardly depend on the neighbours: this benchmark runs the default configuration under
+valgrind's callgrind, counts only the yearly steps after a warm-up year (the model is built and
+the interpreter started uncounted), and reports instructions per household-year. Two counts of
+the same code differ by a few hundredths of a per cent (145,085 and 145,135 for 1,000
+households x 3 years at ``off``: memory addresses still vary between runs). ``--against DIR``
+counts another checkout of floodsim side by side (one process per core), so that a change can
+be judged by its ratio.
+
+Instructions are not time: they miss the cache misses that make 100,000-household years slower
+per household than 1,000-household ones (``bench_scaling.py`` measures those), and a run under
+valgrind takes about 50 times as long, so keep the populations small.
+
+Needs ``valgrind`` on PATH (Debian: ``apt install valgrind``).
+
+Usage:
+    python benchmarks/bench_instructions.py                # 1,000 x 12 years, off and standard
+    python benchmarks/bench_instructions.py --levels off --years 6
+    python benchmarks/bench_instructions.py --against ../other   # this checkout vs another
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+DEFAULT_JSON = Path("benchmarks/results/instructions.json")
+#: callgrind collects only inside this function: libffi's, which ctypes calls the counted years
+#: through (a named C function is needed, and the interpreter's own symbols may be stripped).
+_TOGGLE = "ffi_call*"
+_COLLECTED = re.compile(r"Collected\s*:\s*([\d,]+)")
+
+
+def collected(valgrind_output: str) -> int:
+    """The instruction count callgrind reports (its ``Collected :`` line).
+
+    Raises:
+        ValueError: If the output has no such line (valgrind failed, or counted nothing).
+    """
+    match = _COLLECTED.search(valgrind_output)
+    if match is None:
+        msg = (
+            f"callgrind reported no instruction count; its output ends:\n{valgrind_output[-2000:]}"
+        )
+        raise ValueError(msg)
+    count = int(match.group(1).replace(",", ""))
+    if count == 0:
+        msg = f"callgrind counted no instructions inside {_TOGGLE} (is ctypes' libffi in use?)"
+        raise ValueError(msg)
+    return count
+
+
+def count(households: int, years: int, level: str, source: Path | None = None) -> int:
+    """Instructions of ``years`` yearly steps of the default configuration (after a warm-up).
+
+    Args:
+        households: Population size.
+        years: Counted years (the warm-up year before them is not counted).
+        level: Audit level (streams go to a temporary folder).
+        source: Another checkout whose ``simulation`` package to count (default: this one).
+    """
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        msg = "valgrind is not on PATH: install it (Debian: apt install valgrind) to count"
+        raise SystemExit(msg)
+    env = dict(os.environ, PYTHONHASHSEED="0")  # equal string hashes, equal dict probing
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
+    with tempfile.TemporaryDirectory(prefix="floodsim-instructions-") as tmp:
+        command = [
+            valgrind,
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            f"--toggle-collect={_TOGGLE}",
+            f"--callgrind-out-file={Path(tmp) / 'callgrind.out'}",
+            sys.executable,
+            __file__,
+            "--child",
+            str(households),
+            str(years),
+            level,
+            tmp,
+        ]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        msg = f"the counted run failed ({done.returncode}):\n{done.stderr[-2000:]}"
+        raise RuntimeError(msg)
+    return collected(done.stderr)
+
+
+def child(households: int, years: int, level: str, out: Path) -> None:
+    """Build the model, step a warm-up year, then step ``years`` years inside ``ffi_call``."""
+    import ctypes
+
+    from simulation.collector import tuned_collector
+    from simulation.config import load_config
+    from simulation.runner import _writer, build_model
+
+    config, base = load_config(
+        DEFAULT_CONFIG, [f"households.count={households}", f"audit.level={level}"]
+    )
+    model = build_model(config, base)
+    writer = _writer(out, "instructions", config, resume=None)
+    if writer is not None:
+        model.attach_audit(writer)
+
+    def counted_years() -> None:
+        for _ in range(years):
+            model.step()
+
+    with tuned_collector():
+        model.step()
+        ctypes.CFUNCTYPE(None)(counted_years)()
+    if writer is not None:
+        writer.close()
+
+
+def main() -> None:
+    """Count, print the table, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--households", type=int, default=1_000)
+    parser.add_argument("--years", type=int, default=12, help="counted years (after a warm-up)")
+    parser.add_argument("--levels", nargs="*", default=["off", "standard"])
+    parser.add_argument("--against", type=Path, help="another checkout to count side by side")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        households, years, level, out = args.child
+        child(int(households), int(years), level, Path(out))
+        return
+    if args.against is not None and not (args.against / "simulation").is_dir():
+        parser.error(f"--against {args.against}: no simulation/ package there")
+
+    household_years = args.households * args.years
+    rows: list[dict[str, Any]] = []
+    for level in args.levels:
+        sources = [None] if args.against is None else [None, args.against.resolve()]
+        with ThreadPoolExecutor(max_workers=len(sources)) as pool:
+            counts = list(
+                pool.map(lambda s, lv=level: count(args.households, args.years, lv, s), sources)
+            )
+        row: dict[str, Any] = {
+            "households": args.households,
+            "years": args.years,
+            "audit": level,
+            "instructions_per_household_year": round(counts[0] / household_years),
+        }
+        if args.against is not None:
+            row["against"] = str(args.against)
+            row["against_instructions_per_household_year"] = round(counts[1] / household_years)
+            row["ratio"] = round(counts[0] / counts[1], 4)
+        rows.append(row)
+        line = f"{args.households:>10,} hh x {args.years} y  {level:<9}"
+        line += f"{row['instructions_per_household_year']:>10,} instructions per household-year"
+        if args.against is not None:
+            line += (
+                f"   against {row['against_instructions_per_household_year']:,}"
+                f" ({row['ratio']:.3f}x)"
+            )
+        print(line, flush=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""The instruction-count benchmark's parts that run without valgrind (no counting here)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import orjson
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_instructions.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_instructions", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_count_is_read_from_callgrinds_report(bench):
+    output = "==123== Events    : Ir\n==123== Collected : 1,234,567\n==123==\n==123== I   refs: 9"
+    assert bench.collected(output) == 1_234_567
+
+
+@pytest.mark.parametrize("output", ["==1== valgrind: failed to start tool", "Collected : 0"])
+def test_no_count_is_an_error_not_a_zero(bench, output):
+    with pytest.raises(ValueError, match="callgrind"):
+        bench.collected(output)
+
+
+def test_the_counted_child_steps_its_years_through_ctypes(bench, tmp_path):
+    bench.child(12, 2, "standard", tmp_path)
+    lines = (tmp_path / "household_traces.jsonl").read_bytes().splitlines()
+    # The warm-up year and both counted years ran and were written out.
+    assert {orjson.loads(line)["year"] for line in lines} == {1, 2, 3}
