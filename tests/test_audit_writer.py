@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulation.audit import STREAMS, load_schema
-from simulation.audit.writer import _rounded, _rounded_scores
+from simulation.audit.writer import _ids_and_scores, _rounded, _rounded_scores
 from simulation.config import load_config
-from simulation.memory import ScoredMemory
+from simulation.memory import MemoryItem, ScoredMemory
 from simulation.runner import run_simulation
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
@@ -101,6 +101,12 @@ def test_traces_reference_retrieved_ids_that_exist(standard_run):
     for trace, call in zip(traces, tools, strict=True):
         assert set(trace["memory"]["retrieved"]) <= written
         assert trace["memory"]["retrieved"] == call["tool_invocation"]["result"]
+        # The same scores, to 3 decimals in the trace and 6 in the call.
+        shown = trace["memory"]["retrieval_scores"]
+        logged = call["tool_invocation"]["scores"]
+        assert len(shown) == len(logged)
+        assert all(abs(a - b) <= 0.0005 + 1e-6 for a, b in zip(shown, logged, strict=True))
+        assert all(round(a, 3) == a for a in shown)
         assert trace["memory_update"]["id"] in written
         top_k = standard_run.model.config.memory.retrieval.top_k
         assert call["tool_invocation"]["parameters"] == {
@@ -208,4 +214,13 @@ def test_scores_are_rounded_half_to_even_like_round(scores: list[float], scale: 
     got = _rounded_scores(hits, scale)
     want = [expected(v) for v in scores]
     assert [orjson.dumps(v) for v in got] == [orjson.dumps(v) for v in want]
+    items = [MemoryItem("H1", n, "text", 0.5, 1) for n in range(len(scores))]
+    ids, fine, coarse = _ids_and_scores(
+        [ScoredMemory(i, score, "working") for i, score in zip(items, scores, strict=True)],
+        1e6,
+        scale,
+    )
+    assert ids == [f"H1:{n}" for n in range(len(scores))]
+    assert orjson.dumps(coarse) == orjson.dumps(want)
+    assert orjson.dumps(fine) == orjson.dumps(_rounded_scores(hits, 1e6))
     assert [orjson.dumps(_rounded(v, scale)) for v in scores] == [orjson.dumps(v) for v in want]

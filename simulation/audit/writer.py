@@ -130,6 +130,30 @@ def _rounded_scores(hits: list[ScoredMemory], scale: float) -> list[float]:
     return rounded
 
 
+def _ids_and_scores(
+    hits: list[ScoredMemory], scale: float, trace_scale: float
+) -> tuple[list[str], list[float], list[float]]:
+    """Each hit's id, and its score rounded to ``1/scale`` and to ``1/trace_scale``.
+
+    One pass for what a ``retrieve_memory`` line and the trace after it both show.
+    """
+    ids = []
+    scores = []
+    trace_scores = []
+    to_integer, below = _TO_INTEGER, _EXACT_BELOW
+    for item, score, _ in hits:
+        ids.append(item.id)
+        scaled = score * scale
+        coarse = score * trace_scale
+        if -below < scaled < below and -below < coarse < below:
+            scores.append((scaled + to_integer - to_integer) / scale)
+            trace_scores.append((coarse + to_integer - to_integer) / trace_scale)
+        else:
+            scores.append(_rounded(score, scale))
+            trace_scores.append(_rounded(score, trace_scale))
+    return ids, scores, trace_scores
+
+
 def _item(item: MemoryItem, destination: str | None = None) -> dict[str, Any]:
     # Tuples go in as they are: orjson writes them as JSON arrays, like lists.
     record = {
@@ -282,7 +306,8 @@ class AuditWriter:
         # With the whole population sampled (the default) no id needs hashing or a lookup.
         self._everyone = self._ids is None and self._threshold >= 2**32
         self._sampled: dict[str, bool] = {}
-        self._retrieved: tuple[object, list[str]] = (None, [])  # last logged retrieval, its ids
+        # The last logged retrieval, its ids and its scores as its trace shows them.
+        self._retrieved: tuple[object, list[str], list[float]] = (None, [], [])
         self._year = 0
         self._stamp: str | None = None
         self._template = self._head_template()
@@ -363,14 +388,15 @@ class AuditWriter:
         """Log a ``retrieve_memory`` call and its scored result."""
         if self.tools is None or not self.audits(agent_id):
             return
-        ids = [h.item.id for h in hits]
-        self._retrieved = (hits, ids)  # the trace of this decision names the same items
+        ids, scores, trace_scores = _ids_and_scores(hits, 1e6, 1e4 if self.full else 1e3)
+        # The trace of this decision names the same items with the same scores.
+        self._retrieved = (hits, ids, trace_scores)
         call: dict[str, Any] = {
             "tool_id": "retrieve_memory",
             "parameters": parameters,
             "result": [h.item.content for h in hits] if self.full else ids,
             "result_count": len(hits),
-            "scores": _rounded_scores(hits, 1e6),
+            "scores": scores,
         }
         if self.full:
             call["result_ids"] = ids
@@ -422,12 +448,11 @@ class AuditWriter:
         action: dict[str, Any] = {"decision_skill": decision.skill_id}
         validation = decision.validation
         if self.level != "minimal":
-            hits = decision.retrieved
-            logged, ids = self._retrieved
+            ids, scores = self._retrieval(decision.retrieved, scale)
             record["state_before"] = state_before
             record["memory"] = {
-                "retrieved": ids if logged is hits else [h.item.id for h in hits],
-                "retrieval_scores": _rounded_scores(hits, scale),
+                "retrieved": ids,
+                "retrieval_scores": scores,
                 "working_count": memory.working_size,
                 "episodic_count": memory.episodic_size,
             }
@@ -468,6 +493,13 @@ class AuditWriter:
         elif full:
             _add_full_details(record, decision, state, memory)
         self.traces.write(record)
+
+    def _retrieval(self, hits: list[ScoredMemory], scale: float) -> tuple[list[str], list[float]]:
+        """The ids of ``hits`` and their scores rounded to ``1/scale``, as last logged if so."""
+        logged, ids, scores = self._retrieved
+        if logged is hits:
+            return ids, scores
+        return [h.item.id for h in hits], _rounded_scores(hits, scale)
 
     def llm_calls(self, agent_id: str, calls: list[Any]) -> None:
         """Log each chat request of one household's decision (no prompt text, no key)."""
