@@ -696,17 +696,29 @@ class FloodAdaptationModel(mesa.Model):
 
     def _recall(self, household: HouseholdAgent, year: int) -> _Gathered:
         """Invoke the retrieve_memory tool; neither logged nor priced yet."""
+        return self._recall_all([household], year)[0]
+
+    def _recall_all(self, households: list[HouseholdAgent], year: int) -> list[_Gathered]:
+        """:meth:`_recall` for each of ``households``, in order."""
         top_k = self.config.memory.retrieval.top_k
-        retrieved = household.memory.retrieve_scored(top_k=top_k, current_year=year)
         audit = self.audit
         # Only full traces show justifications and explanations.
-        explain = (
-            audit is not None and audit.level == "full" and audit.audits(household.state.agent_id)
-        )
+        full = audit is not None and audit.level == "full"
         context = self._context
         if context["year"] != year:  # called outside the yearly step
             context = self._decision_context(year)
-        return _Gathered(year, retrieved, {}, None, context, None, explain)
+        return [
+            _Gathered(
+                year,
+                household.memory.retrieve_scored(top_k, year),
+                {},
+                None,
+                context,
+                None,
+                full and audit.audits(household.state.agent_id),
+            )
+            for household in households
+        ]
 
     def _log_recall(self, household: HouseholdAgent, gathered: _Gathered) -> None:
         """Log the retrieve_memory call and snapshot the state the trace starts from."""
@@ -756,7 +768,7 @@ class FloodAdaptationModel(mesa.Model):
 
     def _decide_chunk(self, order: list[HouseholdAgent], draws: np.ndarray, year: int) -> None:
         """:meth:`_decide_together` for consecutive households in the order, with their draws."""
-        recalled = [self._recall(household, year) for household in order]
+        recalled = self._recall_all(order, year)
         elevation_cost = self.config.adaptation.elevation_cost
         government, registry, audit = self.government, self.registry, self.audit
         skill_ids = registry.skill_ids

@@ -42,7 +42,14 @@ from pydantic import Field, field_validator, model_validator
 
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
 from simulation.config_base import ConfigModel
-from simulation.decisions.base import Construct, DrawnUniform, Option, Proposal, level_of
+from simulation.decisions.base import (
+    LEVELS,
+    Construct,
+    DrawnUniform,
+    Option,
+    Proposal,
+    level_of,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -744,9 +751,20 @@ class PMTPolicy:
         )
         cp = np.where((chosen_cp < 0.0) & ~actions.any(axis=1), 0.0, coping[rows, focus])
 
+        # level_of for all at once: TP and CP are finite, and int() and astype both truncate.
+        tp_levels = np.clip((tp * 5).astype(np.int64), 0, 4).tolist()
+        cp_levels = np.clip((cp * 5).astype(np.int64), 0, 4).tolist()
         proposals: list[Proposal] = []
-        for i, (skill, tp_i, cp_i, slow) in enumerate(
-            zip(chosen.tolist(), tp.tolist(), cp.tolist(), recheck.tolist(), strict=True)
+        for i, (skill, tp_i, cp_i, tp_level, cp_level, slow) in enumerate(
+            zip(
+                chosen.tolist(),
+                tp.tolist(),
+                cp.tolist(),
+                tp_levels,
+                cp_levels,
+                recheck.tolist(),
+                strict=True,
+            )
         ):
             if slow:
                 options = [
@@ -768,8 +786,8 @@ class PMTPolicy:
                     skill_id=skill_ids[skill],
                     parameters={},
                     constructs={
-                        "TP": _new_tuple(Construct, (level_of(tp_i), tp_i, "")),
-                        "CP": _new_tuple(Construct, (level_of(cp_i), cp_i, "")),
+                        "TP": _new_tuple(Construct, (LEVELS[tp_level], tp_i, "")),
+                        "CP": _new_tuple(Construct, (LEVELS[cp_level], cp_i, "")),
                     },
                 )
             )
