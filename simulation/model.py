@@ -417,13 +417,7 @@ class FloodAdaptationModel(mesa.Model):
             audit.begin_year(year)
         self._texts.clear()
         self._decision_memories.clear()
-        active: list[HouseholdAgent] = []
-        departed: list[HouseholdAgent] = []  # moved away last year: seen leaving this year only
-        for household in self.households:
-            if household.active:
-                active.append(household)
-            elif household.adopted_last_year is not None:
-                departed.append(household)
+        active, departed, adopters = self._roll_call()
         stats = dict.fromkeys(METRIC_COLUMNS, 0.0)
         stats["year"] = year
         self.year_stats = stats
@@ -431,7 +425,7 @@ class FloodAdaptationModel(mesa.Model):
         depths, damage_s, damage_c = self._hazard_and_damage(year, active)
         claims_paid = self._claims_and_event_memories(year, active, depths, damage_s, damage_c)
         self._institutions(year, active, float(np.sum(damage_s + damage_c)), claims_paid)
-        self._observe_neighbours(year, active)
+        self._observe_neighbours(year, active, adopters)
         for household in departed:  # their neighbours have seen them go; now they are gone
             household.adopted_last_year = None
 
@@ -461,6 +455,26 @@ class FloodAdaptationModel(mesa.Model):
         self._end_year(year, active, stats)
         if audit is not None:
             audit.flush()
+
+    def _roll_call(
+        self,
+    ) -> tuple[list[HouseholdAgent], list[HouseholdAgent], set[HouseholdAgent]]:
+        """The households still here, those who moved away last year, and last year's adopters.
+
+        Households that moved away last year are seen leaving this year only.
+        """
+        active: list[HouseholdAgent] = []
+        departed: list[HouseholdAgent] = []
+        adopters: set[HouseholdAgent] = set()
+        for household in self.households:
+            if household.adopted_last_year is not None:
+                adopters.add(household)
+                if not household.active:
+                    departed.append(household)
+                    continue
+            if household.active:
+                active.append(household)
+        return active, departed, adopters
 
     def _hazard_and_damage(
         self, year: int, active: list[HouseholdAgent]
@@ -571,14 +585,21 @@ class FloodAdaptationModel(mesa.Model):
                 )
                 self._log(household, result)
 
-    def _observe_neighbours(self, year: int, active: list[HouseholdAgent]) -> None:
-        """Step 6: remember last year's adoptions among neighbours (a snapshot)."""
-        if not self.config.social.observe:
+    def _observe_neighbours(
+        self, year: int, active: list[HouseholdAgent], adopters: set[HouseholdAgent]
+    ) -> None:
+        """Step 6: remember last year's adoptions among neighbours (a snapshot).
+
+        ``adopters`` are the households whose ``adopted_last_year`` is set. Most households
+        have none among their neighbours in most years and remember nothing; the set tells them
+        apart without reading every neighbour of every household.
+        """
+        if not self.config.social.observe or not adopters:
             return
         event = self.config.events.neighbor_adaptation
         for household in active:
             neighbors = household.neighbors
-            if not neighbors:
+            if adopters.isdisjoint(neighbors):
                 continue
             counts: dict[str, int] = {}
             total = 0  # neighbours still here, or who left last year (earlier leavers are gone)
