@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, eq
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import mesa
@@ -100,6 +102,11 @@ METRIC_COLUMNS = (
     "invalid_proposals",
 )
 
+# Household fields read for many households at once (map() with these runs in C).
+_X, _Y, _GROUND_ELEVATION = attrgetter("x"), attrgetter("y"), attrgetter("ground_elevation")
+_STRUCTURE_VALUE, _CONTENTS_VALUE = attrgetter("structure_value"), attrgetter("contents_value")
+_FLOOD_ZONE, _ELEVATED = attrgetter("flood_zone"), attrgetter("elevated")
+_TENURE = attrgetter("tenure")
 #: A memory's text, importance and tags, as the registry renders it.
 _Remembered = tuple[str, float, tuple[str, ...]]
 _INSURANCE_SKILLS = frozenset({"buy_insurance", "buy_contents_insurance"})
@@ -481,10 +488,11 @@ class FloodAdaptationModel(mesa.Model):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Steps 1-2: flood depth at each active home and the damage it does."""
         states = [h.state for h in active]
+        n = len(states)
         sites = Sites(
-            x=np.fromiter((s.x for s in states), float, len(states)),
-            y=np.fromiter((s.y for s in states), float, len(states)),
-            ground_elevation=np.fromiter((s.ground_elevation for s in states), float, len(states)),
+            x=np.fromiter(map(_X, states), float, n),
+            y=np.fromiter(map(_Y, states), float, n),
+            ground_elevation=np.fromiter(map(_GROUND_ELEVATION, states), float, n),
         )
         depths = self.hazard.depths(year, self.hazard_rng, sites)
         raised = self.config.adaptation.elevation_height_ft
@@ -494,8 +502,8 @@ class FloodAdaptationModel(mesa.Model):
             len(states),
         )
         above_floor = np.where(depths > 0.0, depths - floor, -np.inf)
-        structure = np.fromiter((s.structure_value for s in states), float, len(states))
-        contents = np.fromiter((s.contents_value for s in states), float, len(states))
+        structure = np.fromiter(map(_STRUCTURE_VALUE, states), float, n)
+        contents = np.fromiter(map(_CONTENTS_VALUE, states), float, n)
         if self.config.damage.owner_contents_basis == "structure":
             contents_basis = np.where(structure > 0.0, structure, contents)
         else:
@@ -655,16 +663,16 @@ class FloodAdaptationModel(mesa.Model):
         n = len(states)
         zone_multiplier = ins.zone_multiplier
         rate = self.insurer.rate * np.fromiter(
-            (zone_multiplier.get(s.flood_zone, 1.0) for s in states), float, n
+            map(zone_multiplier.get, map(_FLOOD_ZONE, states), repeat(1.0)), float, n
         )
-        elevated = np.fromiter((s.elevated for s in states), bool, n)
+        elevated = np.fromiter(map(_ELEVATED, states), bool, n)
         rate = np.where(elevated, rate * ins.elevated_multiplier, rate)
-        contents = np.fromiter((s.contents_value for s in states), float, n)
-        structure = np.fromiter((s.structure_value for s in states), float, n)
+        contents = np.fromiter(map(_CONTENTS_VALUE, states), float, n)
+        structure = np.fromiter(map(_STRUCTURE_VALUE, states), float, n)
         contents_cover = np.minimum(contents, ins.contents_limit)
         structure_cover = np.minimum(structure, ins.structure_limit)
         subsidy = self.government.subsidy_for(adapt.elevation_cost)
-        owner = np.fromiter((s.tenure == "owner" for s in states), bool, n)
+        owner = np.fromiter(map(eq, map(_TENURE, states), repeat("owner")), bool, n)
         columns = {
             "buy_insurance": rate * (structure_cover + contents_cover) / 1000.0,
             "buy_contents_insurance": rate * contents_cover / 1000.0,

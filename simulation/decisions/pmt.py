@@ -35,6 +35,8 @@ the options were offered, so the RNG stream does not depend on the outcome.
 from __future__ import annotations
 
 import math
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
@@ -91,6 +93,10 @@ _SKILL_PHRASES: dict[str, tuple[str, str]] = {
 }
 
 _DO_NOTHING = "do_nothing"
+# Household fields _many_utilities reads for many households at once (map() with these runs in C).
+_FLOOD_ZONE, _INCOME = attrgetter("flood_zone"), attrgetter("income")
+_HAS_INSURANCE = attrgetter("has_insurance")
+_HAS_CONTENTS_INSURANCE = attrgetter("has_contents_insurance")
 
 #: Tags that state a flood memory's severity, checked in this order.
 _FLOOD_TAGS = (("major", "flood_major"), ("minor", "flood_minor"), ("no_damage", "flood_no_damage"))
@@ -846,17 +852,19 @@ def _many_utilities(
     CP is bit-identical to what :meth:`PMTPolicy.decide` computes.
     """
     n = len(states)
-    zones = [s.flood_zone for s in states]
+    zones = list(map(_FLOOD_ZONE, states))
     tp = np.fromiter(
         (_threat(m, z, c, explain=False)[0] for m, z in zip(memories, zones, strict=True)),
         float,
         n,
     )
     # fmax, like the scalar max(1.0, income), ignores a NaN income.
-    income = np.fmax(1.0, np.array([s.income for s in states], dtype=float))
+    income = np.fmax(1.0, np.fromiter(map(_INCOME, states), float, n))
     claim_term = np.fromiter((c.claim_term(s) for s in states), float, n)
-    insured = np.array([s.has_insurance or s.has_contents_insurance for s in states], bool)
-    zone_term = np.array([c.zone_asc.get(z, 0.0) for z in zones], dtype=float)
+    insured = np.fromiter(map(_HAS_INSURANCE, states), bool, n) | np.fromiter(
+        map(_HAS_CONTENTS_INSURANCE, states), bool, n
+    )
+    zone_term = np.fromiter(map(c.zone_asc.get, zones, repeat(0.0)), float, n)
 
     threat_utility = c.beta_tp * tp
     utilities = np.zeros(valid.shape)

@@ -1033,7 +1033,7 @@ class _Columns:
     def values(self, name: str) -> list[Any]:
         values = self._values.get(name)
         if values is None:
-            values = self._values[name] = [getattr(s, name) for s in self._states]
+            values = self._values[name] = list(map(operator.attrgetter(name), self._states))
         return values
 
     def array(self, name: str) -> np.ndarray:
