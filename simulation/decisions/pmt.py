@@ -480,9 +480,8 @@ def _kind(item: MemoryItem, c: _Coefficients) -> str | None:
         return memory_kind(item, c.major_threshold)
     if kind is _UNKNOWN:
         kind = memory_kind(item, c.major_threshold)
-        if (key[0] != "flood" or not _SEVERITY_TAGS.isdisjoint(key[1])) and len(
-            c.kinds
-        ) < _KINDS_KEPT:
+        decided_by_key = item.source != "flood" or not _SEVERITY_TAGS.isdisjoint(item.tags)
+        if decided_by_key and len(c.kinds) < _KINDS_KEPT:
             c.kinds[key] = kind
     return kind
 
