@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import orjson
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_instructions.py"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_instructions", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_benchmark):
+    return load_benchmark("bench_instructions")
 
 
 def test_the_count_is_read_from_callgrinds_report(bench):
