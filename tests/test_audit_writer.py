@@ -93,6 +93,30 @@ def test_memory_updates_log_every_write_with_evictions(standard_run):
     assert any(e["from"] == "working" and e["to"] is None for e in evicted)
 
 
+def test_each_year_end_reports_the_sizes_it_left_the_memory_at(standard_run):
+    model, run_dir = standard_run.model, standard_run.run_dir
+    last = max(standard_run.metrics["year"])
+    ends = {
+        c["agent_id"]: c["consolidation"]
+        for c in lines(run_dir / "consolidation.jsonl")
+        if c["year"] == last
+    }
+    sizes = set()
+    for household in model.households:
+        memory = household.memory
+        end = ends.get(household.state.agent_id)
+        if end is None:  # moved away in an earlier year
+            assert household.state.relocated
+            continue
+        assert (end["working_after"], end["episodic_after"]) == (
+            memory.working_size,
+            memory.episodic_size,
+        )
+        assert end["transferred_count"] == len(end["transferred_items"])
+        sizes.add((memory.working_size, memory.episodic_size))
+    assert len(sizes) > 1  # the sizes differ between households, so the check means something
+
+
 def test_traces_reference_retrieved_ids_that_exist(standard_run):
     written = {u["memory_item"]["id"] for u in lines(standard_run.run_dir / "memory_updates.jsonl")}
     traces = lines(standard_run.run_dir / "household_traces.jsonl")

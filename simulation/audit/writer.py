@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from simulation.agents.state import HouseholdState
     from simulation.config import AuditConfig
+    from simulation.decisions.base import Construct
     from simulation.memory import (
         CognitiveMemory,
         Eviction,
@@ -78,6 +79,9 @@ DYNAMIC_FIELDS = (
     "claims_denied",
 )
 _dynamic_values = operator.attrgetter(*DYNAMIC_FIELDS)  # all of them in one C call
+#: How many (working, episodic) size pairs a writer keeps the quiet year-end entry of: at most
+#: 255 occur with the default capacities (4 and 50); the bound holds for any capacities.
+_QUIET_KEPT = 4096
 
 
 def dynamic_state(state: HouseholdState) -> dict[str, Any]:
@@ -152,6 +156,33 @@ def _ids_and_scores(
             scores.append(_rounded(score, scale))
             trace_scores.append(_rounded(score, trace_scale))
     return ids, scores, trace_scores
+
+
+def _consolidation(report: YearEnd, sizes: tuple[int, int]) -> dict[str, Any]:
+    """The ``consolidation`` entry of a year end that left the stores at ``sizes``."""
+    transferred, evictions, promoted, reflections = report
+    # Most year ends change nothing: the conditions skip building empty comprehensions.
+    return {
+        "transferred_count": len(transferred),
+        "transferred_items": [i.id for i in transferred] if transferred else [],
+        "evicted": _evictions(evictions),
+        "promoted": [i.id for i in promoted] if promoted else [],
+        "reflections": [_item(i) for i in reflections] if reflections else [],
+        "working_after": sizes[0],
+        "episodic_after": sizes[1],
+    }
+
+
+def _constructs(constructs: dict[str, Construct], *, full: bool) -> dict[str, Any]:
+    """A trace's constructs: level and value (to 3 decimals), at ``full`` to 4 and explained."""
+    if full:
+        return {
+            name: {"level": c.level, "value": _rounded(c.value, 1e4), "explanation": c.explanation}
+            for name, c in constructs.items()
+        }
+    return {
+        name: {"level": c.level, "value": _rounded(c.value, 1e3)} for name, c in constructs.items()
+    }
 
 
 def _item(item: MemoryItem, destination: str | None = None) -> dict[str, Any]:
@@ -308,6 +339,8 @@ class AuditWriter:
         self._sampled: dict[str, bool] = {}
         # The last logged retrieval, its ids and its scores as its trace shows them.
         self._retrieved: tuple[object, list[str], list[float]] = (None, [], [])
+        # The encoded entry of a year end that changed nothing, by (working, episodic) sizes.
+        self._quiet: dict[tuple[int, int], orjson.Fragment] = {}
         self._year = 0
         self._stamp: str | None = None
         self._template = self._head_template()
@@ -410,16 +443,18 @@ class AuditWriter:
             return
         transferred, evictions, promoted, reflections = report
         record = self._head(agent_id)
-        # Most year ends change nothing: the conditions skip building empty comprehensions.
-        record["consolidation"] = {
-            "transferred_count": len(transferred),
-            "transferred_items": [i.id for i in transferred] if transferred else [],
-            "evicted": _evictions(evictions),
-            "promoted": [i.id for i in promoted] if promoted else [],
-            "reflections": [_item(i) for i in reflections] if reflections else [],
-            "working_after": memory.working_size,
-            "episodic_after": memory.episodic_size,
-        }
+        sizes = (memory.working_size, memory.episodic_size)
+        if transferred or evictions or promoted or reflections:
+            record["consolidation"] = _consolidation(report, sizes)
+        else:
+            # Most year ends change nothing, and their entries differ only in the two sizes:
+            # each pair is encoded once.
+            quiet = self._quiet.get(sizes)
+            if quiet is None:
+                quiet = orjson.Fragment(orjson.dumps(_consolidation(report, sizes)))
+                if len(self._quiet) < _QUIET_KEPT:
+                    self._quiet[sizes] = quiet
+            record["consolidation"] = quiet
         self.consolidations.write(record)
 
     def trace(
@@ -435,16 +470,8 @@ class AuditWriter:
             return
         proposal, full = decision.proposal, self.full
         scale = 1e4 if full else 1e3
-        constructs = {
-            name: (
-                {"level": c.level, "value": _rounded(c.value, 1e4), "explanation": c.explanation}
-                if full
-                else {"level": c.level, "value": _rounded(c.value, scale)}
-            )
-            for name, c in proposal.constructs.items()
-        }
         record = self._head(agent_id)
-        reasoning: dict[str, Any] = {"constructs": constructs}
+        reasoning: dict[str, Any] = {"constructs": _constructs(proposal.constructs, full=full)}
         action: dict[str, Any] = {"decision_skill": decision.skill_id}
         validation = decision.validation
         if self.level != "minimal":
