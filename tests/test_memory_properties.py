@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from simulation.memory import (
     CognitiveMemory,
+    MemoryItem,
     ReflectionSettings,
     RetentionSettings,
     RetrievalSettings,
@@ -229,3 +230,12 @@ def test_round_trip_through_json_is_lossless(params, ops, later_ops, strategy):
     final = ("retrieve", 5, 41, strategy, None)
     assert apply(restored, final) == apply(original, final)
     assert restored.to_dict() == original.to_dict()
+
+
+@given(
+    owner=st.text(min_size=1, max_size=12),
+    seq=st.one_of(st.integers(min_value=-3, max_value=5000), st.integers()),
+)
+def test_an_items_id_is_its_owner_and_sequence_number(owner, seq):
+    item = MemoryItem(owner, seq, "x", 0.5, 0)
+    assert item.id == f"{owner}:{seq}"

@@ -26,6 +26,11 @@ SOURCES: frozenset[str] = frozenset(
 STORES: tuple[str, ...] = ("working", "episodic", "semantic", "archive")
 
 
+#: Sequence numbers whose id suffix is prepared (a household writes two or three items a year).
+_PREPARED_SEQS = 4096
+_SEQ_SUFFIXES = tuple(f":{seq}" for seq in range(_PREPARED_SEQS))
+
+
 @dataclass(slots=True, eq=False)
 class MemoryItem:
     """One remembered experience.
@@ -61,13 +66,17 @@ class MemoryItem:
     access_count: int = 0
     consolidated: bool = False
 
-    # Formatted on every use rather than cached on the item: a cached id string is 64 bytes
-    # more per remembered item (a third of a GB for 100,000 households with full memories),
-    # against about 25 ns more per use.
+    # Built on every use rather than cached on the item: a cached id string is 64 bytes more
+    # per remembered item (a third of a GB for 100,000 households with full memories). The
+    # standard audit builds about seven ids per household-year; joining the owner to a
+    # prepared ":<seq>" takes half the instructions of formatting the number each time.
     @property
     def id(self) -> str:
         """Stable id, unique within a run because agent ids are: ``"<owner>:<seq>"``."""
-        return f"{self.owner}:{self.seq}"
+        seq = self.seq
+        if 0 <= seq < _PREPARED_SEQS:
+            return self.owner + _SEQ_SUFFIXES[seq]
+        return f"{self.owner}:{seq}"
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field except ``owner`` (the memory knows it)."""
