@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 
@@ -118,3 +120,58 @@ def test_small_configurations_repeat_and_report_their_median(bench):
     assert fastest <= row["run_s"] <= slowest
     # The cost is the median run's (run_s is rounded to milliseconds, hence the tolerance).
     assert row["us_per_household_year"] == pytest.approx(row["run_s"] / 60 * 1e6, rel=0.1)
+
+
+def _rounds(row, costs):
+    return {**row, "rounds_us_per_household_year": costs}
+
+
+def test_a_configuration_reports_its_median_round_and_every_rounds_cost(bench):
+    rounds = [
+        _row(1_000, "off", us, 0.5, rss=rss) for us, rss in ((30.0, 170), (50, 190), (40, 180))
+    ]
+    row = bench.combine_rounds(rounds)
+    assert row["us_per_household_year"] == 40.0  # the median round, with its own floor and ratio
+    assert row["ratio_to_floor"] == 80.0
+    assert row["rounds_us_per_household_year"] == [30.0, 50, 40]  # in round order
+    assert row["peak_rss_mb"] == 190  # the highest of any round
+    # An even number of rounds reports the faster of the two middle ones.
+    assert bench.combine_rounds(rounds[:2])["us_per_household_year"] == 30.0
+
+
+def test_growth_is_judged_round_by_round(bench):
+    # A slow second round for the small size: its median round (20) is a slow one, so the
+    # medians alone would say 0.7x, while within every other round the large size costs 1.4x.
+    small = _rounds(_row(1_000, "off", 20.0, 0.5), [10.0, 20.0, 20.0])
+    large = _rounds(_row(100_000, "off", 14.0, 0.9), [14.0, 14.0, 28.0])
+    assert bench.growth(small, large) == pytest.approx(1.4)
+    (line,) = [x for x in bench.target_checks([small, large]) if "cost per household-year" in x]
+    assert line.endswith("1.40x that at 1000 (target <= 1.3x): MISSED")
+    # Rows from a single round (or unequal rounds) are compared by their reported costs.
+    assert bench.growth(_row(1_000, "off", 20.0, 0.5), large) == pytest.approx(0.7)
+    unequal = _rounds(_row(100_000, "off", 14.0, 0.9), [14.0, 14.0])
+    assert bench.growth(small, unequal) == pytest.approx(0.7)
+
+
+def test_rounds_run_every_configuration_in_turn(bench, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "scaling.json"
+    argv = ["bench_scaling.py", "--households", "20", "40", "--levels", "off", "--years", "1"]
+    argv += ["--repeats", "1", "--rounds", "2", "--json", str(out)]
+    monkeypatch.setattr("sys.argv", argv)
+    bench.main()
+    started = [x for x in capsys.readouterr().err.splitlines() if x.startswith("running")]
+    assert started == [
+        "running 20 households, audit off (round 1 of 2) ...",
+        "running 40 households, audit off (round 1 of 2) ...",
+        "running 20 households, audit off (round 2 of 2) ...",
+        "running 40 households, audit off (round 2 of 2) ...",
+    ]
+    written = json.loads(out.read_text())
+    assert [len(r["rounds_us_per_household_year"]) for r in written["rows"]] == [2, 2]
+    assert any("cost per household-year at 40" in x for x in written["targets"])
+
+
+def test_rounds_must_be_positive(bench, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["bench_scaling.py", "--rounds", "0"])
+    with pytest.raises(SystemExit):
+        bench.main()
