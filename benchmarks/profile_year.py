@@ -4,9 +4,14 @@ Runs the default configuration (with the runner's collector settings) under cPro
 the functions with the most time of their own and the most time including callees. cProfile
 slows Python-level calls down, so read the shares, not the absolute times.
 
+``--phases`` times the steps of the yearly cycle instead, without a profiler: microseconds per
+household-year in each phase of ``FloodAdaptationModel.step`` (hazard and damage, claims and
+event memories, institutions, social observation, decisions, year end), at full speed.
+
 Usage:
     python benchmarks/profile_year.py                          # 2,000 households x 30 years, off
     python benchmarks/profile_year.py --households 10000 --years 10 --audit standard
+    python benchmarks/profile_year.py --households 52141 --years 13 --audit standard --phases
 """
 
 from __future__ import annotations
@@ -15,25 +20,100 @@ import argparse
 import cProfile
 import pstats
 import tempfile
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from simulation.audit.writer import AuditWriter
 from simulation.collector import tuned_collector
 from simulation.config import load_config
 from simulation.runner import build_model
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from simulation.model import FloodAdaptationModel
+
+__all__ = ["PHASES", "main", "phase_seconds"]
+
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+
+#: The model's methods for the phases of a year (DESIGN.md section 2), in their order, and the
+#: names they are reported under. Decisions go through ``_decide_together`` with the PMT policy
+#: and through ``decide_for`` one household at a time otherwise.
+PHASES = {
+    "_roll_call": "roll call",
+    "_hazard_and_damage": "1-2 hazard and damage",
+    "_claims_and_event_memories": "3-4 claims and event memories",
+    "_institutions": "5 institutions",
+    "_observe_neighbours": "6 social observation",
+    "_decide_together": "7 decisions (in bulk)",
+    "decide_for": "7 decisions (one by one)",
+    "_end_year": "8 year end and metrics",
+}
+
+
+def _timed(method: Callable[..., Any], name: str, seconds: dict[str, float]) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            seconds[name] += time.perf_counter() - start
+
+    return timed
+
+
+def phase_seconds(model: FloodAdaptationModel, years: int) -> dict[str, float]:
+    """Step ``model`` for ``years`` years and return the seconds spent in each phase.
+
+    Each phase's method is wrapped on the model's class for the duration, not on the instance:
+    the model decides in bulk only while ``decide_for`` is its class's own, which a method
+    wrapped on the class still is. ``"rest of step"`` is what ``step`` spends outside the phases
+    (audit flushes, the year's bookkeeping) and ``"total"`` the whole of the years.
+
+    Returns:
+        Seconds per phase name of :data:`PHASES` (only the phases that ran), then ``"rest of
+        step"`` and ``"total"``.
+    """
+    cls = type(model)
+    seconds = dict.fromkeys(PHASES.values(), 0.0)
+    originals = {name: cls.__dict__[name] for name in PHASES if name in cls.__dict__}
+    try:
+        for name, method in originals.items():
+            setattr(cls, name, _timed(method, PHASES[name], seconds))
+        start = time.perf_counter()
+        for _ in range(years):
+            model.step()
+        total = time.perf_counter() - start
+    finally:
+        for name, method in originals.items():
+            setattr(cls, name, method)
+    spent = {name: s for name, s in seconds.items() if s > 0.0}
+    spent["rest of step"] = max(total - sum(spent.values()), 0.0)
+    spent["total"] = total
+    return spent
 
 
 def main() -> None:
-    """Profile the yearly steps of one run and print the two top lists."""
+    """Profile (or, with ``--phases``, time by phase) the yearly steps of one run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--households", type=int, default=2_000)
     parser.add_argument("--years", type=int, default=30)
     parser.add_argument("--audit", default="off", choices=["off", "minimal", "standard", "full"])
     parser.add_argument("--top", type=int, default=25, help="rows per list")
+    parser.add_argument(
+        "--phases", action="store_true", help="time each phase of the year, without cProfile"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, as `floodsim run --set` (e.g. audit.gzip=true)",
+    )
     args = parser.parse_args()
-    overrides = [f"households.count={args.households}", f"audit.level={args.audit}"]
+    overrides = [f"households.count={args.households}", f"audit.level={args.audit}", *args.set]
     config, base = load_config(DEFAULT_CONFIG, overrides)
     model = build_model(config, base)
     with tempfile.TemporaryDirectory(prefix="profile_year_") as tmp:
@@ -43,14 +123,25 @@ def main() -> None:
             model.attach_audit(writer)
         profile = cProfile.Profile()
         with tuned_collector():
-            profile.enable()
-            for _ in range(args.years):
-                model.step()
-            profile.disable()
+            if args.phases:
+                seconds = phase_seconds(model, args.years)
+            else:
+                profile.enable()
+                for _ in range(args.years):
+                    model.step()
+                profile.disable()
         if writer is not None:
             writer.close()
-    stats = pstats.Stats(profile)
     print(f"{args.households} households x {args.years} years, audit {args.audit}")
+    if args.phases:
+        household_years = args.households * args.years
+        total = seconds["total"]
+        print(f"{'phase':32} {'us/hh-yr':>9} {'share':>6}")
+        for name, spent in seconds.items():
+            share = spent / total if total else 0.0
+            print(f"{name:32} {spent / household_years * 1e6:9.2f} {share:6.1%}")
+        return
+    stats = pstats.Stats(profile)
     stats.sort_stats("tottime").print_stats(args.top)
     stats.sort_stats("cumulative").print_stats(args.top)
 

@@ -1,0 +1,68 @@
+"""Timing the yearly cycle by phase (benchmarks/profile_year.py; no timing targets here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulation.config import load_config
+from simulation.model import FloodAdaptationModel
+from simulation.runner import build_model
+
+DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+
+
+@pytest.fixture(scope="module")
+def profile_year(load_benchmark):
+    return load_benchmark("profile_year")
+
+
+def _model(*overrides):
+    config, base = load_config(DEFAULT, ["households.count=60", "years=3", *overrides])
+    return build_model(config, base)
+
+
+def test_each_phase_that_ran_is_timed_and_they_add_up_to_the_years(profile_year):
+    model = _model()
+    seconds = profile_year.phase_seconds(model, 2)
+    assert model.steps == 2
+    phases = [name for name in seconds if name not in ("rest of step", "total")]
+    # The PMT default decides in bulk; the one-by-one path never ran.
+    assert phases == [
+        "roll call",
+        "1-2 hazard and damage",
+        "3-4 claims and event memories",
+        "5 institutions",
+        "6 social observation",
+        "7 decisions (in bulk)",
+        "8 year end and metrics",
+    ]
+    assert all(seconds[name] > 0.0 for name in phases)
+    assert sum(seconds[name] for name in phases) + seconds["rest of step"] == pytest.approx(
+        seconds["total"]
+    )
+
+
+def test_decisions_one_by_one_are_timed_as_such(profile_year, tmp_path):
+    script = tmp_path / "script.csv"
+    script.write_text("agent_id,year,skill_id\n", encoding="utf-8")  # everyone waits
+    model = _model("decision.policy=scripted", f"decision.script={script}")
+    seconds = profile_year.phase_seconds(model, 1)
+    assert seconds["7 decisions (one by one)"] > 0.0
+    assert "7 decisions (in bulk)" not in seconds
+
+
+def test_the_model_class_is_left_as_it_was_even_when_a_year_fails(profile_year, monkeypatch):
+    originals = {name: FloodAdaptationModel.__dict__[name] for name in profile_year.PHASES}
+    model = _model()
+
+    def flooded(*args, **kwargs):
+        raise RuntimeError("levee breach")
+
+    monkeypatch.setattr(model.government, "subsidy_for", flooded)
+    with pytest.raises(RuntimeError, match="levee breach"):
+        profile_year.phase_seconds(model, 2)
+    assert {name: FloodAdaptationModel.__dict__[name] for name in originals} == originals
+    # And the model still decides in bulk afterwards.
+    assert _model()._decides_together()
