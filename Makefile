@@ -2,7 +2,7 @@
 # The interpreter .venv is built with: Debian's /usr/bin/python3.11 when it can make a virtual
 # environment, else the first python3.11 on PATH. On this project's machines a pyenv build without
 # profile-guided optimisation (no --enable-optimizations) comes first on PATH and runs floodsim's
-# years about 10-20 % slower than Debian's optimised build (README, "Benchmarks").
+# years about 10-20 % slower than Debian's optimised build (docs/performance.md).
 SYSTEM_PYTHON = $(shell /usr/bin/python3.11 -c "import ensurepip, venv" >/dev/null 2>&1 && echo /usr/bin/python3.11)
 PYTHON ?= $(or $(SYSTEM_PYTHON),python3.11)
 VENV   := .venv
