@@ -67,28 +67,30 @@ def _timed(method: Callable[..., Any], name: str, seconds: dict[str, float]) -> 
 def phase_seconds(model: FloodAdaptationModel, years: int) -> dict[str, float]:
     """Step ``model`` for ``years`` years and return the seconds spent in each phase.
 
-    Each phase's method is wrapped on the model's class for the duration, not on the instance:
-    the model decides in bulk only while ``decide_for`` is its class's own, which a method
-    wrapped on the class still is. ``"rest of step"`` is what ``step`` spends outside the phases
-    (audit flushes, the year's bookkeeping) and ``"total"`` the whole of the years.
+    Each phase's method is wrapped, for the duration, on the class that defines it, not on the
+    instance: the model decides in bulk only while ``decide_for`` is the one its class
+    inherits, which a method wrapped where it is defined still is. ``"rest of step"`` is what
+    ``step`` spends outside the phases (audit flushes, the year's bookkeeping) and ``"total"``
+    the whole of the years.
 
     Returns:
         Seconds per phase name of :data:`PHASES` (only the phases that ran), then ``"rest of
         step"`` and ``"total"``.
     """
-    cls = type(model)
+    mro = type(model).__mro__
+    owners = {name: next(k for k in mro if name in vars(k)) for name in PHASES}
+    originals = {name: vars(owner)[name] for name, owner in owners.items()}
     seconds = dict.fromkeys(PHASES.values(), 0.0)
-    originals = {name: cls.__dict__[name] for name in PHASES if name in cls.__dict__}
     try:
-        for name, method in originals.items():
-            setattr(cls, name, _timed(method, PHASES[name], seconds))
+        for name, owner in owners.items():
+            setattr(owner, name, _timed(originals[name], PHASES[name], seconds))
         start = time.perf_counter()
         for _ in range(years):
             model.step()
         total = time.perf_counter() - start
     finally:
-        for name, method in originals.items():
-            setattr(cls, name, method)
+        for name, owner in owners.items():
+            setattr(owner, name, originals[name])
     spent = {name: s for name, s in seconds.items() if s > 0.0}
     spent["rest of step"] = max(total - sum(spent.values()), 0.0)
     spent["total"] = total
@@ -121,11 +123,11 @@ def main() -> None:
         if args.audit != "off":
             writer = AuditWriter(Path(tmp), "profile", config.audit, config.seed)
             model.attach_audit(writer)
-        profile = cProfile.Profile()
         with tuned_collector():
             if args.phases:
                 seconds = phase_seconds(model, args.years)
             else:
+                profile = cProfile.Profile()
                 profile.enable()
                 for _ in range(args.years):
                     model.step()

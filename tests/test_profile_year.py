@@ -66,3 +66,15 @@ def test_the_model_class_is_left_as_it_was_even_when_a_year_fails(profile_year, 
     assert {name: FloodAdaptationModel.__dict__[name] for name in originals} == originals
     # And the model still decides in bulk afterwards.
     assert _model()._decides_together()
+
+
+def test_a_subclass_of_the_model_is_timed_where_it_inherits_the_phases(profile_year):
+    class Inheriting(FloodAdaptationModel):
+        """A study's model that overrides none of the phases."""
+
+    config, base = load_config(DEFAULT, ["households.count=60", "years=3"])
+    model = Inheriting(config, base)
+    seconds = profile_year.phase_seconds(model, 1)
+    assert seconds["7 decisions (in bulk)"] > 0.0
+    assert seconds["8 year end and metrics"] > 0.0
+    assert "_end_year" not in vars(Inheriting)
