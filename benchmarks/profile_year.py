@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from simulation.audit.writer import AuditWriter
 from simulation.collector import tuned_collector
-from simulation.config import load_config
+from simulation.config import ConfigError, load_config
 from simulation.runner import build_model
 
 if TYPE_CHECKING:
@@ -115,9 +115,16 @@ def main() -> None:
         help="override a config key, as `floodsim run --set` (e.g. audit.gzip=true)",
     )
     args = parser.parse_args()
+    if args.households < 1 or args.years < 1:
+        parser.error(
+            f"--households and --years must be at least 1, got {args.households}, {args.years}"
+        )
     overrides = [f"households.count={args.households}", f"audit.level={args.audit}", *args.set]
-    config, base = load_config(DEFAULT_CONFIG, overrides)
-    model = build_model(config, base)
+    try:
+        config, base = load_config(DEFAULT_CONFIG, overrides)
+        model = build_model(config, base)
+    except ConfigError as err:  # a bad --set: one line naming the key, exit code 2
+        parser.error(str(err))
     with tempfile.TemporaryDirectory(prefix="profile_year_") as tmp:
         writer = None
         if args.audit != "off":

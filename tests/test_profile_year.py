@@ -78,3 +78,22 @@ def test_a_subclass_of_the_model_is_timed_where_it_inherits_the_phases(profile_y
     assert seconds["7 decisions (in bulk)"] > 0.0
     assert seconds["8 year end and metrics"] > 0.0
     assert "_end_year" not in vars(Inheriting)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--households", "0"], "--households and --years must be at least 1"),
+        (["--years", "0"], "--households and --years must be at least 1"),
+        (["--set", "audit.levle=full"], "audit.levle: unknown key"),
+        (["--set", "nonsense"], "expected KEY=VALUE"),
+    ],
+)
+def test_bad_arguments_get_one_line_and_exit_code_2(
+    profile_year, monkeypatch, capsys, arguments, message
+):
+    monkeypatch.setattr("sys.argv", ["profile_year.py", "--households", "20", *arguments])
+    with pytest.raises(SystemExit) as stopped:
+        profile_year.main()
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err
