@@ -79,13 +79,17 @@ def test_single_run_notebook(small_run, monkeypatch):
     assert images(nb) >= 3
 
 
-def test_batch_experiment_notebook(monkeypatch):
+def test_batch_experiment_notebook(monkeypatch, tmp_path):
     monkeypatch.delenv("FLOODSIM_EXPERIMENT_DIR", raising=False)
     monkeypatch.setenv("FLOODSIM_SMALL", "1")
+    monkeypatch.setenv("FLOODSIM_OUTPUT_DIR", str(tmp_path))
     nb = execute("batch_experiment.ipynb")
     check_clean(nb)
     text = text_of(nb)
-    assert "Ran 6 runs (60 households x 8 years)" in text
+    assert "Ran 6 runs (60 households x 8 years) in " in text
+    assert f" s into {tmp_path}" in text
+    # Its runs are kept where it said, one folder per (decay rate, seed), not in a temporary folder.
+    assert len(list(tmp_path.glob("*/model_years.csv"))) == 6
     assert "insured_pct" in text  # the take-up table
     assert "Mean take-up with decay_rate 0.95" in text
     assert images(nb) >= 2  # take-up over time, overall and in zone AE
