@@ -60,6 +60,7 @@ __all__ = [
     "create_output_folder",
     "describe_validation_error",
     "file_kind",
+    "is_curve_file",
     "load_config",
     "read_yaml",
     "rebase_paths",
@@ -817,7 +818,7 @@ def rebase_paths(data: dict[str, Any], folder: Path) -> None:
     damage = data.get("damage")
     if isinstance(damage, dict) and isinstance(damage.get("curves"), str):
         curves = damage["curves"]
-        if curves.endswith((".yaml", ".yml")) or "/" in curves:  # a file, not a shipped name
+        if is_curve_file(curves):
             damage["curves"] = absolute(curves)
     decision = data.get("decision")
     if isinstance(decision, dict) and decision.get("script"):
@@ -825,6 +826,11 @@ def rebase_paths(data: dict[str, Any], folder: Path) -> None:
     hazard = data.get("hazard")
     if isinstance(hazard, dict) and isinstance(hazard.get("rasters"), dict):
         hazard["rasters"] = {year: absolute(p) for year, p in hazard["rasters"].items()}
+
+
+def is_curve_file(curves: str) -> bool:
+    """Whether ``damage.curves`` names a file (``*.yaml``, or a path) rather than a shipped set."""
+    return curves.endswith((".yaml", ".yml")) or "/" in curves
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str], origin: str) -> dict[str, Any]:

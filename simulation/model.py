@@ -44,7 +44,7 @@ from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import PopulationError, build_population
 from simulation.agents.state import STATE_FIELDS
 from simulation.audit.writer import changed_state, dynamic_state
-from simulation.config import ConfigError
+from simulation.config import ConfigError, is_curve_file
 from simulation.decisions.base import DrawnUniform
 from simulation.decisions.llm import LLMConfigError, LLMPolicy, LLMRequest
 from simulation.decisions.pmt import PMTPolicy
@@ -1189,6 +1189,6 @@ def _stat(name: str) -> Any:
 
 def _resolve(base_dir: Path, name_or_path: str) -> str:
     """A curve-set name stays a name; anything that looks like a file is made absolute."""
-    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+    if is_curve_file(name_or_path):
         return str(base_dir / name_or_path)
     return name_or_path

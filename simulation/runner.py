@@ -41,7 +41,7 @@ from simulation.checkpoint import (
     write_checkpoint,
 )
 from simulation.collector import tuned_collector
-from simulation.config import ConfigError, create_output_folder, load_config
+from simulation.config import ConfigError, create_output_folder, is_curve_file, load_config
 from simulation.model import FloodAdaptationModel
 
 if TYPE_CHECKING:
@@ -55,8 +55,10 @@ __all__ = [
     "RunResult",
     "build_model",
     "config_hash",
+    "input_digests",
     "resolve_for_run_dir",
     "resume_run",
+    "run_identity",
     "run_simulation",
 ]
 
@@ -83,6 +85,46 @@ def config_hash(config: RunConfig) -> str:
     return hashlib.sha256(canonical).hexdigest()
 
 
+def input_digests(config: RunConfig, base_dir: Path) -> dict[str, str]:
+    """SHA-256 of each file ``config`` reads, by the key that names it (``registry`` first).
+
+    A resolved config names these files by path only. Their digests in the run id and the
+    manifest make an edited registry, household table, curve file, raster, decision script or
+    prompt give a new run rather than replace the earlier one. The language model's response
+    cache is left out: runs add to it.
+    """
+    files = {"registry": config.registry}
+    if config.households.table is not None:
+        files["households.table"] = config.households.table
+    if is_curve_file(config.damage.curves):
+        files["damage.curves"] = config.damage.curves
+    for year, path in sorted(config.hazard.rasters.items()):
+        files[f"hazard.rasters.{year}"] = path
+    decision = config.decision
+    if decision.script is not None:
+        files["decision.script"] = decision.script
+    if decision.policy == "llm" and decision.llm.prompt is not None:
+        files["decision.llm.prompt"] = decision.llm.prompt
+    return {
+        key: hashlib.sha256((base_dir / path).read_bytes()).hexdigest()
+        for key, path in files.items()
+    }
+
+
+def run_identity(config: RunConfig, base_dir: Path) -> tuple[str, dict[str, str]]:
+    """What makes two runs the same run: the resolved config's hash and its inputs' digests.
+
+    A manifest records both (``config_hash``, ``input_sha256``); the run id ends with the first
+    8 hex digits of a SHA-256 over the two.
+    """
+    return config_hash(resolve_for_run_dir(config, base_dir)), input_digests(config, base_dir)
+
+
+def _run_digest(digest: str, inputs: dict[str, str]) -> str:
+    canonical = orjson.dumps({"config": digest, "inputs": inputs}, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
+
+
 def resolve_for_run_dir(config: RunConfig, base_dir: Path) -> RunConfig:
     """The config as a run directory records it: runnable from that directory.
 
@@ -95,7 +137,7 @@ def resolve_for_run_dir(config: RunConfig, base_dir: Path) -> RunConfig:
             update={"table": str((base_dir / households.table).resolve())}
         )
     damage = config.damage
-    if damage.curves.endswith((".yaml", ".yml")) or "/" in damage.curves:
+    if is_curve_file(damage.curves):
         damage = damage.model_copy(update={"curves": str((base_dir / damage.curves).resolve())})
     hazard = config.hazard.model_copy(
         update={
@@ -187,7 +229,9 @@ def run_simulation(
         out_root: Folder that receives the run directory.
         progress: Show a progress bar (``None``: only on a terminal).
         model: A model already built from ``config`` (built here when omitted).
-        run_id: Name of the run directory; ``<name>-s<seed>-<config hash>`` by default.
+        run_id: Name of the run directory; ``<name>-s<seed>-<digest>`` by default, where the
+            digest covers the resolved config and the contents of the files it names
+            (:func:`run_identity`). An earlier run of that name under ``out_root`` is replaced.
         checkpoint_every: Write a checkpoint every this many years (``None``: never).
 
     Returns:
@@ -195,14 +239,17 @@ def run_simulation(
     """
     model = model or build_model(config, base_dir)
     resolved = resolve_for_run_dir(config, base_dir)
-    digest = config_hash(resolved)
-    run_id = run_id or f"{config.name}-s{config.seed}-{digest[:8]}"
+    digest, inputs = config_hash(resolved), input_digests(config, base_dir)
+    run_id = run_id or f"{config.name}-s{config.seed}-{_run_digest(digest, inputs)[:8]}"
+    # Read before an earlier run of this id is removed: a config re-run from its own run
+    # directory names the registry copy in it.
+    registry = (base_dir / config.registry).read_bytes()
     create_output_folder(out_root)
     run_dir = out_root / run_id
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir()
-    (run_dir / REGISTRY_COPY).write_bytes((base_dir / config.registry).read_bytes())
+    (run_dir / REGISTRY_COPY).write_bytes(registry)
     (run_dir / "config.resolved.yaml").write_text(
         yaml.safe_dump(resolved.to_yaml_dict(), sort_keys=False), encoding="utf-8"
     )
@@ -212,7 +259,8 @@ def run_simulation(
         "name": config.name,
         "seed": config.seed,
         "config_hash": digest,
-        "registry_sha256": hashlib.sha256((run_dir / REGISTRY_COPY).read_bytes()).hexdigest(),
+        "registry_sha256": inputs["registry"],
+        "input_sha256": inputs,
         "status": "running",
         "error": None,
         "started_at": _now(),

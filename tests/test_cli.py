@@ -125,7 +125,9 @@ def test_manifest(small_run):
     assert registry == (DEFAULT.parent / config.registry).read_bytes()
     assert manifest["registry_sha256"] == hashlib.sha256(registry).hexdigest()
     assert re.fullmatch(r"[0-9a-f]{64}", manifest["config_hash"])
-    assert manifest["run_id"] == run_dir.name == f"default-s42-{manifest['config_hash'][:8]}"
+    assert manifest["input_sha256"] == {"registry": manifest["registry_sha256"]}
+    assert re.fullmatch(r"default-s42-[0-9a-f]{8}", manifest["run_id"])
+    assert manifest["run_id"] == run_dir.name
     versions = manifest["versions"]
     assert versions["floodsim"] == simulation.__version__
     assert {"mesa", "numpy", "python"} <= set(versions)
@@ -153,6 +155,44 @@ def test_resolved_config_reruns_from_the_run_directory(small_run, capsys, tmp_pa
     rerun = Path(again.splitlines()[-1])
     assert rerun.name == run_dir.name
     assert (rerun / "model_years.csv").read_bytes() == (run_dir / "model_years.csv").read_bytes()
+
+
+def test_a_resolved_config_reruns_into_its_own_run_directory(capsys, tmp_path):
+    code, out, err = call(capsys, "run", DEFAULT, *SMALL, "--out", tmp_path, "--quiet")
+    assert code == 0, err
+    run_dir = Path(out.splitlines()[-1])
+    metrics = (run_dir / "model_years.csv").read_bytes()
+    # The same config, files and seed: the same run id, so the run is replaced by its equal.
+    resolved = run_dir / "config.resolved.yaml"
+    code, again, err = call(capsys, "run", resolved, "--out", tmp_path, "--quiet")
+    assert code == 0, err
+    assert Path(again.splitlines()[-1]) == run_dir
+    assert (run_dir / "model_years.csv").read_bytes() == metrics
+    assert (run_dir / "skill_registry.yaml").read_bytes() == (
+        ROOT / "skill_registry.yaml"
+    ).read_bytes()
+    assert json.loads((run_dir / "manifest.json").read_bytes())["status"] == "complete"
+
+
+def test_an_edited_input_file_gives_a_new_run(capsys, tmp_path):
+    registry = tmp_path / "registry.yaml"
+    registry.write_bytes((ROOT / "skill_registry.yaml").read_bytes())
+    argv = ["run", DEFAULT, *SMALL, "--set", f"registry={registry}", "--out", tmp_path / "out"]
+    code, out, err = call(capsys, *argv, "--quiet")
+    assert code == 0, err
+    first = Path(out.splitlines()[-1])
+    with registry.open("a", encoding="utf-8") as file:
+        file.write("# edited\n")
+    code, out, err = call(capsys, *argv, "--quiet")
+    assert code == 0, err
+    second = Path(out.splitlines()[-1])
+    assert second != first
+    assert (first / "manifest.json").exists()  # the earlier run is kept
+    digests = [
+        json.loads((run / "manifest.json").read_bytes())["input_sha256"]["registry"]
+        for run in (first, second)
+    ]
+    assert digests[1] == hashlib.sha256(registry.read_bytes()).hexdigest() != digests[0]
 
 
 def test_model_years_csv(small_run):
