@@ -172,6 +172,38 @@ def test_resume_reruns_missing_run_directories(serial_result, tmp_path):
     assert (out / "runs" / "p001-r000" / "manifest.json").exists()
 
 
+def test_resume_reruns_runs_the_edited_experiment_changed(serial_result, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(serial_result.out_dir, out)
+    kept = (out / "runs" / "p000-r000" / "manifest.json").read_bytes()
+    # Design point 1 moves from 0.95 to 0.9; design point 0 (0.8) is the same run as before.
+    path = write_experiment(tmp_path, "sweep: {grid: {memory.decay_rate: [0.8, 0.9]}}\n")
+    result = run_experiment(path, out, executor="serial", resume=True)
+    assert result.skipped == 2
+    assert (out / "runs" / "p000-r000" / "manifest.json").read_bytes() == kept
+    resolved, _ = load_config(out / "runs" / "p001-r000" / "config.resolved.yaml")
+    assert resolved.memory.decay_rate == 0.9
+    combined = pd.read_parquet(out / "model_years.parquet")
+    assert sorted(combined["memory.decay_rate"].unique()) == [0.8, 0.9]
+    # A fixed setting changed under every run: nothing is kept.
+    edited = path.read_text(encoding="utf-8").replace("years: 3", "years: 2")
+    path.write_text(edited, encoding="utf-8")
+    result = run_experiment(path, out, executor="serial", resume=True)
+    assert result.skipped == 0
+    assert len(pd.read_parquet(out / "model_years.parquet")) == 4 * 2
+
+
+def test_resume_reruns_runs_whose_registry_was_edited(tmp_path):
+    registry = tmp_path / "registry.yaml"
+    shutil.copyfile(DEFAULT.parent.parent / "skill_registry.yaml", registry)
+    path = write_experiment(tmp_path, f"sweep: {{grid: {{registry: [{registry}]}}}}\n")
+    run_experiment(path, tmp_path / "out", executor="serial")
+    assert run_experiment(path, tmp_path / "out", executor="serial", resume=True).skipped == 2
+    with registry.open("a", encoding="utf-8") as file:
+        file.write("# edited after the first attempt\n")
+    assert run_experiment(path, tmp_path / "out", executor="serial", resume=True).skipped == 0
+
+
 def test_invalid_experiments_fail_before_running(tmp_path, capsys):
     bad_key = write_experiment(tmp_path / "a", "sweep: {grid: {memory.decay_rat: [0.9]}}\n")
     with pytest.raises(ConfigError, match=r"exp\.yaml: memory\.decay_rat: unknown key"):

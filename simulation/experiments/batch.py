@@ -6,7 +6,8 @@ The output folder of an experiment holds:
     the experiment (name, seed, sweep, replicates, executor) and every run's id, design point,
     replicate, seed, swept parameters, status (pending, complete or failed), error and run
     directory. It is rewritten atomically after every finished run, so an interrupted batch
-    can be resumed (``--resume`` skips complete runs and reruns failed or missing ones). Once
+    can be resumed (``--resume`` keeps complete runs whose config and input files are
+    unchanged, and reruns failed, missing or changed ones). Once
     the batch ends, ``wall_s`` is the wall-clock time the latest attempt took, from planning to
     the combined metrics (``null`` while it runs; for reporting, nothing depends on it).
 ``runs/<run_id>/``
@@ -64,15 +65,27 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _completed(record: dict[str, Any], out_dir: Path) -> bool:
-    """A run counts as complete only if its record and its own manifest say so."""
-    if record.get("status") != "complete":
+def _reusable(record: dict[str, Any] | None, run: PlannedRun, out_dir: Path, folder: Path) -> bool:
+    """Whether an earlier attempt's run can stand for ``run``.
+
+    Its record and its own manifest must say it completed, and the manifest's config hash and
+    input digests must be those ``run`` would have now: an experiment edited between attempts
+    (another sweep value, more years, an edited registry) reruns the runs it changed.
+    """
+    if record is None or record.get("status") != "complete" or record.get("seed") != run.seed:
         return False
-    manifest = out_dir / "runs" / record["run_id"] / "manifest.json"
     try:
-        return orjson.loads(manifest.read_bytes()).get("status") == "complete"
+        manifest = orjson.loads((out_dir / "runs" / run.run_id / "manifest.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return False
+    if manifest.get("status") != "complete":
+        return False
+    # Imported here: the batch's own process needs Mesa only to check runs it might keep.
+    from simulation.config import RunConfig  # noqa: PLC0415
+    from simulation.runner import run_identity  # noqa: PLC0415
+
+    digest, inputs = run_identity(RunConfig.model_validate(run.config), folder)
+    return manifest.get("config_hash") == digest and manifest.get("input_sha256") == inputs
 
 
 def run_experiment(
@@ -93,7 +106,8 @@ def run_experiment(
         executor: Override the file's executor kind (serial, process, dask).
         workers: Override the number of workers.
         address: Override the Dask scheduler address.
-        resume: Keep complete runs of an earlier attempt; run the rest.
+        resume: Keep complete runs of an earlier attempt whose config and input files are
+            unchanged; run the rest.
         progress: Show a progress bar (``None``: only on a terminal).
 
     Returns:
@@ -124,8 +138,7 @@ def run_experiment(
         records = []
         for run in planned:
             old = previous.get(run.run_id)
-            keep = old is not None and old.get("seed") == run.seed and _completed(old, out)
-            records.append(old if keep else _record(run))
+            records.append(old if _reusable(old, run, out, folder) else _record(run))
         state = _state(experiment, records)
         _write_json(state_path, state)
 
