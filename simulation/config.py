@@ -34,7 +34,7 @@ from simulation.decisions.pmt import PMTConfig
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
 from simulation.skills.templates import TemplateError, template_fields
-from simulation.yaml_errors import describe_yaml_error
+from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 __all__ = [
     "CALIBRATION_KEYS",
@@ -616,7 +616,12 @@ class RunConfig(Section):
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
         description="Run name, used in the run directory name (letters, digits, _ . -).",
     )
-    seed: int = Field(42, ge=0, description="Root seed; every random stream derives from it.")
+    seed: int = Field(
+        42,
+        ge=0,
+        lt=2**64,
+        description="Root seed; every random stream derives from it (0 to 2**64 - 1).",
+    )
     years: int = Field(30, ge=1, le=1000, description="Simulated years (model steps).")
     registry: str = Field(
         "skill_registry.yaml", description="Skill registry file (relative to the config file)."
@@ -761,8 +766,11 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except OSError as err:
         msg = f"{path}: cannot read: {err.strerror}"
         raise ConfigError(msg) from None
+    except UnicodeDecodeError as err:
+        msg = f"{path}: {describe_decode_error(err)}"
+        raise ConfigError(msg) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as err:
         msg = f"{path}: YAML syntax error: {describe_yaml_error(err)}"
         raise ConfigError(msg) from None

@@ -1,13 +1,55 @@
-"""One-line descriptions of YAML syntax errors, shared by every loader of YAML files."""
+"""Reading the project's YAML files: duplicate keys refused, errors described on one line.
+
+Shared by every loader of user-written YAML (configs, experiments, registries, curve files,
+targets).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    import yaml
+import yaml
 
-__all__ = ["describe_yaml_error"]
+__all__ = ["describe_decode_error", "describe_yaml_error", "load_yaml"]
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping.
+
+    YAML parsers keep the last of two equal keys, so a config that sets ``years`` twice, or has
+    two ``households:`` sections, would silently lose the first.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:  # "<<: *anchor" merges keys; later keys may override
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: the base constructor reports it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse one YAML document safely, refusing duplicate keys.
+
+    Raises:
+        yaml.YAMLError: For a syntax error or a key given twice in one mapping.
+    """
+    return yaml.load(text, Loader=_UniqueKeyLoader)
 
 
 def describe_yaml_error(err: yaml.YAMLError) -> str:
@@ -23,3 +65,8 @@ def describe_yaml_error(err: yaml.YAMLError) -> str:
     if context and start:
         problem += f", {context} started at line {start.line + 1}"
     return where + problem
+
+
+def describe_decode_error(err: UnicodeDecodeError) -> str:
+    """``"not UTF-8 text (byte N: <reason>)"``, for a file that is not UTF-8 encoded."""
+    return f"not UTF-8 text (byte {err.start}: {err.reason})"

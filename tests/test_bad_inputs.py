@@ -62,6 +62,8 @@ CASES: tuple[Case, ...] = (
     # ---------------------------------------------------------------- YAML and top-level types
     run("yaml_syntax_error.yaml", None, "line 7", "YAML syntax error"),
     run("tab_indented.yaml", None, "line 6", "YAML syntax error", "'\\t'"),
+    run("duplicate_key.yaml", None, "line 5", "duplicate key 'years'"),
+    run("not_utf8.yaml", None, "not UTF-8 text", "byte"),
     run("top_level_list.yaml", None, "top level", "list"),
     run("top_level_string.yaml", None, "top level", "str"),
     run("section_is_scalar.yaml", None, ": memory: ", "dictionary", "0.9"),
@@ -85,6 +87,7 @@ CASES: tuple[Case, ...] = (
     # ------------------------------------------------------------------- out-of-range values
     run("out_of_range.yaml", None, "memory.decay_rate", "1.5"),
     run("zero_years.yaml", None, ": years: ", "got 0"),
+    run("seed_too_large.yaml", None, ": seed: ", "18446744073709551616"),
     run("owner_share_above_one.yaml", None, "households.owner_share", "1.5"),
     run("negative_hazard_scale.yaml", None, "hazard.scale", "-1"),
     run("audit_sample_above_one.yaml", None, "audit.sample", "(0, 1]", "got 2"),
@@ -421,7 +424,7 @@ def test_every_file_in_bad_inputs_has_a_row():
 
 
 def test_every_data_file_is_used_by_a_case():
-    texts = " ".join(case.path.read_text(encoding="utf-8") for case in CASES)
+    texts = " ".join(case.path.read_text(encoding="utf-8", errors="replace") for case in CASES)
     for data_file in sorted((BAD / "files").iterdir()):
         assert f"files/{data_file.name}" in texts, data_file
     for case in CASES:

@@ -149,6 +149,14 @@ def test_bad_targets_file_shapes(tmp_path):
     dup = write_targets(tmp_path, [GOOD, GOOD])
     with pytest.raises(BehaviourError, match="duplicate target name 't'"):
         load_targets(dup)
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("targets: []\ntargets: []\n", encoding="utf-8")
+    with pytest.raises(BehaviourError, match="line 2, column 1: duplicate key 'targets'"):
+        load_targets(twice)
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"targets:\n  - name: caf\xe9\n")
+    with pytest.raises(BehaviourError, match=r"latin1\.yaml: not UTF-8 text \(byte 22"):
+        load_targets(latin1)
 
 
 def test_check_behaviour_on_a_run(run_dir):

@@ -195,6 +195,20 @@ def test_an_edited_input_file_gives_a_new_run(capsys, tmp_path):
     assert digests[1] == hashlib.sha256(registry.read_bytes()).hexdigest() != digests[0]
 
 
+def test_an_unreadable_prompt_file_is_bad_input(capsys, tmp_path):
+    llm = ["--set", "decision.policy=llm", "--set", "decision.llm.mode=replay"]
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_bytes(b"You are a household in caf\xe9 country.\n")
+    for path, problem in ((tmp_path / "missing.txt", "prompt file not found"), (prompt, "UTF-8")):
+        argv = ["validate", DEFAULT, *SMALL, *llm, "--set", f"decision.llm.prompt={path}"]
+        code, _, err = call(capsys, *argv)
+        assert code == 2
+        assert len(err.strip().splitlines()) == 1
+        assert "decision.llm.prompt" in err
+        assert str(path) in err
+        assert problem in err
+
+
 def test_model_years_csv(small_run):
     _, out, _, _ = small_run
     rows = read_metrics(Path(out.splitlines()[-1]))

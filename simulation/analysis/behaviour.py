@@ -89,6 +89,7 @@ from simulation.analysis.metrics import RunDirError, load_run, stream_path
 from simulation.audit.readers import iter_records
 from simulation.config_base import ConfigModel
 from simulation.model import METRIC_COLUMNS
+from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 __all__ = [
     "STATISTICS",
@@ -248,17 +249,18 @@ def load_targets(path: str | Path) -> list[Target]:
     """
     origin = Path(path)
     try:
-        data = yaml.safe_load(origin.read_text(encoding="utf-8"))
+        data = load_yaml(origin.read_text(encoding="utf-8"))
     except FileNotFoundError:
         msg = f"{origin}: targets file not found"
         raise BehaviourError(msg) from None
     except OSError as err:
         msg = f"{origin}: cannot read the targets file ({err.strerror})"
         raise BehaviourError(msg) from None
+    except UnicodeDecodeError as err:
+        msg = f"{origin}: {describe_decode_error(err)}"
+        raise BehaviourError(msg) from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        msg = f"{origin}: {where}YAML syntax error: {getattr(err, 'problem', None) or err}"
+        msg = f"{origin}: YAML syntax error: {describe_yaml_error(err)}"
         raise BehaviourError(msg) from None
     if not isinstance(data, dict):
         msg = f"{origin}: (top level): expected a mapping with a 'targets' list"

@@ -159,7 +159,7 @@ class CalibrationConfig(ConfigModel):
         min_length=1, description="Dotted config key -> {start, low, high}."
     )
     replicates: int = Field(1, ge=1, le=1000, description="Runs per evaluation.")
-    seed: int = Field(0, ge=0, description="Root seed of the replicate seeds.")
+    seed: int = Field(0, ge=0, lt=2**64, description="Root seed of the replicate seeds.")
     method: Literal["nelder-mead", "powell"] = Field(
         "nelder-mead", description="scipy.optimize.minimize method (bounded)."
     )

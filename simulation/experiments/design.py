@@ -145,7 +145,9 @@ class ExperimentConfig(Section):
     )
     sweep: SweepConfig = Field(default_factory=SweepConfig)
     replicates: int = Field(1, ge=1, le=10_000, description="Runs per design point.")
-    seed: int = Field(0, ge=0, description="Root seed of the replicate seeds and the LHS design.")
+    seed: int = Field(
+        0, ge=0, lt=2**64, description="Root seed of the replicate seeds and the LHS design."
+    )
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
 
     @model_validator(mode="after")

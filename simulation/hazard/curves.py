@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
-from simulation.yaml_errors import describe_yaml_error
+from simulation.yaml_errors import describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
     import os
@@ -305,7 +305,7 @@ def _read_curve_file(path: Path) -> DamageCurves:
     except (OSError, UnicodeDecodeError) as exc:
         raise _fail(origin, f"cannot read curve file ({exc})") from exc
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise _fail(origin, f"not valid YAML: {describe_yaml_error(exc)}") from None
     if not isinstance(data, dict):

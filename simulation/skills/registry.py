@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulation.agents.state import STATE_FIELDS, TENURES, HouseholdState
 from simulation.decisions.base import Option
 from simulation.skills.templates import TemplateError, render, template_fields
-from simulation.yaml_errors import describe_yaml_error
+from simulation.yaml_errors import describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
     import os
@@ -670,7 +670,7 @@ class SkillRegistry:
             msg = f"{origin}: cannot read registry file ({exc})"
             raise RegistryError(msg) from None
         try:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
         except yaml.YAMLError as exc:
             msg = f"{origin}: invalid YAML: {describe_yaml_error(exc)}"
             raise RegistryError(msg) from None

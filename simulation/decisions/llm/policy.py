@@ -28,6 +28,7 @@ from simulation.decisions.llm.cache import CacheMiss, CachingChatClient, Respons
 from simulation.decisions.llm.client import ChatClient, ChatError, ChatSettings
 from simulation.decisions.llm.parsing import ReplyFormatError, parse_reply
 from simulation.skills.templates import TemplateError, render, template_fields
+from simulation.yaml_errors import describe_decode_error
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -374,6 +375,9 @@ def _load_prompt(config: LLMConfig, base_dir: Path) -> str:
             text = path.read_text(encoding="utf-8")
         except OSError:
             msg = f"decision.llm.prompt: {path}: prompt file not found"
+            raise LLMConfigError(msg) from None
+        except UnicodeDecodeError as err:
+            msg = f"decision.llm.prompt: {path}: {describe_decode_error(err)}"
             raise LLMConfigError(msg) from None
     try:
         used = template_fields(text)
