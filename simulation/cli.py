@@ -57,7 +57,11 @@ class UsageError(ValueError):
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"expected a positive integer, got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
     if value < 1:
         msg = f"must be a positive integer, got {value}"
         raise argparse.ArgumentTypeError(msg)
@@ -108,8 +112,11 @@ def _run(args: argparse.Namespace) -> int:
 
     progress = False if args.quiet else None
     if args.resume is not None:
-        if args.config is not None or args.set or args.seed is not None:
-            msg = "--resume RUN_DIR takes no CONFIG, --set or --seed: the run keeps its config"
+        if args.config is not None or args.set or args.seed is not None or args.out is not None:
+            msg = (
+                "--resume RUN_DIR takes no CONFIG, --set, --seed or --out: the run keeps its "
+                "config and its folder"
+            )
             raise UsageError(msg)
         result = resume_run(
             Path(args.resume), progress=progress, checkpoint_every=args.checkpoint_every
@@ -125,7 +132,7 @@ def _run(args: argparse.Namespace) -> int:
         result = run_simulation(
             config,
             base_dir,
-            Path(args.out),
+            Path(args.out or "outputs"),
             progress=progress,
             model=model,
             checkpoint_every=args.checkpoint_every,
@@ -275,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config key (dotted), e.g. --set memory.decay_rate=0.9",
     )
     run.add_argument("--seed", type=int, help="override the config's seed")
-    run.add_argument("--out", default="outputs", help="folder for run directories")
+    run.add_argument("--out", help="folder for run directories (default outputs)")
     run.add_argument("--quiet", action="store_true", help="print only the run directory")
     run.add_argument(
         "--checkpoint-every",
@@ -307,7 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786")
     batch.add_argument("--out", help="output folder (default outputs/<experiment name>)")
     batch.add_argument(
-        "--resume", action="store_true", help="keep complete runs; rerun failed or missing ones"
+        "--resume",
+        action="store_true",
+        help="keep complete, unchanged runs; rerun failed, missing or changed ones",
     )
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
     batch.set_defaults(func=_batch)

@@ -842,7 +842,9 @@ def is_curve_file(curves: str) -> bool:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str], origin: str) -> dict[str, Any]:
-    """Apply ``KEY=VALUE`` overrides with dotted keys; values are parsed as YAML scalars.
+    """Apply ``KEY=VALUE`` overrides with dotted keys; values are parsed as YAML.
+
+    A mapping value (``memory={decay_rate: 0.9}``) is merged into the section it names.
 
     Raises:
         ConfigError: For an override without ``=`` or an unparsable value.
@@ -872,6 +874,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], origin: str) -> 
             else:
                 node[part] = child = dict(child)
             node = child
+        current = node.get(parts[-1])
+        if isinstance(value, dict) and isinstance(current, dict):
+            # A mapping merges key by key, as a ``base:`` file's sections do: the keys it
+            # leaves out keep the config's values, not the model's defaults.
+            value = _deep_merge(current, value)
         node[parts[-1]] = value
     return result
 

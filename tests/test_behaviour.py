@@ -30,7 +30,7 @@ from simulation.analysis.behaviour import (
 from simulation.analysis.event_study import event_study, recovery_years
 from simulation.audit.readers import iter_records
 from simulation.cli import main
-from simulation.config import load_config
+from simulation.config import ConfigError, load_config
 from simulation.experiments import run_experiment
 from simulation.runner import run_simulation
 
@@ -294,6 +294,15 @@ def test_command_passes_and_fails(run_dir, tmp_path):
     strict = write_targets(tmp_path, [{**GOOD, "value": value + 1, "tolerance": 0.5}])
     args = parse(["check-behaviour", str(run_dir), "--targets", str(strict)])
     assert args.func(args) == 1
+
+
+def test_command_output_folder_that_cannot_exist_is_bad_input(run_dir, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    out = blocker / "out"
+    args = parse(["check-behaviour", str(run_dir), "--targets", str(TARGETS), "--out", str(out)])
+    with pytest.raises(ConfigError, match=f"{re.escape(str(out))}: cannot create the output"):
+        args.func(args)
 
 
 def test_command_explains_a_target_without_a_value(run_dir, tmp_path, capsys):

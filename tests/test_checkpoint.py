@@ -170,6 +170,20 @@ def test_resume_refuses_complete_runs_and_non_runs(tmp_path, capsys):
     assert "not a run directory" in capsys.readouterr().err
     assert main(["run", str(DEFAULT), "--resume", str(clean.run_dir)]) == 2
     assert "--resume" in capsys.readouterr().err
+    # A resumed run stays in its folder: an --out would be silently ignored.
+    assert main(["run", "--resume", str(clean.run_dir), "--out", str(tmp_path / "x")]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_checkpoint_every_must_be_a_positive_integer(capsys):
+    for value in ("0", "x"):
+        with pytest.raises(SystemExit) as info:
+            main(["run", str(DEFAULT), "--checkpoint-every", value])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert "positive integer" in err
+        assert "_positive_int" not in err
 
 
 def last_year_written(out: Path) -> int:

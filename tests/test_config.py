@@ -103,6 +103,21 @@ def test_set_override_leaves_sibling_keys_alone():
     assert config.model_dump(include=untouched) == default.model_dump(include=untouched)
 
 
+def test_a_mapping_override_merges_into_its_section():
+    default, _ = load_config(DEFAULT)
+    config, _ = load_config(DEFAULT, ["memory={decay_rate: 0.5, retrieval: {top_k: 3}}"])
+    assert config.memory.decay_rate == 0.5
+    assert config.memory.retrieval.top_k == 3
+    # The keys it leaves out keep default.yaml's values (4 and "spec"), not the model's own.
+    assert config.memory.working_capacity == default.memory.working_capacity
+    assert config.memory.retrieval.strategy == default.memory.retrieval.strategy
+    data = {"memory": {"decay_rate": 0.9, "retrieval": {"top_k": 5}}}
+    assert apply_overrides(data, ["memory={retrieval: {strategy: weighted}}"], "o") == {
+        "memory": {"decay_rate": 0.9, "retrieval": {"top_k": 5, "strategy": "weighted"}}
+    }
+    assert apply_overrides({"years": 3}, ["years={a: 1}"], "o") == {"years": {"a": 1}}
+
+
 def test_later_override_wins_and_value_may_contain_equals():
     config, _ = load_config(DEFAULT, ["years=3", "years=4", "memory.retrieval.query=a=b"])
     assert config.years == 4

@@ -59,6 +59,7 @@ def _check_behaviour(args: argparse.Namespace) -> int:
     # Imported on use so that `floodsim --help` does not load pandas and matplotlib.
     from simulation.analysis.behaviour import check_behaviour, plot_behaviour  # noqa: PLC0415
     from simulation.analysis.event_study import ShortBaselineWarning  # noqa: PLC0415
+    from simulation.config import create_output_folder  # noqa: PLC0415
 
     # check_behaviour warns once per target and design point whose baseline is short; those
     # read as the CLI's other warnings. Shown even when a later target stops the check.
@@ -73,7 +74,7 @@ def _check_behaviour(args: argparse.Namespace) -> int:
             else:  # not ours: as Python shows it
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     out = Path(args.out) if args.out is not None else Path(args.path)
-    out.mkdir(parents=True, exist_ok=True)
+    create_output_folder(out)
     table.to_csv(out / "behaviour.csv", index=False)
     plot_behaviour(table).savefig(out / "behaviour.png", dpi=120)
     print(format_table(table))
