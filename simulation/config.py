@@ -357,47 +357,77 @@ class EventMemoryConfig(Section):
     major_damage_threshold: float = Field(
         50_000, ge=0, description="Damage ($) at or above which a flood is major."
     )
-    flood_major: EventTemplate = EventTemplate(
-        template="Year {year}: A major flood caused ${damage:,.0f} in damages",
-        importance=0.9,
-        tags=("flood", "major"),
+    flood_major: EventTemplate = Field(
+        EventTemplate(
+            template="Year {year}: A major flood caused ${damage:,.0f} in damages",
+            importance=0.9,
+            tags=("flood", "major"),
+        ),
+        description="A flood that did at least major_damage_threshold of damage; "
+        "placeholders {year} {damage} {depth}.",
     )
-    flood_minor: EventTemplate = EventTemplate(
-        template="Year {year}: A minor flood caused ${damage:,.0f} in damages",
-        importance=0.6,
-        tags=("flood", "minor"),
+    flood_minor: EventTemplate = Field(
+        EventTemplate(
+            template="Year {year}: A minor flood caused ${damage:,.0f} in damages",
+            importance=0.6,
+            tags=("flood", "minor"),
+        ),
+        description="A flood that did less damage than major_damage_threshold; "
+        "placeholders {year} {damage} {depth}.",
     )
-    flood_no_damage: EventTemplate = EventTemplate(
-        template="Year {year}: A flood occurred but caused no damage to my property",
-        importance=0.4,
-        tags=("flood", "no_damage"),
+    flood_no_damage: EventTemplate = Field(
+        EventTemplate(
+            template="Year {year}: A flood occurred but caused no damage to my property",
+            importance=0.4,
+            tags=("flood", "no_damage"),
+        ),
+        description="Water reached the home but stayed below its first floor; "
+        "placeholders {year} {damage} {depth}.",
     )
-    claim_paid: EventTemplate = EventTemplate(
-        template="Year {year}: Insurance paid ${payout:,.0f} for my claim",
-        importance=0.7,
-        tags=("insurance", "claim", "approved"),
+    claim_paid: EventTemplate = Field(
+        EventTemplate(
+            template="Year {year}: Insurance paid ${payout:,.0f} for my claim",
+            importance=0.7,
+            tags=("insurance", "claim", "approved"),
+        ),
+        description="The insurer paid a claim; placeholders {year} {payout} {damage}.",
     )
-    claim_denied: EventTemplate = EventTemplate(
-        template="Year {year}: My insurance claim was denied",
-        importance=0.8,
-        tags=("insurance", "claim", "denied"),
+    claim_denied: EventTemplate = Field(
+        EventTemplate(
+            template="Year {year}: My insurance claim was denied",
+            importance=0.8,
+            tags=("insurance", "claim", "denied"),
+        ),
+        description="The insurer denied a claim; placeholders {year} {payout} {damage}.",
     )
-    subsidy_change: EventTemplate = EventTemplate(
-        template="Year {year}: The government changed the elevation subsidy from {old:.0%} "
-        "to {new:.0%}",
-        importance=0.5,
-        tags=("policy", "subsidy"),
+    subsidy_change: EventTemplate = Field(
+        EventTemplate(
+            template="Year {year}: The government changed the elevation subsidy from {old:.0%} "
+            "to {new:.0%}",
+            importance=0.5,
+            tags=("policy", "subsidy"),
+        ),
+        description="The government changed the elevation subsidy (every household remembers it); "
+        "placeholders {year} {old} {new}.",
     )
-    premium_change: EventTemplate = EventTemplate(
-        template="Year {year}: The flood insurance rate changed from ${old:.2f} to ${new:.2f} "
-        "per $1,000 of coverage",
-        importance=0.5,
-        tags=("policy", "premium"),
+    premium_change: EventTemplate = Field(
+        EventTemplate(
+            template="Year {year}: The flood insurance rate changed from ${old:.2f} to ${new:.2f} "
+            "per $1,000 of coverage",
+            importance=0.5,
+            tags=("policy", "premium"),
+        ),
+        description="The insurer changed the premium rate (every household remembers it); "
+        "placeholders {year} {old} {new}.",
     )
-    neighbor_adaptation: EventTemplate = EventTemplate(
-        template="Year {year}: {count} of my {total} neighbours {action} last year",
-        importance=0.4,
-        tags=("neighbor",),
+    neighbor_adaptation: EventTemplate = Field(
+        EventTemplate(
+            template="Year {year}: {count} of my {total} neighbours {action} last year",
+            importance=0.4,
+            tags=("neighbor",),
+        ),
+        description="Neighbours adopted a measure last year, one memory per measure; "
+        "placeholders {year} {count} {total} {action}.",
     )
 
 

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from simulation.config import ConfigError, RunConfig, apply_overrides, load_config
 from simulation.runner import build_model, config_hash
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "configs" / "default.yaml"
@@ -414,3 +419,18 @@ def test_to_yaml_dict_round_trips(tmp_path, overrides):
     assert again == config
     assert config_hash(again) == config_hash(config)
     assert again.to_yaml_dict() == config.to_yaml_dict()
+
+
+def _documented_fields(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, bool]]:
+    """(dotted key, has a description) for every field of ``model`` and its sections."""
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{name}"
+        yield key, bool(field.description)
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _documented_fields(annotation, f"{key}.")
+
+
+def test_every_config_key_is_documented_where_it_is_defined():
+    undocumented = [key for key, has in _documented_fields(RunConfig) if not has]
+    assert undocumented == []

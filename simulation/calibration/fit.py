@@ -166,7 +166,10 @@ class CalibrationConfig(ConfigModel):
     max_evaluations: int = Field(
         40, ge=1, le=100_000, description="Distinct parameter vectors simulated, at most."
     )
-    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    executor: ExecutorConfig = Field(
+        default_factory=ExecutorConfig,
+        description="Where each evaluation's runs execute: serial, a process pool or Dask.",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,12 +143,18 @@ class ExperimentConfig(Section):
     set: dict[str, Any] = Field(
         default_factory=dict, description="Fixed overrides, dotted key -> value."
     )
-    sweep: SweepConfig = Field(default_factory=SweepConfig)
+    sweep: SweepConfig = Field(
+        default_factory=SweepConfig,
+        description="Swept keys: a grid of listed values and/or Latin-hypercube ranges.",
+    )
     replicates: int = Field(1, ge=1, le=10_000, description="Runs per design point.")
     seed: int = Field(
         0, ge=0, lt=2**64, description="Root seed of the replicate seeds and the LHS design."
     )
-    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    executor: ExecutorConfig = Field(
+        default_factory=ExecutorConfig,
+        description="Where the runs execute: serial, a process pool or a Dask cluster.",
+    )
 
     @model_validator(mode="after")
     def _experiment_owns_seed_and_name(self) -> ExperimentConfig:
