@@ -56,6 +56,7 @@ __all__ = [
     "Section",
     "SocialConfig",
     "apply_overrides",
+    "check_event_templates",
     "check_file_kind",
     "create_output_folder",
     "describe_validation_error",
@@ -959,11 +960,16 @@ def load_config(
         config = RunConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(describe_validation_error(err, origin)) from None
-    _check_event_templates(config, origin)
+    check_event_templates(config, origin)
     return config, path.resolve().parent
 
 
-def _check_event_templates(config: RunConfig, origin: str) -> None:
+def check_event_templates(config: RunConfig, origin: str) -> None:
+    """Check that every event template parses and names only the placeholders it is given.
+
+    Raises:
+        ConfigError: Naming ``origin``, the template's key and the bad placeholder.
+    """
     for name, allowed in EVENT_FIELDS.items():
         template = getattr(config.events, name).template
         try:

@@ -204,6 +204,38 @@ def test_resume_reruns_runs_whose_registry_was_edited(tmp_path):
     assert run_experiment(path, tmp_path / "out", executor="serial", resume=True).skipped == 0
 
 
+def test_a_swept_event_template_is_checked_before_running(tmp_path, capsys):
+    path = write_experiment(
+        tmp_path,
+        "sweep: {grid: {events.flood_major.template: ['Year {year}', 'Year {yaer}']}}\n",
+    )
+    assert main(["batch", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "events.flood_major.template: unknown placeholder 'yaer'" in err
+    assert "[design point 1: " in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_listed_audit_ids_are_checked_against_the_runs_population(tmp_path):
+    body = "sweep: {grid: {memory.decay_rate: [0.9]}}\n"
+    good = write_experiment(tmp_path / "good", body)
+    text = good.read_text(encoding="utf-8").replace(
+        "audit.level: minimal", "audit.sample: [H00025]"
+    )
+    good.write_text(text, encoding="utf-8")
+    assert len(plan_runs(*load_experiment(good)[:2], str(good))) == 2  # 30 households
+    bad = write_experiment(tmp_path / "bad", body)
+    bad.write_text(text.replace("H00025", "H00031"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"audit\.sample: 'H00031' is not a household"):
+        plan_runs(*load_experiment(bad)[:2], str(bad))
+
+
+def test_a_latin_hypercube_over_an_integer_key_is_refused_by_name(tmp_path):
+    path = write_experiment(tmp_path, "sweep: {lhs: {households.count: [10, 20]}, samples: 3}\n")
+    with pytest.raises(ConfigError, match=r"sweep\.lhs\.households\.count: an integer key"):
+        plan_runs(*load_experiment(path)[:2], str(path))
+
+
 def test_invalid_experiments_fail_before_running(tmp_path, capsys):
     bad_key = write_experiment(tmp_path / "a", "sweep: {grid: {memory.decay_rat: [0.9]}}\n")
     with pytest.raises(ConfigError, match=r"exp\.yaml: memory\.decay_rat: unknown key"):

@@ -36,6 +36,7 @@ from simulation.config import (
     RunConfig,
     Section,
     apply_overrides,
+    check_event_templates,
     check_file_kind,
     describe_validation_error,
     file_kind,
@@ -315,16 +316,20 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
         overrides = [f"{key}={_yaml_value(value)}" for key, value in params.items()]
         data = apply_overrides(base, overrides, origin)
         data["name"] = experiment.name
+        where = f"[design point {point}: {_describe_point(params)}]"
         for replicate, seed in enumerate(seeds):
             data = {**data, "seed": seed}
             try:
                 config = RunConfig.model_validate(data)
             except ValidationError as err:
-                where = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "base"
-                raise ConfigError(
-                    f"{describe_validation_error(err, origin)} [design point {point}: {where}]"
-                ) from None
-            _check_files(config, origin, point, params, checked)
+                _refuse_integer_lhs(err, experiment.sweep, origin)
+                raise ConfigError(f"{describe_validation_error(err, origin)} {where}") from None
+            if replicate == 0:  # templates do not depend on the seed
+                try:
+                    check_event_templates(config, origin)
+                except ConfigError as err:
+                    raise ConfigError(f"{err} {where}") from None
+            _check_files(config, origin, where, checked)
             runs.append(
                 PlannedRun(
                     run_id=f"p{point:03d}-r{replicate:03d}",
@@ -338,14 +343,29 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
     return runs
 
 
-def _check_files(
-    config: RunConfig,
-    origin: str,
-    point: int,
-    params: dict[str, Any],
-    checked: set[tuple[Any, ...]],
-) -> None:
-    """Build a tiny model of ``config`` once per distinct set of referenced files."""
+def _describe_point(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in params.items()) or "base"
+
+
+def _refuse_integer_lhs(err: ValidationError, sweep: SweepConfig, origin: str) -> None:
+    """Name a Latin-hypercube range over an integer key, whose fractional points always fail."""
+    first = err.errors()[0]
+    key = ".".join(str(part) for part in first["loc"])
+    if first["type"] == "int_from_float" and key in sweep.lhs:
+        msg = (
+            f"{origin}: sweep.lhs.{key}: an integer key; Latin-hypercube points are fractional, "
+            "so sweep it with grid"
+        )
+        raise ConfigError(msg) from None
+
+
+def _check_files(config: RunConfig, origin: str, where: str, checked: set[tuple[Any, ...]]) -> None:
+    """Build a small model of ``config`` once per distinct set of referenced files.
+
+    The model has 4 households, unless ``audit.sample`` lists ids: those are checked against
+    the run's own population.
+    """
+    listed = config.audit.sample if isinstance(config.audit.sample, list) else None
     key = (
         origin,
         config.registry,
@@ -356,15 +376,17 @@ def _check_files(
         config.decision.llm.prompt,
         config.decision.llm.mode,
         config.decision.llm.cache,
+        None if listed is None else (config.households.count, tuple(listed)),
     )
     if key in checked:
         return
-    tiny = config.model_copy(
-        update={"households": config.households.model_copy(update={"count": 4})}
-    )
+    small = config
+    if listed is None:
+        small = config.model_copy(
+            update={"households": config.households.model_copy(update={"count": 4})}
+        )
     try:
-        build_model(tiny, Path(origin).resolve().parent, origin).release()
+        build_model(small, Path(origin).resolve().parent, origin).release()
     except ConfigError as err:
-        where = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "base"
-        raise ConfigError(f"{err} [design point {point}: {where}]") from None
+        raise ConfigError(f"{err} {where}") from None
     checked.add(key)
