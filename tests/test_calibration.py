@@ -161,6 +161,7 @@ def test_target_loss():
         ({"base": "no_such_config.yaml"}, "base"),
         ({"parameters": {}}, "parameters"),
         ({"set": {"seed": 3}}, "set.seed"),
+        ({"set": {"name": "other"}}, "set.name"),
         ({"set": {"decision.pmt.beta_tp": 3.0}}, "set.decision.pmt.beta_tp"),
         ({"set": {"households.count": 40, "years": 12}}, "targets"),  # reads year 15
     ],
@@ -176,6 +177,7 @@ def test_target_loss():
         "missing-base-file",
         "no-parameters",
         "seed-in-set",
+        "name-in-set",
         "fixed-and-fitted",
         "targets-past-the-run",
     ],
@@ -189,6 +191,19 @@ def test_bad_files(tmp_path, changes, key):
     assert message.startswith(f"{path}: ")
     assert f" {key}:" in message or f" {key}." in message
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_relative_paths_in_set_stay_relative_to_the_calibration_file(tmp_path):
+    (tmp_path / "registry.yaml").write_bytes((ROOT / "skill_registry.yaml").read_bytes())
+    data = tiny(parameters=DECAY, max_evaluations=1)
+    data["set"] = {**data["set"], "registry": "registry.yaml"}
+    path = write(tmp_path, data)
+    result = calibrate(path, tmp_path / "out", progress=False)
+    assert len(result.evaluations) == 1
+    manifest = yaml.safe_load(
+        next(result.experiment_dir.glob("runs/*/manifest.json")).read_text(encoding="utf-8")
+    )
+    assert manifest["status"] == "complete"
 
 
 def test_baseline_file_is_valid():

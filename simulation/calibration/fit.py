@@ -65,6 +65,7 @@ Outputs, in ``out_dir`` (default ``outputs/calibration/<name>``):
 
 from __future__ import annotations
 
+import copy
 import math
 import shutil
 from dataclasses import dataclass
@@ -252,11 +253,15 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
     if "seed" in calibration.set:
         msg = f"{origin}: set.seed: replicate seeds come from the calibration's `seed`"
         raise CalibrationError(msg)
+    if "name" in calibration.set:
+        msg = f"{origin}: set.name: the runs take the calibration's `name`"
+        raise CalibrationError(msg)
     both = sorted(set(calibration.set) & set(calibration.parameters))
     if both:
         msg = f"{origin}: set.{both[0]}: also a fitted parameter; fix it or fit it, not both"
         raise CalibrationError(msg)
     folder = path.resolve().parent
+    calibration = calibration.model_copy(update={"set": _absolute_paths(calibration.set, folder)})
     targets = _load_targets(calibration, folder, origin)
     names = {t.name for t in targets}
     clash = sorted(names & ({"evaluation", "loss"} | set(calibration.parameters)))
@@ -275,6 +280,27 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
         )
         raise CalibrationError(msg)
     return calibration, folder
+
+
+def _absolute_paths(overrides: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``set:`` with the file paths it gives made absolute against the calibration's folder.
+
+    Each evaluation runs as an experiment file of its own under the output folder, where a
+    relative path would no longer find its file.
+    """
+    rebased = {}
+    for key, value in overrides.items():
+        *sections, last = key.split(".")
+        nested: dict[str, Any] = {}
+        inner = nested
+        for part in sections:
+            inner = inner.setdefault(part, {})
+        inner[last] = copy.deepcopy(value)
+        rebase_paths(nested, folder)  # knows which keys are paths
+        for part in sections:
+            nested = nested[part]
+        rebased[key] = nested[last]
+    return rebased
 
 
 def _load_targets(calibration: CalibrationConfig, folder: Path, origin: str) -> list[Target]:
