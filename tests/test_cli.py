@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -207,6 +208,27 @@ def test_an_unreadable_prompt_file_is_bad_input(capsys, tmp_path):
         assert "decision.llm.prompt" in err
         assert str(path) in err
         assert problem in err
+
+
+def test_a_replay_cache_that_cannot_replay_is_bad_input(capsys, tmp_path):
+    not_sqlite = tmp_path / "notes.txt"
+    not_sqlite.write_text("not a database\n", encoding="utf-8")
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()  # a database without recorded replies
+    cases = (
+        (tmp_path / "missing.sqlite", "not found"),
+        (not_sqlite, "not an SQLite database"),
+        (empty, "holds no recorded replies"),
+    )
+    llm = ["--set", "decision.policy=llm", "--set", "decision.llm.mode=replay"]
+    for path, problem in cases:
+        argv = ["run", DEFAULT, *SMALL, *llm, "--set", f"decision.llm.cache={path}"]
+        code, out, err = call(capsys, *argv, "--out", tmp_path / "out")
+        line = assert_bad_input(code, out, err)
+        assert "decision.llm.cache" in line
+        assert str(path) in line
+        assert problem in line
+        assert not (tmp_path / "out").exists()
 
 
 def test_model_years_csv(small_run):

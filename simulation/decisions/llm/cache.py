@@ -145,13 +145,23 @@ class ResponseCache:
         self._check_schema()
 
     def _check_schema(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master")}
+        except sqlite3.DatabaseError as err:  # another kind of file
+            self._db.close()
+            msg = f"response cache {self.path} is not an SQLite database ({err})"
+            raise ValueError(msg) from None
         if version > _SCHEMA_VERSION:
             self._db.close()
             raise ValueError(
                 f"response cache {self.path} has schema version {version}; this floodsim "
                 f"understands up to {_SCHEMA_VERSION}"
             )
+        if self.read_only and "responses" not in tables:
+            self._db.close()
+            msg = f"response cache {self.path} holds no recorded replies (no responses table)"
+            raise ValueError(msg)
         if not self.read_only:
             self._db.execute(_SCHEMA)
             self._db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")

@@ -152,6 +152,13 @@ class LLMPolicy:
                 "(decision.llm.mode: record) or point `cache` at a recorded cache"
             )
             raise LLMConfigError(msg)
+        if config.mode == "replay":
+            # A file that is not a recorded cache would otherwise stop the run at its first
+            # decision, after the run directory was written.
+            try:
+                ResponseCache(self._cache_path, read_only=True).close()
+            except ValueError as err:
+                raise LLMConfigError(f"decision.llm.cache: {err}") from None
         # The event loop lives in its own thread, so deciding works the same from a script and
         # from inside a running loop (a Jupyter cell), where asyncio.run would refuse.
         self._loop_thread: ThreadPoolExecutor | None = None
