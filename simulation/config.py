@@ -959,9 +959,44 @@ def load_config(
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(describe_validation_error(err, origin)) from None
+        first = err.errors()[0]
+        # A check across keys (value_error) may fault a combination that no one file makes.
+        own_value = first["type"] not in ("value_error", "assertion_error", "missing")
+        culprit = _file_setting(path, first["loc"], overrides or []) if own_value else origin
+        raise ConfigError(describe_validation_error(err, culprit)) from None
     check_event_templates(config, origin)
     return config, path.resolve().parent
+
+
+def _file_setting(path: Path, loc: tuple[int | str, ...], overrides: list[str]) -> str:
+    """The file whose value at ``loc`` the merged config holds, to name it in an error.
+
+    ``--set`` overrides win over the file, the file over its ``base:``, and so on down the
+    chain; a key that none of them sets (a missing one, a cross-key check) names ``path``.
+    """
+    dotted = ".".join(str(part) for part in loc)
+    keys = [o.partition("=")[0].strip() for o in overrides]
+    if any(dotted == k or dotted.startswith(f"{k}.") for k in keys):
+        return str(path)
+    current, seen = path.resolve(), set()
+    while current not in seen:
+        seen.add(current)
+        try:
+            data = read_yaml(current)
+        except ConfigError:
+            break
+        node: Any = data
+        for part in loc:
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            return str(path) if current == path.resolve() else str(current)
+        base = data.get("base")
+        if not isinstance(base, str):
+            break
+        current = (current.parent / base).resolve()
+    return str(path)
 
 
 def check_event_templates(config: RunConfig, origin: str) -> None:

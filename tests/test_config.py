@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -434,3 +435,19 @@ def _documented_fields(model: type[BaseModel], prefix: str = "") -> Iterator[tup
 def test_every_config_key_is_documented_where_it_is_defined():
     undocumented = [key for key, has in _documented_fields(RunConfig) if not has]
     assert undocumented == []
+
+
+def test_an_error_names_the_file_in_the_base_chain_that_set_the_key(tmp_path):
+    shared = tmp_path / "shared.yaml"
+    shared.write_text(f"base: {DEFAULT}\nmemory: {{decay_rate: 1.5}}\n", encoding="utf-8")
+    study = tmp_path / "study.yaml"
+    study.write_text("base: shared.yaml\nyears: 3\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(study)
+    assert str(info.value).startswith(f"{shared}: memory.decay_rate: ")
+    # The file that sets the key last is the one named: the study, or its --set.
+    study.write_text("base: shared.yaml\nmemory: {decay_rate: 2.5}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^" + re.escape(f"{study}: memory.decay_rate: ")):
+        load_config(study)
+    with pytest.raises(ConfigError, match=r"^" + re.escape(f"{study}: memory.decay_rate: ")):
+        load_config(study, ["memory.decay_rate=3.5"])
