@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,8 @@ from simulation.runner import RunError
 from simulation.skills import RegistryError, TemplateError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from typing import TextIO
 
     import pandas as pd
 
@@ -331,9 +333,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warnings(show: Callable[..., None]) -> Callable[..., None]:
+    """Wrap ``warnings.showwarning``: floodsim's own warnings on one line, like its errors."""
+
+    def show_warning(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if category.__module__.startswith("simulation."):
+            print(f"floodsim: warning: {message}", file=file or sys.stderr)
+        else:  # not ours: as Python (or whoever installed ``show``) shows it
+            show(message, category, filename, lineno, file, line)
+
+    return show_warning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``floodsim`` command; returns the process exit code."""
     args = build_parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warnings(warnings.showwarning)
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
     except INPUT_ERRORS as err:

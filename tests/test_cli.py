@@ -231,6 +231,24 @@ def test_a_replay_cache_that_cannot_replay_is_bad_input(capsys, tmp_path):
         assert not (tmp_path / "out").exists()
 
 
+def test_floodsims_own_warnings_are_one_line(capsys, tmp_path):
+    code, out, err = call(capsys, "run", DEFAULT, *SMALL, "--out", tmp_path, "--quiet")
+    assert code == 0, err
+    updates = Path(out.splitlines()[-1]) / "memory_updates.jsonl"
+    partial = b'{"schema_version": 1, "run_id": "cut sh'  # an interrupted writer's last line
+    with updates.open("ab") as file:
+        file.write(partial)
+    agent = ["--agent", "H00001", "--year", "5"]
+    code, _, err = call(capsys, "audit", "memory", updates.parent, *agent)
+    assert code == 0
+    last = updates.read_bytes().count(b"\n") + 1
+    expected = (
+        f"floodsim: warning: {updates}: skipped truncated last line {last} "
+        f"({len(partial)} bytes; the run was probably interrupted)"
+    )
+    assert err.splitlines() == [expected]
+
+
 def test_model_years_csv(small_run):
     _, out, _, _ = small_run
     rows = read_metrics(Path(out.splitlines()[-1]))
