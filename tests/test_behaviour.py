@@ -266,6 +266,14 @@ def test_path_neither_run_nor_experiment(tmp_path):
         check_behaviour(tmp_path, TARGETS)
 
 
+@pytest.mark.parametrize("state", ["{not json", '{"runs": 5}', "[1, 2]", '{"runs": [3]}'])
+def test_a_broken_experiment_json_is_named(tmp_path, state):
+    (tmp_path / "experiment.json").write_text(state, encoding="utf-8")
+    (tmp_path / "model_years.parquet").write_bytes(b"")
+    with pytest.raises(BehaviourError, match=re.escape(f"{tmp_path / 'experiment.json'}: ")):
+        check_behaviour(tmp_path, TARGETS)
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="floodsim")
     behaviour_commands.register(parser.add_subparsers(dest="command"))

@@ -379,8 +379,12 @@ def _run_groups(path: Path) -> list[tuple[int, str, list[Path]]]:
         except (OSError, ValueError) as err:
             msg = f"{path / 'experiment.json'}: cannot be read as JSON ({err})"
             raise BehaviourError(msg) from None
+        runs = state.get("runs") if isinstance(state, dict) else None
+        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            msg = f"{path / 'experiment.json'}: runs: expected a list of run records"
+            raise BehaviourError(msg)
         groups: dict[int, tuple[str, list[Path]]] = {}
-        for record in state.get("runs", []):
+        for record in runs:
             if record.get("status") != "complete" or not record.get("run_dir"):
                 continue
             setting = ", ".join(f"{k}={v}" for k, v in (record.get("params") or {}).items())
