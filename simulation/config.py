@@ -872,10 +872,14 @@ def is_curve_file(curves: str) -> bool:
     return curves.endswith((".yaml", ".yml")) or "/" in curves
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str], origin: str) -> dict[str, Any]:
+def apply_overrides(
+    data: dict[str, Any], overrides: list[str], origin: str, *, where: str = "--set "
+) -> dict[str, Any]:
     """Apply ``KEY=VALUE`` overrides with dotted keys; values are parsed as YAML.
 
     A mapping value (``memory={decay_rate: 0.9}``) is merged into the section it names.
+    ``where`` prefixes the key in error messages: ``--set `` for the command line, ``set.`` for
+    a file's ``set:`` mapping.
 
     Raises:
         ConfigError: For an override without ``=`` or an unparsable value.
@@ -885,12 +889,12 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], origin: str) -> 
         key, sep, raw = override.partition("=")
         key = key.strip()
         if not sep or not key:
-            msg = f"{origin}: --set {override!r}: expected KEY=VALUE with a dotted KEY"
+            msg = f"{origin}: {where}{override!r}: expected KEY=VALUE with a dotted KEY"
             raise ConfigError(msg)
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
-            msg = f"{origin}: --set {key}: cannot parse value {raw!r}"
+            msg = f"{origin}: {where}{key}: cannot parse value {raw!r}"
             raise ConfigError(msg) from None
         node = result
         parts = key.split(".")
@@ -899,7 +903,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], origin: str) -> 
             if not isinstance(child, dict):
                 child = {} if child is None else child
                 if not isinstance(child, dict):
-                    msg = f"{origin}: --set {key}: {part} is not a section"
+                    msg = f"{origin}: {where}{key}: {part} is not a section"
                     raise ConfigError(msg)
                 node[part] = child = dict(child)
             else:

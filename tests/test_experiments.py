@@ -236,6 +236,13 @@ def test_a_latin_hypercube_over_an_integer_key_is_refused_by_name(tmp_path):
         plan_runs(*load_experiment(path)[:2], str(path))
 
 
+def test_a_set_key_below_a_value_is_named_as_the_files_set(tmp_path):
+    path = write_experiment(tmp_path)
+    path.write_text(path.read_text(encoding="utf-8").replace("years: 3", "years.x: 3"))
+    with pytest.raises(ConfigError, match=r"exp\.yaml: set\.years\.x: years is not a section"):
+        load_experiment(path)
+
+
 def test_invalid_experiments_fail_before_running(tmp_path, capsys):
     bad_key = write_experiment(tmp_path / "a", "sweep: {grid: {memory.decay_rat: [0.9]}}\n")
     with pytest.raises(ConfigError, match=r"exp\.yaml: memory\.decay_rat: unknown key"):

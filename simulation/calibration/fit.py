@@ -214,7 +214,7 @@ def _check_parameter(base: dict[str, Any], key: str, spec: ParameterSpec, origin
     """Every value the search may try (start, low, high) must make a valid run config."""
     for field in ("start", "low", "high"):
         value = getattr(spec, field)
-        data = apply_overrides(base, [f"{key}={_yaml_value(value)}"], origin)
+        data = apply_overrides(base, [f"{key}={_yaml_value(value)}"], origin, where="parameters.")
         try:
             config = RunConfig.model_validate(data)
         except ValidationError as err:
@@ -349,7 +349,7 @@ def _base_config(
         base = resolve_base(base_path, read_yaml(base_path), (base_path,))
         rebase_paths(base, base_path.parent)
         fixed = [f"{key}={_yaml_value(value)}" for key, value in calibration.set.items()]
-        base = apply_overrides(base, fixed, origin)
+        base = apply_overrides(base, fixed, origin, where="set.")
     except ConfigError as err:
         raise CalibrationError(str(err)) from None
     try:
@@ -706,6 +706,6 @@ def _check_files(calibration: CalibrationConfig, base_path: Path, origin: str) -
     try:
         base = resolve_base(base_path, read_yaml(base_path), (base_path,))
         rebase_paths(base, base_path.parent)
-        plan_runs(experiment, apply_overrides(base, fixed, origin), origin)
+        plan_runs(experiment, apply_overrides(base, fixed, origin, where="set."), origin)
     except ConfigError as err:
         raise CalibrationError(str(err)) from None

@@ -290,7 +290,7 @@ def load_experiment(path: str | Path) -> tuple[ExperimentConfig, dict[str, Any],
     base = resolve_base(base_path, read_yaml(base_path), (base_path,))
     rebase_paths(base, base_path.parent)
     fixed = [f"{key}={_yaml_value(value)}" for key, value in experiment.set.items()]
-    base = apply_overrides(base, fixed, origin)
+    base = apply_overrides(base, fixed, origin, where="set.")
     return experiment, base, path.resolve().parent
 
 
@@ -314,7 +314,7 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
     checked: set[tuple[Any, ...]] = set()
     for point, params in enumerate(design_points(experiment.sweep, experiment.seed)):
         overrides = [f"{key}={_yaml_value(value)}" for key, value in params.items()]
-        data = apply_overrides(base, overrides, origin)
+        data = apply_overrides(base, overrides, origin, where="sweep: ")
         data["name"] = experiment.name
         where = f"[design point {point}: {_describe_point(params)}]"
         for replicate, seed in enumerate(seeds):
