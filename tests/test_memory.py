@@ -582,3 +582,75 @@ def test_from_dict_rejects_unknown_version():
     data["format_version"] = 99
     with pytest.raises(ValueError, match="format_version"):
         CognitiveMemory.from_dict(data)
+
+
+def test_an_embedding_cache_that_fills_mid_call_still_answers():
+    def embed(texts):
+        return np.array([[len(t), 1.0] for t in texts])
+
+    memory = CognitiveMemory(
+        "H",
+        relevance=EmbeddingRelevance(embed, cache_size=4),
+        retrieval=RetrievalSettings(strategy="weighted", relevance="embedding"),
+    )
+    for text in ("flood a", "flood bb"):
+        memory.add_working(text, 0.5, 1)
+    assert len(memory.retrieve(top_k=3, current_year=1, query="flood")) == 2
+    for text in ("flood ccc", "flood dddd"):  # 3 cached + 2 new texts: the cache is emptied
+        memory.add_working(text, 0.5, 1)
+    assert len(memory.retrieve(top_k=4, current_year=1, query="flood")) == 4
+    with pytest.raises(ValueError, match="cache_size"):
+        EmbeddingRelevance(embed, cache_size=-1)
+
+
+def test_a_single_string_is_one_tag():
+    memory = CognitiveMemory("H")
+    assert memory.add_episodic("levee breach", 0.9, 1, tags="flood").tags == ("flood",)
+    assert memory.retrieve(current_year=1, tags="flood") == ["levee breach"]
+    assert memory.add_seed("survey", 0.8, 0, tags="survey").tags == ("seed", "survey")
+
+
+def test_a_refused_pinned_write_leaves_no_trace():
+    memory = CognitiveMemory(
+        "H", episodic_capacity=1, reflection=ReflectionSettings(enabled=True, threshold=1.0)
+    )
+    memory.add_episodic("P", 0.5, 1, pinned=True)
+    before = memory.to_dict()
+    with pytest.raises(ValueError, match="cannot pin more than 1"):
+        memory.add_episodic("P2", 0.9, 99, pinned=True)
+    assert memory.to_dict() == before
+
+
+def test_a_blank_query_ranks_as_no_query():
+    memory = CognitiveMemory("H")
+    memory.add_working("old minor note", 0.1, 1)
+    memory.add_episodic("recent major flood", 0.9, 5)
+    spec = memory.retrieve(top_k=2, current_year=5)
+    assert memory.retrieve(top_k=2, current_year=5, query=" ") == spec
+    with pytest.raises(TypeError, match="query must be a string"):
+        memory.retrieve(current_year=5, query=123)
+
+
+def test_tiered_keeps_what_is_recalled_and_reports_only_lasting_promotions():
+    tiered = RetentionSettings(policy="tiered", demote_below=0.3, promote_after=2)
+    memory = CognitiveMemory("H", episodic_capacity=5, retention=tiered)
+    memory.add_episodic("faint memory", 0.35, 0)
+    memory.end_year(5)  # 0.35 * 0.95**5 = 0.27: archived
+    assert memory.to_list("archive") == ["faint memory"]
+    for year in (6, 7):  # recalled every year: promoted, then kept although still faint
+        memory.retrieve(current_year=year, top_k=5)
+        memory.retrieve(current_year=year, top_k=5)
+        memory.end_year(year)
+        assert memory.to_list("episodic") == ["faint memory"]
+    memory.end_year(8)  # not recalled in year 8: it fades to the archive again
+    assert memory.to_list("archive") == ["faint memory"]
+    full = CognitiveMemory("H", episodic_capacity=2, retention=tiered)
+    full.add_episodic("faint memory", 0.35, 0)
+    full.end_year(5)
+    full.add_episodic("strong A", 0.9, 6)
+    full.add_episodic("strong B", 0.9, 6)
+    for _ in range(2):
+        full.retrieve(current_year=6, top_k=5, max_year=0)
+    # Promoted into a full memory, it is the first to go again: not a promotion.
+    assert full.end_year(6).promoted == ()
+    assert full.to_list("archive") == ["faint memory"]

@@ -283,7 +283,7 @@ class CognitiveMemory:
             content,
             float(importance),
             year,
-            tuple(tags) if tags else (),
+            ((tags,) if tags.__class__ is str else tuple(tags)) if tags else (),
             source,
             pinned,
             evidence,
@@ -312,7 +312,7 @@ class CognitiveMemory:
             content: The experience in natural language.
             importance: Salience in [0, 1].
             year: Simulation year of the experience.
-            tags: Classification tags.
+            tags: Classification tags (a single string is one tag).
             store: ``working``, ``episodic``, or ``auto`` (episodic when importance reaches the
                 consolidation threshold or the item is pinned, else working).
             source: What produced the memory, one of :data:`~simulation.memory.item.SOURCES`.
@@ -339,6 +339,11 @@ class CognitiveMemory:
                 self._unconsolidated_max = item.importance
             return _new_tuple(WriteResult, (item, "working", self._push_working(item)))
         if store == "episodic":
+            episodic = self._episodic
+            if pinned and sum(i.pinned for i in episodic.ranked()) >= episodic.capacity:
+                # Refused before the item exists: a rejected write leaves no trace (no sequence
+                # number used, no clock or reflection progress).
+                raise ValueError(_pin_overflow(episodic))
             item = self._new_item(
                 content, importance, year, tags, source, pinned=pinned, amount=amount
             )
@@ -416,7 +421,8 @@ class CognitiveMemory:
         pinned: bool = False,
     ) -> WriteResult:
         """Like :meth:`add_seed`, returning the :class:`WriteResult` (for the audit trail)."""
-        all_tags = ("seed", *(t for t in (tags or ()) if t != "seed"))
+        given = (tags,) if isinstance(tags, str) else tags or ()
+        all_tags = ("seed", *(t for t in given if t != "seed"))
         return self.write(
             content, importance, year, all_tags, store="auto", source="seed", pinned=pinned
         )
@@ -480,11 +486,7 @@ class CognitiveMemory:
         victim = self._pop_victim(store)
         if victim is None:  # everything, the new item included, is pinned
             store.remove(item)
-            msg = (
-                f"cannot pin more than {store.capacity} items in {store.name} memory "
-                f"({store.name}_capacity={store.capacity})"
-            )
-            raise ValueError(msg)
+            raise ValueError(_pin_overflow(store))
         if store is self._episodic and self.retention.policy == "tiered":
             self._demoted_hits[victim.seq] = victim.access_count
             return [
@@ -568,10 +570,13 @@ class CognitiveMemory:
 
     def _rebalance_tiers(self, year: int, moves: list[Eviction]) -> list[MemoryItem]:
         settings, episodic, archive = self.retention, self._episodic, self._own_archive()
+        # A memory recalled (or made) this year is being rehearsed: it stays, however faded.
         faded = [
             i
             for i in episodic.ranked()
-            if not i.pinned and episodic.score(i, year) < settings.demote_below
+            if not i.pinned
+            and i.last_access < year
+            and episodic.score(i, year) < settings.demote_below
         ]
         for item in faded:
             episodic.remove(item)
@@ -592,7 +597,8 @@ class CognitiveMemory:
             del self._demoted_hits[item.seq]
             moves.append(Eviction(item, "archive", "episodic"))
             moves.extend(self._insert(episodic, item))
-            promoted.append(item)
+            if item in episodic:  # not forgotten again at once by a full episodic memory
+                promoted.append(item)
         return promoted
 
     def reflect(self, year: int, moves: list[Eviction] | None = None) -> list[MemoryItem]:
@@ -696,6 +702,8 @@ class CognitiveMemory:
         strategy = strategy or settings.strategy
         if query is None:
             query = settings.query
+        if query is not None:  # the model's retrievals have none: skip the call
+            query = _clean_query(query)
         if tags is None and sources is None and min_year is None and max_year is None:
             keep = None  # the model's retrievals: skip building (and calling) a filter
         else:
@@ -964,6 +972,21 @@ def _minmax(values: list[float]) -> list[float]:
         return [0.5] * len(values)
     span = hi - lo
     return [(v - lo) / span for v in values]
+
+
+def _clean_query(query: object) -> str | None:
+    """A retrieval query, or ``None`` for a blank one: no words to be relevant to."""
+    if not isinstance(query, str):
+        msg = f"query must be a string, got {query!r}"
+        raise TypeError(msg)
+    return query if query.strip() else None
+
+
+def _pin_overflow(store: LongTermStore) -> str:
+    return (
+        f"cannot pin more than {store.capacity} items in {store.name} memory "
+        f"({store.name}_capacity={store.capacity})"
+    )
 
 
 def _make_filter(

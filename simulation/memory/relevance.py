@@ -10,6 +10,7 @@ retrieval costs about a millisecond where this costs microseconds.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -139,26 +140,33 @@ class EmbeddingRelevance:
     def __init__(
         self, embedder: Embedder | Callable[[Sequence[str]], np.ndarray], cache_size: int = 65_536
     ):
+        if cache_size.__class__ is not int or cache_size < 0:
+            msg = f"cache_size must be a non-negative integer, got {cache_size!r}"
+            raise ValueError(msg)
         self._embedder = embedder
         self._cache: dict[str, np.ndarray] = {}
         self._cache_size = cache_size
 
     def _vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if missing:
-            vectors = np.asarray(self._embedder(missing), dtype=float)
-            if vectors.ndim != 2 or vectors.shape[0] != len(missing):
-                msg = (
-                    f"embedder returned shape {vectors.shape} for {len(missing)} texts; "
-                    "expected (n_texts, dim)"
-                )
-                raise ValueError(msg)
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            vectors = vectors / np.where(norms == 0.0, 1.0, norms)
-            if len(self._cache) + len(missing) > self._cache_size:
-                self._cache.clear()
-            self._cache.update(zip(missing, vectors, strict=True))
-        return [self._cache[t] for t in texts]
+        cache = self._cache
+        missing = [t for t in dict.fromkeys(texts) if t not in cache]
+        if not missing:
+            return [cache[t] for t in texts]
+        vectors = np.asarray(self._embedder(missing), dtype=float)
+        if vectors.ndim != 2 or vectors.shape[0] != len(missing):
+            msg = (
+                f"embedder returned shape {vectors.shape} for {len(missing)} texts; "
+                "expected (n_texts, dim)"
+            )
+            raise ValueError(msg)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        fresh = dict(zip(missing, vectors / np.where(norms == 0.0, 1.0, norms), strict=True))
+        # Answered before the cache makes room: a full cache is cleared, texts of this call too.
+        found = [fresh[t] if t in fresh else cache[t] for t in texts]
+        if len(cache) + len(fresh) > self._cache_size:
+            cache.clear()
+        cache.update(itertools.islice(fresh.items(), self._cache_size))
+        return found
 
     def scores(self, query: str, items: Sequence[MemoryItem]) -> list[float]:
         """Return the cosine similarity of each item's embedding to the query's."""

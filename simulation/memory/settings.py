@@ -108,14 +108,15 @@ class RetentionSettings:
     Attributes:
         policy: ``decayed_importance`` (drop the lowest ``importance * decay ** age``; the
             spec), ``fifo`` (drop the oldest), ``importance_weighted`` (drop the lowest
-            ``w_importance * importance + w_recency * recency``, so often-retrieved memories
-            survive), or ``tiered`` (demote instead of dropping: see below).
+            ``w_importance * importance + w_recency * recency``, recency counting from the
+            last retrieval, so recently recalled memories survive), or ``tiered`` (demote
+            instead of dropping: see below).
         w_importance: Importance weight of ``importance_weighted``.
         w_recency: Recency weight of ``importance_weighted``.
         archive_capacity: ``tiered``: items the archive tier holds; past it the lowest decayed
             importance is forgotten.
         demote_below: ``tiered``: at year end, episodic items whose decayed importance fell
-            below this move to the archive.
+            below this move to the archive, unless recalled (or made) that year.
         promote_after: ``tiered``: an archived item retrieved this many times since its
             demotion moves back into episodic memory (rehearsal strengthens memories).
     """
