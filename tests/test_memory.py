@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -654,3 +655,34 @@ def test_tiered_keeps_what_is_recalled_and_reports_only_lasting_promotions():
     # Promoted into a full memory, it is the first to go again: not a promotion.
     assert full.end_year(6).promoted == ()
     assert full.to_list("archive") == ["faint memory"]
+
+
+def _snapshot() -> dict:
+    memory = CognitiveMemory("H", episodic_capacity=2)
+    memory.add_episodic("flood", 0.9, 1)
+    memory.add_episodic("claim", 0.8, 2)
+    memory.add_working("premium", 0.3, 2)
+    return json.loads(json.dumps(memory.to_dict()))
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "problem"),
+    [
+        (lambda d: d.update(format_version=True), "format_version must be 1"),
+        (lambda d: d.pop("clock"), "missing or malformed field (KeyError: 'clock')"),
+        (lambda d: d.update(items=None), "missing or malformed field (TypeError"),
+        (lambda d: d["stores"]["episodic"].append(99), "stores name seq 99"),
+        (lambda d: d.update(next_seq=0), "next_seq 0 is not above every item's seq"),
+        (lambda d: d["items"][0].update(importance=5), "importance is outside [0, 1]"),
+        (lambda d: d["items"][0].update(source="bogus"), "source is not one of"),
+        (lambda d: d["items"].append(dict(d["items"][0])), "two items share a sequence number"),
+        (lambda d: d.update(episodic_capacity=1), "more items than its capacity"),
+        (lambda d: d["stores"]["episodic"].reverse(), "not in rank order"),
+    ],
+)
+def test_a_corrupt_snapshot_is_refused_by_name(corrupt, problem):
+    data = _snapshot()
+    CognitiveMemory.from_dict(data)  # the snapshot itself restores
+    corrupt(data)
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        CognitiveMemory.from_dict(data)

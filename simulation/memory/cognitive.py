@@ -22,6 +22,8 @@ Example:
 from __future__ import annotations
 
 import heapq
+import itertools
+from collections.abc import Mapping
 from dataclasses import asdict
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -39,7 +41,7 @@ from simulation.memory.settings import (
 from simulation.memory.stores import LongTermStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from simulation.memory.reflection import Reflector
     from simulation.memory.relevance import RelevanceScorer
@@ -869,12 +871,31 @@ class CognitiveMemory:
             texts: Pool of shared texts (see the class); restored texts join it too.
 
         Raises:
-            ValueError: For an unknown ``format_version``.
+            ValueError: For an unknown ``format_version`` or a snapshot that is malformed or
+                inconsistent (a missing field, a store naming an unknown item, two items with
+                one sequence number, a store over its capacity or out of rank order, an
+                importance outside [0, 1], ``next_seq`` not above every item's).
         """
-        version = data.get("format_version")
-        if version != FORMAT_VERSION:
+        version = data.get("format_version") if isinstance(data, Mapping) else None
+        if version.__class__ is not int or version != FORMAT_VERSION:
             msg = f"format_version must be {FORMAT_VERSION}, got {version!r}"
             raise ValueError(msg)
+        try:
+            mem = cls._restore(data, relevance, reflector, texts)
+        except (KeyError, TypeError, AttributeError) as err:
+            msg = f"memory snapshot: missing or malformed field ({type(err).__name__}: {err})"
+            raise ValueError(msg) from None
+        _check_restored(mem)
+        return mem
+
+    @classmethod
+    def _restore(
+        cls,
+        data: Mapping[str, Any],
+        relevance: RelevanceScorer | None,
+        reflector: Reflector | None,
+        texts: dict[str, str] | None,
+    ) -> CognitiveMemory:
         mem = cls(
             data["agent_id"],
             data["working_capacity"],
@@ -889,10 +910,18 @@ class CognitiveMemory:
             texts=texts,
         )
         items = {int(d["seq"]): MemoryItem.from_dict(mem.agent_id, d) for d in data["items"]}
+        if len(items) < len(data["items"]):
+            msg = f"memory snapshot of {mem.agent_id}: two items share a sequence number"
+            raise ValueError(msg)
         if texts is not None:
             for item in items.values():
                 item.content = texts.setdefault(item.content, item.content)
         stores = data["stores"]
+        unknown = {*stores["working"], *stores["episodic"], *stores["semantic"]}
+        unknown = {*unknown, *stores["archive"]} - items.keys()
+        if unknown:
+            msg = f"memory snapshot: stores name seq {min(unknown)}, which no item has"
+            raise ValueError(msg)
         mem._working = [items[s] for s in stores["working"]]
         mem._unconsolidated_max = max(
             (i.importance for i in mem._working if not i.consolidated), default=-1.0
@@ -907,6 +936,32 @@ class CognitiveMemory:
         mem._since_reflection = float(data["since_reflection"])
         mem._demoted_hits = {int(k): int(v) for k, v in data["demoted_hits"].items()}
         return mem
+
+
+def _check_restored(mem: CognitiveMemory) -> None:
+    """Refuse a restored memory that its own methods could not have produced."""
+    stores = [mem._episodic, mem._semantic, mem._archive]
+    items = {i.seq: i for i in mem._working}
+    for store in stores:
+        items.update((i.seq, i) for i in store.ranked())
+    problem = None
+    if items and mem._next_seq <= max(items):
+        problem = f"next_seq {mem._next_seq} is not above every item's seq (up to {max(items)})"
+    elif len(mem._working) > mem.working_capacity:
+        problem = f"working memory holds {len(mem._working)} items, over its capacity"
+    elif any(len(store) > store.capacity for store in stores):
+        problem = "a long-term store holds more items than its capacity"
+    elif any(not 0.0 <= i.importance <= 1.0 for i in items.values()):
+        problem = "an item's importance is outside [0, 1]"
+    elif any(i.source not in SOURCES for i in items.values()):
+        problem = f"an item's source is not one of {sorted(SOURCES)}"
+    elif any(
+        any(a > b for a, b in itertools.pairwise(store._keys)) for store in stores if len(store)
+    ):
+        problem = "a long-term store is not in rank order"
+    if problem is not None:
+        msg = f"memory snapshot of {mem.agent_id}: {problem}"
+        raise ValueError(msg)
 
 
 def _merge_from(
