@@ -29,6 +29,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from simulation.audit import LLM_STREAM, STREAMS, load_schema
+from simulation.audit.commands import summarize_run
+from simulation.audit.readers import read_stream
 from simulation.cli import main
 from simulation.config import load_config
 from simulation.decisions.llm.cache import CacheMiss, ResponseCache, is_failure
@@ -337,6 +339,16 @@ def test_chosen_skills_are_executed_and_audited(tmp_path: Path) -> None:
     assert Counter(c["agent_id"] for c in calls) == Counter(
         {h.state.agent_id: 2 for h in model.households}
     )
+
+
+def test_the_trail_tools_take_in_the_llm_calls_stream(tmp_path: Path) -> None:
+    with FakeOpenAIServer(responder=Responder()) as server:
+        result = simulate(tmp_path, server.base_url, count=10, years=2)
+    summary = summarize_run(result.run_dir)
+    assert summary.ok, summary.format()
+    assert summary.streams[LLM_STREAM].lines == 10 * 2
+    assert "llm_calls" in summary.format()
+    assert len(read_stream(result.run_dir, LLM_STREAM)) == 10 * 2
 
 
 def test_latency_is_logged_only_with_timestamps(tmp_path: Path) -> None:

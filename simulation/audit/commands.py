@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simulation.audit.readers import (
+    LLM_STREAM,
     STREAMS,
     AuditReadError,
     ReadReport,
@@ -111,10 +112,10 @@ class AuditSummary:
         lines += [
             f"{'stream':<18} {'lines':>9}  {'years':<9} {'households':>10}  {'skipped':>7}",
         ]
-        for name in STREAMS:
-            stats = self.streams[name]
+        for name, stats in self.streams.items():
             if stats.file is None:
-                lines.append(f"{name:<18} {'(absent)':>9}")
+                if name != LLM_STREAM:  # written only when households decide with an LLM
+                    lines.append(f"{name:<18} {'(absent)':>9}")
                 continue
             years = f"{stats.years[0]}-{stats.years[1]}" if stats.years else "-"
             lines.append(
@@ -377,9 +378,15 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
     manifest_run_id = manifest.get("run_id")
     scan = _Scan(manifest_run_id, audit.get("level"))
 
-    streams = {name: StreamStats(name) for name in STREAMS}
+    streams = {name: StreamStats(name) for name in (*STREAMS, LLM_STREAM)}
     # Writes first: the ids they define resolve most references as soon as they are seen.
-    for name in ("memory_updates", "consolidation", "household_traces", "tool_invocations"):
+    for name in (
+        "memory_updates",
+        "consolidation",
+        "household_traces",
+        "tool_invocations",
+        LLM_STREAM,
+    ):
         path = stream_path(folder, name)
         if path is not None:
             streams[name] = _scan_stream(path, name, scan)

@@ -33,11 +33,14 @@ import orjson
 import pandas as pd
 from isal import isal_zlib
 
+from simulation.audit.writer import LLM_STREAM, STREAMS
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
 __all__ = [
     "BASE_COLUMNS",
+    "LLM_STREAM",
     "STREAMS",
     "AuditReadError",
     "ReadReport",
@@ -54,13 +57,6 @@ __all__ = [
     "stream_path",
 ]
 
-#: The audit streams, in the order a run writes them.
-STREAMS: tuple[str, ...] = (
-    "household_traces",
-    "memory_updates",
-    "consolidation",
-    "tool_invocations",
-)
 #: Columns every stream has (the columns of an empty stream's DataFrame).
 BASE_COLUMNS: tuple[str, ...] = ("schema_version", "run_id", "year", "agent_id")
 
@@ -143,8 +139,9 @@ def _run_dir(run_dir: StrPath) -> Path:
 
 
 def _check_name(name: str) -> None:
-    if name not in STREAMS:
-        msg = f"unknown audit stream {name!r}; expected one of {', '.join(STREAMS)}"
+    if name not in STREAMS and name != LLM_STREAM:
+        known = ", ".join((*STREAMS, LLM_STREAM))
+        msg = f"unknown audit stream {name!r}; expected one of {known}"
         raise AuditReadError(msg)
 
 
@@ -152,7 +149,8 @@ def stream_path(run_dir: StrPath, name: str) -> Path | None:
     """The file of stream ``name`` in ``run_dir`` (``.jsonl`` or ``.jsonl.gz``), if any.
 
     Raises:
-        AuditReadError: If ``run_dir`` is not a folder or ``name`` is not one of :data:`STREAMS`.
+        AuditReadError: If ``run_dir`` is not a folder or ``name`` is not one of :data:`STREAMS`
+            or ``llm_calls``.
     """
     _check_name(name)
     folder = _run_dir(run_dir)
