@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from simulation.audit import writer as audit_writer
+from simulation.audit.commands import summarize_run
 from simulation.checkpoint import CHECKPOINT_FILE, read_checkpoint
 from simulation.cli import main
 from simulation.config import load_config
@@ -93,6 +94,21 @@ def test_resume_from_checkpoint_gives_identical_outputs(tmp_path, extra):
     assert not (run_dir / CHECKPOINT_FILE).exists()
     assert resumed.metrics.equals(clean.metrics)
     assert_same_outputs(clean.run_dir, run_dir)
+
+
+def test_an_unfinished_run_rebuilds_memory_only_for_the_years_it_reached(tmp_path, capsys):
+    run_dir = interrupted_run(tmp_path, 5)
+    agent = ["--agent", "H00001"]
+    assert main(["audit", "memory", str(run_dir), *agent, "--year", "5"]) == 0
+    capsys.readouterr()
+    assert main(["audit", "memory", str(run_dir), *agent, "--year", "6"]) == 2
+    err = capsys.readouterr().err
+    assert "the audit streams end at year 5 (the run is failed), got year 6" in err
+    # The trail is whole as far as the run got; the summary says the run is unfinished.
+    summary = summarize_run(run_dir)
+    assert summary.ok, summary.format()
+    assert summary.audit["level"] == "standard"
+    assert "the run is failed, not complete" in summary.format()
 
 
 def test_resume_without_a_checkpoint_starts_over(tmp_path):

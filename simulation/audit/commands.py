@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from simulation.audit.readers import (
     LLM_STREAM,
     STREAMS,
@@ -89,6 +91,7 @@ class AuditSummary:
     audit: dict[str, Any]
     streams: dict[str, StreamStats]
     checks: list[Check] = field(default_factory=list)
+    status: str | None = None  # the manifest's: complete, running (or killed) or failed
 
     @property
     def ok(self) -> bool:
@@ -104,6 +107,12 @@ class AuditSummary:
         if not unaudited:
             head += f", gzip {gzip}, sample {audit.get('sample', '?')}"
         lines = [f"Audit trail of {self.run_dir}", head, ""]
+        if self.status not in (None, "complete"):
+            unfinished = (
+                f"the run is {self.status}, not complete: its streams end where it stopped "
+                f"(continue it with: floodsim run --resume {self.run_dir})"
+            )
+            lines[-1:] = [unfinished, ""]
         if unaudited:
             lines.append(
                 "audit level off: the run wrote no audit streams, so there is nothing to check"
@@ -344,6 +353,16 @@ def _check_ids(scan: _Scan, has_updates: bool) -> Check:
     )
 
 
+def _configured_audit(folder: Path) -> dict[str, Any]:
+    """The ``audit:`` section of the run's resolved config ({} when it cannot be read)."""
+    try:
+        config = yaml.safe_load((folder / "config.resolved.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    audit = config.get("audit") if isinstance(config, dict) else None
+    return audit if isinstance(audit, dict) else {}
+
+
 def summarize_run(run_dir: StrPath) -> AuditSummary:
     """Count each stream and check the audit trail's integrity, streaming each file once.
 
@@ -372,8 +391,13 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
         manifest = {}
         problems.append(str(err))
     audit = manifest.get("audit") if isinstance(manifest.get("audit"), dict) else {}
+    status = manifest.get("status")
+    finished = status == "complete"
     if manifest and not audit:
-        problems.append("manifest.json has no 'audit' entry")
+        if finished:
+            problems.append("manifest.json has no 'audit' entry")
+        else:  # written when the run ends: until then the resolved config says what it writes
+            audit = _configured_audit(folder)
     listed = audit.get("streams") if isinstance(audit.get("streams"), dict) else {}
     manifest_run_id = manifest.get("run_id")
     scan = _Scan(manifest_run_id, audit.get("level"))
@@ -395,14 +419,14 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
         msg = f"{folder}: not a run directory (no manifest.json and no audit streams)"
         raise AuditReadError(msg)
     counts = manifest.get("counts") if isinstance(manifest.get("counts"), dict) else {}
-    final_year = counts.get("years")
-    if not isinstance(final_year, int):
+    final_year = counts.get("years") if finished or not manifest else None
+    if not isinstance(final_year, int):  # unfinished: as far as the traces reached
         final_year = (
             streams["household_traces"].years[1] if streams["household_traces"].years else None
         )
     sample = audit.get("sample", 1.0)
     sampled_all = sample in (1, 1.0) and not isinstance(sample, bool)
-    summary = AuditSummary(folder, scan.run_id, audit, streams)
+    summary = AuditSummary(folder, scan.run_id, audit, streams, status=status)
     summary.checks = [
         _check_files(streams, listed, problems),
         _check_line_counts(streams, listed),

@@ -313,11 +313,14 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
             hint = "" if sample in (None, 1, 1.0) else f" (audited sample: {sample!r})"
             msg = f"{folder}: household {agent_id!r} does not appear in {updates_path.name}{hint}"
             raise AuditReadError(msg)
-    elif years is None:
-        # Without a manifest the streams alone say how far the run got.
+    elif years is None or (manifest or {}).get("status") != "complete":
+        # Without a manifest, or before the run completed (it failed, or is running or was
+        # killed), the streams alone say how far it got.
         reached = max(updates.max_year, ends.max_year)
         if year > reached and updates.head is None and ends.head is None:
-            msg = f"{folder}: the audit streams end at year {reached}, got year {year}"
+            status = (manifest or {}).get("status")
+            why = f" (the run is {status})" if isinstance(status, str) else ""
+            msg = f"{folder}: the audit streams end at year {reached}{why}, got year {year}"
             raise AuditReadError(msg)
 
     return RebuiltMemory(
