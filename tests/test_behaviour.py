@@ -14,7 +14,7 @@ import pytest
 import yaml
 from matplotlib.figure import Figure
 
-from simulation.analysis import behaviour_commands
+from simulation.analysis import behaviour, behaviour_commands
 from simulation.analysis.behaviour import (
     STATISTICS,
     TABLE_COLUMNS,
@@ -450,3 +450,29 @@ def test_tenure_over_runs_is_their_median(run_dir, tmp_path, monkeypatch):
     row = check_behaviour(run_dir, write_targets(tmp_path, [target])).iloc[0]
     assert (row["value"], row["min"], row["max"], row["n_runs"]) == (4.0, 3.0, math.inf, 3)
     assert row["passed"]
+
+
+def test_a_replicate_without_the_event_does_not_void_a_duration(tmp_path, monkeypatch):
+    """One run with no post-flood jump (or no insured spell) has no duration of its own."""
+    (tmp_path / "model_years.parquet").write_bytes(b"")
+    runs = [
+        {"run_id": f"p000-r00{n}", "point": 0, "status": "complete", "run_dir": f"runs/r{n}"}
+        for n in range(2)
+    ]
+    (tmp_path / "experiment.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    per_run = {"recovery": {"r0": math.nan, "r1": 12.0}, "tenure": {"r0": math.nan, "r1": 4.0}}
+    monkeypatch.setattr(
+        behaviour, "run_statistic", lambda run_dir, target: per_run[target.name][run_dir.name]
+    )
+    monkeypatch.setattr(behaviour, "_mean_recovery", lambda runs, target: 9.0)
+    targets = write_targets(
+        tmp_path,
+        [
+            {"name": "recovery", "statistic": "event_recovery_years", "value": 9, "tolerance": 3},
+            {"name": "tenure", "statistic": "median_policy_tenure", "value": 3, "tolerance": 1},
+        ],
+    )
+    table = check_behaviour(tmp_path, targets).set_index("name")
+    assert table.loc["recovery", "value"] == 9.0  # read off the runs' mean change
+    assert table.loc["tenure", "value"] == 4.0  # the median of the runs that have one
+    assert (table["n_runs"] == 2).all()

@@ -456,9 +456,16 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
                     raise BehaviourError(str(err)) from None
             _warn_again(caught, target.name, setting, len(runs))
             recovery = target.statistic == "event_recovery_years"
-            durations = recovery or target.statistic == "median_policy_tenure"
-            mean, spread, low, high = _summary(values, censored=durations)
-            if recovery and len(runs) > 1 and not math.isnan(mean):
+            if recovery or target.statistic == "median_policy_tenure":
+                # A run without the event (no jump to recover from, no insured spell) has no
+                # duration of its own; it does not void what the other runs say.
+                known = [v for v in values if not math.isnan(v)]
+                mean, spread, low, high = (
+                    _summary(known, censored=True) if known else (math.nan,) * 4
+                )
+            else:
+                mean, spread, low, high = _summary(values)
+            if recovery and len(runs) > 1:  # read off the runs' mean change, whatever each did
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ShortBaselineWarning)  # said just above
                     mean = _mean_recovery(runs, target)
