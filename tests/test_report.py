@@ -16,6 +16,7 @@ from matplotlib.ticker import PercentFormatter
 
 from simulation.analysis import metrics, plots
 from simulation.analysis.commands import register
+from simulation.analysis.event_study import event_study
 from simulation.analysis.report import FIGURES, ReportError, write_report
 from simulation.cli import main
 from simulation.config import load_config
@@ -320,6 +321,15 @@ def test_combine_runs_adds_swept_keys(run_dir, bare_run_dir):
     assert set(frame["decay_rate"]) == {metrics.load_run(run_dir).config["memory"]["decay_rate"]}
     assert frame["such"].isna().all()
     assert metrics.combine_runs([]).empty
+
+
+def test_combined_runs_that_share_an_id_are_told_apart_by_folder(run_dir, tmp_path):
+    twin = tmp_path / "other_experiment" / run_dir.name  # another folder, the same run id
+    shutil.copytree(run_dir, twin)
+    frame = metrics.combine_runs([run_dir, twin])
+    assert set(frame["run_id"]) == {str(run_dir), str(twin)}
+    with pytest.raises(ValueError, match="has a year more than once"):
+        event_study(frame.assign(run_id="same"), flood_year=None)
 
 
 def test_combine_runs_keeps_keys_apart_that_end_alike(run_dir):

@@ -183,7 +183,8 @@ def event_study(
         ``baseline_years`` and ``relative``.
 
     Raises:
-        ValueError: For a missing column, ``baseline_years`` below 1, a given ``flood_year``
+        ValueError: For a missing column, a run id holding a year twice (two runs sharing an
+            id), ``baseline_years`` below 1, a given ``flood_year``
             in which a run damaged no household, or no run with a year before the flood (with
             ``relative``: and a positive baseline).
     """
@@ -199,6 +200,12 @@ def event_study(
     floods: set[int] = set()
     short: list[int] = []  # years in each shortened baseline
     for run_id, run in data.groupby(_RUN_KEY, sort=False):
+        if run["year"].duplicated().any():
+            msg = (
+                f"event_study: run {run_id!r} has a year more than once: two runs share its id "
+                "(tell them apart by run_id before combining them)"
+            )
+            raise ValueError(msg)
         if flood_year is None:
             year = detect_flood_year(run)
         else:

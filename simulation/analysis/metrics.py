@@ -217,9 +217,12 @@ def combine_runs(run_dirs: Iterable[str | Path], keys: Sequence[str] = ()) -> pd
 
     Returns:
         One row per run and year with ``run_id``, ``seed``, one column per key, then the
-        ``model_years`` columns.
+        ``model_years`` columns. ``run_id`` is each run's id, or its folder when two runs share
+        an id (runs of different experiments are all named ``p000-r000``...). A key a run's
+        config lacks gives ``None``.
     """
     frames = []
+    folders = []
     names: dict[str, str] | None = None
     for run_dir in run_dirs:
         run = load_run(run_dir)
@@ -235,8 +238,13 @@ def combine_runs(run_dirs: Iterable[str | Path], keys: Sequence[str] = ()) -> pd
         for position, (name, value) in enumerate(extra.items()):
             frame.insert(position, name, value)
         frames.append(frame)
+        folders.append(str(run_dir))
     if not frames:
         return pd.DataFrame()
+    ids = [frame["run_id"].iat[0] if len(frame) else None for frame in frames]
+    if len(set(ids)) < len(ids):
+        for frame, folder in zip(frames, folders, strict=True):
+            frame["run_id"] = folder
     return pd.concat(frames, ignore_index=True)
 
 
