@@ -14,7 +14,7 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from simulation.analysis import metrics, plots
+from simulation.analysis import metrics, plots, report
 from simulation.analysis.commands import register
 from simulation.analysis.event_study import event_study
 from simulation.analysis.report import FIGURES, ReportError, write_report
@@ -384,6 +384,14 @@ def test_figures_have_titles_labels_and_legends(run, run_dir):
         text = texts(fig)
         for snippet in expected[name]:
             assert snippet in text, (name, snippet)
+
+
+def test_a_sampled_audit_labels_its_write_counts_as_the_samples(tmp_path):
+    sampled = metrics.load_run(simulate(tmp_path, "audit.sample=0.5"))
+    plotted = plots.plot_memory(metrics.memory_composition(sampled.run_dir))
+    assert "memory writes (all households)" in texts(plotted)
+    memory = report._figures(sampled)["memory.png"]
+    assert "memory writes (audited households only)" in texts(memory)
 
 
 def test_figures_without_audit_streams_say_so(bare_run_dir):

@@ -140,6 +140,7 @@ def plot_memory(
     *,
     working_capacity: int | None = None,
     run_id: str | None = None,
+    writers: str = "all households",
 ) -> Figure:
     """Mean memory store sizes over time and, when audited, memory writes by source.
 
@@ -147,6 +148,8 @@ def plot_memory(
         composition: :func:`~simulation.analysis.metrics.memory_composition` of a run.
         working_capacity: Drawn as a reference line when given.
         run_id: Shown in the title when given.
+        writers: Whose writes the stream counts, for the axis label (a sampled audit logs
+            only its sample's).
     """
     writes = composition.filter(like=WRITE_PREFIX)
     stores = composition[["mean_working", "mean_episodic"]].dropna(how="all")
@@ -191,7 +194,7 @@ def plot_memory(
                 label=source,
             )
             bottom += values
-        bars.set_ylabel("memory writes (all households)")
+        bars.set_ylabel(f"memory writes ({writers})")
         seeded = 0 in writes.index
         bars.set_title(
             "Memory writes by source" + (" (year 0: pre-seeded memories)" if seeded else "")

@@ -68,6 +68,9 @@ def _figures(run: RunData) -> dict[str, Figure]:
     from simulation.analysis import plots  # noqa: PLC0415
 
     memory_config = run.config.get("memory") or {}
+    sample = (run.config.get("audit") or {}).get("sample", 1.0)
+    everyone = sample in (1, 1.0) and not isinstance(sample, bool)
+    writers = "all households" if everyone else "audited households only"
     return {
         "adaptation.png": plots.plot_adaptation(run.metrics, run_id=run.run_id),
         "damage_claims.png": plots.plot_damage_claims(run.metrics, run_id=run.run_id),
@@ -75,6 +78,7 @@ def _figures(run: RunData) -> dict[str, Figure]:
             memory_composition(run.run_dir, run.metrics),
             working_capacity=memory_config.get("working_capacity"),
             run_id=run.run_id,
+            writers=writers,
         ),
         "threat.png": plots.plot_threat(
             tp_distribution(run.run_dir), metrics=run.metrics, run_id=run.run_id
