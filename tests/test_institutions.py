@@ -37,6 +37,15 @@ def test_budget_caps_subsidies_within_a_year():
     assert gov.subsidy_for(90_000) == 0.5
 
 
+def test_a_budget_for_exactly_n_subsidies_funds_n_despite_rounding():
+    gov = Government(mesa.Model(seed=1), GovernmentConfig(initial_subsidy=0.55, budget=99_000))
+    paid = 90_000 * (1.0 - 40_500 / 90_000)  # what the model pays: 49,500.00000000001
+    gov.pay(paid)
+    assert gov.subsidy_for(90_000) == 0.55  # the second of two fits
+    gov.pay(paid)
+    assert gov.subsidy_for(90_000) == 0.0
+
+
 def test_government_config_rejects_initial_outside_bounds():
     with pytest.raises(ValueError, match="initial_subsidy"):
         GovernmentConfig(initial_subsidy=0.99)

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Government", "Insurer"]
 
+_HALF_CENT = 0.005
+
 
 class Government(mesa.Agent):
     """Sets the share of elevation costs it subsidises.
@@ -36,7 +38,12 @@ class Government(mesa.Agent):
     def subsidy_for(self, cost: float) -> float:
         """The share this government would pay of ``cost`` now, given its remaining budget."""
         budget = self.config.budget
-        if budget is not None and self.spent_this_year + cost * self.subsidy_share > budget:
+        # Money is compared to the half cent: payments carry rounding error (90,000 x 0.55 is
+        # 49,500.00000000001), which must not cost the last household a budget covers its share.
+        if (
+            budget is not None
+            and self.spent_this_year + cost * self.subsidy_share > budget + _HALF_CENT
+        ):
             return 0.0
         return self.subsidy_share
 
