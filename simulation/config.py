@@ -200,11 +200,12 @@ class DamageConfig(Section):
         description="Shipped curve set (usace_one_story_no_basement, jrc_north_america) or a "
         "YAML file of the same shape (relative to the config file).",
     )
-    owner_contents_basis: Literal["structure", "contents"] = Field(
-        "structure",
-        description="USACE contents curves give damage as a share of the *structure* value "
-        "(EGM 01-03); `structure` applies them that way for owners, `contents` applies them "
-        "to the contents value. Renters always use their contents value.",
+    owner_contents_basis: Literal["auto", "structure", "contents"] = Field(
+        "auto",
+        description="The value owners' contents curve is applied to: `auto` (as the curve "
+        "set is published: its `contents_basis`, structure for USACE EGM 01-03, contents for "
+        "JRC and by default for curve files), `structure` or `contents`. Renters always use "
+        "their contents value.",
     )
 
 
@@ -869,7 +870,7 @@ def rebase_paths(data: dict[str, Any], folder: Path) -> None:
 
 def is_curve_file(curves: str) -> bool:
     """Whether ``damage.curves`` names a file (``*.yaml``, or a path) rather than a shipped set."""
-    return curves.endswith((".yaml", ".yml")) or "/" in curves
+    return curves.lower().endswith((".yaml", ".yml")) or "/" in curves
 
 
 def apply_overrides(

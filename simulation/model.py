@@ -504,7 +504,8 @@ class FloodAdaptationModel(mesa.Model):
         above_floor = np.where(depths > 0.0, depths - floor, -np.inf)
         structure = np.fromiter(map(_STRUCTURE_VALUE, states), float, n)
         contents = np.fromiter(map(_CONTENTS_VALUE, states), float, n)
-        if self.config.damage.owner_contents_basis == "structure":
+        basis = self.config.damage.owner_contents_basis
+        if (basis if basis != "auto" else self.curves.contents_basis) == "structure":
             contents_basis = np.where(structure > 0.0, structure, contents)
         else:
             contents_basis = contents

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from simulation.config import ConfigError, RunConfig, apply_overrides, load_config
+from simulation.config import ConfigError, RunConfig, apply_overrides, is_curve_file, load_config
 from simulation.runner import build_model, config_hash
 
 if TYPE_CHECKING:
@@ -451,3 +451,8 @@ def test_an_error_names_the_file_in_the_base_chain_that_set_the_key(tmp_path):
         load_config(study)
     with pytest.raises(ConfigError, match=r"^" + re.escape(f"{study}: memory.decay_rate: ")):
         load_config(study, ["memory.decay_rate=3.5"])
+
+
+def test_a_curve_file_is_recognised_whatever_the_case_of_its_suffix():
+    assert all(is_curve_file(name) for name in ("a.yaml", "a.YML", "B.Yaml", "dir/curves"))
+    assert not is_curve_file("jrc_north_america")

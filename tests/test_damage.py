@@ -178,6 +178,17 @@ def test_wrong_units_rejected() -> None:
         curve_set_from_mapping(data, "f.yaml")
 
 
+def test_a_set_says_what_its_contents_curve_is_a_share_of() -> None:
+    assert load_curves("usace_one_story_no_basement").contents_basis == "structure"
+    assert load_curves("jrc_north_america").contents_basis == "contents"
+    assert curve_set_from_mapping(_valid_set(), "f.yaml").contents_basis == "contents"
+    data = {**_valid_set(), "contents_basis": "structure"}
+    assert curve_set_from_mapping(data, "f.yaml").contents_basis == "structure"
+    data["contents_basis"] = "income"
+    with pytest.raises(HazardError, match=r"^f.yaml: contents_basis: must be one of"):
+        curve_set_from_mapping(data, "f.yaml")
+
+
 def test_direct_construction_validates_with_curve_name() -> None:
     with pytest.raises(HazardError, match=r"^roof.damage_fraction: must be non-decreasing"):
         DepthDamageCurve("roof", np.array([0.0, 1.0]), np.array([0.5, 0.4]))

@@ -625,6 +625,31 @@ def test_shares_over_no_household_are_nan_not_zero():
     assert np.isnan(gone.metrics().iloc[-1]["mean_tp"])
 
 
+@pytest.mark.parametrize(
+    ("curves", "basis", "owners_contents_on"),
+    [
+        ("usace_one_story_no_basement", "auto", "structure"),  # as EGM 01-03 publishes it
+        ("jrc_north_america", "auto", "contents"),  # JRC: a share of the contents value
+        ("jrc_north_america", "structure", "structure"),  # an explicit choice still holds
+    ],
+)
+def test_owners_contents_curve_applies_to_the_value_its_set_is_published_for(
+    curves, basis, owners_contents_on
+):
+    model = flood_in_year_two(f"damage.curves={curves}", f"damage.owner_contents_basis={basis}")
+    model.step()
+    model.step()
+    owners = [h.state for h in model.households if h.state.tenure == "owner"]
+    assert owners
+    for s in owners:
+        above = np.array([4.0 - s.first_floor_height])
+        base = s.structure_value if owners_contents_on == "structure" else s.contents_value
+        ds, dc = compute_damage(
+            above, np.array([s.structure_value]), np.array([base]), model.curves
+        )
+        assert s.last_damage == pytest.approx(float(ds[0] + min(dc[0], s.contents_value)))
+
+
 def test_an_elevated_home_takes_less_damage_by_exactly_the_raised_height():
     model = flood_in_year_two(depth=6.0)
     model.step()

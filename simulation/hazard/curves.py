@@ -52,6 +52,9 @@ CURVE_UNITS = "feet_above_first_floor"
 
 _SHIPPED_FILE = "curves_data.yaml"
 _SET_KEYS = ("source", "units", "structure", "contents")
+#: Optional key of a curve set: the value its contents curve is a fraction of.
+_BASIS_KEY = "contents_basis"
+CONTENTS_BASES = ("contents", "structure")
 _CURVE_KEYS = ("depth", "damage_fraction")
 
 
@@ -204,11 +207,14 @@ class DamageCurves:
         contents: Contents damage as a fraction of the value it is applied to (see
             :func:`compute_damage` on USACE contents curves).
         source: Citation of the tables, recorded with the run.
+        contents_basis: The value the contents curve is a fraction of as published:
+            ``contents`` (most sets) or ``structure`` (USACE EGM 01-03).
     """
 
     structure: DepthDamageCurve
     contents: DepthDamageCurve
     source: str
+    contents_basis: str = "contents"
 
     def __post_init__(self) -> None:
         for key in ("structure", "contents"):
@@ -242,11 +248,17 @@ def curve_set_from_mapping(
     where = f"{origin}: {key}" if key else origin
     if not isinstance(data, Mapping):
         raise _fail(where, f"expected a mapping with keys {', '.join(_SET_KEYS)}, got {data!r}")
-    unknown = sorted(str(k) for k in data if k not in _SET_KEYS)
+    unknown = sorted(str(k) for k in data if k not in (*_SET_KEYS, _BASIS_KEY))
     if unknown:
         raise _fail(
             f"{origin}: {prefix}{unknown[0]}",
-            f"unknown key (expected {', '.join(_SET_KEYS)})",
+            f"unknown key (expected {', '.join(_SET_KEYS)} and optionally {_BASIS_KEY})",
+        )
+    basis = data.get(_BASIS_KEY, "contents")
+    if basis not in CONTENTS_BASES:
+        raise _fail(
+            f"{origin}: {prefix}{_BASIS_KEY}",
+            f"must be one of {', '.join(CONTENTS_BASES)}, got {basis!r}",
         )
     for name in _SET_KEYS:
         if name not in data:
@@ -277,7 +289,12 @@ def curve_set_from_mapping(
         curves[part] = DepthDamageCurve.from_table(
             f"{prefix}{part}", table["depth"], table["damage_fraction"], origin=origin
         )
-    return DamageCurves(structure=curves["structure"], contents=curves["contents"], source=source)
+    return DamageCurves(
+        structure=curves["structure"],
+        contents=curves["contents"],
+        source=source,
+        contents_basis=basis,
+    )
 
 
 @functools.cache
