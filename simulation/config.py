@@ -158,6 +158,22 @@ class HazardConfig(Section):
             raise ValueError(msg)
         return value
 
+    @field_validator("spatial_noise_sd", "kind", "units", mode="after")
+    @classmethod
+    def _read_by_one_source(cls, value: object, info: ValidationInfo) -> object:
+        # A setting away from its default under another source would be silently dropped:
+        # `units: m` with Gumbel parameters in metres would read them as feet.
+        reader, default = {
+            "spatial_noise_sd": ("stochastic", 0.0),
+            "kind": ("scripted", "level"),
+            "units": ("raster", "ft"),
+        }[info.field_name]
+        source = info.data.get("source")
+        if value != default and source != reader:
+            msg = f"only read by source {reader} (source is {source})"
+            raise ValueError(msg)
+        return value
+
     @field_validator("rasters", mode="after")
     @classmethod
     def _some_rasters(cls, value: dict[int, str], info: ValidationInfo) -> dict[int, str]:
