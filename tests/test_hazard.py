@@ -242,6 +242,15 @@ def test_sample_at_corners_and_edges(tmp_path: Path) -> None:
     np.testing.assert_array_equal(grid.sample(x, y), [4.0, 3.0, 0.0, 1.5, 0.0, 0.0])
 
 
+def test_edges_of_decimal_cells_belong_to_the_cell_they_begin(tmp_path: Path) -> None:
+    # 0.3 / 0.1 is 2.9999999999999996 in binary: flooring it would put x = 0.3 in column 2.
+    values = " ".join(str(c) for c in range(10))
+    text = f"ncols 10\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 0.1\n{values}\n"
+    grid = read_ascii_grid(_write(tmp_path, text))
+    x = np.array([0.3, 0.6, 0.7, 0.05, 0.2999])
+    np.testing.assert_array_equal(grid.sample(x, np.full(5, 0.05)), [3, 6, 7, 0, 2])
+
+
 def test_sample_nodata_and_outside_are_dry(tmp_path: Path) -> None:
     grid = read_ascii_grid(_write(tmp_path, GRID))
     x = np.array([115.0, 50.0, 1e9, np.nan])

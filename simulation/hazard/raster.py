@@ -98,9 +98,9 @@ class AsciiGrid:
         if xs.shape != ys.shape:
             msg = f"{self._name()}: sample: x has shape {xs.shape} but y has shape {ys.shape}"
             raise HazardError(msg)
-        col_f = np.floor((xs - self.xll) / self.cellsize)
+        col_f = _cell_index(xs - self.xll, self.cellsize)
         # Rows count from the north in the file but y grows northwards.
-        row_from_south_f = np.floor((ys - self.yll) / self.cellsize)
+        row_from_south_f = _cell_index(ys - self.yll, self.cellsize)
         inside = (
             (col_f >= 0) & (col_f < self.ncols) & (row_from_south_f >= 0)
             & (row_from_south_f < self.nrows)
@@ -274,3 +274,12 @@ def read_ascii_grid(path: str | os.PathLike[str]) -> AsciiGrid:
         values[values == nodata] = np.nan
     values.flags.writeable = False
     return AsciiGrid(values=values, xll=xll, yll=yll, cellsize=cellsize, path=file)
+
+
+def _cell_index(offset: np.ndarray, cellsize: float) -> np.ndarray:
+    """``floor(offset / cellsize)``, with a point on a cell edge in the cell it begins.
+
+    Decimal cell sizes are inexact in binary (0.3 / 0.1 is 2.9999999999999996): the quotient
+    is rounded to 9 decimals first, far below any cell but far above the rounding error.
+    """
+    return np.floor(np.round(offset / cellsize, 9))
