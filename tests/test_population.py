@@ -452,6 +452,15 @@ def test_empty_file(tmp_path: Path) -> None:
     assert "empty file" in message
 
 
+def test_a_blank_first_line_is_named_as_such(tmp_path: Path) -> None:
+    table = _write_csv(tmp_path, [HEADER])
+    path = tmp_path / "blank_first.csv"
+    path.write_text("\n" + table.read_text())
+    message = _table_error(path)
+    assert "row 1" in message
+    assert "the first line is blank" in message
+
+
 def test_header_only(tmp_path: Path) -> None:
     message = _table_error(_write_csv(tmp_path, [HEADER]))
     assert "row 2" in message

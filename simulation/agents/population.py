@@ -506,7 +506,14 @@ class _Table:
                 encoding="utf-8-sig",
             )
         except pd.errors.EmptyDataError:
-            raise self.error(1, None, "empty file: expected a header row of column names") from None
+            # pandas says the same of a file whose first line is blank: tell the two apart.
+            text = path.read_text(encoding="utf-8-sig", errors="replace")
+            problem = (
+                "the first line is blank: the header row of column names must come first"
+                if text.strip()
+                else "empty file: expected a header row of column names"
+            )
+            raise self.error(1, None, problem) from None
         except pd.errors.ParserError as exc:
             detail = " ".join(str(exc).split())
             found = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", detail)
