@@ -297,9 +297,7 @@ def _absolute_paths(overrides: dict[str, Any], folder: Path) -> dict[str, Any]:
             inner = inner.setdefault(part, {})
         inner[last] = copy.deepcopy(value)
         rebase_paths(nested, folder)  # knows which keys are paths
-        for part in sections:
-            nested = nested[part]
-        rebased[key] = nested[last]
+        rebased[key] = _lookup(nested, key)
     return rebased
 
 
