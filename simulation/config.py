@@ -42,6 +42,7 @@ __all__ = [
     "AdaptationConfig",
     "AuditConfig",
     "ConfigError",
+    "ConfigWarning",
     "DamageConfig",
     "DecisionConfig",
     "EventMemoryConfig",
@@ -74,6 +75,10 @@ _HTTP_URL = TypeAdapter(HttpUrl)
 
 class ConfigError(ValueError):
     """A configuration problem; the message names the file and the key."""
+
+
+class ConfigWarning(UserWarning):
+    """A configuration that runs but likely not as meant (e.g. events after the last year)."""
 
 
 class Section(ConfigModel):
@@ -111,7 +116,8 @@ class HazardConfig(Section):
     events: dict[Annotated[int, Field(ge=1)], float] = Field(
         default_factory=dict,
         description="scripted: year (from 1, the first simulated year) -> water level (ft above "
-        "datum) or depth (ft), by `kind`. Years past the run's end never happen.",
+        "datum) or depth (ft), by `kind`. Years past the run's end never happen (a warning names "
+        "them).",
     )
     kind: Literal["level", "depth"] = Field(
         "level", description="scripted: whether `events` give levels or uniform depths."
@@ -120,7 +126,8 @@ class HazardConfig(Section):
         default_factory=dict,
         validate_default=True,
         description="raster: year (from 1) -> path of an .asc depth grid (relative to the "
-        "config file).",
+        "config file). Grids of years past the run's end are checked but never used (a warning "
+        "names them).",
     )
     units: Literal["ft", "m"] = Field("ft", description="raster: depth units of the grids.")
 
@@ -583,7 +590,8 @@ class DecisionConfig(Section):
         None,
         min_length=1,
         description="policy scripted: CSV with columns agent_id, year, skill_id (relative to the "
-        "config file); a household-year without a row proposes the registry's default skill.",
+        "config file); a household-year without a row proposes the registry's default skill. "
+        "Rows for years past the run's end are never used (a warning names them).",
     )
     llm_share: float = Field(
         1.0,

@@ -24,6 +24,7 @@ configs give equal runs.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, eq
@@ -44,7 +45,7 @@ from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import PopulationError, build_population
 from simulation.agents.state import STATE_FIELDS
 from simulation.audit.writer import changed_state, dynamic_state
-from simulation.config import ConfigError, is_curve_file
+from simulation.config import ConfigError, ConfigWarning, is_curve_file
 from simulation.decisions.base import DrawnUniform
 from simulation.decisions.llm import LLMConfigError, LLMPolicy, LLMRequest
 from simulation.decisions.pmt import PMTPolicy
@@ -56,7 +57,7 @@ from simulation.skills.registry import VALID
 from simulation.skills.templates import render
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from pathlib import Path
 
     from simulation.agents.population import Population
@@ -275,6 +276,10 @@ class FloodAdaptationModel(mesa.Model):
             self.hazard = config.hazard.build(base_dir)
         except HazardError as err:
             raise ConfigError(f"{origin}: hazard: {err}") from None
+        for key in ("events", "rasters"):
+            _warn_after_last_year(
+                getattr(config.hazard, key), config.years, origin, f"hazard.{key}"
+            )
         self.llm: LLMPolicy | None = None
         if config.decision.policy == "llm":
             try:
@@ -1153,6 +1158,7 @@ def _decision_policy(
     except ScriptError as err:
         raise ConfigError(f"{origin}: decision.script: {err}") from None
     policy = ScriptedPolicy(decisions, registry.default_skill)
+    _warn_after_last_year((year for _, year in decisions), config.years, origin, "decision.script")
     unknown = sorted(policy.agent_ids - {state.agent_id for state in population.states})
     if unknown:
         msg = (
@@ -1161,6 +1167,25 @@ def _decision_policy(
         )
         raise ConfigError(msg)
     return policy
+
+
+def _warn_after_last_year(years: Iterable[int], last: int, origin: str, key: str) -> None:
+    """Warn that entries of ``key`` for years after the run's ``last`` year will never be used.
+
+    Not an error: shortening a run (``--set years=5``) for a quick look is common, and the
+    years that remain run as configured.
+    """
+    after = sorted(year for year in years if year > last)
+    if after:
+        if len(after) == 1:
+            entries, first = "1 entry is for a year", f"year {after[0]}"
+        else:
+            entries, first = f"{len(after):,} entries are for years", f"from year {after[0]}"
+        message = (
+            f"{origin}: {key}: {entries} after the run's last year ({last}) and will never be "
+            f"used ({first})"
+        )
+        warnings.warn(message, ConfigWarning, stacklevel=2)
 
 
 def _template_context(skill_id: str) -> frozenset[str]:

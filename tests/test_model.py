@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import gc
 import re
+import warnings
 import weakref
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 import simulation.model as model_module
-from simulation.config import load_config
+from simulation.config import ConfigWarning, load_config
 from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import compute_damage
 from simulation.model import METRIC_COLUMNS, Decision, FloodAdaptationModel, HouseholdAgent
@@ -794,3 +795,30 @@ def test_a_decision_memory_naming_household_fields_is_each_households_own(tmp_pa
         (memory,) = [i for i in household.memory.working if i.source == "decision"]
         year, income = household.last_decision.year, household.state.income
         assert memory.content == f"Year {year}: I waited, earning ${income:,.0f}"
+
+
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [("{12: 9.0}", "1 entry is for a year"), ("{11: 9.0, 15: 9.0}", "2 entries are for years")],
+)
+def test_scripted_events_after_the_last_year_are_named_in_a_warning(events, expected):
+    with pytest.warns(
+        ConfigWarning,
+        match=rf"hazard\.events: {expected} after the run's last year \(10\)",
+    ):
+        make_model("years=10", "hazard.source=scripted", f"hazard.events={events}", count=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_model("years=10", "hazard.source=scripted", "hazard.events={10: 9.0}", count=8)
+
+
+def test_raster_grids_after_the_last_year_are_named_in_a_warning(tmp_path):
+    grid = tmp_path / "depth.asc"
+    grid.write_text("ncols 2\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n1.0 2.0\n", "utf-8")
+    rasters = f"hazard.rasters={{3: {grid}, 12: {grid}}}"
+    with pytest.warns(
+        ConfigWarning,
+        match=r"hazard\.rasters: 1 entry is for a year after the run's last year \(10\) and will "
+        r"never be used \(year 12\)",
+    ):
+        make_model("years=10", "hazard.source=raster", rasters, count=8)

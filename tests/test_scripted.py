@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
 
-from simulation.config import load_config
+from simulation.config import ConfigWarning, load_config
 from simulation.decisions.scripted import ScriptError, load_script
 from simulation.runner import build_model
 
@@ -135,3 +136,17 @@ def test_bad_tables_name_the_row_and_column(tmp_path, text, message):
 def test_a_missing_table_is_named(tmp_path):
     with pytest.raises(ScriptError, match=r"no_such\.csv: file not found"):
         load_script(tmp_path / "no_such.csv", SKILLS)
+
+
+def test_rows_for_years_after_the_run_are_named_in_a_warning(tmp_path):
+    owner, _ = tenants(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rows within the run's 30 years: nothing to warn about
+        scripted_model(tmp_path, [f"{owner},1,buy_insurance", f"{owner},30,relocate"])
+    rows = [f"{owner},2,buy_insurance", f"{owner},40,relocate", f"{owner},31,relocate"]
+    expected = (
+        r"decision\.script: 2 entries are for years after the run's last year \(30\) and will "
+        r"never be used \(from year 31\)"
+    )
+    with pytest.warns(ConfigWarning, match=expected):
+        scripted_model(tmp_path, rows)
