@@ -305,7 +305,7 @@ class GovernmentConfig(Section):
         2_000.0,
         ge=0,
         description="Mean damage per active household ($) that makes a year heavy-loss; "
-        "the subsidy is raised by `step` the following year.",
+        "the subsidy is raised by `step` at once, before that year's decisions.",
     )
     relax_after: int | None = Field(
         10,
