@@ -215,10 +215,13 @@ def test_a_replay_cache_that_cannot_replay_is_bad_input(capsys, tmp_path):
     not_sqlite.write_text("not a database\n", encoding="utf-8")
     empty = tmp_path / "empty.sqlite"
     sqlite3.connect(empty).close()  # a database without recorded replies
+    folder = tmp_path / "cache"
+    folder.mkdir()
     cases = (
         (tmp_path / "missing.sqlite", "not found"),
         (not_sqlite, "not an SQLite database"),
         (empty, "holds no recorded replies"),
+        (folder, "is a folder"),
     )
     llm = ["--set", "decision.policy=llm", "--set", "decision.llm.mode=replay"]
     for path, problem in cases:
@@ -229,6 +232,29 @@ def test_a_replay_cache_that_cannot_replay_is_bad_input(capsys, tmp_path):
         assert str(path) in line
         assert problem in line
         assert not (tmp_path / "out").exists()
+
+
+def test_a_record_cache_that_is_not_a_cache_is_bad_input_and_a_new_one_is_not_created(
+    capsys, tmp_path
+):
+    not_sqlite = tmp_path / "notes.txt"
+    not_sqlite.write_text("not a database\n", encoding="utf-8")
+    llm = ["--set", "decision.policy=llm", "--set", "decision.llm.mode=record"]
+    for path, problem in ((not_sqlite, "not an SQLite database"), (tmp_path, "is a folder")):
+        argv = ["validate", DEFAULT, *SMALL, *llm, "--set", f"decision.llm.cache={path}"]
+        line = assert_bad_input(*call(capsys, *argv))
+        assert "decision.llm.cache" in line
+        assert str(path) in line
+        assert problem in line
+    assert not_sqlite.read_text(encoding="utf-8") == "not a database\n"
+    # A database without replies yet, or no file at all, is where a recording starts.
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()
+    for path in (empty, tmp_path / "new.sqlite"):
+        argv = ["validate", DEFAULT, *SMALL, *llm, "--set", f"decision.llm.cache={path}"]
+        code, _, err = call(capsys, *argv)
+        assert code == 0, err
+    assert not (tmp_path / "new.sqlite").exists()  # validating creates nothing
 
 
 def test_floodsims_own_warnings_are_one_line(capsys, tmp_path):

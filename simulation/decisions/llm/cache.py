@@ -106,6 +106,15 @@ class ResponseCache:
         read_only: Open an existing file without write access (for replay); a missing file then
             raises ``FileNotFoundError`` instead of silently creating an empty cache.
         busy_timeout_s: How long a write waits for another process's lock.
+        require_replies: Refuse a database without a ``responses`` table (``None``: when
+            ``read_only``). ``read_only=True, require_replies=False`` checks, without changing
+            it, that a file a recording would append to is a cache.
+
+    Raises:
+        ValueError: For a file that is not an SQLite database, a newer schema, or (when replies
+            are required) a database without recorded replies.
+        FileNotFoundError: ``read_only`` and no such file.
+        IsADirectoryError: ``read_only`` and the path is a folder.
     """
 
     def __init__(
@@ -114,12 +123,16 @@ class ResponseCache:
         *,
         read_only: bool = False,
         busy_timeout_s: float = 30.0,
+        require_replies: bool | None = None,
     ) -> None:
         self.path = str(path)
         self.read_only = read_only
+        self._require_replies = read_only if require_replies is None else require_replies
         self._lock = threading.Lock()
         if read_only:
             file = Path(self.path)
+            if file.is_dir():
+                raise IsADirectoryError(f"response cache {self.path} is a folder, not a file")
             if not file.is_file():
                 raise FileNotFoundError(f"response cache {self.path} does not exist")
             self._db = sqlite3.connect(
@@ -158,7 +171,7 @@ class ResponseCache:
                 f"response cache {self.path} has schema version {version}; this floodsim "
                 f"understands up to {_SCHEMA_VERSION}"
             )
-        if self.read_only and "responses" not in tables:
+        if self._require_replies and "responses" not in tables:
             self._db.close()
             msg = f"response cache {self.path} holds no recorded replies (no responses table)"
             raise ValueError(msg)

@@ -152,12 +152,15 @@ class LLMPolicy:
                 "(decision.llm.mode: record) or point `cache` at a recorded cache"
             )
             raise LLMConfigError(msg)
-        if config.mode == "replay":
-            # A file that is not a recorded cache would otherwise stop the run at its first
-            # decision, after the run directory was written.
+        if config.mode == "replay" or (config.mode == "record" and self._cache_path.exists()):
+            # A file that is not a (recorded) cache would otherwise stop the run at its first
+            # decision, after the run directory was written. Checked read-only: validating a
+            # config must not create or change the file.
             try:
-                ResponseCache(self._cache_path, read_only=True).close()
-            except ValueError as err:
+                ResponseCache(
+                    self._cache_path, read_only=True, require_replies=config.mode == "replay"
+                ).close()
+            except (ValueError, OSError) as err:
                 raise LLMConfigError(f"decision.llm.cache: {err}") from None
         # The event loop lives in its own thread, so deciding works the same from a script and
         # from inside a running loop (a Jupyter cell), where asyncio.run would refuse.
