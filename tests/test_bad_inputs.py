@@ -239,6 +239,14 @@ CASES: tuple[Case, ...] = (
         "wait",
     ),
     run(
+        "registry_default_owners_only.yaml",
+        "files/registry_default_owners_only.yaml",
+        ": registry: ",
+        "default_skill",
+        "buy_insurance",
+        "leave out renters",
+    ),
+    run(
         "registry_without_retrieve_tool.yaml",
         "files/registry_without_retrieve_tool.yaml",
         ": registry: ",

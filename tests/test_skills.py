@@ -232,12 +232,11 @@ def _every_kind_of_precondition(shipped: dict[str, Any]) -> SkillRegistry:
     """The shipped registry with a precondition of every kind (truth tests, each comparison)."""
     data = copy.deepcopy(shipped)
     extra = {
-        "buy_insurance": ["income >= 20000", "flood_zone != X"],
         "buy_contents_insurance": ["contents_value > 5000", "flood_zone == AE"],
         "elevate_house": ["first_floor_height <= 3.0", "has_insurance"],
-        "relocate": ["claims_denied < 2", "tenure == owner"],
-        "do_nothing": ["not has_contents_insurance", "cumulative_damage != 0"],
-    }
+        "relocate": ["claims_denied < 2", "tenure == owner", "cumulative_damage != 0"],
+        "buy_insurance": ["income >= 20000", "flood_zone != X", "not has_contents_insurance"],
+    }  # the default skill (do_nothing) keeps only "not relocated": it must stay open to all
     for skill_id, conditions in extra.items():
         skill = _skill(data, skill_id)
         skill["preconditions"] = [*skill.get("preconditions", []), *conditions]
@@ -737,6 +736,30 @@ LOAD_ERRORS = [
     ("unknown top-level key", _top("skils", []), None, "skils", "unknown top-level key"),
     ("default skill undefined", _top("default_skill", "wait"), None, "default_skill", "'wait'"),
     ("unsupported version", _top("version", 2), None, "version", "unsupported version 2"),
+    (
+        "default skill not open to renters",
+        _top("default_skill", "buy_insurance"),
+        None,
+        "default_skill",
+        (
+            "'buy_insurance' must be open to every household that decides, but its "
+            "eligible_agent_types leave out renters"
+        ),
+    ),
+    (
+        "default skill with a precondition that can fail",
+        _set("do_nothing", "preconditions", ["not relocated", "income > 60000"]),
+        None,
+        "default_skill",
+        "its precondition 'income > 60000' can fail",
+    ),
+    (
+        "default skill that can be unaffordable",
+        _set("do_nothing", "institutional_constraints", {"max_cost_share_of_income": 0.5}),
+        None,
+        "default_skill",
+        "its institutional constraint max_cost_share_of_income can make it unaffordable",
+    ),
     (
         "tool with state changes",
         _tool("allowed_state_changes", ["has_insurance"]),

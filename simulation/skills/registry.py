@@ -596,7 +596,9 @@ class SkillRegistry:
 
     Raises:
         RegistryError: On a duplicate id (skills and tools share one namespace) or a
-            ``default_skill`` that is not one of ``skills``.
+            ``default_skill`` that is not one of ``skills`` or that some household might not be
+            allowed (it must be eligible for every tenure, with no precondition but
+            ``not relocated`` and no institutional constraint).
     """
 
     def __init__(
@@ -625,6 +627,16 @@ class SkillRegistry:
             msg = (
                 f"{origin}: default_skill: {default_skill!r} is not a defined skill "
                 f"(skills: {', '.join(self._skills)})"
+            )
+            raise RegistryError(msg)
+        problem = _not_always_admissible(self._skills[default_skill])
+        if problem:
+            # It is executed unchecked when a proposal is invalid, and it is the option every
+            # household must always have: a default some household may not take would execute
+            # what the rules forbid, or leave that household without any option.
+            msg = (
+                f"{origin}: default_skill: {default_skill!r} must be open to every household "
+                f"that decides, but {problem}"
             )
             raise RegistryError(msg)
         self._default = default_skill
@@ -979,6 +991,21 @@ class _Admission(NamedTuple):
     tenures: tuple[str, ...] | None  # None: every tenure is eligible
     preconditions: tuple[Precondition, ...]
     limits: tuple[float, ...]  # affordability limits, shares of annual income
+
+
+def _not_always_admissible(skill: Skill) -> str:
+    """Why some household that decides might not be allowed ``skill``; empty when none."""
+    closed = [tenure for tenure in TENURES if not skill.eligible(tenure)]
+    if closed:
+        return f"its eligible_agent_types leave out {closed[0]}s"
+    for precondition in skill.preconditions:
+        # "not relocated" is the one every household that decides meets: movers are gone.
+        if (precondition.field, precondition.op) != ("relocated", "not"):
+            return f"its precondition {precondition.text!r} can fail"
+    if skill.institutional_constraints:
+        name = next(iter(skill.institutional_constraints))
+        return f"its institutional constraint {name} can make it unaffordable"
+    return ""
 
 
 def _admission(skill: Skill) -> _Admission:
