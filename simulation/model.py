@@ -43,7 +43,7 @@ from mesa.discrete_space import (
 
 from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import PopulationError, build_population
-from simulation.agents.state import STATE_FIELDS
+from simulation.agents.state import STATE_FIELDS, TENURES
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError, ConfigWarning, is_curve_file
 from simulation.decisions.base import DrawnUniform
@@ -1129,10 +1129,19 @@ def _load_registry(path: Path, origin: str) -> SkillRegistry:
                     f"{', '.join(sorted(supplied))} and the household's state fields)"
                 )
                 raise ConfigError(msg)
-    if "retrieve_memory" not in registry.memory_tools:
+    tool = registry.memory_tools.get("retrieve_memory")
+    if tool is None:
         msg = (
             f"{origin}: registry: {path}: memory_tools: a retrieve_memory tool is required "
             "(households retrieve memories to decide)"
+        )
+        raise ConfigError(msg)
+    closed = [tenure for tenure in TENURES if not tool.eligible(tenure)]
+    if closed:
+        msg = (
+            f"{origin}: registry: {path}: memory tool 'retrieve_memory': eligible_agent_types: "
+            f"every household retrieves memories to decide, but {closed[0]}s are left out "
+            '(use ["*"])'
         )
         raise ConfigError(msg)
     return registry

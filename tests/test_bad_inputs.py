@@ -247,6 +247,14 @@ CASES: tuple[Case, ...] = (
         "leave out renters",
     ),
     run(
+        "registry_retrieve_owners_only.yaml",
+        "files/registry_retrieve_owners_only.yaml",
+        ": registry: ",
+        "retrieve_memory",
+        "eligible_agent_types",
+        "renters are left out",
+    ),
+    run(
         "registry_without_retrieve_tool.yaml",
         "files/registry_without_retrieve_tool.yaml",
         ": registry: ",
