@@ -600,6 +600,14 @@ def _tool(key: str, value: object) -> Edit:
     return edit
 
 
+def _both(first: Edit, second: Edit) -> Edit:
+    def edit(data: dict[str, Any]) -> None:
+        first(data)
+        second(data)
+
+    return edit
+
+
 def _top(key: str, value: object) -> Edit:
     def edit(data: dict[str, Any]) -> None:
         data[key] = value
@@ -736,6 +744,30 @@ LOAD_ERRORS = [
     ("unknown top-level key", _top("skils", []), None, "skils", "unknown top-level key"),
     ("default skill undefined", _top("default_skill", "wait"), None, "default_skill", "'wait'"),
     ("unsupported version", _top("version", 2), None, "version", "unsupported version 2"),
+    (
+        "misspelt tenure in a precondition",
+        _set("elevate_house", "preconditions", ["not relocated", "tenure == onwer"]),
+        "skill 'elevate_house'",
+        "preconditions[1]",
+        "unknown tenure 'onwer' (allowed: owner, renter)",
+    ),
+    (
+        "flood zone in the wrong case in a precondition",
+        _set("buy_insurance", "preconditions", ["flood_zone != ae"]),
+        "skill 'buy_insurance'",
+        "preconditions[0]",
+        "unknown flood_zone 'ae' (allowed: AE, A, VE, V, X, B, C, D)",
+    ),
+    (
+        "unknown flood zone as an effect",
+        _both(
+            _set("relocate", "allowed_state_changes", ["relocated", "flood_zone"]),
+            _set("relocate", "effects", {"relocated": True, "flood_zone": "x"}),
+        ),
+        "skill 'relocate'",
+        "effects.flood_zone",
+        "unknown flood_zone 'x'",
+    ),
     (
         "default skill not open to renters",
         _top("default_skill", "buy_insurance"),

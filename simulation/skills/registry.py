@@ -43,7 +43,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from simulation.agents.state import STATE_FIELDS, TENURES, HouseholdState
+from simulation.agents.state import FLOOD_ZONES, STATE_FIELDS, TENURES, HouseholdState
 from simulation.decisions.base import Option
 from simulation.skills.templates import TemplateError, render, template_fields
 from simulation.yaml_errors import describe_yaml_error, load_yaml
@@ -145,6 +145,19 @@ def _value_matches(field: str, value: object) -> bool:
     return isinstance(value, kind)
 
 
+#: State fields whose values come from a fixed vocabulary: a misspelt value in a precondition
+#: would make its skill silently never (or always) available.
+_VOCABULARIES: dict[str, tuple[str, ...]] = {"tenure": TENURES, "flood_zone": FLOOD_ZONES}
+
+
+def _unknown_value(field: str, value: object) -> str:
+    """Why ``value`` cannot be a value of state field ``field``; empty when it can."""
+    allowed = _VOCABULARIES.get(field)
+    if allowed is None or value in allowed:
+        return ""
+    return f"unknown {field} {value!r} (allowed: {', '.join(allowed)})"
+
+
 def _parse_value(text: str) -> object:
     """Parse the right-hand side of a comparison: number, true/false, word or quoted string."""
     quoted = _QUOTED_RE.match(text)
@@ -212,9 +225,16 @@ class Precondition:
             msg = f"{op} needs a numeric field and a number, got {kind.__name__} field {field!r}"
             msg += f" and {value!r}"
             raise ValueError(msg)
-        if op in {"==", "!="} and not _value_matches(field, value):
-            msg = f"{kind.__name__} field {field!r} compared with {type(value).__name__} {value!r}"
-            raise ValueError(msg)
+        if op in {"==", "!="}:
+            if not _value_matches(field, value):
+                msg = (
+                    f"{kind.__name__} field {field!r} compared with "
+                    f"{type(value).__name__} {value!r}"
+                )
+                raise ValueError(msg)
+            problem = _unknown_value(field, value)
+            if problem:
+                raise ValueError(problem)
         return cls(text=stripped, field=field, op=op, value=value)
 
     def check(self, state: HouseholdState) -> bool:
@@ -503,6 +523,9 @@ class _Builder:
             if not _value_matches(name, value):
                 kind = _FIELD_TYPES[name].__name__
                 raise self.fail(label, key, f"{kind} field {name!r} cannot be set to {value!r}")
+            problem = _unknown_value(name, value)
+            if problem:
+                raise self.fail(label, key, problem)
             if _FIELD_TYPES[name] is float:
                 # Keep float fields floats when the YAML writes a whole number.
                 spec.effects[name] = float(value)
