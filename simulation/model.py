@@ -111,6 +111,8 @@ _TENURE = attrgetter("tenure")
 #: A memory's text, importance and tags, as the registry renders it.
 _Remembered = tuple[str, float, tuple[str, ...]]
 _INSURANCE_SKILLS = frozenset({"buy_insurance", "buy_contents_insurance"})
+# The annual policies a household can hold: each lapses unless the year's skill renews it.
+_POLICY_FLAGS = ("has_insurance", "has_contents_insurance")
 # The metrics column counting each skill's decisions (both insurance skills count as one).
 _DECISION_STATS = {
     "buy_insurance": "decisions_buy_insurance",
@@ -268,6 +270,12 @@ class FloodAdaptationModel(mesa.Model):
             self.assignment_rng,
         ) = (np.random.default_rng(s) for s in streams)
         self.registry = _load_registry(base_dir / config.registry, origin)
+        # The policies each skill renews (sets): a household switching from one policy to the
+        # other drops the first, as one that stops insuring drops both.
+        self._renews = {
+            skill_id: frozenset(name for name in _POLICY_FLAGS if skill.effects.get(name) is True)
+            for skill_id, skill in self.registry.skills.items()
+        }
         try:
             self.curves = load_curves(_resolve(base_dir, config.damage.curves))
         except HazardError as err:
@@ -951,12 +959,14 @@ class FloodAdaptationModel(mesa.Model):
         state, skill_id, year = household.state, decision.skill_id, decision.year
         was_insured = state.insured
         changes = decision.state_changes
-        if skill_id not in _INSURANCE_SKILLS and was_insured:  # annual policies lapse
-            for name in ("has_insurance", "has_contents_insurance"):
-                if getattr(state, name):
+        if was_insured:  # annual policies lapse unless this skill renews them
+            renewed = self._renews[skill_id]
+            for name in _POLICY_FLAGS:
+                if name not in renewed and getattr(state, name):
                     setattr(state, name, False)
                     changes[name] = (True, False)
-            state.insured_years = 0
+            if not renewed:
+                state.insured_years = 0
         changes.update(self.registry.apply(skill_id, state))
         cost = costs[skill_id]
         if skill_id in _INSURANCE_SKILLS:

@@ -6,6 +6,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import yaml
 
 from simulation.config import ConfigWarning, load_config
 from simulation.decisions.scripted import ScriptError, load_script
@@ -150,3 +151,38 @@ def test_rows_for_years_after_the_run_are_named_in_a_warning(tmp_path):
     )
     with pytest.warns(ConfigWarning, match=expected):
         scripted_model(tmp_path, rows)
+
+
+def test_switching_from_one_policy_to_the_other_drops_the_first(tmp_path):
+    owner, _ = tenants(tmp_path)
+    registry = yaml.safe_load((DEFAULT.parents[1] / "skill_registry.yaml").read_text("utf-8"))
+    for skill in registry["skills"]:
+        if skill["skill_id"] == "buy_contents_insurance":
+            skill["eligible_agent_types"] = ["*"]  # a contents-only policy for owners too
+    (tmp_path / "registry.yaml").write_text(yaml.safe_dump(registry), "utf-8")
+    table = tmp_path / "decisions.csv"
+    rows = ["buy_insurance", "buy_contents_insurance", "buy_contents_insurance", "do_nothing"]
+    table.write_text(
+        "agent_id,year,skill_id\n" + "".join(f"{owner},{n},{s}\n" for n, s in enumerate(rows, 1)),
+        "utf-8",
+    )
+    config, base = load_config(
+        DEFAULT,
+        [
+            "households.count=20",
+            "hazard.source=scripted",
+            "hazard.events={}",
+            "decision.policy=scripted",
+            f"decision.script={table}",
+            f"registry={tmp_path / 'registry.yaml'}",
+        ],
+    )
+    model = build_model(config, base)
+    (household,) = [h for h in model.households if h.state.agent_id == owner]
+    held = []
+    for _ in rows:
+        model.step()
+        state = household.state
+        held.append((state.has_insurance, state.has_contents_insurance, state.insured_years))
+    # One spell of insurance, on the structure policy and then on the contents policy alone.
+    assert held == [(True, False, 1), (False, True, 2), (False, True, 3), (False, False, 0)]
