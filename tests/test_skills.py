@@ -198,7 +198,9 @@ _COSTS = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(
     tenure=st.sampled_from(["owner", "renter"]),
-    income=st.one_of(st.just(0.0), st.floats(min_value=-1_000.0, max_value=300_000.0)),
+    income=st.one_of(
+        st.just(0.0), st.just(math.nan), st.floats(min_value=-1_000.0, max_value=300_000.0)
+    ),
     flags=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
     costs=st.fixed_dictionaries(dict.fromkeys(SKILLS, _COSTS)),
 )
@@ -246,7 +248,9 @@ def _every_kind_of_precondition(shipped: dict[str, Any]) -> SkillRegistry:
 _HOUSEHOLDS = st.lists(
     st.tuples(
         st.sampled_from(["owner", "renter"]),
-        st.one_of(st.just(0.0), st.floats(min_value=-1_000.0, max_value=300_000.0)),
+        st.one_of(
+            st.just(0.0), st.just(math.nan), st.floats(min_value=-1_000.0, max_value=300_000.0)
+        ),
         st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
         st.sampled_from(["AE", "X", "VE"]),
         st.tuples(

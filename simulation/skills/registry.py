@@ -901,7 +901,7 @@ class SkillRegistry:
                 with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
                     share = cost / income
                 for limit in limits:
-                    unaffordable |= share > limit
+                    unaffordable |= ~(share <= limit)  # a NaN share (NaN income) fails, as in check
                 admitted &= ~((cost > 0) & unaffordable)
             valid[:, j] = admitted
         return valid
@@ -1063,7 +1063,7 @@ def _compile_admits(terms: _Admission) -> Callable[[HouseholdState, float], bool
                 return False
             share = cost / income
             for limit in limits:
-                if share > limit:
+                if not share <= limit:  # a NaN share (NaN income) fails, as in check
                     return False
         return True
 
