@@ -917,7 +917,7 @@ def apply_overrides(
             msg = f"{origin}: {where}{override!r}: expected KEY=VALUE with a dotted KEY"
             raise ConfigError(msg)
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = load_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError:
             msg = f"{origin}: {where}{key}: cannot parse value {raw!r}"
             raise ConfigError(msg) from None

@@ -6,6 +6,7 @@ targets).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -41,6 +42,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.1, which PyYAML implements, reads a number whose exponent has no point before it or no
+# sign (5e-1, 1e6, 1.5e3) as text, where YAML 1.2 and every other tool read a float: a registry
+# would then refuse `max_cost_share_of_income: 5e-1` as "not a number". Those resolve as floats.
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
+)
 
 
 def load_yaml(text: str) -> Any:

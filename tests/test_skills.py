@@ -881,3 +881,13 @@ def test_strict_types_do_not_coerce() -> None:
     data["skills"][0]["memory"]["importance"] = "0.3"
     with pytest.raises(RegistryError, match=r"skill 'do_nothing': memory\.importance: "):
         SkillRegistry.from_mapping(data, "inline")
+
+
+def test_a_limit_written_with_an_exponent_is_a_number(tmp_path: Path) -> None:
+    text = SHIPPED.read_text(encoding="utf-8")
+    text = text.replace("max_cost_share_of_income: 0.5", "max_cost_share_of_income: 5e-1")
+    assert "5e-1" in text
+    path = tmp_path / "registry.yaml"
+    path.write_text(text, encoding="utf-8")
+    elevate = load_registry(path).skills["elevate_house"]
+    assert elevate.institutional_constraints["max_cost_share_of_income"] == 0.5

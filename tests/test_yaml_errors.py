@@ -30,3 +30,19 @@ def test_equal_keys_in_different_mappings_and_merge_keys_are_fine():
 def test_only_safe_yaml_is_loaded():
     with pytest.raises(yaml.YAMLError):
         load_yaml("!!python/object/apply:os.system ['true']\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("5e-1", 0.5), ("1e6", 1e6), ("1.5e3", 1500.0), ("-2E+2", -200.0), (".5e1", 5.0)],
+)
+def test_numbers_with_an_exponent_are_floats_as_in_yaml_1_2(text, value):
+    loaded = load_yaml(f"x: {text}")["x"]
+    assert isinstance(loaded, float)
+    assert loaded == value
+
+
+def test_text_that_only_looks_like_an_exponent_stays_text():
+    loaded = load_yaml('a: e5\nb: 5e\nc: "5e-1"\nd: 12\ne: 1.0')
+    assert loaded == {"a": "e5", "b": "5e", "c": "5e-1", "d": 12, "e": 1.0}
+    assert isinstance(loaded["d"], int)
