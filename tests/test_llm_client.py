@@ -373,6 +373,16 @@ def test_key_not_in_repr_errors_or_logs(caplog: pytest.LogCaptureFixture) -> Non
     assert "retrying" in caplog.text
 
 
+def test_a_key_echoed_across_the_quoted_part_of_an_error_body_is_not_quoted_in_part() -> None:
+    # The key starts a few characters before the body is cut for the message.
+    body = '{"error": "' + "x" * 165 + f' invalid api key {KEY}"}}'
+    assert body.index(KEY) < 200 < body.index(KEY) + len(KEY)
+    with FakeOpenAIServer(faults=[Fault("http_error", status=401, body=body)]) as server:
+        error, _ = fail(server.base_url, retries=0)
+    assert "invalid api key ***" in error.message
+    assert KEY[:8] not in error.message
+
+
 def test_chat_errors_pickle() -> None:
     error = ChatError("server_error", "HTTP 503", 3, http_status=503)
     copy = pickle.loads(pickle.dumps(error))

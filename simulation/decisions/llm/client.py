@@ -73,6 +73,9 @@ ERROR_STATUSES: Final = frozenset(
 
 #: Longest server error body quoted in an error message (enough to show the server's reason).
 _BODY_SNIPPET = 200
+#: How much of an error body is searched for the API key before it is cut to the snippet: a
+#: key crossing the cut would no longer match whole, and its first part would be quoted.
+_REDACTION_WINDOW = 65_536
 _REDACTED = "***"
 
 
@@ -527,8 +530,8 @@ class ChatClient:
         return self._read_completion(raw)
 
     def _snippet(self, raw: bytes) -> str:
-        text = raw[:_BODY_SNIPPET].decode("utf-8", errors="replace").strip()
-        return self._redact(text) or "(empty body)"
+        text = self._redact(raw[:_REDACTION_WINDOW].decode("utf-8", errors="replace"))
+        return text[:_BODY_SNIPPET].strip() or "(empty body)"
 
     def _read_completion(self, raw: bytes) -> tuple[str, int | None, int | None, str | None]:
         try:
