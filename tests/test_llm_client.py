@@ -351,6 +351,21 @@ def test_max_concurrency_bounds_requests_in_flight() -> None:
     assert elapsed >= 0.3
 
 
+def test_max_concurrency_above_the_http_pools_default_of_100_is_honoured() -> None:
+    with FakeOpenAIServer(latency_s=0.5) as server:
+
+        async def scenario() -> list[Any]:
+            async with ChatClient(
+                server.base_url, MODEL, timeout_s=4.0, retries=0, max_concurrency=120
+            ) as client:
+                return await _burst(client, 120, None)
+
+        results = run(scenario(), limit_s=20.0)
+        peak = server.peak_in_flight
+    assert [result.status for result in results] == ["ok"] * 120
+    assert peak == 120  # none waited for a pooled connection
+
+
 # -- the API key never leaks -------------------------------------------------------------------
 
 

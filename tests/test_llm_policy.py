@@ -681,6 +681,29 @@ def test_requests_are_bounded_by_max_concurrency(tmp_path: Path) -> None:
     assert all(h.last_decision.via_llm for h in model.households)
 
 
+def test_max_concurrency_above_100_is_reached(tmp_path: Path) -> None:
+    # An HTTP pool capped below max_concurrency would queue the rest inside their timeout.
+    responder = Responder(delay_s=lambda p: 0.5)
+    with FakeOpenAIServer(responder=responder) as server:
+        overrides = llm_overrides(
+            server.base_url,
+            tmp_path / "c.sqlite",
+            "decision.llm.max_concurrency=120",
+            count=120,
+            mode="live",
+            timeout_s=4.0,
+        )
+        config, base = load_config(DEFAULT, overrides)
+        model = build_model(config, base)
+        try:
+            model.step()
+        finally:
+            model.llm.close()
+        peak = server.peak_in_flight
+    assert peak == 120
+    assert all(h.last_decision.via_llm and h.last_decision.valid for h in model.households)
+
+
 def test_concurrent_runs_are_deterministic(tmp_path: Path) -> None:
     """Replies arrive in a random order; outputs come out the same, byte for byte."""
 

@@ -396,8 +396,19 @@ class ChatClient:
             headers = {"Accept": "application/json", "Content-Type": "application/json"}
             if self._api_key:
                 headers["Authorization"] = f"Bearer {self._api_key}"
+            # httpx pools at most 100 connections by default: attempts beyond that would wait
+            # for one inside their timeout and fail as timeouts.
+            limits = (
+                httpx.Limits(
+                    max_connections=self.max_concurrency,
+                    max_keepalive_connections=self.max_concurrency,
+                )
+                if self.max_concurrency
+                else httpx.Limits(max_connections=None, max_keepalive_connections=None)
+            )
             self._http = httpx.AsyncClient(
                 headers=headers,
+                limits=limits,
                 timeout=httpx.Timeout(self.timeout_s),
                 trust_env=self._trust_env,
                 verify=_ssl_context(self._trust_env),

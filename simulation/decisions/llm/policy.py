@@ -252,6 +252,7 @@ class LLMPolicy:
                     seed=self.settings.seed,
                     max_tokens=cfg.max_tokens,
                     retries=cfg.retries,
+                    max_concurrency=cfg.max_concurrency,
                 )
             if cfg.mode == "live":
                 self._client = http  # nothing is stored, so no cache file is created
