@@ -85,6 +85,30 @@ def test_object_naming_a_skill_beats_an_earlier_object() -> None:
     assert parse_decision(content) == {"decision": "relocate"}
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        'Relocating ({"skill": "relocate"}) is too drastic. My answer: {"skill": "do_nothing"}',
+        'Reply as {"skill": "<one skill id from the list>"}. Here it is: {"skill": "do_nothing"}',
+    ],
+    ids=["weighed-then-answered", "format-repeated-then-answered"],
+)
+def test_the_last_object_naming_a_skill_is_the_answer(content: str) -> None:
+    assert parse_decision(content) == {"skill": "do_nothing"}
+
+
+@pytest.mark.parametrize("closing", ["</think>", "</THINK>"])
+def test_thinking_that_only_a_closing_tag_ends_is_not_read(closing: str) -> None:
+    # A reasoning model whose opening <think> was part of the prompt.
+    content = (
+        'Options: maybe {"skill": "relocate"} ... too drastic. What about '
+        f'```json\n{{"skill": "elevate_house"}}\n``` no.\n{closing}\n\n{{"skill": "do_nothing"}}'
+    )
+    assert parse_decision(content) == {"skill": "do_nothing"}
+    with pytest.raises(ReplyFormatError, match="empty"):
+        parse_decision(f'Let me think {{"skill": "relocate"}}{closing}  ')
+
+
 def test_nested_objects_are_not_taken_for_the_reply() -> None:
     # The outer object is complete, so its inner constructs are not separate candidates.
     obj = parse_decision('{"constructs": {"TP": {"level": "H"}}, "skill": "relocate"}')

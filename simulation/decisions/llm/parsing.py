@@ -59,6 +59,9 @@ _JUSTIFICATION_KEYS: Final = ("justification", "reasoning", "reason", "rationale
 _EXPLANATION_KEYS: Final = ("explanation", "reason", "reasoning", "why")
 
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+# Reasoning models served with the opening tag already in the prompt reply with the closing tag
+# only: everything before it is thinking.
+_THINK_END = re.compile(r"</think>", re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\n?(.*?)```", re.DOTALL)
 _SKILL_SEPARATORS = re.compile(r"[\s\-]+")
 #: Longest stretch of a reply quoted in an error message.
@@ -154,8 +157,10 @@ def parse_decision(content: str) -> dict[str, Any]:
     """Extract the decision JSON object from a model reply.
 
     Accepts plain JSON, JSON in Markdown code fences, and JSON surrounded by prose or preceded
-    by a ``<think>`` block. Among the objects found, the first that names a skill wins, else
-    the first object. As a last resort, trailing commas are removed and the search repeated.
+    by a ``<think>`` block (or by thinking that only a closing ``</think>`` ends). Objects in
+    code fences are preferred to objects in the prose around them; among those, the last that
+    names a skill wins (models weigh options before they answer), else the first object. As a
+    last resort, trailing commas are removed and the search repeated.
 
     Args:
         content: The assistant message text.
@@ -168,20 +173,25 @@ def parse_decision(content: str) -> dict[str, Any]:
     """
     if not isinstance(content, str):
         raise ReplyFormatError(f"reply must be text, got {type(content).__name__}")
-    text = _THINK.sub("", content).strip()
+    text = _THINK_END.split(_THINK.sub("", content))[-1].strip()
     if not text:
         raise ReplyFormatError("reply is empty; answer with one JSON object")
     # Fenced blocks first: prose around them may contain stray braces or example objects.
-    sources = [block for block in _FENCE.findall(text) if "{" in block]
-    sources.append(text)
+    blocks = [block for block in _FENCE.findall(text) if "{" in block]
+    groups = [blocks, [text]] if blocks else [[text]]
     for repair in (False, True):
         first: dict[str, Any] | None = None
-        for source in sources:
-            for obj in _objects(_strip_trailing_commas(source) if repair else source):
-                if _has_skill(obj):
-                    return obj
-                if first is None:
-                    first = obj
+        for group in groups:
+            found = [
+                obj
+                for source in group
+                for obj in _objects(_strip_trailing_commas(source) if repair else source)
+            ]
+            named = [obj for obj in found if _has_skill(obj)]
+            if named:
+                return named[-1]
+            if first is None and found:
+                first = found[0]
         if first is not None:
             return first
     raise ReplyFormatError(f"no JSON object found in reply {_quote(text)}")
