@@ -210,6 +210,14 @@ def test_an_unreadable_prompt_file_is_bad_input(capsys, tmp_path):
         assert problem in err
 
 
+def test_a_prompt_format_spec_that_does_not_fit_its_value_is_bad_input(capsys, tmp_path):
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("You live in zone {flood_zone:.2f}.\n{skills}\n", encoding="utf-8")
+    llm = ["--set", "decision.policy=llm", "--set", f"decision.llm.prompt={prompt}"]
+    line = assert_bad_input(*call(capsys, "validate", DEFAULT, *SMALL, *llm))
+    assert f"decision.llm.prompt: {prompt}: placeholder 'flood_zone': format spec '.2f'" in line
+
+
 def test_a_replay_cache_that_cannot_replay_is_bad_input(capsys, tmp_path):
     not_sqlite = tmp_path / "notes.txt"
     not_sqlite.write_text("not a database\n", encoding="utf-8")

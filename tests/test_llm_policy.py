@@ -28,6 +28,7 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
+import simulation.decisions.llm.policy as policy_module
 from simulation.audit import LLM_STREAM, STREAMS, load_schema
 from simulation.audit.commands import summarize_run
 from simulation.audit.readers import read_stream
@@ -35,6 +36,7 @@ from simulation.cli import main
 from simulation.config import load_config
 from simulation.decisions.llm.cache import CacheMiss, ResponseCache, is_failure
 from simulation.decisions.llm.client import request_hash
+from simulation.decisions.llm.policy import PROMPT_FIELDS, LLMRequest
 from simulation.decisions.llm.testing import FakeOpenAIServer, Fault, closed_port
 from simulation.runner import build_model, run_simulation
 
@@ -679,6 +681,21 @@ def test_requests_are_bounded_by_max_concurrency(tmp_path: Path) -> None:
     # that they overlap; an upper bound on wall-clock time would only test the machine).
     assert elapsed > 1.9
     assert all(h.last_decision.via_llm for h in model.households)
+
+
+def test_the_prompt_checked_at_load_gets_values_of_the_types_a_run_gives() -> None:
+    # A format spec is checked at load against a sample household: its values must have the
+    # types a run's households give, or the check would pass specs a run then refuses.
+    config, base = load_config(DEFAULT, ["households.count=30"])
+    model = build_model(config, base)
+    context = model._decision_context(1)
+    for household in model.households:
+        real = policy_module._prompt_values(
+            LLMRequest(household.state.agent_id, 1, household.state, [], [], {}, context)
+        )
+        sample = policy_module._prompt_values(policy_module._SAMPLE_REQUEST)
+        assert {k: type(v) for k, v in real.items()} == {k: type(v) for k, v in sample.items()}
+        assert real.keys() == PROMPT_FIELDS
 
 
 def test_max_concurrency_above_100_is_reached(tmp_path: Path) -> None:

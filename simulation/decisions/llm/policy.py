@@ -23,7 +23,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simulation.decisions.base import Construct, Proposal
+from simulation.agents.state import HouseholdState
+from simulation.decisions.base import Construct, Option, Proposal
 from simulation.decisions.llm.cache import CacheMiss, CachingChatClient, ResponseCache
 from simulation.decisions.llm.client import ChatClient, ChatError, ChatSettings
 from simulation.decisions.llm.parsing import ReplyFormatError, parse_reply
@@ -33,9 +34,7 @@ from simulation.yaml_errors import describe_decode_error
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from simulation.agents.state import HouseholdState
     from simulation.config import LLMConfig
-    from simulation.decisions.base import Option
     from simulation.memory import ScoredMemory
     from simulation.skills import SkillRegistry
 
@@ -172,38 +171,9 @@ class LLMPolicy:
     # ------------------------------------------------------------------ prompts
     def messages(self, request: LLMRequest) -> list[dict[str, str]]:
         """The chat messages of ``request`` (system instructions and the household prompt)."""
-        state = request.state
-        owner = state.tenure == "owner"
-        memories = "\n".join(f"- {m.item.content}" for m in request.memories)
-        skills = "\n".join(
-            f"- {o.skill_id}: {o.description} (cost this year: ${o.cost:,.0f})"
-            for o in request.options
-        )
-        values = {
-            "agent_id": state.agent_id,
-            "year": request.year,
-            "tenure": state.tenure,
-            "tenure_phrase": "own your home" if owner else "rent your home",
-            "income": state.income,
-            "flood_zone": state.flood_zone,
-            "zone_phrase": "the mapped 100-year floodplain"
-            if state.flood_zone.startswith(("A", "V"))
-            else "outside the mapped 100-year floodplain",
-            "insurance_phrase": "you hold a policy this year"
-            if state.insured
-            else "you have no policy",
-            "elevated_phrase": "elevated" if state.elevated else "not elevated",
-            "cumulative_damage": state.cumulative_damage,
-            "claims_paid": state.claims_paid,
-            "claims_denied": state.claims_denied,
-            "subsidy_share": request.context.get("subsidy_share", 0.0),
-            "premium_rate": request.context.get("premium_rate", 0.0),
-            "memories": memories or "- (no relevant memories)",
-            "skills": skills,
-        }
         return [
             {"role": "system", "content": _SYSTEM},
-            {"role": "user", "content": render(self.template, values)},
+            {"role": "user", "content": render(self.template, _prompt_values(request))},
         ]
 
     # ---------------------------------------------------------------- deciding
@@ -375,6 +345,38 @@ def _failed_call(agent_id: str, attempt: int, request_hash: str, err: ChatError)
     )
 
 
+def _prompt_values(request: LLMRequest) -> dict[str, Any]:
+    """The value of every placeholder in :data:`PROMPT_FIELDS` for ``request``."""
+    state = request.state
+    owner = state.tenure == "owner"
+    memories = "\n".join(f"- {m.item.content}" for m in request.memories)
+    skills = "\n".join(
+        f"- {o.skill_id}: {o.description} (cost this year: ${o.cost:,.0f})" for o in request.options
+    )
+    return {
+        "agent_id": state.agent_id,
+        "year": request.year,
+        "tenure": state.tenure,
+        "tenure_phrase": "own your home" if owner else "rent your home",
+        "income": state.income,
+        "flood_zone": state.flood_zone,
+        "zone_phrase": "the mapped 100-year floodplain"
+        if state.flood_zone.startswith(("A", "V"))
+        else "outside the mapped 100-year floodplain",
+        "insurance_phrase": "you hold a policy this year"
+        if state.insured
+        else "you have no policy",
+        "elevated_phrase": "elevated" if state.elevated else "not elevated",
+        "cumulative_damage": state.cumulative_damage,
+        "claims_paid": state.claims_paid,
+        "claims_denied": state.claims_denied,
+        "subsidy_share": request.context.get("subsidy_share", 0.0),
+        "premium_rate": request.context.get("premium_rate", 0.0),
+        "memories": memories or "- (no relevant memories)",
+        "skills": skills,
+    }
+
+
 def _load_prompt(config: LLMConfig, base_dir: Path) -> str:
     if config.prompt is None:
         origin = "simulation/decisions/llm/household_prompt.txt"
@@ -401,4 +403,22 @@ def _load_prompt(config: LLMConfig, base_dir: Path) -> str:
             f"(allowed: {', '.join(sorted(PROMPT_FIELDS))})"
         )
         raise LLMConfigError(msg)
+    # A format spec that does not fit its value ({flood_zone:.2f}) would otherwise stop the
+    # run at its first decision.
+    try:
+        render(text, _prompt_values(_SAMPLE_REQUEST))
+    except TemplateError as err:
+        raise LLMConfigError(f"decision.llm.prompt: {origin}: {err}") from None
     return text
+
+
+#: A household a prompt is rendered for at load; its values have the types of every run's.
+_SAMPLE_REQUEST = LLMRequest(
+    "H00001",
+    1,
+    HouseholdState("H00001", "owner", 60_000.0, 250_000.0, 100_000.0, "AE", 10.0, 1.0),
+    (),
+    (Option("do_nothing", 0.0, "Wait this year"),),
+    {"do_nothing": 0.0},
+    {"subsidy_share": 0.5, "premium_rate": 4.0},
+)
