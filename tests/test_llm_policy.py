@@ -683,6 +683,31 @@ def test_requests_are_bounded_by_max_concurrency(tmp_path: Path) -> None:
     assert all(h.last_decision.via_llm for h in model.households)
 
 
+def test_an_appraisal_the_reply_does_not_state_is_left_out_not_taken_as_medium(
+    tmp_path: Path,
+) -> None:
+    def choose(prompt: Prompt) -> dict[str, Any]:
+        if prompt.owner:  # states no appraisal at all
+            return {"skill": "do_nothing", "justification": "I wait."}
+        answer = reply("do_nothing", tp="H")
+        answer["constructs"]["CP"]["level"] = "5"  # not a level
+        return answer
+
+    with FakeOpenAIServer(responder=Responder(choose)) as server:
+        result = simulate(tmp_path, server.base_url, count=12)
+    traces = streams(result.run_dir)["household_traces"]
+    owners = {h.state.agent_id for h in result.model.households if h.state.tenure == "owner"}
+    assert 0 < len(owners) < 12
+    for trace in traces:
+        constructs = trace["reasoning"]["constructs"]
+        if trace["agent_id"] in owners:
+            assert constructs == {}
+        else:
+            assert constructs == {"TP": {"level": "H", "value": VALUES["H"]}}
+    # The year's mean threat appraisal is the renters', who stated one.
+    assert column(result, "mean_tp") == [pytest.approx(VALUES["H"])]
+
+
 def test_the_prompt_checked_at_load_gets_values_of_the_types_a_run_gives() -> None:
     # A format spec is checked at load against a sample household: its values must have the
     # types a run's households give, or the check would pass specs a run then refuses.

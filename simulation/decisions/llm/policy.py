@@ -305,21 +305,21 @@ class LLMPolicy:
             return list(validation.errors)
         outcome.warnings.extend(reply.warnings)
         outcome.errors = []
+        # An appraisal the reply does not state (readably) is left out, not taken as medium:
+        # it would otherwise enter the traces and the year's mean_tp as if the model had said
+        # so (the reply's warnings name it).
+        constructs = {
+            name: Construct(level, LEVEL_VALUES[level], explanation or "")
+            for name, level, explanation in (
+                ("TP", reply.tp_level, reply.tp_explanation),
+                ("CP", reply.cp_level, reply.cp_explanation),
+            )
+            if level is not None
+        }
         outcome.proposal = Proposal(
             reply.skill,
             parameters=dict(reply.parameters),
-            constructs={
-                "TP": Construct(
-                    reply.tp_level or "M",
-                    LEVEL_VALUES[reply.tp_level or "M"],
-                    reply.tp_explanation or "",
-                ),
-                "CP": Construct(
-                    reply.cp_level or "M",
-                    LEVEL_VALUES[reply.cp_level or "M"],
-                    reply.cp_explanation or "",
-                ),
-            },
+            constructs=constructs,
             justification=reply.justification or "",
         )
         return []
