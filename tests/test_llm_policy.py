@@ -746,6 +746,33 @@ def test_max_concurrency_above_100_is_reached(tmp_path: Path) -> None:
     assert all(h.last_decision.via_llm and h.last_decision.valid for h in model.households)
 
 
+def test_closing_while_a_years_requests_are_in_flight_cancels_them(tmp_path: Path) -> None:
+    # What an interrupted run does (Ctrl-C): close without waiting for replies 20 s away.
+    with FakeOpenAIServer(latency_s=20.0) as server:
+        overrides = llm_overrides(
+            server.base_url, tmp_path / "c.sqlite", count=4, mode="live", timeout_s=60.0
+        )
+        config, base = load_config(DEFAULT, overrides)
+        model = build_model(config, base)
+
+        def step() -> None:
+            with contextlib.suppress(BaseException):  # the cancelled year ends in an error
+                model.step()
+
+        stepping = threading.Thread(target=step)
+        stepping.start()
+        deadline = time.monotonic() + 10.0
+        while server.peak_in_flight < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.peak_in_flight == 4
+        started = time.monotonic()
+        model.llm.close()
+        closing_s = time.monotonic() - started
+        stepping.join(10.0)
+    assert closing_s < 10.0  # half the time the replies would take
+    assert not stepping.is_alive()
+
+
 def test_concurrent_runs_are_deterministic(tmp_path: Path) -> None:
     """Replies arrive in a random order; outputs come out the same, byte for byte."""
 

@@ -165,6 +165,7 @@ class LLMPolicy:
         # from inside a running loop (a Jupyter cell), where asyncio.run would refuse.
         self._loop_thread: ThreadPoolExecutor | None = None
         self._runner: asyncio.Runner | None = None
+        self._deciding: asyncio.Task[list[LLMOutcome]] | None = None  # the year's requests
         self._client: CachingChatClient | ChatClient | None = None
         self._cache: ResponseCache | None = None
 
@@ -195,6 +196,7 @@ class LLMPolicy:
         return self._runner.run(self._decide_all(requests))
 
     async def _decide_all(self, requests: list[LLMRequest]) -> list[LLMOutcome]:
+        self._deciding = asyncio.current_task()
         client = self._ensure_client()
         limit = asyncio.Semaphore(self.config.max_concurrency)
 
@@ -205,6 +207,7 @@ class LLMPolicy:
         try:
             return list(await asyncio.gather(*(bounded(r) for r in requests)))
         finally:
+            self._deciding = None
             await client.aclose()  # a fresh connection pool next year, on the same loop
 
     def _ensure_client(self) -> CachingChatClient | ChatClient:
@@ -325,17 +328,24 @@ class LLMPolicy:
         return []
 
     def close(self) -> None:
-        """Close the cache and the event loop."""
-        if self._cache is not None:
-            self._cache.close()
-            self._cache = None
+        """Close the event loop and the cache.
+
+        Requests still in flight (the run was interrupted while a year's households waited
+        for replies) are cancelled rather than waited for.
+        """
         if self._runner is not None:
             runner, self._runner = self._runner, None
+            deciding = self._deciding
+            if deciding is not None:
+                runner.get_loop().call_soon_threadsafe(deciding.cancel)
             if self._loop_thread is not None:
                 self._loop_thread.submit(runner.close).result()
         if self._loop_thread is not None:
             self._loop_thread.shutdown()
             self._loop_thread = None
+        if self._cache is not None:  # after the loop: no request may still be using it
+            self._cache.close()
+            self._cache = None
         self._client = None
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -181,6 +182,11 @@ class _Server(ThreadingHTTPServer):
     # one-second retransmit; concurrency tests would measure that instead of the client.
     request_queue_size = 128
     owner: FakeOpenAIServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay silent when a client went away (a cancelled or timed-out request); else print."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
