@@ -294,7 +294,8 @@ def resume_run(
     """Continue an interrupted run from its last checkpoint (or from the start without one).
 
     Raises:
-        RunError: When ``run_dir`` is not a run directory or the run already completed.
+        RunError: When ``run_dir`` is not a run directory, the run already completed, its
+            config or an input file changed since it started, or its checkpoint is unusable.
     """
     run_dir = Path(run_dir)
     try:
@@ -307,10 +308,22 @@ def resume_run(
         raise RunError(msg)
     origin = str(run_dir / "config.resolved.yaml")
     config, _ = load_config(origin)
+    changed = _changed_since_start(config, run_dir, manifest)
+    if changed is not None:
+        msg = (
+            f"{run_dir}: {changed} changed since the run started, so it cannot be resumed; "
+            "start a new run instead"
+        )
+        raise RunError(msg)
     model = build_model(config, run_dir, origin)
-    checkpoint = read_checkpoint(run_dir)
+    try:
+        checkpoint = read_checkpoint(run_dir)
+        if checkpoint is not None:
+            restore(model, checkpoint)
+    except (ValueError, KeyError, TypeError) as err:  # orjson's decode error is a ValueError
+        msg = f"{run_dir / CHECKPOINT_FILE}: not a usable checkpoint of this run ({err})"
+        raise RunError(msg) from None
     if checkpoint is not None:
-        restore(model, checkpoint)
         writer = _writer(run_dir, manifest["run_id"], config, resume=checkpoint["streams"])
         model.audit = writer  # the initial memories are already in the streams
     else:  # killed before the first checkpoint: start over in the same directory
@@ -322,6 +335,24 @@ def resume_run(
     manifest.update(status="running", error=None, resumed=manifest.get("resumed", 0) + 1)
     _write_manifest(run_dir, manifest)
     return _drive(model, config, run_dir, manifest, writer, progress)
+
+
+def _changed_since_start(config: RunConfig, run_dir: Path, manifest: dict[str, Any]) -> str | None:
+    """What of a run's config and inputs differs from what its manifest recorded, if anything.
+
+    The years a run already wrote came from those: continuing with others would make one run
+    out of two.
+    """
+    digest, inputs = run_identity(config, run_dir)
+    if digest != manifest.get("config_hash"):
+        return "config.resolved.yaml"
+    recorded = manifest.get("input_sha256")
+    if recorded is None:  # a manifest from before inputs were recorded
+        return None
+    for key in sorted(inputs.keys() | recorded.keys()):
+        if inputs.get(key) != recorded.get(key):
+            return f"the file of {key}"
+    return None
 
 
 def _writer(
@@ -372,6 +403,9 @@ def _drive(
         metrics = model.metrics()
         metrics.to_csv(run_dir / "model_years.csv", index=False)
         audit = writer.close() if writer is not None else {"level": "off", "streams": {}}
+        # A complete run needs no checkpoint; it goes first, so that a run killed between the
+        # two steps is not left complete with a checkpoint nothing would ever remove.
+        (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
         manifest.update(
             status="complete",
             finished_at=_now(),
@@ -379,7 +413,6 @@ def _drive(
             audit=audit,
         )
         _write_manifest(run_dir, manifest)
-        (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)  # a complete run needs none
     except BaseException as err:
         err.add_note(f"run directory: {run_dir}")
         manifest.update(status="failed", error=f"{type(err).__name__}: {err}", finished_at=_now())

@@ -192,6 +192,42 @@ def test_resume_refuses_complete_runs_and_non_runs(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+def test_resume_refuses_a_run_whose_config_or_inputs_changed(tmp_path, capsys):
+    run_dir = interrupted_run(tmp_path, 5)
+    resolved = run_dir / "config.resolved.yaml"
+    original = resolved.read_text(encoding="utf-8")
+    resolved.write_text(original.replace("years: 9", "years: 11"), encoding="utf-8")
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "config.resolved.yaml changed since the run started" in err
+    resolved.write_text(original, encoding="utf-8")
+    registry = run_dir / "skill_registry.yaml"
+    registry.write_text(registry.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    assert "the file of registry changed since the run started" in capsys.readouterr().err
+    assert manifest(run_dir)["status"] == "failed"  # untouched: still resumable once restored
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda text: text[:1000], "not a usable checkpoint"),
+        (lambda text: text.replace('"format_version":', '"format_version_":'), "format_version"),
+    ],
+    ids=["truncated", "edited"],
+)
+def test_a_damaged_checkpoint_is_a_clear_error(tmp_path, capsys, damage, problem):
+    run_dir = interrupted_run(tmp_path, 5)
+    checkpoint = run_dir / CHECKPOINT_FILE
+    checkpoint.write_text(damage(checkpoint.read_text(encoding="utf-8")), encoding="utf-8")
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"floodsim: error: {checkpoint}: not a usable checkpoint")
+    assert problem in err
+
+
 def test_checkpoint_every_must_be_a_positive_integer(capsys):
     for value in ("0", "x"):
         with pytest.raises(SystemExit) as info:
