@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+import simulation.runner as runner_module
 from simulation.audit import writer as audit_writer
 from simulation.audit.commands import summarize_run
 from simulation.checkpoint import CHECKPOINT_FILE, read_checkpoint
@@ -226,6 +227,26 @@ def test_a_damaged_checkpoint_is_a_clear_error(tmp_path, capsys, damage, problem
     assert err.count("\n") == 1
     assert err.startswith(f"floodsim: error: {checkpoint}: not a usable checkpoint")
     assert problem in err
+
+
+def test_a_run_killed_as_it_completes_leaves_no_checkpoint_and_resumes(tmp_path, monkeypatch):
+    clean = clean_run(tmp_path)
+    write_manifest = runner_module._write_manifest
+
+    def killed_at_completion(run_dir: Path, data: dict) -> None:
+        if data["status"] == "complete":
+            raise SystemExit(137)
+        write_manifest(run_dir, data)
+
+    monkeypatch.setattr(runner_module, "_write_manifest", killed_at_completion)
+    config, base = load_config(DEFAULT, SETTINGS)
+    with pytest.raises(SystemExit):
+        run_simulation(config, base, tmp_path / "crash", progress=False, checkpoint_every=2)
+    monkeypatch.setattr(runner_module, "_write_manifest", write_manifest)
+    (run_dir,) = (tmp_path / "crash").iterdir()
+    assert not (run_dir / CHECKPOINT_FILE).exists()
+    resume_run(run_dir, progress=False)  # starts over, as before a first checkpoint
+    assert_same_outputs(clean.run_dir, run_dir)
 
 
 def test_checkpoint_every_must_be_a_positive_integer(capsys):
