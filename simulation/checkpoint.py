@@ -13,11 +13,13 @@ leaves either the previous checkpoint or the new one, never a torn file.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from collections import deque
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from simulation.agents.state import HouseholdState
 from simulation.memory import CognitiveMemory
@@ -100,7 +102,10 @@ def restore(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
         (tuple(pair) for pair in data["insurer"]["history"]), maxlen=model.insurer.config.window
     )
     model.premiums_collected = data["premiums_collected"]
-    model.datacollector.model_vars = {k: list(v) for k, v in data["metrics"].items()}
+    # JSON has no NaN: a metric undefined in a year (a share of nobody) is stored as null.
+    model.datacollector.model_vars = {
+        k: [math.nan if x is None else x for x in v] for k, v in data["metrics"].items()
+    }
     for household, record in zip(model.households, saved, strict=True):
         if record["state"]["agent_id"] != household.state.agent_id:
             msg = (
@@ -122,8 +127,10 @@ def write_checkpoint(run_dir: Path, data: dict[str, Any]) -> None:
     """Write ``data`` atomically as the run's checkpoint."""
     path = run_dir / CHECKPOINT_FILE
     tmp = run_dir / f".{CHECKPOINT_FILE}.tmp"
-    with tmp.open("w", encoding="utf-8") as fh:
-        json.dump(data, fh, separators=(",", ":"))
+    with tmp.open("wb") as fh:
+        # orjson writes NaN as null (restore turns the metrics' back) and integer keys as text,
+        # as the standard library's encoder would, at a twentieth of its time.
+        fh.write(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -134,8 +141,7 @@ def read_checkpoint(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / CHECKPOINT_FILE
     if not path.exists():
         return None
-    with path.open(encoding="utf-8") as fh:
-        return json.load(fh)
+    return orjson.loads(path.read_bytes())
 
 
 def _stringify(value: Any) -> Any:

@@ -82,7 +82,18 @@ def interrupted_run(tmp_path: Path, stop_after: int, *extra: str, error=Keyboard
     return run_dir
 
 
-@pytest.mark.parametrize("extra", [(), ("audit.gzip=true",), ("audit.level=full",)])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        (),
+        ("audit.gzip=true",),
+        ("audit.level=full",),
+        # Every home in the floodplain: zone X's take-up is NaN every year (JSON has no NaN).
+        ("households.bfe_ft=100",),
+        ("memory.retention.policy=tiered", "memory.retention.demote_below=0.6"),
+    ],
+    ids=["standard", "gzip", "full", "nan-metrics", "tiered"],
+)
 def test_resume_from_checkpoint_gives_identical_outputs(tmp_path, extra):
     clean = clean_run(tmp_path, *extra)
     run_dir = interrupted_run(tmp_path, 5, *extra)
