@@ -474,7 +474,7 @@ class FloodAdaptationModel(mesa.Model):
 
         self._end_year(year, active, stats)
         if audit is not None:
-            audit.flush()
+            audit.end_year()
 
     def _roll_call(
         self,

@@ -248,7 +248,8 @@ class _Stream:
             offset, self.lines = resume
             os.truncate(path, offset)
             mode = "ab"
-        self.file: BinaryIO = self._open(mode)
+        # None between two gzip members: the next one starts with the next line written.
+        self.file: BinaryIO | None = self._open(mode)
 
     def _open(self, mode: str) -> BinaryIO:
         # A gzip file opened for appending starts a new member: readers decode members in turn.
@@ -259,12 +260,25 @@ class _Stream:
 
     def commit(self) -> tuple[int, int]:
         """Write everything buffered and return the (byte offset, line count) it reached."""
-        self.flush()
-        if self.compress:  # end the gzip member so the file is valid up to this offset
-            self.file.close()
-            self.file = self._open("ab")
-        os.fsync(self.file.fileno())
+        self.end_member()  # a gzip file is valid up to the end of its last whole member
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         return self.path.stat().st_size, self.lines
+
+    def end_member(self) -> None:
+        """Write everything buffered; a compressed stream also ends its gzip member.
+
+        Called at every year end, so members end at year ends only: the bytes of a stream do
+        not depend on when checkpoints were taken, and a run resumed from one comes out the
+        same, byte for byte, as a run never stopped.
+        """
+        self.flush()
+        if self.compress and self.file is not None:
+            self.file.close()
+            self.file = None
 
     def write(self, record: dict[str, Any]) -> None:
         self.size += self.buffer.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
@@ -274,15 +288,20 @@ class _Stream:
 
     def flush(self) -> None:
         if self.size:
+            if self.file is None:
+                self.file = self._open("ab")
             with self.buffer.getbuffer() as view, view[: self.size] as lines:
                 self.file.write(lines)
             self.buffer.seek(0)
             self.size = 0
-        self.file.flush()
+        if self.file is not None:
+            self.file.flush()
 
     def close(self) -> None:
         self.flush()
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
+            self.file = None
 
 
 class AuditWriter:
@@ -562,6 +581,11 @@ class AuditWriter:
         """Write every buffered line (whole lines only)."""
         for stream in self._streams.values():
             stream.flush()
+
+    def end_year(self) -> None:
+        """Write every buffered line and end each gzip member (see ``_Stream.end_member``)."""
+        for stream in self._streams.values():
+            stream.end_member()
 
     def close(self) -> dict[str, Any]:
         """Flush and close every stream; return the manifest's ``audit`` entry."""
