@@ -269,6 +269,9 @@ def run_simulation(
         "resumed": 0,
         "checkpoint_every": checkpoint_every,
         "checkpoint_year": None,
+        # Years whose audit lines are all written out: a run stopped later may have left part
+        # of the next year in its streams, which readers must not take for the whole year.
+        "year_reached": 0,
         "counts": {
             "households": len(model.households),
             "years": config.years,
@@ -332,7 +335,12 @@ def resume_run(
             model.attach_audit(writer)
     if checkpoint_every is not None:
         manifest["checkpoint_every"] = checkpoint_every
-    manifest.update(status="running", error=None, resumed=manifest.get("resumed", 0) + 1)
+    manifest.update(
+        status="running",
+        error=None,
+        resumed=manifest.get("resumed", 0) + 1,
+        year_reached=checkpoint["year"] if checkpoint is not None else 0,  # streams cut to it
+    )
     _write_manifest(run_dir, manifest)
     return _drive(model, config, run_dir, manifest, writer, progress)
 
@@ -395,11 +403,12 @@ def _drive(
         with tuned_collector(pause=model.llm is None, collect=False):
             for year in bar:
                 model.step()
+                manifest["year_reached"] = year
                 if every and year % every == 0 and year < config.years:
                     streams = writer.commit() if writer is not None else {}
                     write_checkpoint(run_dir, capture(model, streams))
                     manifest["checkpoint_year"] = year
-                    _write_manifest(run_dir, manifest)
+                _write_manifest(run_dir, manifest)
         metrics = model.metrics()
         metrics.to_csv(run_dir / "model_years.csv", index=False)
         audit = writer.close() if writer is not None else {"level": "off", "streams": {}}

@@ -116,18 +116,36 @@ def test_gzip_streams_do_not_depend_on_the_checkpoint_schedule(tmp_path):
 
 
 def test_an_unfinished_run_rebuilds_memory_only_for_the_years_it_reached(tmp_path, capsys):
+    # The run fails in year 5's step: the manifest vouches for years up to 4 only.
     run_dir = interrupted_run(tmp_path, 5)
+    assert manifest(run_dir)["year_reached"] == 4
     agent = ["--agent", "H00001"]
-    assert main(["audit", "memory", str(run_dir), *agent, "--year", "5"]) == 0
+    assert main(["audit", "memory", str(run_dir), *agent, "--year", "4"]) == 0
     capsys.readouterr()
-    assert main(["audit", "memory", str(run_dir), *agent, "--year", "6"]) == 2
-    err = capsys.readouterr().err
-    assert "the audit streams end at year 5 (the run is failed), got year 6" in err
+    for year in ("5", "6"):
+        assert main(["audit", "memory", str(run_dir), *agent, "--year", year]) == 2
+        err = capsys.readouterr().err
+        assert (
+            f"the run is failed and its audit streams are whole up to year 4, got year {year}"
+            in err
+        )
     # The trail is whole as far as the run got; the summary says the run is unfinished.
     summary = summarize_run(run_dir)
     assert summary.ok, summary.format()
     assert summary.audit["level"] == "standard"
     assert "the run is failed, not complete" in summary.format()
+
+
+def test_the_summary_of_a_run_stopped_during_a_year_checks_the_years_written_whole(tmp_path):
+    run_dir = interrupted_run(tmp_path, 5)
+    # As if it had been killed during year 5's year-end pass: part of the year is missing.
+    consolidation = run_dir / "consolidation.jsonl"
+    lines = consolidation.read_bytes().splitlines(keepends=True)
+    assert orjson.loads(lines[-1])["year"] == 5
+    consolidation.write_bytes(b"".join(lines[:-40]))
+    summary = summarize_run(run_dir)
+    assert summary.ok, summary.format()
+    assert "up to year 4 (the last written whole)" in summary.format()
 
 
 def test_resume_without_a_checkpoint_starts_over(tmp_path):

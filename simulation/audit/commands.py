@@ -305,36 +305,60 @@ def _year_problems(agent: str, years: list[int]) -> str | None:
 
 
 def _check_household_years(
-    scan: _Scan, final_year: int | None, households: int | None, sampled_all: bool
+    scan: _Scan,
+    final_year: int | None,
+    households: int | None,
+    sampled_all: bool,
+    *,
+    partial_after: int | None = None,
 ) -> Check:
+    """The household-years check; with ``partial_after``, lines of later years are left out.
+
+    A run stopped during a year leaves some of that year's lines and not others: only the
+    years its manifest records as written out are whole.
+    """
     name = "household-years"
-    if not scan.trace_years:
+    trace_years, end_years = _whole_years(scan, partial_after)
+    if not trace_years:
         return Check(name, ok=True, detail="no household traces to check")
     problems = []
-    for agent, years in scan.trace_years.items():
+    for agent, years in trace_years.items():
         problem = _year_problems(agent, years)
         if problem is None and final_year is not None:
             last_year, relocated = scan.trace_last[agent]
+            if last_year > final_year:  # its last whole year: it had not relocated by then
+                last_year, relocated = max(years), False
             if last_year < final_year and not relocated:
                 problem = f"{agent} stops at year {last_year} without relocating"
             elif last_year > final_year:
                 problem = f"{agent} has year {last_year}, past the run's {final_year} years"
         if problem:
             problems.append(problem)
-    if sampled_all and households is not None and len(scan.trace_years) != households:
-        problems.append(f"{len(scan.trace_years)} households traced, manifest counts {households}")
-    for agent, years in scan.end_years.items():
-        traced = sorted(scan.trace_years.get(agent, ()))
+    if sampled_all and households is not None and len(trace_years) != households:
+        problems.append(f"{len(trace_years)} households traced, manifest counts {households}")
+    for agent, years in end_years.items():
+        traced = sorted(trace_years.get(agent, ()))
         if sorted(years) != traced:
             problems.append(f"{agent}: consolidation years differ from trace years")
     if problems:
         return Check(name, ok=False, detail=_examples(problems))
-    count = len(scan.trace_years)
+    upto = "" if partial_after is None else f", up to year {partial_after} (the last written whole)"
     return Check(
         name,
         ok=True,
-        detail=f"{count} households, one trace per year from year 1 while active",
+        detail=f"{len(trace_years)} households, one trace per year from year 1 while active{upto}",
     )
+
+
+def _whole_years(
+    scan: _Scan, partial_after: int | None
+) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """Each household's trace and consolidation years, those after ``partial_after`` left out."""
+    if partial_after is None:
+        return scan.trace_years, scan.end_years
+    traces = {a: [y for y in ys if y <= partial_after] for a, ys in scan.trace_years.items()}
+    ends = {a: [y for y in ys if y <= partial_after] for a, ys in scan.end_years.items()}
+    return {a: ys for a, ys in traces.items() if ys}, ends
 
 
 def _check_ids(scan: _Scan, has_updates: bool) -> Check:
@@ -420,10 +444,14 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
         raise AuditReadError(msg)
     counts = manifest.get("counts") if isinstance(manifest.get("counts"), dict) else {}
     final_year = counts.get("years") if finished or not manifest else None
-    if not isinstance(final_year, int):  # unfinished: as far as the traces reached
-        final_year = (
-            streams["household_traces"].years[1] if streams["household_traces"].years else None
-        )
+    partial_after = None  # an unfinished run's last whole year: lines after it may be partial
+    if not isinstance(final_year, int):
+        reached = manifest.get("year_reached")
+        if isinstance(reached, int):
+            final_year = partial_after = reached
+        else:  # as far as the traces reached
+            traced = streams["household_traces"].years
+            final_year = traced[1] if traced else None
     sample = audit.get("sample", 1.0)
     sampled_all = sample in (1, 1.0) and not isinstance(sample, bool)
     summary = AuditSummary(folder, scan.run_id, audit, streams, status=status)
@@ -431,7 +459,9 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
         _check_files(streams, listed, problems),
         _check_line_counts(streams, listed),
         _check_run_id(scan, manifest_run_id),
-        _check_household_years(scan, final_year, counts.get("households"), sampled_all),
+        _check_household_years(
+            scan, final_year, counts.get("households"), sampled_all, partial_after=partial_after
+        ),
         _check_ids(scan, streams["memory_updates"].file is not None),
     ]
     return summary

@@ -313,6 +313,16 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
             hint = "" if sample in (None, 1, 1.0) else f" (audited sample: {sample!r})"
             msg = f"{folder}: household {agent_id!r} does not appear in {updates_path.name}{hint}"
             raise AuditReadError(msg)
+    elif _unfinished(manifest) and isinstance(manifest.get("year_reached"), int):
+        # A run stopped during a year may have left part of it in the streams: only the years
+        # the manifest records as written out are whole.
+        reached = manifest["year_reached"]
+        if year > reached:
+            msg = (
+                f"{folder}: the run is {manifest['status']} and its audit streams are whole up "
+                f"to year {reached}, got year {year}"
+            )
+            raise AuditReadError(msg)
     elif years is None or (manifest or {}).get("status") != "complete":
         # Without a manifest, or before the run completed (it failed, or is running or was
         # killed), the streams alone say how far it got.
@@ -335,6 +345,12 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
         last_year=replay.last_year,
         reports=reports,
     )
+
+
+def _unfinished(manifest: dict[str, Any] | None) -> bool:
+    """Whether ``manifest`` is a run's that has not completed (running, failed or killed)."""
+    status = (manifest or {}).get("status")
+    return isinstance(status, str) and status != "complete"
 
 
 def _format_item(item: dict[str, Any]) -> str:
