@@ -483,7 +483,7 @@ class MemoryConfig(Section):
     retrieval: RetrievalSettings = Field(
         default_factory=RetrievalSettings,
         description="strategy (spec|weighted), top_k, w_recency, w_importance, w_relevance, "
-        "recency_decay, relevance (keyword|embedding), query.",
+        "recency_decay, relevance (keyword; embedding only from Python), query.",
     )
     retention: RetentionSettings = Field(
         default_factory=RetentionSettings,
@@ -494,6 +494,18 @@ class MemoryConfig(Section):
         default_factory=ReflectionSettings,
         description="enabled, threshold, importance, semantic_capacity.",
     )
+
+    @field_validator("retrieval", mode="after")
+    @classmethod
+    def _relevance_a_run_can_score(cls, retrieval: RetrievalSettings) -> RetrievalSettings:
+        if retrieval.relevance == "embedding":
+            msg = (
+                "relevance: embedding needs a sentence embedder, which only Python code can "
+                "give a memory (CognitiveMemory(relevance=EmbeddingRelevance(...))); a run "
+                "scores relevance with keyword"
+            )
+            raise ValueError(msg)
+        return retrieval
 
 
 class SocialConfig(Section):

@@ -146,6 +146,12 @@ CASES: tuple[Case, ...] = (
         "H99999",
         "not a household",
     ),
+    run(
+        "relevance_embedding_in_a_run.yaml",
+        None,
+        "memory.retrieval",
+        "embedding needs a sentence embedder",
+    ),
     # ----------------------------------------------------------------------- hazard settings
     run(
         "lognormal_without_parameters.yaml",
