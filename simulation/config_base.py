@@ -8,14 +8,60 @@ on them.
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 __all__ = ["ConfigModel"]
 
-# Field types for which a YAML boolean is a typo rather than a value.
-_NUMBERS = frozenset({int, float, int | None, float | None})
+
+def _bare(annotation: Any) -> Any:
+    """``annotation`` without ``Annotated[...]`` metadata."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def _wants_a_number(annotation: Any) -> bool:
+    """Whether a value of ``annotation`` may be a number but not a boolean."""
+    annotation = _bare(annotation)
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = [_bare(member) for member in get_args(annotation)]
+        return bool not in members and any(m in (int, float) for m in members)
+    return annotation in (int, float)
+
+
+def _boolean_for_a_number(annotation: Any, value: Any) -> str | None:
+    """Where ``value`` holds a boolean that ``annotation`` expects a number for, else ``None``.
+
+    ``""`` is ``value`` itself; inside mappings (``{X: false}`` for a zone multiplier) the key,
+    inside sequences (an ``lhs`` range) the index. Unions are looked through (``audit.sample``,
+    a fraction or a list of ids).
+    """
+    if isinstance(value, bool):
+        return "" if _wants_a_number(annotation) else None
+    annotation = _bare(annotation)
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, types.UnionType):
+        for member in args:
+            if get_origin(_bare(member)) in (dict, list, tuple):
+                found = _boolean_for_a_number(member, value)
+                if found is not None:
+                    return found
+        return None
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        items = [(key, args[1], item) for key, item in value.items()]
+    elif origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
+        fixed = origin is tuple and Ellipsis not in args and len(args) == len(value)
+        items = [(f"[{n}]", args[n] if fixed else args[0], item) for n, item in enumerate(value)]
+    else:
+        return None
+    for key, expected, item in items:
+        found = _boolean_for_a_number(expected, item)
+        if found is not None:
+            return f"{key}{'.' if found and not found.startswith('[') else ''}{found}"
+    return None
 
 
 class ConfigModel(BaseModel):
@@ -32,7 +78,8 @@ class ConfigModel(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _booleans_are_not_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and cls.model_fields[info.field_name].annotation in _NUMBERS:
-            msg = "expected a number, not a boolean"
+        where = _boolean_for_a_number(cls.model_fields[info.field_name].annotation, value)
+        if where is not None:
+            msg = f"{where + ': ' if where else ''}expected a number, not a boolean"
             raise ValueError(msg)
         return value

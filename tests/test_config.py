@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel
 
 from simulation.config import ConfigError, RunConfig, apply_overrides, is_curve_file, load_config
+from simulation.experiments.design import SweepConfig
 from simulation.runner import build_model, config_hash
 
 if TYPE_CHECKING:
@@ -456,3 +457,30 @@ def test_an_error_names_the_file_in_the_base_chain_that_set_the_key(tmp_path):
 def test_a_curve_file_is_recognised_whatever_the_case_of_its_suffix():
     assert all(is_curve_file(name) for name in ("a.yaml", "a.YML", "B.Yaml", "dir/curves"))
     assert not is_curve_file("jrc_north_america")
+
+
+@pytest.mark.parametrize(
+    ("override", "where"),
+    [
+        ("insurance.zone_multiplier.X=false", "insurance.zone_multiplier: X: "),
+        ("decision.pmt.asc.relocate=true", "decision.pmt.asc: relocate: "),
+        ("decision.pmt.memory_weights.seed=true", "decision.pmt.memory_weights: seed: "),
+        ("audit.sample=true", "audit.sample: "),
+        ("hazard.events={10: true}", "hazard.events: 10: "),
+    ],
+)
+def test_a_boolean_is_not_a_number_inside_mappings_and_unions_either(override, where):
+    overrides = [override] + (["hazard.source=scripted"] if "events" in override else [])
+    with pytest.raises(ConfigError, match=f"{re.escape(where)}expected a number, not a boolean"):
+        load_config(DEFAULT, overrides)
+
+
+def test_a_boolean_in_an_lhs_range_is_not_a_number():
+    with pytest.raises(ValueError, match=r"insurer\.tolerance\[0\]: expected a number"):
+        SweepConfig.model_validate({"lhs": {"insurer.tolerance": [False, 0.5]}, "samples": 4})
+
+
+def test_booleans_where_booleans_belong_and_lists_of_ids_still_load():
+    config, _ = load_config(DEFAULT, ["audit.gzip=true", "audit.sample=[H00001, H00002]"])
+    assert config.audit.gzip is True
+    assert config.audit.sample == ["H00001", "H00002"]
