@@ -254,9 +254,7 @@ def test_median_tenure_counts_open_spells():
 
 
 def test_tenure_needs_traces(tmp_path):
-    config, base = load_config(
-        SCENARIO, ["households.count=30", "years=3", "hazard.events={2: 9.5}", "audit.level=off"]
-    )
+    config, base = load_config(SCENARIO, ["households.count=30", "years=10", "audit.level=off"])
     run = run_simulation(config, base, tmp_path, progress=False).run_dir
     target = Target(**{**GOOD, "statistic": "median_policy_tenure"})
     with pytest.raises(BehaviourError, match="household_traces"):
