@@ -144,14 +144,17 @@ class HazardConfig(Section):
         ):
             msg = f"required for distribution {distribution}"
             raise ValueError(msg)
-        if (
-            value is not None
-            and info.field_name in needed["lognormal"]
-            and distribution != "lognormal"
-        ):
-            # loc and scale have defaults, so only the lognormal keys show a forgotten switch.
-            msg = f"only read by distribution lognormal (distribution is {distribution})"
+        # A parameter away from its default that the run would not read is a forgotten switch
+        # (loc and scale have defaults, mean and sigma none).
+        changed = value != cls.model_fields[info.field_name].default
+        source = info.data.get("source")
+        if changed and source is not None and source != "stochastic":
+            msg = f"only read by source stochastic (source is {source})"
             raise ValueError(msg)
+        for reader, names in needed.items():
+            if changed and info.field_name in names and distribution not in ("", reader):
+                msg = f"only read by distribution {reader} (distribution is {distribution})"
+                raise ValueError(msg)
         return value
 
     @field_validator("events", mode="after")
@@ -165,12 +168,13 @@ class HazardConfig(Section):
             raise ValueError(msg)
         return value
 
-    @field_validator("spatial_noise_sd", "kind", "units", mode="after")
+    @field_validator("distribution", "spatial_noise_sd", "kind", "units", mode="after")
     @classmethod
     def _read_by_one_source(cls, value: object, info: ValidationInfo) -> object:
         # A setting away from its default under another source would be silently dropped:
         # `units: m` with Gumbel parameters in metres would read them as feet.
         reader, default = {
+            "distribution": ("stochastic", "gumbel"),
             "spatial_noise_sd": ("stochastic", 0.0),
             "kind": ("scripted", "level"),
             "units": ("raster", "ft"),

@@ -126,6 +126,8 @@ CASES: tuple[Case, ...] = (
         "stochastic",
     ),
     run("gumbel_with_lognormal_parameters.yaml", None, "hazard.mean", "lognormal", "gumbel"),
+    run("lognormal_with_gumbel_location.yaml", None, "hazard.loc", "gumbel", "lognormal"),
+    run("scripted_with_gumbel_scale.yaml", None, "hazard.scale", "source stochastic", "scripted"),
     run("units_without_raster_source.yaml", None, "hazard.units", "source raster", "'m'"),
     run("kind_without_scripted_source.yaml", None, "hazard.kind", "source scripted", "'depth'"),
     run("scripted_event_year_zero.yaml", None, "hazard.events.0", "greater than or equal to 1"),
