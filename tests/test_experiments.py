@@ -294,7 +294,7 @@ def test_an_unreachable_dask_scheduler_is_named_and_leaves_no_run_records(tmp_pa
     err = capsys.readouterr().err
     assert code == 1
     assert f"cannot reach the Dask scheduler at {address}" in err
-    assert not (tmp_path / "out" / "experiment.json").exists()
+    assert not (tmp_path / "out").exists()
 
 
 def test_another_executor_kind_drops_the_files_dask_address(tmp_path):

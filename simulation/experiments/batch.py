@@ -126,11 +126,11 @@ def run_experiment(
     )
     planned = plan_runs(experiment, base, str(path))
     out = Path(out_dir) if out_dir is not None else Path("outputs") / experiment.name
-    create_output_folder(out / "runs")
     settings = experiment.executor
-    # Started before experiment.json is written: a cluster that cannot be reached leaves no
-    # record of runs that never had a chance to start.
+    # Started before anything is written: a cluster that cannot be reached leaves no folder
+    # and no record of runs that never had a chance to start.
     with closing(make_executor(settings.kind, settings.workers, settings.address)) as pool:
+        create_output_folder(out / "runs")
         state_path = out / "experiment.json"
         previous: dict[str, dict[str, Any]] = {}
         if resume and state_path.exists():
