@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import yaml
 from tqdm import tqdm
 
 from simulation import __version__
@@ -43,6 +42,7 @@ from simulation.checkpoint import (
 from simulation.collector import tuned_collector
 from simulation.config import ConfigError, create_output_folder, is_curve_file, load_config
 from simulation.model import FloodAdaptationModel
+from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -251,7 +251,7 @@ def run_simulation(
     run_dir.mkdir()
     (run_dir / REGISTRY_COPY).write_bytes(registry)
     (run_dir / "config.resolved.yaml").write_text(
-        yaml.safe_dump(resolved.to_yaml_dict(), sort_keys=False), encoding="utf-8"
+        dump_yaml(resolved.to_yaml_dict(), sort_keys=False), encoding="utf-8"
     )
     manifest = {
         "schema_version": 1,

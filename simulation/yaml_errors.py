@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["describe_decode_error", "describe_yaml_error", "load_yaml"]
+__all__ = ["describe_decode_error", "describe_yaml_error", "dump_yaml", "load_yaml"]
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -44,14 +44,21 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+class _Dumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` that quotes the strings :func:`load_yaml` would read as floats."""
+
+
 # YAML 1.1, which PyYAML implements, reads a number whose exponent has no point before it or no
 # sign (5e-1, 1e6, 1.5e3) as text, where YAML 1.2 and every other tool read a float: a registry
-# would then refuse `max_cost_share_of_income: 5e-1` as "not a number". Those resolve as floats.
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+.0123456789"),
-)
+# would then refuse `max_cost_share_of_income: 5e-1` as "not a number". Those resolve as floats;
+# the dumper knows it too, so a string such as a run named "2e3" is written quoted and read back
+# as the same string.
+for _cls in (_UniqueKeyLoader, _Dumper):
+    _cls.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),
+        list("-+.0123456789"),
+    )
 
 
 def load_yaml(text: str) -> Any:
@@ -61,6 +68,14 @@ def load_yaml(text: str) -> Any:
         yaml.YAMLError: For a syntax error or a key given twice in one mapping.
     """
     return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
+def dump_yaml(data: Any, **options: Any) -> str:
+    """``yaml.safe_dump`` with :func:`load_yaml`'s number rules: what it writes loads back equal.
+
+    ``options`` are ``yaml.dump``'s (``sort_keys``, ``default_flow_style``, ...).
+    """
+    return yaml.dump(data, Dumper=_Dumper, **options)
 
 
 def describe_yaml_error(err: yaml.YAMLError) -> str:

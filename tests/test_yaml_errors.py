@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
-from simulation.yaml_errors import describe_yaml_error, load_yaml
+from simulation.cli import main
+from simulation.yaml_errors import describe_yaml_error, dump_yaml, load_yaml
+
+DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 
 
 def test_a_key_given_twice_is_refused_with_its_line():
@@ -46,3 +51,22 @@ def test_text_that_only_looks_like_an_exponent_stays_text():
     loaded = load_yaml('a: e5\nb: 5e\nc: "5e-1"\nd: 12\ne: 1.0')
     assert loaded == {"a": "e5", "b": "5e", "c": "5e-1", "d": 12, "e": 1.0}
     assert isinstance(loaded["d"], int)
+
+
+@pytest.mark.parametrize("text", ["2e3", "1.5e3", "-2E+2", ".5e1", "1e6"])
+def test_strings_that_look_like_exponent_numbers_are_written_quoted_and_read_back(text):
+    dumped = dump_yaml({"name": text})
+    assert load_yaml(dumped) == {"name": text}
+
+
+def test_a_mantissa_needs_a_digit():
+    assert load_yaml("x: ._e1") == {"x": "._e1"}
+
+
+def test_a_run_named_like_a_number_can_be_run_again_from_its_resolved_config(tmp_path):
+    argv = ["--set", 'name="2e3"', "--set", "years=1", "--set", "households.count=20", "--quiet"]
+    assert main(["run", str(DEFAULT), *argv, "--out", str(tmp_path)]) == 0
+    (run_dir,) = tmp_path.iterdir()
+    resolved = run_dir / "config.resolved.yaml"
+    assert load_yaml(resolved.read_text(encoding="utf-8"))["name"] == "2e3"
+    assert main(["run", str(resolved), "--quiet", "--out", str(tmp_path)]) == 0

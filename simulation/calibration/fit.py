@@ -74,7 +74,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
-import yaml
 from matplotlib.figure import Figure
 from pydantic import Field, ValidationError, model_validator
 from tqdm import tqdm
@@ -94,6 +93,7 @@ from simulation.config import (
 from simulation.config_base import ConfigModel
 from simulation.experiments.batch import run_experiment
 from simulation.experiments.design import ExecutorConfig, ExperimentConfig, plan_runs
+from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -198,7 +198,7 @@ class CalibrationResult:
 
 # ------------------------------------------------------------------------------ loading
 def _yaml_value(value: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+    return dump_yaml(value, default_flow_style=True).strip().removesuffix("...").strip()
 
 
 def _lookup(data: dict[str, Any], key: str) -> Any:
@@ -441,7 +441,7 @@ class _Search:
             "executor": c.executor.model_dump(mode="json"),
         }
         path = folder / "experiment.yaml"
-        path.write_text(yaml.safe_dump(experiment, sort_keys=False), encoding="utf-8")
+        path.write_text(dump_yaml(experiment, sort_keys=False), encoding="utf-8")
         self.run(path, folder)
         try:
             table = check_behaviour(folder, self.targets_path)
@@ -601,7 +601,7 @@ def _write_outputs(
         "experiment": best.folder.relative_to(out).as_posix(),
     }
     (out / "best.yaml").write_text(
-        yaml.safe_dump(summary, sort_keys=False, allow_unicode=True), encoding="utf-8"
+        dump_yaml(summary, sort_keys=False, allow_unicode=True), encoding="utf-8"
     )
     figure = plot_calibration(
         evaluations,

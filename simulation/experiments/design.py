@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from simulation.config import (
@@ -45,6 +44,7 @@ from simulation.config import (
     resolve_base,
 )
 from simulation.runner import build_model
+from simulation.yaml_errors import dump_yaml
 
 __all__ = [
     "EXPERIMENT_KEYS",
@@ -295,7 +295,7 @@ def load_experiment(path: str | Path) -> tuple[ExperimentConfig, dict[str, Any],
 
 
 def _yaml_value(value: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+    return dump_yaml(value, default_flow_style=True).strip().removesuffix("...").strip()
 
 
 def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -> list[PlannedRun]:
