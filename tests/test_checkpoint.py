@@ -88,8 +88,10 @@ def interrupted_run(tmp_path: Path, stop_after: int, *extra: str, error=Keyboard
         # Every home in the floodplain: zone X's take-up is NaN every year (JSON has no NaN).
         ("households.bfe_ft=100",),
         ("memory.retention.policy=tiered", "memory.retention.demote_below=0.6"),
+        # Nobody audited: no line in any year, so no gzip member to start either.
+        ("audit.gzip=true", "audit.sample=0.001"),
     ],
-    ids=["standard", "gzip", "full", "nan-metrics", "tiered"],
+    ids=["standard", "gzip", "full", "nan-metrics", "tiered", "gzip-nobody-sampled"],
 )
 def test_resume_from_checkpoint_gives_identical_outputs(tmp_path, extra):
     clean = clean_run(tmp_path, *extra)
@@ -103,6 +105,9 @@ def test_resume_from_checkpoint_gives_identical_outputs(tmp_path, extra):
     assert not (run_dir / CHECKPOINT_FILE).exists()
     assert resumed.metrics.equals(clean.metrics)
     assert_same_outputs(clean.run_dir, run_dir)
+    # What the checkpoint held came back as the model keeps it (JSON null is not NaN).
+    for values in resumed.model.datacollector.model_vars.values():
+        assert all(isinstance(v, (int, float)) for v in values)
 
 
 def test_gzip_streams_do_not_depend_on_the_checkpoint_schedule(tmp_path):

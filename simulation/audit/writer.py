@@ -248,8 +248,9 @@ class _Stream:
             offset, self.lines = resume
             os.truncate(path, offset)
             mode = "ab"
-        # None between two gzip members: the next one starts with the next line written.
-        self.file: BinaryIO | None = self._open(mode)
+        # None between two gzip members: the next one starts with the next line written. A
+        # resumed gzip stream starts between members, as the run it continues was at its offset.
+        self.file: BinaryIO | None = None if resume and compress else self._open(mode)
 
     def _open(self, mode: str) -> BinaryIO:
         # A gzip file opened for appending starts a new member: readers decode members in turn.
