@@ -51,7 +51,9 @@ def _boolean_for_a_number(annotation: Any, value: Any) -> str | None:
                     return found
         return None
     if origin is dict and isinstance(value, dict) and len(args) == 2:
-        items = [(key, args[1], item) for key, item in value.items()]
+        # Keys too: a year given as true would be year 1.
+        items = [(key, args[0], key) for key in value]
+        items += [(key, args[1], item) for key, item in value.items()]
     elif origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
         fixed = origin is tuple and Ellipsis not in args and len(args) == len(value)
         items = [(f"[{n}]", args[n] if fixed else args[0], item) for n, item in enumerate(value)]

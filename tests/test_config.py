@@ -467,6 +467,7 @@ def test_a_curve_file_is_recognised_whatever_the_case_of_its_suffix():
         ("decision.pmt.memory_weights.seed=true", "decision.pmt.memory_weights: seed: "),
         ("audit.sample=true", "audit.sample: "),
         ("hazard.events={10: true}", "hazard.events: 10: "),
+        ("hazard.events={true: 9.0}", "hazard.events: True: "),
     ],
 )
 def test_a_boolean_is_not_a_number_inside_mappings_and_unions_either(override, where):
