@@ -337,3 +337,25 @@ def test_a_worker_keeps_no_model_after_its_runs(tmp_path):
         assert execute_run(task).status == "complete"
     assert models() == before
     assert len(mesa.Agent._ids) == counters
+
+
+@pytest.mark.parametrize("executor", ["serial", "process"])
+def test_a_config_warning_is_printed_once_per_experiment(tmp_path, capfd, executor):
+    # capfd: process workers write to the file descriptor, not to this process's sys.stderr.
+    body = (
+        "sweep: {grid: {memory.decay_rate: [0.8, 0.95]}}\n"
+        "executor: {kind: process, workers: 2}\n"
+        "set: {households.count: 30, years: 3, audit.level: minimal, hazard.source: scripted, "
+        "hazard.events: {10: 9.5}}\n"
+    )
+    text = write_experiment(tmp_path, body).read_text(encoding="utf-8")
+    path = tmp_path / "exp.yaml"
+    # One set: mapping (the helper's own is replaced by the body's).
+    path.write_text(
+        text.replace("set: {households.count: 30, years: 3, audit.level: minimal}\n", ""), "utf-8"
+    )
+    argv = ["batch", str(path), "--out", str(tmp_path / "out"), "--executor", executor, "--quiet"]
+    assert main(argv) == 0
+    err = capfd.readouterr().err
+    assert err.count("hazard.events: 1 entry is for a year after the run's last year (3)") == 1
+    assert "ConfigWarning" not in err

@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 import traceback
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,7 @@ class RunOutcome:
 def execute_run(task: RunTask) -> RunOutcome:
     """Run one task in this process; any exception becomes a failed outcome."""
     # Imported here so that a worker process pays for Mesa only when it runs something.
-    from simulation.config import RunConfig  # noqa: PLC0415
+    from simulation.config import ConfigWarning, RunConfig  # noqa: PLC0415
     from simulation.runner import build_model, run_simulation  # noqa: PLC0415
 
     start = time.perf_counter()
@@ -63,7 +64,11 @@ def execute_run(task: RunTask) -> RunOutcome:
     try:
         config = RunConfig.model_validate(task.config)
         base_dir = Path(task.base_dir)
-        model = build_model(config, base_dir, task.run_id)
+        with warnings.catch_warnings():
+            # Planning the experiment checked every design point and warned once; every
+            # replicate would say it again, from each worker.
+            warnings.simplefilter("ignore", ConfigWarning)
+            model = build_model(config, base_dir, task.run_id)
         result = run_simulation(
             config, base_dir, Path(task.out_root), progress=False, model=model, run_id=task.run_id
         )
