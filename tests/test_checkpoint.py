@@ -153,6 +153,36 @@ def test_the_summary_of_a_run_stopped_during_a_year_checks_the_years_written_who
     assert "up to year 4 (the last written whole)" in summary.format()
 
 
+@pytest.mark.parametrize("extra", [(), ("audit.gzip=true",)], ids=["plain", "gzip"])
+def test_a_run_stopped_while_its_streams_held_part_of_a_year_summarizes_clean(tmp_path, extra):
+    config, base = load_config(DEFAULT, [*SETTINGS, *extra])
+    model = build_model(config, base)
+    step = model.step
+
+    def stopped_during_year_five() -> None:
+        if model.steps == 4:  # 100 traces of year 5 reach the file; their memory writes do not
+            audit, trace, written = model.audit, model.audit.trace, []
+
+            def trace_then_stop(*args, **kwargs) -> None:
+                trace(*args, **kwargs)
+                written.append(1)
+                if len(written) == 100:
+                    audit.traces.flush()
+                    raise KeyboardInterrupt
+
+            audit.trace = trace_then_stop
+        step()
+
+    model.step = stopped_during_year_five
+    with pytest.raises(KeyboardInterrupt):
+        run_simulation(config, base, tmp_path / "crash", progress=False, model=model)
+    (run_dir,) = (tmp_path / "crash").iterdir()
+    assert manifest(run_dir)["year_reached"] == 4
+    summary = summarize_run(run_dir)
+    assert summary.ok, summary.format()
+    assert "up to year 4 (the last written whole)" in summary.format()
+
+
 def test_resume_without_a_checkpoint_starts_over(tmp_path):
     clean = clean_run(tmp_path)
     run_dir = interrupted_run(tmp_path, 1)

@@ -155,6 +155,9 @@ class _Scan:
         self.trace_years: dict[str, list[int]] = defaultdict(list)
         self.trace_last: dict[str, tuple[int, bool]] = {}  # agent -> (year, relocated then)
         self.end_years: dict[str, list[int]] = defaultdict(list)
+        # An unfinished run's last whole year: later lines may be part of a year it stopped in
+        # (each stream writes out on its own), so they are read but neither checked nor counted.
+        self.whole_through: int | None = None
 
     def refer(self, ids: Iterable[Any], where: str) -> None:
         for item_id in ids:
@@ -177,6 +180,10 @@ class _Scan:
         """Take in one line of stream ``name``."""
         agent = record.get("agent_id")
         year = record.get("year")
+        if self.whole_through is not None and isinstance(year, int) and year > self.whole_through:
+            if name == "memory_updates":
+                self.know(record["memory_item"]["id"])
+            return
         if name == "memory_updates":
             self.know(record["memory_item"]["id"])
             self.refer((e["id"] for e in record["evicted"]), where)
@@ -237,7 +244,9 @@ def _scan_stream(path: Path, name: str, scan: _Scan) -> StreamStats:
     stats.skipped = len(report.skipped)
     stats.households = len(agents)
     stats.years = (low, high) if low is not None and high is not None else None
-    if report.gzip_incomplete and stats.error is None:
+    # A run that stopped never closed its gzip streams: the part after the last whole member
+    # is a year it did not finish.
+    if report.gzip_incomplete and stats.error is None and scan.whole_through is None:
         stats.error = f"{path.name}: gzip data ends without its trailer (writer not closed)"
     return stats
 
@@ -312,13 +321,13 @@ def _check_household_years(
     *,
     partial_after: int | None = None,
 ) -> Check:
-    """The household-years check; with ``partial_after``, lines of later years are left out.
+    """The household-years check; ``partial_after``: an unfinished run's last whole year.
 
     A run stopped during a year leaves some of that year's lines and not others: only the
-    years its manifest records as written out are whole.
+    years its manifest records as written out are checked (the scan left out the others).
     """
     name = "household-years"
-    trace_years, end_years = _whole_years(scan, partial_after)
+    trace_years, end_years = scan.trace_years, scan.end_years
     if not trace_years:
         return Check(name, ok=True, detail="no household traces to check")
     problems = []
@@ -326,8 +335,6 @@ def _check_household_years(
         problem = _year_problems(agent, years)
         if problem is None and final_year is not None:
             last_year, relocated = scan.trace_last[agent]
-            if last_year > final_year:  # its last whole year: it had not relocated by then
-                last_year, relocated = max(years), False
             if last_year < final_year and not relocated:
                 problem = f"{agent} stops at year {last_year} without relocating"
             elif last_year > final_year:
@@ -348,17 +355,6 @@ def _check_household_years(
         ok=True,
         detail=f"{len(trace_years)} households, one trace per year from year 1 while active{upto}",
     )
-
-
-def _whole_years(
-    scan: _Scan, partial_after: int | None
-) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """Each household's trace and consolidation years, those after ``partial_after`` left out."""
-    if partial_after is None:
-        return scan.trace_years, scan.end_years
-    traces = {a: [y for y in ys if y <= partial_after] for a, ys in scan.trace_years.items()}
-    ends = {a: [y for y in ys if y <= partial_after] for a, ys in scan.end_years.items()}
-    return {a: ys for a, ys in traces.items() if ys}, ends
 
 
 def _check_ids(scan: _Scan, has_updates: bool) -> Check:
@@ -425,6 +421,9 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
     listed = audit.get("streams") if isinstance(audit.get("streams"), dict) else {}
     manifest_run_id = manifest.get("run_id")
     scan = _Scan(manifest_run_id, audit.get("level"))
+    reached = manifest.get("year_reached")
+    if not finished and isinstance(reached, int):
+        scan.whole_through = reached
 
     streams = {name: StreamStats(name) for name in (*STREAMS, LLM_STREAM)}
     # Writes first: the ids they define resolve most references as soon as they are seen.
@@ -444,14 +443,11 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
         raise AuditReadError(msg)
     counts = manifest.get("counts") if isinstance(manifest.get("counts"), dict) else {}
     final_year = counts.get("years") if finished or not manifest else None
-    partial_after = None  # an unfinished run's last whole year: lines after it may be partial
-    if not isinstance(final_year, int):
-        reached = manifest.get("year_reached")
-        if isinstance(reached, int):
-            final_year = partial_after = reached
-        else:  # as far as the traces reached
-            traced = streams["household_traces"].years
-            final_year = traced[1] if traced else None
+    if scan.whole_through is not None:
+        final_year = scan.whole_through
+    elif not isinstance(final_year, int):  # as far as the traces reached
+        traced = streams["household_traces"].years
+        final_year = traced[1] if traced else None
     sample = audit.get("sample", 1.0)
     sampled_all = sample in (1, 1.0) and not isinstance(sample, bool)
     summary = AuditSummary(folder, scan.run_id, audit, streams, status=status)
@@ -460,7 +456,11 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
         _check_line_counts(streams, listed),
         _check_run_id(scan, manifest_run_id),
         _check_household_years(
-            scan, final_year, counts.get("households"), sampled_all, partial_after=partial_after
+            scan,
+            final_year,
+            counts.get("households"),
+            sampled_all,
+            partial_after=scan.whole_through,
         ),
         _check_ids(scan, streams["memory_updates"].file is not None),
     ]
