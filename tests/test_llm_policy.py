@@ -370,6 +370,46 @@ def test_live_mode_creates_no_cache_and_asks_every_time(tmp_path: Path) -> None:
     assert not cache.exists()
 
 
+def test_an_appraisal_the_reply_does_not_state_is_left_out_not_taken_as_medium(
+    tmp_path: Path,
+) -> None:
+    def choose(prompt: Prompt) -> dict[str, Any]:
+        if prompt.owner:  # states no appraisal at all
+            return {"skill": "do_nothing", "justification": "I wait."}
+        answer = reply("do_nothing", tp="H")
+        answer["constructs"]["CP"]["level"] = "5"  # not a level
+        return answer
+
+    with FakeOpenAIServer(responder=Responder(choose)) as server:
+        result = simulate(tmp_path, server.base_url, count=12)
+    traces = streams(result.run_dir)["household_traces"]
+    owners = {h.state.agent_id for h in result.model.households if h.state.tenure == "owner"}
+    assert 0 < len(owners) < 12
+    for trace in traces:
+        constructs = trace["reasoning"]["constructs"]
+        if trace["agent_id"] in owners:
+            assert constructs == {}
+        else:
+            assert constructs == {"TP": {"level": "H", "value": VALUES["H"]}}
+    # The year's mean threat appraisal is the renters', who stated one.
+    assert column(result, "mean_tp") == [pytest.approx(VALUES["H"])]
+
+
+def test_the_prompt_checked_at_load_gets_values_of_the_types_a_run_gives() -> None:
+    # A format spec is checked at load against a sample household: its values must have the
+    # types a run's households give, or the check would pass specs a run then refuses.
+    config, base = load_config(DEFAULT, ["households.count=30"])
+    model = build_model(config, base)
+    context = model._decision_context(1)
+    for household in model.households:
+        real = policy_module._prompt_values(
+            LLMRequest(household.state.agent_id, 1, household.state, [], [], {}, context)
+        )
+        sample = policy_module._prompt_values(policy_module._SAMPLE_REQUEST)
+        assert {k: type(v) for k, v in real.items()} == {k: type(v) for k, v in sample.items()}
+        assert real.keys() == PROMPT_FIELDS
+
+
 # -- 2. governance with feedback -------------------------------------------------------------
 
 
@@ -655,16 +695,24 @@ def test_transport_failure_on_a_feedback_retry_is_audited(tmp_path: Path) -> Non
 # -- 5. concurrency --------------------------------------------------------------------------
 
 
-def test_requests_are_bounded_by_max_concurrency(tmp_path: Path) -> None:
-    responder = Responder(delay_s=lambda p: 0.2)
+@pytest.mark.parametrize(
+    ("concurrency", "households", "delay_s"),
+    # 120: above httpx's default pool of 100 connections, which would queue the rest inside
+    # their timeout.
+    [(4, 40, 0.2), (120, 120, 0.5)],
+)
+def test_requests_are_bounded_by_max_concurrency(
+    tmp_path: Path, concurrency: int, households: int, delay_s: float
+) -> None:
+    responder = Responder(delay_s=lambda p: delay_s)
     with FakeOpenAIServer(responder=responder) as server:
         overrides = llm_overrides(
             server.base_url,
             tmp_path / "c.sqlite",
-            "decision.llm.max_concurrency=4",
-            count=40,
+            f"decision.llm.max_concurrency={concurrency}",
+            count=households,
             mode="live",
-            timeout_s=2.0,
+            timeout_s=4.0,
         )
         config, base = load_config(DEFAULT, overrides)
         model = build_model(config, base)
@@ -674,75 +722,12 @@ def test_requests_are_bounded_by_max_concurrency(tmp_path: Path) -> None:
             elapsed = time.perf_counter() - started
         finally:
             model.llm.close()
-        assert len(server.requests) == 40
+        assert len(server.requests) == households
         peak = server.peak_in_flight
-    assert peak == 4  # the bound is reached and never exceeded
-    # 40 requests, 4 at a time, 0.2 s each: 10 rounds of 0.2 s at least (the peak above shows
-    # that they overlap; an upper bound on wall-clock time would only test the machine).
-    assert elapsed > 1.9
-    assert all(h.last_decision.via_llm for h in model.households)
-
-
-def test_an_appraisal_the_reply_does_not_state_is_left_out_not_taken_as_medium(
-    tmp_path: Path,
-) -> None:
-    def choose(prompt: Prompt) -> dict[str, Any]:
-        if prompt.owner:  # states no appraisal at all
-            return {"skill": "do_nothing", "justification": "I wait."}
-        answer = reply("do_nothing", tp="H")
-        answer["constructs"]["CP"]["level"] = "5"  # not a level
-        return answer
-
-    with FakeOpenAIServer(responder=Responder(choose)) as server:
-        result = simulate(tmp_path, server.base_url, count=12)
-    traces = streams(result.run_dir)["household_traces"]
-    owners = {h.state.agent_id for h in result.model.households if h.state.tenure == "owner"}
-    assert 0 < len(owners) < 12
-    for trace in traces:
-        constructs = trace["reasoning"]["constructs"]
-        if trace["agent_id"] in owners:
-            assert constructs == {}
-        else:
-            assert constructs == {"TP": {"level": "H", "value": VALUES["H"]}}
-    # The year's mean threat appraisal is the renters', who stated one.
-    assert column(result, "mean_tp") == [pytest.approx(VALUES["H"])]
-
-
-def test_the_prompt_checked_at_load_gets_values_of_the_types_a_run_gives() -> None:
-    # A format spec is checked at load against a sample household: its values must have the
-    # types a run's households give, or the check would pass specs a run then refuses.
-    config, base = load_config(DEFAULT, ["households.count=30"])
-    model = build_model(config, base)
-    context = model._decision_context(1)
-    for household in model.households:
-        real = policy_module._prompt_values(
-            LLMRequest(household.state.agent_id, 1, household.state, [], [], {}, context)
-        )
-        sample = policy_module._prompt_values(policy_module._SAMPLE_REQUEST)
-        assert {k: type(v) for k, v in real.items()} == {k: type(v) for k, v in sample.items()}
-        assert real.keys() == PROMPT_FIELDS
-
-
-def test_max_concurrency_above_100_is_reached(tmp_path: Path) -> None:
-    # An HTTP pool capped below max_concurrency would queue the rest inside their timeout.
-    responder = Responder(delay_s=lambda p: 0.5)
-    with FakeOpenAIServer(responder=responder) as server:
-        overrides = llm_overrides(
-            server.base_url,
-            tmp_path / "c.sqlite",
-            "decision.llm.max_concurrency=120",
-            count=120,
-            mode="live",
-            timeout_s=4.0,
-        )
-        config, base = load_config(DEFAULT, overrides)
-        model = build_model(config, base)
-        try:
-            model.step()
-        finally:
-            model.llm.close()
-        peak = server.peak_in_flight
-    assert peak == 120
+    assert peak == concurrency  # the bound is reached and never exceeded
+    # `households / concurrency` rounds of delay_s at least (the peak above shows that they
+    # overlap; an upper bound on wall-clock time would only test the machine).
+    assert elapsed > households / concurrency * delay_s - 0.1
     assert all(h.last_decision.via_llm and h.last_decision.valid for h in model.households)
 
 
