@@ -365,6 +365,28 @@ class EventTemplate(Section):
     tags: tuple[str, ...] = Field((), description="Tags of the memory.")
 
 
+# The values each kind of event memory is rendered with.
+_FLOOD = ("year", "damage", "depth")
+_CLAIM = ("year", "payout", "damage")
+_POLICY = ("year", "old", "new")
+
+
+def _event(
+    meaning: str,
+    placeholders: tuple[str, ...],
+    template: str,
+    importance: float,
+    tags: tuple[str, ...],
+) -> Any:
+    """An event-memory field: its default template and a description naming its placeholders."""
+    listed = " ".join(f"{{{name}}}" for name in placeholders)
+    return Field(
+        EventTemplate(template=template, importance=importance, tags=tags),
+        description=f"{meaning}; placeholders {listed}.",
+        json_schema_extra={"placeholders": list(placeholders)},
+    )
+
+
 class EventMemoryConfig(Section):
     """Memories of events (``events:``); defaults follow seed 000 sections 5.2 and 10.3.
 
@@ -386,90 +408,70 @@ class EventMemoryConfig(Section):
     major_damage_threshold: float = Field(
         50_000, ge=0, description="Damage ($) at or above which a flood is major."
     )
-    flood_major: EventTemplate = Field(
-        EventTemplate(
-            template="Year {year}: A major flood caused ${damage:,.0f} in damages",
-            importance=0.9,
-            tags=("flood", "major"),
-        ),
-        description="A flood that did at least major_damage_threshold of damage; "
-        "placeholders {year} {damage} {depth}.",
+    flood_major: EventTemplate = _event(
+        "A flood that did at least major_damage_threshold of damage",
+        _FLOOD,
+        "Year {year}: A major flood caused ${damage:,.0f} in damages",
+        0.9,
+        ("flood", "major"),
     )
-    flood_minor: EventTemplate = Field(
-        EventTemplate(
-            template="Year {year}: A minor flood caused ${damage:,.0f} in damages",
-            importance=0.6,
-            tags=("flood", "minor"),
-        ),
-        description="A flood that did less damage than major_damage_threshold; "
-        "placeholders {year} {damage} {depth}.",
+    flood_minor: EventTemplate = _event(
+        "A flood that did less damage than major_damage_threshold",
+        _FLOOD,
+        "Year {year}: A minor flood caused ${damage:,.0f} in damages",
+        0.6,
+        ("flood", "minor"),
     )
-    flood_no_damage: EventTemplate = Field(
-        EventTemplate(
-            template="Year {year}: A flood occurred but caused no damage to my property",
-            importance=0.4,
-            tags=("flood", "no_damage"),
-        ),
-        description="Water reached the home but stayed below its first floor; "
-        "placeholders {year} {damage} {depth}.",
+    flood_no_damage: EventTemplate = _event(
+        "Water reached the home but stayed below its first floor",
+        _FLOOD,
+        "Year {year}: A flood occurred but caused no damage to my property",
+        0.4,
+        ("flood", "no_damage"),
     )
-    claim_paid: EventTemplate = Field(
-        EventTemplate(
-            template="Year {year}: Insurance paid ${payout:,.0f} for my claim",
-            importance=0.7,
-            tags=("insurance", "claim", "approved"),
-        ),
-        description="The insurer paid a claim; placeholders {year} {payout} {damage}.",
+    claim_paid: EventTemplate = _event(
+        "The insurer paid a claim",
+        _CLAIM,
+        "Year {year}: Insurance paid ${payout:,.0f} for my claim",
+        0.7,
+        ("insurance", "claim", "approved"),
     )
-    claim_denied: EventTemplate = Field(
-        EventTemplate(
-            template="Year {year}: My insurance claim was denied",
-            importance=0.8,
-            tags=("insurance", "claim", "denied"),
-        ),
-        description="The insurer denied a claim; placeholders {year} {payout} {damage}.",
+    claim_denied: EventTemplate = _event(
+        "The insurer denied a claim",
+        _CLAIM,
+        "Year {year}: My insurance claim was denied",
+        0.8,
+        ("insurance", "claim", "denied"),
     )
-    subsidy_change: EventTemplate = Field(
-        EventTemplate(
-            template="Year {year}: The government changed the elevation subsidy from {old:.0%} "
-            "to {new:.0%}",
-            importance=0.5,
-            tags=("policy", "subsidy"),
-        ),
-        description="The government changed the elevation subsidy (every household remembers it); "
-        "placeholders {year} {old} {new}.",
+    subsidy_change: EventTemplate = _event(
+        "The government changed the elevation subsidy (every household remembers it)",
+        _POLICY,
+        "Year {year}: The government changed the elevation subsidy from {old:.0%} to {new:.0%}",
+        0.5,
+        ("policy", "subsidy"),
     )
-    premium_change: EventTemplate = Field(
-        EventTemplate(
-            template="Year {year}: The flood insurance rate changed from ${old:.2f} to ${new:.2f} "
-            "per $1,000 of coverage",
-            importance=0.5,
-            tags=("policy", "premium"),
-        ),
-        description="The insurer changed the premium rate (every household remembers it); "
-        "placeholders {year} {old} {new}.",
+    premium_change: EventTemplate = _event(
+        "The insurer changed the premium rate (every household remembers it)",
+        _POLICY,
+        "Year {year}: The flood insurance rate changed from ${old:.2f} to ${new:.2f} per $1,000 "
+        "of coverage",
+        0.5,
+        ("policy", "premium"),
     )
-    neighbor_adaptation: EventTemplate = Field(
-        EventTemplate(
-            template="Year {year}: {count} of my {total} neighbours {action} last year",
-            importance=0.4,
-            tags=("neighbor",),
-        ),
-        description="Neighbours adopted a measure last year, one memory per measure; "
-        "placeholders {year} {count} {total} {action}.",
+    neighbor_adaptation: EventTemplate = _event(
+        "Neighbours adopted a measure last year, one memory per measure",
+        ("year", "count", "total", "action"),
+        "Year {year}: {count} of my {total} neighbours {action} last year",
+        0.4,
+        ("neighbor",),
     )
 
 
 #: Placeholders each event template may use.
 EVENT_FIELDS: dict[str, frozenset[str]] = {
-    "flood_major": frozenset({"year", "damage", "depth"}),
-    "flood_minor": frozenset({"year", "damage", "depth"}),
-    "flood_no_damage": frozenset({"year", "damage", "depth"}),
-    "claim_paid": frozenset({"year", "payout", "damage"}),
-    "claim_denied": frozenset({"year", "payout", "damage"}),
-    "subsidy_change": frozenset({"year", "old", "new"}),
-    "premium_change": frozenset({"year", "old", "new"}),
-    "neighbor_adaptation": frozenset({"year", "count", "total", "action"}),
+    name: frozenset(field.json_schema_extra["placeholders"])
+    for name, field in EventMemoryConfig.model_fields.items()
+    if field.annotation is EventTemplate
 }
 
 
