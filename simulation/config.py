@@ -248,7 +248,9 @@ class InsuranceConfig(Section):
     zone_multiplier: dict[FloodZone, Annotated[float, Field(ge=0)]] = Field(
         default_factory=lambda: {"AE": 1.0, "X": 0.3},
         description="Premium multiplier (>= 0) by FEMA flood zone; X-zone policies cost about a "
-        "third (preferred-risk policies). Zones not listed use 1.0.",
+        "third (preferred-risk policies). An unlisted floodplain zone (A, VE, V) takes AE's "
+        "entry and an unlisted zone outside it (B, C, D) X's; 1.0 when that is not listed "
+        "either.",
     )
     elevated_multiplier: float = Field(
         0.5, gt=0, le=1, description="Premium multiplier for elevated homes."

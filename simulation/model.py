@@ -43,7 +43,7 @@ from mesa.discrete_space import (
 
 from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import PopulationError, build_population
-from simulation.agents.state import STATE_FIELDS, TENURES
+from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, TENURES, by_zone
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError, ConfigWarning, is_curve_file
 from simulation.decisions.base import DrawnUniform
@@ -299,6 +299,10 @@ class FloodAdaptationModel(mesa.Model):
         self._llm_outcomes: dict[HouseholdAgent, LLMOutcome] = {}
         self.government = Government(self, config.government)
         self.insurer = Insurer(self, config.insurer, config.insurance.rate_per_1000)
+        multiplier = config.insurance.zone_multiplier
+        self._zone_multiplier = by_zone(
+            multiplier, floodplain=multiplier.get("AE", 1.0), beyond=multiplier.get("X", 1.0)
+        )
 
         try:
             population = build_population(config.households, self.population_rng, base_dir)
@@ -651,7 +655,7 @@ class FloodAdaptationModel(mesa.Model):
     def costs_for(self, state: HouseholdState) -> dict[str, float]:
         """Each skill's out-of-pocket cost for ``state`` this year."""
         ins, adapt = self.config.insurance, self.config.adaptation
-        rate = self.insurer.rate * ins.zone_multiplier.get(state.flood_zone, 1.0)
+        rate = self.insurer.rate * self._zone_multiplier[state.flood_zone]
         if state.elevated:
             rate *= ins.elevated_multiplier
         contents_cover = min(state.contents_value, ins.contents_limit)
@@ -675,9 +679,8 @@ class FloodAdaptationModel(mesa.Model):
         """
         ins, adapt = self.config.insurance, self.config.adaptation
         n = len(states)
-        zone_multiplier = ins.zone_multiplier
         rate = self.insurer.rate * np.fromiter(
-            map(zone_multiplier.get, map(_FLOOD_ZONE, states), repeat(1.0)), float, n
+            map(self._zone_multiplier.__getitem__, map(_FLOOD_ZONE, states)), float, n
         )
         elevated = np.fromiter(map(_ELEVATED, states), bool, n)
         rate = np.where(elevated, rate * ins.elevated_multiplier, rate)
@@ -1046,12 +1049,15 @@ class FloodAdaptationModel(mesa.Model):
         population every pass reads the households' objects back from main memory. Households
         that relocated in earlier years are not in ``active`` and count only in
         ``relocated_share`` (a share of all households; the other shares and means are over
-        active households, NaN when there are none, and the zone shares NaN for a zone without
-        active households).
+        active households, NaN when there are none). ``insured_share_ae`` counts the whole
+        floodplain (zones AE, A, VE and V) and ``insured_share_x`` everything outside it (X, B, C
+        and D), each NaN without active households there.
         """
         audit = self.audit
         n = insured = elevated = working = episodic = 0
-        zones = {"AE": [0, 0], "X": [0, 0]}  # active and insured households per reported zone
+        # Active and insured households in the floodplain (AE, A, VE, V) and outside it.
+        inside = [0, 0]
+        outside = [0, 0]
         for household in active:
             memory = household.memory
             report = memory.end_year(year)
@@ -1066,10 +1072,9 @@ class FloodAdaptationModel(mesa.Model):
             covered = state.insured
             insured += covered
             elevated += state.elevated
-            zone = zones.get(state.flood_zone)
-            if zone is not None:
-                zone[0] += 1
-                zone[1] += covered
+            zone = inside if state.flood_zone in SFHA_ZONES else outside
+            zone[0] += 1
+            zone[1] += covered
             working += memory.working_size
             episodic += memory.episodic_size
         total = len(self.households)
@@ -1082,8 +1087,10 @@ class FloodAdaptationModel(mesa.Model):
         nan = math.nan
         stats["insured_share"] = insured / n if n else nan
         stats["elevated_share"] = elevated / n if n else nan
-        for zone, key in (("AE", "insured_share_ae"), ("X", "insured_share_x")):
-            in_zone, insured_in_zone = zones[zone]
+        for (in_zone, insured_in_zone), key in (
+            (inside, "insured_share_ae"),
+            (outside, "insured_share_x"),
+        ):
             stats[key] = insured_in_zone / in_zone if in_zone else nan
         stats["mean_working"] = working / n if n else nan
         stats["mean_episodic"] = episodic / n if n else nan

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import simulation.model as model_module
@@ -599,6 +600,30 @@ def test_release_frees_the_households_without_the_cycle_collector():
         assert all(h() is None for h in households)
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize(("floodplain", "beyond"), [("A", "B"), ("VE", "C"), ("V", "D")])
+def test_other_fema_zones_behave_as_the_configured_ae_and_x(floodplain: str, beyond: str):
+    """A table's A, VE and V homes are priced, appraised and counted as AE homes; B, C and D
+    homes as X homes (the config lists AE and X only)."""
+    overrides = ("hazard.source=scripted", "hazard.kind=depth", "hazard.events={2: 4.0}")
+    reference = make_model(*overrides, count=200)
+    relabelled = make_model(*overrides, count=200)
+    for household in relabelled.households:
+        state = household.state
+        state.flood_zone = floodplain if state.flood_zone == "AE" else beyond
+    for ref, other in zip(reference.households, relabelled.households, strict=True):
+        assert other.state.flood_zone != ref.state.flood_zone
+        assert relabelled.costs_for(other.state) == reference.costs_for(ref.state)
+    for _ in range(4):
+        reference.step()
+        relabelled.step()
+    expected, got = reference.metrics(), relabelled.metrics()
+    assert expected["insured_share_ae"].notna().all()
+    assert expected["insured_share_x"].notna().all()
+    pd.testing.assert_frame_equal(got, expected)
+    choices = [h.last_decision for h in reference.households]
+    assert [h.last_decision for h in relabelled.households] == choices
 
 
 def test_shares_over_no_household_are_nan_not_zero():

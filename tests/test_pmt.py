@@ -82,8 +82,23 @@ def test_threat_without_memories_is_the_zone_baseline() -> None:
     assert ae == 0.25
     assert x == 0.05
     assert ae > x
-    other, _ = threat_appraisal([], "VE", PMTConfig(other_zone_threat=0.4))
-    assert other == 0.4
+
+
+@pytest.mark.parametrize("zone", ["A", "VE", "V"])
+def test_unlisted_floodplain_zones_take_the_ae_baseline(zone: str) -> None:
+    """A household table with every FEMA zone: its A, VE and V homes are floodplain homes."""
+    assert threat_appraisal([], zone)[0] == 0.25
+    config = PMTConfig(zone_threat={"AE": 0.4}, other_zone_threat=0.1)
+    assert threat_appraisal([], zone, config)[0] == 0.4
+    listed = PMTConfig(zone_threat={zone: 0.6})
+    assert threat_appraisal([], zone, listed)[0] == 0.6
+
+
+@pytest.mark.parametrize("zone", ["B", "C", "D"])
+def test_unlisted_zones_outside_the_floodplain_take_other_zone_threat(zone: str) -> None:
+    assert threat_appraisal([], zone, PMTConfig(other_zone_threat=0.1))[0] == 0.1
+    listed = PMTConfig(zone_threat={zone: 0.2}, other_zone_threat=0.1)
+    assert threat_appraisal([], zone, listed)[0] == 0.2
 
 
 def test_major_flood_raises_threat_and_names_it() -> None:

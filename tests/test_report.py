@@ -374,7 +374,7 @@ def test_figures_have_titles_labels_and_legends(run, run_dir):
         "threat": plots.plot_threat(metrics.tp_distribution(run_dir), run_id="R"),
     }
     expected = {
-        "adaptation": ["Adaptation over time (R)", "insured, zone AE", "moved away", "share"],
+        "adaptation": ["Adaptation over time (R)", "insured, floodplain (AE, A, VE, V)", "moved away", "share"],
         "damage": ["$ million", "flooded households", "claims paid", "simulation year"],
         "memory": ["items per household", "episodic", "writes by source", "decision"],
         "threat": ["threat appraisal TP", "mean", "80 traced households"],

@@ -81,7 +81,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from simulation.agents.state import FLOOD_ZONES, TENURES, HouseholdState
+from simulation.agents.state import FLOOD_ZONES, SFHA_ZONES, TENURES, HouseholdState
 from simulation.config_base import ConfigModel
 
 if TYPE_CHECKING:
@@ -107,10 +107,6 @@ __all__ = [
     "generate_population",
     "load_population_table",
 ]
-
-#: Zones of the Special Flood Hazard Area (the 100-year floodplain, where federally backed
-#: mortgages require flood insurance).
-SFHA_ZONES: frozenset[str] = frozenset({"AE", "A", "VE", "V"})
 
 #: Columns every household table must have.
 REQUIRED_COLUMNS: tuple[str, ...] = (

@@ -8,9 +8,22 @@ restore it. Skill preconditions, effects and memory templates are checked agains
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
-__all__ = ["FLOOD_ZONES", "STATE_FIELDS", "TENURES", "FloodZone", "HouseholdState"]
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = [
+    "FLOOD_ZONES",
+    "SFHA_ZONES",
+    "STATE_FIELDS",
+    "TENURES",
+    "FloodZone",
+    "HouseholdState",
+    "by_zone",
+]
+
+_T = TypeVar("_T")
 
 #: Agent types a skill can be made eligible for.
 TENURES = ("owner", "renter")
@@ -20,6 +33,25 @@ TENURES = ("owner", "renter")
 #: accept these names only, so a misspelt zone is an error rather than a silently unused entry.
 FloodZone = Literal["AE", "A", "VE", "V", "X", "B", "C", "D"]
 FLOOD_ZONES: tuple[str, ...] = get_args(FloodZone)
+#: Zones of the Special Flood Hazard Area (the 100-year floodplain, where federally backed
+#: mortgages require flood insurance); the others (X, B, C, D) are outside it.
+SFHA_ZONES: frozenset[str] = frozenset({"AE", "A", "VE", "V"})
+
+
+def by_zone(values: Mapping[str, _T], *, floodplain: _T, beyond: _T) -> dict[str, _T]:
+    """Every zone's value from a config section keyed by zone, which usually lists AE and X only.
+
+    A zone listed in ``values`` takes its entry; an unlisted zone takes ``floodplain`` if it is
+    in the floodplain (:data:`SFHA_ZONES`), else ``beyond``. Callers pass AE's and X's entries
+    (or the section's own fallback), so that a household table using the full set of FEMA zones
+    has its A, VE and V homes priced and appraised as the calibrated AE ones.
+
+    Returns:
+        A value for each of :data:`FLOOD_ZONES`.
+    """
+    return {
+        zone: values.get(zone, floodplain if zone in SFHA_ZONES else beyond) for zone in FLOOD_ZONES
+    }
 
 
 @dataclass(slots=True)
@@ -32,7 +64,8 @@ class HouseholdState:
         income: Annual household income in dollars.
         structure_value: Replacement value of the building in dollars (0 for renters).
         contents_value: Replacement value of the contents in dollars.
-        flood_zone: FEMA zone, ``AE`` (100-year floodplain) or ``X`` (outside it).
+        flood_zone: FEMA zone, one of :data:`FLOOD_ZONES`: generated populations use ``AE``
+            (the 100-year floodplain, :data:`SFHA_ZONES`) and ``X`` (outside it).
         ground_elevation: Ground elevation at the home, feet above the datum.
         first_floor_height: First floor above ground, feet.
         x: Easting of the home (same units as hazard rasters).

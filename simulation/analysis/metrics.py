@@ -169,7 +169,8 @@ def adaptation_shares(metrics: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         A frame indexed by ``year`` with those of :data:`SHARE_COLUMNS` that ``metrics`` has
-        (``insured_share_ae`` / ``_x`` are the take-up inside / outside the floodplain).
+        (``insured_share_ae`` / ``_x`` are the take-up inside / outside the floodplain: zones AE,
+        A, VE and V / X, B, C and D).
     """
     columns = [c for c in SHARE_COLUMNS if c in metrics.columns]
     return metrics.set_index("year")[columns].astype(float)

@@ -34,8 +34,8 @@ _INSURED = "tab:blue"
 # they get their own panel and scale instead of a flat line at the bottom of one shared axis.
 _INSURANCE_LINES = {
     "insured_share": ("insured, all zones", "-"),
-    "insured_share_ae": ("insured, zone AE (floodplain)", "--"),
-    "insured_share_x": ("insured, zone X", ":"),
+    "insured_share_ae": ("insured, floodplain (AE, A, VE, V)", "--"),
+    "insured_share_x": ("insured, outside it (X, B, C, D)", ":"),
 }
 _STRUCTURAL_LINES = {
     "elevated_share": ("elevated (share of active households)", "tab:green"),

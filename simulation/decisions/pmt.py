@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
+from simulation.agents.state import FloodZone, by_zone
 from simulation.config_base import ConfigModel
 from simulation.decisions.base import (
     LEVELS,
@@ -162,12 +162,14 @@ class PMTConfig(ConfigModel):
         description=(
             "Threat appraisal (TP) of a household with no threatening memories, by FEMA flood "
             "zone: living in the mapped 100-year floodplain (AE) is itself a threat cue; outside "
-            "it (X) threat is low. Entries given override the defaults."
+            "it (X) threat is low. Entries given override the defaults; an unlisted floodplain "
+            "zone (A, VE, V) takes AE's entry."
         ),
     )
     other_zone_threat: _Fraction = Field(
         default=0.05,
-        description="Baseline TP for a flood zone not listed in zone_threat (as for zone X).",
+        description="Baseline TP for a zone outside the floodplain (B, C, D) that is not listed "
+        "in zone_threat (the default, 0.05, is zone X's).",
     )
     memory_weights: dict[str, _NonNegative] = Field(
         default=_DEFAULT_MEMORY_WEIGHTS,
@@ -282,7 +284,9 @@ class PMTConfig(ConfigModel):
     insurance_zone_asc: dict[FloodZone, _Coefficient] = Field(
         default_factory=dict,
         description=(
-            "Extra utility of the insurance skills by flood zone (zones not listed: 0). It "
+            "Extra utility of the insurance skills by flood zone. An unlisted floodplain zone "
+            "(A, VE, V) takes AE's entry and an unlisted zone outside it (B, C, D) X's; 0 when "
+            "that is not listed either. It "
             "stands for what threat and cost do not capture: lenders require flood insurance "
             "for mortgaged homes in the 100-year floodplain (NFIP mandatory purchase), and "
             "outside it few people think of flood insurance at all."
@@ -374,8 +378,9 @@ class _Coefficients:
     )
 
     def __init__(self, config: PMTConfig) -> None:
-        self.zones = dict(config.zone_threat)
-        self.other_zone = config.other_zone_threat
+        threat = config.zone_threat
+        self.zones = by_zone(threat, floodplain=threat["AE"], beyond=config.other_zone_threat)
+        self.other_zone = config.other_zone_threat  # a zone name no table can hold
         self.weights = dict(config.memory_weights)
         self.major_threshold = config.major_damage_threshold
         self.score_cap = config.score_cap
@@ -384,7 +389,8 @@ class _Coefficients:
         self.beta_tp = config.beta_tp
         self.beta_cp = config.beta_cp
         self.inertia = config.renewal_inertia
-        self.zone_asc = dict(config.insurance_zone_asc)
+        asc = config.insurance_zone_asc
+        self.zone_asc = by_zone(asc, floodplain=asc.get("AE", 0.0), beyond=asc.get("X", 0.0))
         self.scale = config.logit_scale
         insurance = frozenset(config.insurance_skills)
         # skill -> (asc, self_efficacy * response_efficacy, is an insurance skill)
