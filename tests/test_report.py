@@ -374,7 +374,12 @@ def test_figures_have_titles_labels_and_legends(run, run_dir):
         "threat": plots.plot_threat(metrics.tp_distribution(run_dir), run_id="R"),
     }
     expected = {
-        "adaptation": ["Adaptation over time (R)", "insured, floodplain (AE, A, VE, V)", "moved away", "share"],
+        "adaptation": [
+            "Adaptation over time (R)",
+            "insured, floodplain (AE, A, VE, V)",
+            "moved away",
+            "share",
+        ],
         "damage": ["$ million", "flooded households", "claims paid", "simulation year"],
         "memory": ["items per household", "episodic", "writes by source", "decision"],
         "threat": ["threat appraisal TP", "mean", "80 traced households"],
@@ -413,6 +418,13 @@ def test_plot_sweep_draws_one_line_and_band_per_level(run):
     assert len(ax.lines) == 2
     assert len(ax.collections) == 2
     assert "decay_rate = 0.8 (n = 2)" in texts(fig)
+    # A null level (e.g. government.budget: no limit) is a design point like the others.
+    budgets = pd.concat(
+        [run.metrics.assign(budget=budget) for budget in (None, None, 1e6)], ignore_index=True
+    )
+    legend = texts(plots.plot_sweep(budgets, "budget"))
+    assert "budget = null (n = 2)" in legend
+    assert "budget = 1000000.0 (n = 1)" in legend
     zone_ae = plots.plot_sweep(frame, "decay_rate", "insured_share_ae")
     assert isinstance(zone_ae.axes[0].yaxis.get_major_formatter(), PercentFormatter)
     assert zone_ae.axes[0].get_ylim()[0] == 0

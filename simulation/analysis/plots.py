@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from simulation.analysis.metrics import WRITE_PREFIX, adaptation_shares, damage_and_claims
 
 if TYPE_CHECKING:
-    import pandas as pd
     from matplotlib.axes import Axes
 
 __all__ = [
@@ -303,13 +303,14 @@ def plot_sweep(
     """
     fig = Figure(figsize=_SIZE, layout="constrained")
     ax = fig.subplots()
-    for level, group in frame.groupby(by, sort=True):
+    # dropna=False: a null level is a setting too (government.budget null: no budget limit).
+    for level, group in frame.groupby(by, sort=True, dropna=False):
         stats = group.groupby("year")[value].agg(["mean", "min", "max", "size"])
         (line,) = ax.plot(
             stats.index,
             stats["mean"],
             lw=2,
-            label=f"{by} = {level} (n = {int(stats['size'].max())})",
+            label=f"{by} = {'null' if pd.isna(level) else level} (n = {int(stats['size'].max())})",
         )
         ax.fill_between(
             stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.2, lw=0
