@@ -10,6 +10,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from simulation.analysis.metrics import combine_runs
 from simulation.cli import main
 from simulation.config import ConfigError, load_config
 from simulation.experiments import (
@@ -191,6 +192,84 @@ def test_resume_reruns_runs_the_edited_experiment_changed(serial_result, tmp_pat
     result = run_experiment(path, out, executor="serial", resume=True)
     assert result.skipped == 0
     assert len(pd.read_parquet(out / "model_years.parquet")) == 4 * 2
+
+
+def test_resume_labels_kept_runs_with_the_keys_added_to_the_sweep(serial_result, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(serial_result.out_dir, out)
+    # 4.0 is the default rate: the runs at it are the runs already made, now labelled by it.
+    path = write_experiment(
+        tmp_path,
+        "sweep: {grid: {memory.decay_rate: [0.8, 0.95], insurance.rate_per_1000: [4.0, 6.0]}}\n",
+        replicates=1,
+    )
+    result = run_experiment(path, out, executor="serial", resume=True)
+    assert result.skipped == 1  # p000-r000: decay 0.8 at the default rate, as before
+    kept = next(r for r in state(out)["runs"] if r["run_id"] == "p000-r000")
+    assert kept["params"] == {"memory.decay_rate": 0.8, "insurance.rate_per_1000": 4.0}
+    combined = pd.read_parquet(out / "model_years.parquet")
+    assert combined["insurance.rate_per_1000"].notna().all()
+    assert combined.groupby("insurance.rate_per_1000")["run_id"].nunique().to_dict() == {
+        4.0: 2,
+        6.0: 2,
+    }
+
+
+def test_list_and_mapping_values_are_swept_and_labelled_whole(tmp_path):
+    body = (
+        "sweep: {grid: {"
+        "audit.sample: [[H00001, H00002, H00006], [H00003]], "
+        "hazard.events: [{2: 9.5}, {1: 9.5, 3: 9.0}]}}\n"
+    )
+    path = write_experiment(tmp_path, body, replicates=1)
+    scripted = "audit.level: minimal, hazard.source: scripted, hazard.kind: depth"
+    path.write_text(path.read_text().replace("audit.level: minimal", scripted))
+    result = run_experiment(path, tmp_path / "out", executor="serial")
+    assert result.failed == 0
+    combined = pd.read_parquet(result.out_dir / "model_years.parquet")
+    assert len(combined) == 4 * 3
+    labels = combined.groupby("point")[["audit.sample", "hazard.events"]].first()
+    assert labels.to_dict("list") == {
+        "audit.sample": ['["H00001","H00002","H00006"]'] * 2 + ['["H00003"]'] * 2,
+        "hazard.events": ['{"2":9.5}', '{"1":9.5,"3":9.0}'] * 2,
+    }
+    assert state(result.out_dir)["runs"][1]["params"]["hazard.events"] == {"1": 9.5, "3": 9.0}
+    runs = sorted((result.out_dir / "runs").iterdir())
+    stacked = combine_runs(runs, keys=["audit.sample", "hazard.events"])
+    assert stacked.groupby("run_id")[["sample", "events"]].first().to_dict("list") == {
+        "sample": labels["audit.sample"].tolist(),
+        "events": labels["hazard.events"].tolist(),
+    }
+
+
+def test_a_key_swept_inside_another_swept_key_is_refused(tmp_path, capsys):
+    body = "sweep: {grid: {memory.decay_rate: [0.8, 0.9], memory: [{decay_rate: 0.5}]}}\n"
+    path = write_experiment(tmp_path, body)
+    assert main(["batch", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "memory.decay_rate: swept inside memory, which is swept too" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_batches_sharing_a_dask_scheduler_get_their_own_runs(tmp_path, monkeypatch):
+    """Run ids repeat across experiments; two batches on one scheduler must not swap runs."""
+    distributed = pytest.importorskip("distributed")
+    from simulation.experiments import executors
+
+    def fake_run(task: RunTask) -> executors.RunOutcome:
+        return executors.RunOutcome(task.run_id, "complete", None, task.out_root, 0.0)
+
+    monkeypatch.setattr(executors, "execute_run", fake_run)
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+        first = executors.DaskExecutor(1, cluster.scheduler_address)
+        second = executors.DaskExecutor(1, cluster.scheduler_address)
+        try:
+            ours = first.run([RunTask("p000-r000", {}, ".", "first")])
+            theirs = second.run([RunTask("p000-r000", {}, ".", "second")])
+            assert next(ours).run_dir == "first"  # its result stays held while `ours` is open
+            assert next(theirs).run_dir == "second"
+        finally:
+            first.close()
+            second.close()
 
 
 def test_resume_reruns_runs_whose_registry_was_edited(tmp_path):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import pandas as pd
 import yaml
 
@@ -40,6 +41,7 @@ __all__ = [
     "memory_composition",
     "read_stream_frame",
     "stream_path",
+    "table_cells",
     "take_up",
     "tp_distribution",
     "tp_summary",
@@ -58,6 +60,23 @@ SHARE_COLUMNS = (
 DAMAGE_COLUMNS = ("damage_musd", "claims_paid_musd", "flooded_households")
 #: Prefix of the memory-write count columns of :func:`memory_composition`.
 WRITE_PREFIX = "writes_"
+
+
+def table_cells(values: Sequence[Any]) -> list[Any]:
+    """Config values of one key across runs, as cells of one table column.
+
+    A column of scalars stays as it is. Where any value is a list or a mapping (a swept
+    ``audit.sample`` list, ``hazard.events``), every value but null becomes its JSON text (keys
+    sorted), so that each run's cell is its whole value and the column has one type.
+    """
+    if not any(isinstance(value, (list, tuple, dict)) for value in values):
+        return list(values)
+    option = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+    return [
+        None if value is None else orjson.dumps(value, option=option).decode() for value in values
+    ]
+
+
 # Columns model_years.csv must have for any analysis (DESIGN.md section 7 guarantees them).
 _REQUIRED_METRICS = ("year", "insured_share", "elevated_share", "relocated_share")
 # Memory sources in a fixed order, so stacked bars keep their colours from run to run.
@@ -224,24 +243,29 @@ def combine_runs(run_dirs: Iterable[str | Path], keys: Sequence[str] = ()) -> pd
     """
     frames = []
     folders = []
-    names: dict[str, str] | None = None
+    heads: list[dict[str, Any]] = []  # per run: its id, seed and the keys' values
     for run_dir in run_dirs:
         run = load_run(run_dir)
-        frame = run.metrics.copy()
-        if names is None:
-            names = _key_columns(keys, {"run_id", "seed", *frame.columns})
-        extra: dict[str, Any] = {"run_id": run.run_id, "seed": run.manifest.get("seed")}
+        frames.append(run.metrics.copy())
+        folders.append(str(run_dir))
+        head: dict[str, Any] = {"run_id": run.run_id, "seed": run.manifest.get("seed")}
         for key in keys:
             value: Any = run.config
             for part in key.split("."):
                 value = value.get(part) if isinstance(value, dict) else None
-            extra[names[key]] = value
-        for position, (name, value) in enumerate(extra.items()):
-            frame.insert(position, name, value)
-        frames.append(frame)
-        folders.append(str(run_dir))
+            head[key] = value
+        heads.append(head)
     if not frames:
         return pd.DataFrame()
+    names = _key_columns(keys, {"run_id", "seed", *frames[0].columns})
+    for key in keys:
+        for head, cell in zip(heads, table_cells([h[key] for h in heads]), strict=True):
+            head[key] = cell
+    for frame, head in zip(frames, heads, strict=True):
+        frame.insert(0, "run_id", head["run_id"])
+        frame.insert(1, "seed", head["seed"])
+        for position, key in enumerate(keys, start=2):
+            frame.insert(position, names[key], head[key])
     ids = [frame["run_id"].iat[0] if len(frame) else None for frame in frames]
     if len(set(ids)) < len(ids):
         for frame, folder in zip(frames, folders, strict=True):

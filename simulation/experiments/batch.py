@@ -30,6 +30,7 @@ import orjson
 import pandas as pd
 from tqdm import tqdm
 
+from simulation.analysis.metrics import table_cells
 from simulation.config import create_output_folder
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
@@ -61,7 +62,8 @@ class ExperimentResult:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    # Swept values may be mappings with number keys (hazard.events: {10: 9.5}).
+    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
     os.replace(tmp, path)
 
 
@@ -138,7 +140,12 @@ def run_experiment(
         records = []
         for run in planned:
             old = previous.get(run.run_id)
-            records.append(old if _reusable(old, run, out, folder) else _record(run))
+            if _reusable(old, run, out, folder):
+                # Kept, but labelled by this plan: a key added to the sweep at its default
+                # value leaves the run as it was and adds to what its point sets.
+                records.append({**old, "params": run.params})
+            else:
+                records.append(_record(run))
         state = _state(experiment, records)
         _write_json(state_path, state)
 
@@ -196,17 +203,21 @@ def _state(experiment: ExperimentConfig, records: list[dict[str, Any]]) -> dict[
 
 def combine_metrics(out: Path, records: list[dict[str, Any]], swept: list[str]) -> Path | None:
     """Write ``model_years.parquet`` from every complete run; return its path (or ``None``)."""
+    complete = sorted(
+        (r for r in records if r["status"] == "complete"),
+        key=lambda r: (r["point"], r["replicate"]),
+    )
+    # One column per swept key; a list or mapping value is one cell (its JSON text).
+    cells = {key: table_cells([r["params"].get(key) for r in complete]) for key in swept}
     frames = []
-    for record in sorted(records, key=lambda r: (r["point"], r["replicate"])):
-        if record["status"] != "complete":
-            continue
+    for n, record in enumerate(complete):
         frame = pd.read_csv(out / record["run_dir"] / "model_years.csv")
         frame.insert(0, "run_id", record["run_id"])
         frame.insert(1, "point", record["point"])
         frame.insert(2, "replicate", record["replicate"])
         frame.insert(3, "seed", record["seed"])
-        for n, key in enumerate(swept):
-            frame.insert(4 + n, key, record["params"].get(key))
+        for position, key in enumerate(swept, start=4):
+            frame.insert(position, key, cells[key][n])
         frames.append(frame)
     path = out / "model_years.parquet"
     if not frames:

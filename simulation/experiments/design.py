@@ -93,6 +93,14 @@ class SweepConfig(Section):
         if overlap:
             msg = f"{min(overlap)}: swept by both grid and lhs"
             raise ValueError(msg)
+        # A key inside another swept key (memory.decay_rate and memory) would be overwritten by
+        # it or overwrite it, depending on order: the runs would not be what their labels say.
+        keys = [*self.grid, *self.lhs]
+        for outer in keys:
+            for inner in keys:
+                if inner.startswith(f"{outer}."):
+                    msg = f"{inner}: swept inside {outer}, which is swept too"
+                    raise ValueError(msg)
         return self
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 import traceback
+import uuid
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -163,7 +164,13 @@ class DaskExecutor:
         from dask.distributed import as_completed as dask_completed  # noqa: PLC0415
 
         tasks = list(tasks)
-        futures = self._client.map(execute_run, tasks, key=[f"floodsim-{t.run_id}" for t in tasks])
+        # Run ids repeat across experiments (p000-r000...), and a scheduler hands a task whose
+        # key it already holds the result it has: another batch on the same scheduler would
+        # get this one's runs. A fresh token per submission keeps the keys apart.
+        token = uuid.uuid4().hex[:12]
+        futures = self._client.map(
+            execute_run, tasks, key=[f"floodsim-{token}-{t.run_id}" for t in tasks]
+        )
         by_key = {f.key: t for f, t in zip(futures, tasks, strict=True)}
         for future in dask_completed(futures):
             try:
