@@ -345,6 +345,19 @@ def test_truncated_last_line_is_skipped_and_reported(tmp_path: Path) -> None:
     assert [s.line for s in rebuilt.reports["memory_updates"].skipped] == [10]
 
 
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_a_complete_runs_stream_cut_short_is_refused(tmp_path: Path, gz: bool) -> None:
+    """The manifest of a finished run lists every stream's lines: a shorter file lost some."""
+    manifest = _manifest()
+    manifest["status"] = "complete"
+    kept = [r for r in UPDATES if r["year"] < 3]
+    run = make_run(tmp_path, gz=gz, manifest=manifest, streams={"memory_updates": kept})
+    assert rebuild_memory(run, "H1", 1).ids("working") == ["H1:1", "H1:2"]  # before the cut
+    expected = len(UPDATES)
+    with pytest.raises(AuditReadError, match=rf"after {len(kept)} lines .* with {expected}"):
+        rebuild_memory(run, "H1", 3)
+
+
 # --------------------------------------------------------------------------- replay errors
 @pytest.mark.parametrize("level", ["minimal", "off"])
 def test_levels_without_memory_streams_are_refused(tmp_path: Path, level: str) -> None:

@@ -258,6 +258,31 @@ def _check_level(run_dir: Path) -> tuple[dict[str, Any] | None, Path]:
     return manifest, updates
 
 
+def _check_whole(
+    folder: Path,
+    manifest: dict[str, Any] | None,
+    cursors: dict[str, _Cursor],
+    reports: dict[str, ReadReport],
+) -> None:
+    """Refuse a stream read to its end with fewer lines than the finished run's manifest lists.
+
+    A complete run's stream that ends early (cut by a copy, a full disk, a hand edit) would
+    otherwise replay as a memory that stopped changing where the file stops.
+    """
+    if (manifest or {}).get("status") != "complete":
+        return
+    listed = (manifest.get("audit") or {}).get("streams") or {}
+    for name, cursor in cursors.items():
+        expected = (listed.get(name) or {}).get("lines")
+        read = reports[name].records
+        if cursor.path and cursor.head is None and isinstance(expected, int) and read < expected:
+            msg = (
+                f"{folder}: {cursor.path.name} ends after {read} lines but the run completed "
+                f"with {expected}: the stream was cut short (floodsim audit summarize checks it)"
+            )
+            raise AuditReadError(msg)
+
+
 def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
     """Rebuild ``agent_id``'s memory at the end of ``year`` from the run's audit streams.
 
@@ -300,6 +325,7 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
     ends = _Cursor(consolidation_path, reports["consolidation"])
     replay = _Replayer(agent_id)
     replay.run(updates, ends, year)
+    _check_whole(folder, manifest, {"memory_updates": updates, "consolidation": ends}, reports)
 
     if replay.last_year is None:
         # Only on this error path: does the household appear at all, later on?
