@@ -10,6 +10,7 @@ import pytest
 from nbclient import NotebookClient
 
 from simulation.config import load_config
+from simulation.experiments import run_experiment
 from simulation.runner import run_simulation
 
 pytestmark = pytest.mark.slow
@@ -93,3 +94,22 @@ def test_batch_experiment_notebook(monkeypatch, tmp_path):
     assert "insured_pct" in text  # the take-up table
     assert "Mean take-up with decay_rate 0.95" in text
     assert images(nb) >= 2  # take-up over time, overall and in zone AE
+
+
+def test_batch_experiment_notebook_on_an_experiment_sweeping_another_key(monkeypatch, tmp_path):
+    """Runs at two subsidy levels share their replicate seeds: each is still a run of its own."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: two_keys\nbase: {ROOT / 'configs' / 'default.yaml'}\n"
+        "set: {households.count: 30, years: 3, audit.level: off}\nreplicates: 2\nseed: 1\n"
+        "sweep: {grid: {memory.decay_rate: [0.8, 0.95], government.initial_subsidy: [0.2, 0.5]}}\n",
+        encoding="utf-8",
+    )
+    result = run_experiment(path, tmp_path / "out", executor="serial", progress=False)
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(result.out_dir))
+    nb = execute("batch_experiment.ipynb")
+    check_clean(nb)
+    text = text_of(nb)
+    assert "Loaded" in text
+    assert "This experiment also sweeps government.initial_subsidy" in text
+    assert "percentage points over 4 runs each" in text
