@@ -118,6 +118,26 @@ def test_powell_within_budget(tmp_path):
     assert 0.7 <= result.best["memory.decay_rate"] <= 0.99
 
 
+SUBSIDIES = {
+    "government.initial_subsidy": {"start": 0.3, "low": 0.2, "high": 0.95},
+    "government.min_subsidy": {"start": 0.2, "low": 0.0, "high": 0.5},
+}
+
+
+def test_a_point_whose_values_conflict_scores_the_penalty_and_the_search_goes_on(tmp_path):
+    """Each bound is valid alone; the simplex's second vertex puts min_subsidy above initial."""
+    path = write(tmp_path, tiny(parameters=SUBSIDIES, max_evaluations=3))
+    result = calibrate(path, tmp_path / "out", progress=False)
+    table = pd.read_csv(tmp_path / "out" / "evaluations.csv", keep_default_na=False)
+    invalid = table[table["invalid"] != ""]
+    assert list(invalid["evaluation"]) == [2]
+    assert "initial_subsidy (0.3) must lie within [min_subsidy" in invalid["invalid"].iat[0]
+    penalty = NONFINITE_PENALTY * len(result.table)
+    assert invalid["loss"].iat[0] == penalty
+    assert result.loss < penalty
+    assert not (tmp_path / "out" / "evaluations" / "e002").exists()
+
+
 def test_target_loss():
     assert target_loss(0.6, 0.5, 0.05) == pytest.approx(4.0)
     assert target_loss(math.inf, 9.0, 3.0) == NONFINITE_PENALTY

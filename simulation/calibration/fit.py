@@ -36,7 +36,11 @@ Method: simulated method of moments.
     statistic that is not finite (NaN: no jump to recover from or no insured spell; inf:
     take-up never recovers within the run, or most policies outlast it) contributes
     :data:`NONFINITE_PENALTY` instead, the term of a value 100 tolerances away: worse than any
-    plausible finite miss, yet finite so the optimiser can still compare points.
+    plausible finite miss, yet finite so the optimiser can still compare points. A point whose
+    values make an invalid run config together (each bound is checked alone at load, but e.g.
+    ``government.min_subsidy`` above ``government.initial_subsidy`` is refused) is not
+    simulated: every target scores the penalty and ``evaluations.csv`` gives the reason (the
+    start point is checked whole at load, so the search always has a valid point).
 
     ``scipy.optimize.minimize`` (``method`` nelder-mead or powell, with bounds) searches θ
     scaled to [0, 1] by each parameter's bounds, so one step means the same share of every
@@ -49,8 +53,9 @@ Method: simulated method of moments.
 Outputs, in ``out_dir`` (default ``outputs/calibration/<name>``):
 
 ``evaluations.csv``
-    One row per simulated point in order: ``evaluation``, each parameter, ``loss`` and each
-    target's simulated value (mean over replicates).
+    One row per point in order: ``evaluation``, each parameter, ``loss``, each target's
+    simulated value (mean over replicates) and ``invalid``: why the point's config was refused
+    (empty for the points simulated).
 ``best.yaml``
     The best point as dotted-key overrides (``parameters``, usable as a run config's ``--set``
     values or an experiment's ``set``), its ``loss``, which evaluation it was, how many targets
@@ -78,7 +83,13 @@ from matplotlib.figure import Figure
 from pydantic import Field, ValidationError, model_validator
 from tqdm import tqdm
 
-from simulation.analysis.behaviour import BehaviourError, Target, check_behaviour, load_targets
+from simulation.analysis.behaviour import (
+    TABLE_COLUMNS,
+    BehaviourError,
+    Target,
+    check_behaviour,
+    load_targets,
+)
 from simulation.config import (
     ConfigError,
     RunConfig,
@@ -375,6 +386,7 @@ class _Evaluation:
     loss: float
     table: pd.DataFrame
     folder: Path
+    invalid: str = ""  # why the point's run config was refused (not simulated)
 
 
 class _Search:
@@ -394,6 +406,7 @@ class _Search:
         self.out = out
         self.run = run
         self.keys = list(calibration.parameters)
+        self.targets = load_targets(targets_path)
         specs = calibration.parameters.values()
         self.low = np.array([s.low for s in specs], float)
         self.high = np.array([s.high for s in specs], float)
@@ -442,7 +455,10 @@ class _Search:
         }
         path = folder / "experiment.yaml"
         path.write_text(dump_yaml(experiment, sort_keys=False), encoding="utf-8")
-        self.run(path, folder)
+        try:
+            self.run(path, folder)
+        except ConfigError as err:  # refused before any run started
+            return self._invalid(index, params, folder, str(err))
         try:
             table = check_behaviour(folder, self.targets_path)
         except BehaviourError as err:
@@ -455,6 +471,32 @@ class _Search:
             )
         )
         return _Evaluation(index, params, loss, table, folder)
+
+    def _invalid(
+        self, index: int, params: dict[str, float], folder: Path, reason: str
+    ) -> _Evaluation:
+        """A point whose run config is invalid: every target scores the non-finite penalty."""
+        rows = [
+            {
+                "name": t.name,
+                "point": 0,
+                "setting": "",
+                "value": math.nan,
+                "spread": math.nan,
+                "min": math.nan,
+                "max": math.nan,
+                "n_runs": 0,
+                "target": t.value,
+                "tolerance": t.tolerance,
+                "passed": False,
+                "statistic": t.statistic,
+                "description": t.description,
+            }
+            for t in self.targets
+        ]
+        table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+        loss = NONFINITE_PENALTY * len(rows)
+        return _Evaluation(index, params, loss, table, folder, invalid=reason)
 
 
 def _describe(params: dict[str, float]) -> str:
@@ -574,9 +616,10 @@ def _write_outputs(
                 **e.params,
                 "loss": e.loss,
                 **{name: values.get(name, math.nan) for name in names},
+                "invalid": e.invalid,
             }
         )
-    evaluations = pd.DataFrame(rows, columns=["evaluation", *keys, "loss", *names])
+    evaluations = pd.DataFrame(rows, columns=["evaluation", *keys, "loss", *names, "invalid"])
     evaluations.to_csv(out / "evaluations.csv", index=False)
     table = best.table
     summary = {
@@ -678,6 +721,7 @@ def calibrate(
     if best is None:  # pragma: no cover - the optimiser always evaluates the start point
         msg = f"{origin}: no evaluation ran"
         raise CalibrationError(msg)
+
     evaluations = _write_outputs(out, calibration, search, best, message, origin)
     return CalibrationResult(
         out_dir=out,
