@@ -386,7 +386,9 @@ def test_another_executor_kind_drops_the_files_dask_address(tmp_path):
     assert executor == {"kind": "serial", "workers": 2, "address": None}
 
 
-@pytest.mark.parametrize("name", ["decay_sweep", "subsidy_sweep", "premium_policy"])
+@pytest.mark.parametrize(
+    "name", ["decay_sweep", "subsidy_sweep", "premium_policy", "premium_repricing"]
+)
 def test_shipped_experiments_validate(name, capsys):
     assert main(["validate", str(EXPERIMENTS / f"{name}.yaml")]) == 0
     assert "ok (experiment" in capsys.readouterr().out
