@@ -10,7 +10,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from simulation.analysis.metrics import combine_runs
+from simulation.analysis import metrics
+from simulation.analysis.metrics import RunDirError, combine_runs
 from simulation.cli import main
 from simulation.config import ConfigError, load_config
 from simulation.experiments import (
@@ -440,3 +441,29 @@ def test_a_config_warning_is_printed_once_per_experiment(tmp_path, capfd, execut
     err = capfd.readouterr().err
     assert err.count("hazard.events: 1 entry is for a year after the run's last year (3)") == 1
     assert "ConfigWarning" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report"],
+        ["audit", "summarize"],
+        ["audit", "memory", "--agent", "H00001", "--year", "1"],
+    ],
+    ids=["report", "summarize", "memory"],
+)
+def test_an_experiment_folder_given_for_a_run_says_where_its_runs_are(serial_result, argv, capsys):
+    out = serial_result.out_dir
+    assert main([*argv[:2], str(out), *argv[2:]] if argv[0] == "audit" else [*argv, str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{out}: an experiment folder, not a run directory: its runs are in {out / 'runs'}" in err
+    )
+
+
+def test_run_readers_refuse_an_experiment_folder_rather_than_find_nothing(serial_result):
+    """An unaudited run has no traces and gives empty tables; an experiment folder is an error."""
+    with pytest.raises(RunDirError, match="an experiment folder"):
+        metrics.tp_distribution(serial_result.out_dir)
+    with pytest.raises(RunDirError, match="an experiment folder"):
+        metrics.flood_events(serial_result.out_dir)

@@ -19,7 +19,12 @@ import orjson
 import pandas as pd
 import yaml
 
-from simulation.audit.readers import iter_records, read_stream, retrievals
+from simulation.audit.readers import (
+    experiment_folder_error,
+    iter_records,
+    read_stream,
+    retrievals,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -131,6 +136,8 @@ def check_run_dir(run_dir: str | Path) -> Path:
     if not path.is_dir():
         msg = f"{path}: not a directory (expected a run directory)"
         raise RunDirError(msg)
+    if error := experiment_folder_error(path):
+        raise RunDirError(error)
     if not (path / "manifest.json").is_file():
         msg = f"{path}: not a run directory: manifest.json is missing"
         raise RunDirError(msg)
@@ -303,6 +310,8 @@ def stream_path(run_dir: str | Path, name: str) -> Path | None:
 def _records(run_dir: str | Path, name: str) -> Iterator[dict[str, Any]]:
     """Records of stream ``name``; none when the run did not write it."""
     if stream_path(run_dir, name) is None:
+        if error := experiment_folder_error(Path(run_dir)):
+            raise RunDirError(error)
         return iter(())
     return iter_records(run_dir, name)
 

@@ -48,6 +48,7 @@ __all__ = [
     "TruncatedLineWarning",
     "consolidation_table",
     "decisions_per_year",
+    "experiment_folder_error",
     "iter_file",
     "iter_records",
     "memory_counts",
@@ -135,7 +136,26 @@ def _run_dir(run_dir: StrPath) -> Path:
     if not path.is_dir():
         msg = f"{path}: not a run directory (no such folder)"
         raise AuditReadError(msg)
+    if error := experiment_folder_error(path):
+        raise AuditReadError(error)
     return path
+
+
+def experiment_folder_error(folder: Path) -> str | None:
+    """The error for an experiment's folder given where a run directory is expected, else None.
+
+    ``floodsim batch`` writes ``experiment.json`` and the runs under ``runs/<run_id>/``; a tool
+    that reads one run would otherwise only say that the folder has no manifest (or, where a
+    missing stream means an unaudited run, find nothing and say nothing).
+    """
+    if (folder / "manifest.json").is_file() or not (folder / "experiment.json").is_file():
+        return None
+    runs = sorted((folder / "runs").glob("*/manifest.json"))
+    example = f", e.g. {runs[0].parent}" if runs else ""
+    return (
+        f"{folder}: an experiment folder, not a run directory: its runs are in "
+        f"{folder / 'runs'}{example}"
+    )
 
 
 def _check_name(name: str) -> None:
