@@ -20,6 +20,7 @@ from simulation.analysis.behaviour import (
     TABLE_COLUMNS,
     BehaviourError,
     Target,
+    UncomputedTargetWarning,
     _summary,
     check_behaviour,
     load_targets,
@@ -423,20 +424,39 @@ def test_short_baseline_warnings_count_a_design_points_runs(sweep_dir, tmp_path,
         assert "baseline of 2 of 2 run(s) averages only 9 of the 12 years" in line
 
 
-def test_short_baseline_warnings_survive_a_later_error(run_dir, tmp_path, capsys):
-    # The second target names a flood year in which nothing was damaged: the check stops.
-    bad = {**EARLY[0], "name": "wrong_year", "baseline_years": 3, "flood_year": 12}
-    args = parse(
-        [
-            "check-behaviour",
-            str(run_dir),
-            "--targets",
-            str(write_targets(tmp_path, [EARLY[0], bad])),
-        ]
-    )
+def test_a_target_the_run_cannot_answer_fails_with_its_reason_and_the_rest_are_checked(
+    run_dir, tmp_path, capsys
+):
+    # The flood is in year 10 of 20: nothing was damaged in year 12, and year 30 is not a year
+    # of the run. Neither stops the check of the others.
+    quiet = {**EARLY[0], "name": "wrong_year", "baseline_years": 3, "flood_year": 12}
+    after = {**quiet, "name": "after_the_end", "flood_year": 30}
+    path = write_targets(tmp_path, [EARLY[0], quiet, after, GOOD])
+    args = parse(["check-behaviour", str(run_dir), "--targets", str(path)])
+    assert args.func(args) == 1
+    captured = capsys.readouterr()
+    warned = [line for line in captured.err.splitlines() if "warning" in line]
+    assert [line.split(":")[2] for line in warned[:1]] == [" target 'jump'"]  # short baseline
+    assert "target 'wrong_year': event_study: no household was damaged in year 12" in warned[1]
+    assert "the given flood year 30 is not a year of the run (1 to 20)" in warned[2]
+    assert warned[2].endswith("(1 of 1 run(s) give no value for this target, so it fails)")
+    table = pd.read_csv(run_dir / "behaviour.csv")
+    assert table["name"].tolist() == ["jump", "wrong_year", "after_the_end", "t"]
+    assert table["value"].isna().tolist() == [False, True, True, False]
+    assert not table["passed"][1:3].any()
+    # Calibration asks for the error: a target no run can answer is a mistake in its setup.
     with pytest.raises(BehaviourError, match="no household was damaged in year 12"):
-        args.func(args)
-    assert [line.split(":")[2] for line in short_baseline_lines(capsys)] == [" target 'jump'"]
+        check_behaviour(run_dir, write_targets(tmp_path, [quiet]), strict=True)
+
+
+def test_an_unaudited_run_fails_the_tenure_target_and_passes_the_others(tmp_path):
+    config, base = load_config(SCENARIO, ["households.count=60", "audit.level=off"])
+    run = run_simulation(config, base, tmp_path / "runs", progress=False).run_dir
+    tenure = {**GOOD, "name": "tenure", "statistic": "median_policy_tenure", "value": 3.0}
+    path = write_targets(tmp_path, [tenure, {**GOOD, "tolerance": 1.0}])
+    with pytest.warns(UncomputedTargetWarning, match="needs the household_traces audit stream"):
+        table = check_behaviour(run, path)
+    assert table["passed"].tolist() == [False, True]
 
 
 def test_tenure_over_runs_is_their_median(run_dir, tmp_path, monkeypatch):

@@ -97,6 +97,7 @@ __all__ = [
     "BehaviourError",
     "Target",
     "TargetsFile",
+    "UncomputedTargetWarning",
     "check_behaviour",
     "load_targets",
     "median_tenure",
@@ -135,6 +136,10 @@ _EVENT_STATISTICS = frozenset({"event_jump", "event_change_at", "event_recovery_
 
 class BehaviourError(ValueError):
     """A bad targets file or a path that is neither a run nor an experiment (one line)."""
+
+
+class UncomputedTargetWarning(UserWarning):
+    """Some runs cannot give a target's statistic (no flood in its year, no traces): it fails."""
 
 
 # The keys each statistic reads besides those every target has (see the module docstring).
@@ -422,12 +427,10 @@ def _summary(values: list[float], *, censored: bool = False) -> tuple[float, flo
     return mean, spread, float(array.min()), float(array.max())
 
 
-def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
+def check_behaviour(
+    path: str | Path, targets_path: str | Path, *, strict: bool = False
+) -> pd.DataFrame:
     """Compare a run, or an experiment's replicates, with every target of a targets file.
-
-    Args:
-        path: A run directory or an experiment folder.
-        targets_path: A targets file (see the module docstring).
 
     Returns:
         One row per target (and, for a sweep, per design point) with :data:`TABLE_COLUMNS`:
@@ -439,9 +442,22 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
         tolerance``; false for a NaN value), ``statistic`` and ``description``. Rows are
         ordered by point, then as in the targets file.
 
+    A run that cannot give a target's statistic (its flood year is not in the run or damaged
+    no one, the statistic needs an audit stream the run did not write) has no value for it:
+    the target's row is NaN and fails, an :class:`UncomputedTargetWarning` says why (once per
+    target and design point), and the other targets are still checked. (For
+    ``event_recovery_years`` and ``median_policy_tenure``, whose runs may lack the event
+    anyway, the value is that of the other runs.)
+
+    Args:
+        path: A run directory or an experiment folder.
+        targets_path: A targets file (see the module docstring).
+        strict: Raise instead, for the first run that cannot give a statistic (calibration:
+            a target no run can answer is an error in its setup, not a miss).
+
     Raises:
         BehaviourError: For a bad targets file, a path that is neither a run nor an
-            experiment, or a run lacking what a statistic needs.
+            experiment, or (``strict``) a run lacking what a statistic needs.
     """
     targets = load_targets(targets_path)
     rows = []
@@ -450,11 +466,28 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
             with warnings.catch_warnings(record=True) as caught:
                 # Each run warns on its own; one warning per target and point says it all.
                 warnings.simplefilter("always", ShortBaselineWarning)
-                try:
-                    values = [run_statistic(run_dir, target) for run_dir in runs]
-                except RunDirError as err:
-                    raise BehaviourError(str(err)) from None
+                values, answered, problems = [], [], []
+                for run_dir in runs:
+                    try:
+                        values.append(run_statistic(run_dir, target))
+                    except RunDirError as err:
+                        raise BehaviourError(str(err)) from None
+                    except BehaviourError as err:
+                        if strict:
+                            raise
+                        values.append(math.nan)
+                        problems.append(str(err))
+                    else:
+                        answered.append(run_dir)
             _warn_again(caught, target.name, setting, len(runs))
+            if problems:
+                warnings.warn(
+                    UncomputedTargetWarning(
+                        f"{problems[0]} ({len(problems)} of {len(runs)} run(s) give no value "
+                        "for this target, so it fails)"
+                    ),
+                    stacklevel=2,
+                )
             recovery = target.statistic == "event_recovery_years"
             if recovery or target.statistic == "median_policy_tenure":
                 # A run without the event (no jump to recover from, no insured spell) has no
@@ -465,10 +498,10 @@ def check_behaviour(path: str | Path, targets_path: str | Path) -> pd.DataFrame:
                 )
             else:
                 mean, spread, low, high = _summary(values)
-            if recovery and len(runs) > 1:  # read off the runs' mean change, whatever each did
+            if recovery and len(answered) > 1:  # the runs' mean change, whatever each did
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ShortBaselineWarning)  # said just above
-                    mean = _mean_recovery(runs, target)
+                    mean = _mean_recovery(answered, target)
             passed = (
                 bool(abs(mean - target.value) <= target.tolerance)
                 if not math.isnan(mean)

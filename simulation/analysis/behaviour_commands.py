@@ -57,19 +57,24 @@ def _check_behaviour(args: argparse.Namespace) -> int:
         BehaviourError: For a bad targets file or path (the CLI exits with code 2).
     """
     # Imported on use so that `floodsim --help` does not load pandas and matplotlib.
-    from simulation.analysis.behaviour import check_behaviour, plot_behaviour  # noqa: PLC0415
+    from simulation.analysis.behaviour import (  # noqa: PLC0415
+        UncomputedTargetWarning,
+        check_behaviour,
+        plot_behaviour,
+    )
     from simulation.analysis.event_study import ShortBaselineWarning  # noqa: PLC0415
     from simulation.config import create_output_folder  # noqa: PLC0415
 
-    # check_behaviour warns once per target and design point whose baseline is short; those
-    # read as the CLI's other warnings. Shown even when a later target stops the check.
+    # check_behaviour warns once per target and design point whose baseline is short or that
+    # some runs cannot answer; those read as the CLI's other warnings. Shown even when a later
+    # target stops the check.
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
             table = check_behaviour(args.path, args.targets)
     finally:
         for w in caught:
-            if issubclass(w.category, ShortBaselineWarning):
+            if issubclass(w.category, (ShortBaselineWarning, UncomputedTargetWarning)):
                 print(f"floodsim: warning: {w.message}", file=sys.stderr)
             else:  # not ours: as Python shows it
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
@@ -81,7 +86,8 @@ def _check_behaviour(args: argparse.Namespace) -> int:
     if table["value"].isna().any():
         print(
             "-: the statistic has no value in these runs (no post-flood jump to recover from, "
-            "no insured spell, or no simulated year in its range), so the target fails"
+            "no insured spell, no simulated year in its range, or what the warnings above say), "
+            "so the target fails"
         )
     failed = int((~table["passed"]).sum())
     points = table["point"].nunique()

@@ -93,7 +93,14 @@ def detect_flood_year(metrics: pd.DataFrame) -> int:
 
 
 def _check_flooded(run: pd.DataFrame, flood_year: int) -> None:
-    """Refuse a given flood year in which the run damaged no household."""
+    """Refuse a given flood year outside the run, or in which the run damaged no household."""
+    years = run["year"]
+    if len(years) and not years.min() <= flood_year <= years.max():
+        msg = (
+            f"event_study: the given flood year {flood_year} is not a year of the run "
+            f"({int(years.min())} to {int(years.max())})"
+        )
+        raise ValueError(msg)
     if "damaged_households" not in run.columns:
         return
     damaged = run.loc[run["year"] == flood_year, "damaged_households"]

@@ -460,7 +460,7 @@ class _Search:
         except ConfigError as err:  # refused before any run started
             return self._invalid(index, params, folder, str(err))
         try:
-            table = check_behaviour(folder, self.targets_path)
+            table = check_behaviour(folder, self.targets_path, strict=True)
         except BehaviourError as err:
             msg = f"{c.name}: evaluation {index} ({_describe(params)}): {err}"
             raise CalibrationError(msg) from None
