@@ -308,6 +308,13 @@ def test_other_households_are_filtered_out(run_dir: Path) -> None:
         "archive": [],
     }
     assert rebuilt.last_year == 2  # relocated after year 2: memory frozen since
+    assert rebuilt.moved_away == 2  # its last year end, while H1's go on
+    assert "(moved away in year 2: unchanged since)" in format_memory(rebuilt).splitlines()
+    # At the end of year 2 it had not moved away yet, and H1 never does.
+    assert rebuild_memory(run_dir, "H2", 2).moved_away is None
+    h1 = rebuild_memory(run_dir, "H1", 3)
+    assert h1.moved_away is None
+    assert "moved away" not in format_memory(h1)
 
 
 def test_reflection_superseded_in_the_same_pass(tmp_path: Path) -> None:

@@ -65,6 +65,8 @@ class RebuiltMemory:
         archive: Items demoted by the tiered retention policy.
         last_year: Last year in which the household's memory changed (``None``: never, e.g.
             nothing was seeded and ``year`` is 0).
+        moved_away: The year the household moved away, when that is before ``year``: its last
+            year end, after which other households' year ends go on (``None``: still there).
         reports: What reading each stream found (skipped truncated lines).
     """
 
@@ -77,6 +79,7 @@ class RebuiltMemory:
     semantic: list[dict[str, Any]] = field(default_factory=list)
     archive: list[dict[str, Any]] = field(default_factory=list)
     last_year: int | None = None
+    moved_away: int | None = None
     reports: dict[str, ReadReport] = field(default_factory=dict)
 
     def store(self, name: str) -> list[dict[str, Any]]:
@@ -113,6 +116,8 @@ class _Replayer:
         stores: Store name to ``{id: item}`` in the order items entered.
         items: Every item ever written, by id.
         last_year: Year of the household's last line applied (``None``: none yet).
+        last_end: Year of the household's last year-end line (``None``: none yet).
+        ends_through: Last year with any household's year-end line (``None``: none yet).
         run_id: The ``run_id`` of its first line.
     """
 
@@ -121,6 +126,8 @@ class _Replayer:
         self.stores: dict[str, dict[str, dict[str, Any]]] = {s: {} for s in MEMORY_STORES}
         self.items: dict[str, dict[str, Any]] = {}
         self.last_year: int | None = None
+        self.last_end: int | None = None
+        self.ends_through: int | None = None
         self.run_id: str | None = None
 
     def run(self, updates: _Cursor, ends: _Cursor, year: int) -> None:
@@ -131,14 +138,20 @@ class _Replayer:
                 return
             current = min(heads)
             self._apply(updates, current, self.update)
-            self._apply(ends, current, self.consolidate)
+            if ends.head_year == current:
+                self.ends_through = current
+            if self._apply(ends, current, self.consolidate):
+                self.last_end = current
 
     def _apply(
         self, cursor: _Cursor, year: int, action: Callable[[dict[str, Any], str], None]
-    ) -> None:
+    ) -> bool:
+        """Apply the household's records of ``year``; return whether it had any."""
+        applied = False
         for line, record in cursor.take_year(year):
             if record.get("agent_id") != self.agent_id:
                 continue
+            applied = True
             self.last_year = year
             self.run_id = self.run_id or record.get("run_id")
             where = f"{cursor.path}: line {line}"
@@ -147,6 +160,7 @@ class _Replayer:
             except (KeyError, TypeError) as err:
                 msg = f"{where}: missing or malformed field {err}"
                 raise AuditReadError(msg) from None
+        return applied
 
     def _add(self, store: str, item: dict[str, Any]) -> None:
         self.items[item["id"]] = item
@@ -369,6 +383,11 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
         semantic=list(replay.stores["semantic"].values()),
         archive=list(replay.stores["archive"].values()),
         last_year=replay.last_year,
+        moved_away=replay.last_end
+        if replay.last_end is not None
+        and replay.ends_through is not None
+        and replay.last_end < replay.ends_through
+        else None,
         reports=reports,
     )
 
@@ -396,7 +415,9 @@ def format_memory(rebuilt: RebuiltMemory) -> str:
     """
     run = f" of run {rebuilt.run_id}" if rebuilt.run_id else ""
     lines = [f"Memory of household {rebuilt.agent_id} at the end of year {rebuilt.year}{run}"]
-    if rebuilt.last_year is not None and rebuilt.last_year < rebuilt.year:
+    if rebuilt.moved_away is not None:
+        lines.append(f"(moved away in year {rebuilt.moved_away}: unchanged since)")
+    elif rebuilt.last_year is not None and rebuilt.last_year < rebuilt.year:
         lines.append(f"(unchanged since year {rebuilt.last_year})")
     for name in MEMORY_STORES:
         items = rebuilt.store(name)
