@@ -80,6 +80,22 @@ def test_single_run_notebook(small_run, monkeypatch):
     assert images(nb) >= 3
 
 
+def test_single_run_notebook_on_a_minimal_audit_run(monkeypatch, tmp_path):
+    """Decision traces only: the memory sections are skipped, the decisions still explained."""
+    config, base_dir = load_config(
+        ROOT / "configs" / "default.yaml", ["households.count=80", "years=6", "audit.level=minimal"]
+    )
+    run_dir = run_simulation(config, base_dir, tmp_path, progress=False).run_dir
+    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(run_dir))
+    nb = execute("single_run.ipynb")
+    check_clean(nb)
+    text = text_of(nb)
+    assert "This run writes decision traces only (audit.level: minimal)" in text
+    assert "Memory of household" not in text  # no replay without the memory streams
+    assert "TP_level" in text  # the decision trace table
+    assert images(nb) >= 3  # adaptation, damage/claims and the household's appraisal figure
+
+
 def test_batch_experiment_notebook(monkeypatch, tmp_path):
     monkeypatch.delenv("FLOODSIM_EXPERIMENT_DIR", raising=False)
     monkeypatch.setenv("FLOODSIM_SMALL", "1")
