@@ -52,6 +52,13 @@ __all__ = ["main"]
 EXIT_BAD_INPUT = 2
 #: Exit code when a run could not finish (disk full, permissions): it stays resumable.
 EXIT_RUN_FAILED = 1
+#: Exit code after Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
+#: How to continue what Ctrl-C stopped, by command.
+_CONTINUE = {
+    "run": "continue it with: floodsim run --resume <run directory> (from its last checkpoint)",
+    "batch": "continue with the same command and --resume (complete runs are kept)",
+}
 
 
 class UsageError(ValueError):
@@ -363,6 +370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
+    except KeyboardInterrupt as err:
+        # Ctrl-C is the user's own doing: a line saying what to do next, not a traceback.
+        where = "".join(f" ({note})" for note in getattr(err, "__notes__", []))
+        hint = _CONTINUE.get(args.command)
+        print(f"floodsim: interrupted{where}{f'; {hint}' if hint else ''}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except INPUT_ERRORS as err:
         print(f"floodsim: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -593,3 +593,48 @@ def test_console_script_exit_codes(tmp_path):
         f"{ERROR_PREFIX}{BAD / 'unknown_key.yaml'}: memory.retrieval.strategi: unknown key"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_ctrl_c_during_a_run_says_how_to_continue_it(capsys, tmp_path, monkeypatch):
+    from simulation.model import FloodAdaptationModel
+
+    step = FloodAdaptationModel.step
+
+    def interrupted_in_year_2(model: FloodAdaptationModel) -> None:
+        if model.steps == 1:  # Mesa counts the step being taken before calling it
+            step(model)
+            return
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FloodAdaptationModel, "step", interrupted_in_year_2)
+    argv = ["run", str(DEFAULT), "--out", str(tmp_path), "--set", "households.count=30"]
+    assert main([*argv, "--set", "years=3", "--checkpoint-every", "1"]) == 130
+    err = capsys.readouterr().err.strip()
+    (run_dir,) = tmp_path.iterdir()
+    assert err == (
+        f"floodsim: interrupted (run directory: {run_dir}); continue it with: floodsim run "
+        "--resume <run directory> (from its last checkpoint)"
+    )
+    monkeypatch.setattr(FloodAdaptationModel, "step", step)
+    assert main(["run", "--resume", str(run_dir)]) == 0
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_ctrl_c_during_a_batch_says_how_to_continue_it(capsys, tmp_path, monkeypatch):
+    from simulation.experiments import executors
+
+    def interrupted(task: executors.RunTask) -> executors.RunOutcome:
+        raise KeyboardInterrupt
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: tiny\nbase: {DEFAULT}\nset: {{households.count: 30, years: 2}}\n"
+        "replicates: 2\nseed: 1\nexecutor: {kind: serial}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(executors, "execute_run", interrupted)
+    assert main(["batch", str(path), "--out", str(tmp_path / "out")]) == 130
+    assert capsys.readouterr().err.strip() == (
+        "floodsim: interrupted; continue with the same command and --resume (complete runs are "
+        "kept)"
+    )
