@@ -67,21 +67,6 @@ DAMAGE_COLUMNS = ("damage_musd", "claims_paid_musd", "flooded_households")
 WRITE_PREFIX = "writes_"
 
 
-def table_cells(values: Sequence[Any]) -> list[Any]:
-    """Config values of one key across runs, as cells of one table column.
-
-    A column of scalars stays as it is. Where any value is a list or a mapping (a swept
-    ``audit.sample`` list, ``hazard.events``), every value but null becomes its JSON text (keys
-    sorted), so that each run's cell is its whole value and the column has one type.
-    """
-    if not any(isinstance(value, (list, tuple, dict)) for value in values):
-        return list(values)
-    option = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-    return [
-        None if value is None else orjson.dumps(value, option=option).decode() for value in values
-    ]
-
-
 # Columns model_years.csv must have for any analysis (DESIGN.md section 7 guarantees them).
 _REQUIRED_METRICS = ("year", "insured_share", "elevated_share", "relocated_share")
 # Memory sources in a fixed order, so stacked bars keep their colours from run to run.
@@ -230,6 +215,21 @@ def take_up(metrics: pd.DataFrame, *, last_years: int | None = None) -> pd.Serie
     if last_years is not None:
         shares = shares.tail(last_years)
     return shares.mean()
+
+
+def table_cells(values: Sequence[Any]) -> list[Any]:
+    """Config values of one key across runs, as cells of one table column.
+
+    A column of scalars stays as it is. Where any value is a list or a mapping (a swept
+    ``audit.sample`` list, ``hazard.events``), every value but null becomes its JSON text (keys
+    sorted), so that each run's cell is its whole value and the column has one type.
+    """
+    if not any(isinstance(value, (list, tuple, dict)) for value in values):
+        return list(values)
+    option = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+    return [
+        None if value is None else orjson.dumps(value, option=option).decode() for value in values
+    ]
 
 
 def combine_runs(run_dirs: Iterable[str | Path], keys: Sequence[str] = ()) -> pd.DataFrame:
