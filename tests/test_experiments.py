@@ -174,6 +174,24 @@ def test_resume_reruns_missing_run_directories(serial_result, tmp_path):
     assert (out / "runs" / "p001-r000" / "manifest.json").exists()
 
 
+def test_resume_keeps_a_run_a_worker_finished_after_the_batch_was_interrupted(
+    serial_result, tmp_path
+):
+    """Ctrl-C stops the batch before it records the runs its workers were finishing."""
+    out = tmp_path / "copy"
+    shutil.copytree(serial_result.out_dir, out)
+    document = state(out)
+    for record in document["runs"][2:]:
+        record.update(status="pending", run_dir=None, duration_s=None)
+    (out / "experiment.json").write_bytes(orjson.dumps(document))
+    kept = (out / "runs" / "p001-r000" / "manifest.json").read_bytes()
+    result = run_experiment(write_experiment(tmp_path), out, executor="serial", resume=True)
+    assert result.skipped == 4
+    assert (out / "runs" / "p001-r000" / "manifest.json").read_bytes() == kept
+    assert [r["status"] for r in state(out)["runs"]] == ["complete"] * 4
+    assert state(out)["runs"][2]["run_dir"] == "runs/p001-r000"
+
+
 def test_resume_reruns_runs_the_edited_experiment_changed(serial_result, tmp_path):
     out = tmp_path / "copy"
     shutil.copytree(serial_result.out_dir, out)

@@ -70,11 +70,12 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 def _reusable(record: dict[str, Any] | None, run: PlannedRun, out_dir: Path, folder: Path) -> bool:
     """Whether an earlier attempt's run can stand for ``run``.
 
-    Its record and its own manifest must say it completed, and the manifest's config hash and
-    input digests must be those ``run`` would have now: an experiment edited between attempts
-    (another sweep value, more years, an edited registry) reruns the runs it changed.
+    Its own manifest must say it completed, and the manifest's config hash and input digests
+    must be those ``run`` would have now: an experiment edited between attempts (another sweep
+    value, more years, an edited registry) reruns the runs it changed. Its record may say
+    otherwise: a run a worker finished after the batch was interrupted is recorded as pending.
     """
-    if record is None or record.get("status") != "complete" or record.get("seed") != run.seed:
+    if record is None or record.get("seed") != run.seed:
         return False
     try:
         manifest = orjson.loads((out_dir / "runs" / run.run_id / "manifest.json").read_bytes())
@@ -143,7 +144,8 @@ def run_experiment(
             if _reusable(old, run, out, folder):
                 # Kept, but labelled by this plan: a key added to the sweep at its default
                 # value leaves the run as it was and adds to what its point sets.
-                records.append({**old, "params": run.params})
+                kept = {"status": "complete", "error": None, "run_dir": f"runs/{run.run_id}"}
+                records.append({**old, **kept, "params": run.params})
             else:
                 records.append(_record(run))
         state = _state(experiment, records)
