@@ -606,7 +606,12 @@ def test_release_frees_the_households_without_the_cycle_collector():
 def test_other_fema_zones_behave_as_the_configured_ae_and_x(floodplain: str, beyond: str):
     """A table's A, VE and V homes are priced, appraised and counted as AE homes; B, C and D
     homes as X homes (the config lists AE and X only)."""
-    overrides = ("hazard.source=scripted", "hazard.kind=depth", "hazard.events={2: 4.0}")
+    overrides = (
+        "hazard.source=scripted",
+        "hazard.kind=depth",
+        "hazard.events={2: 4.0}",
+        "decision.pmt.zone_threat={AE: 0.3, X: 0.12}",  # neither is a default
+    )
     reference = make_model(*overrides, count=200)
     relabelled = make_model(*overrides, count=200)
     for household in relabelled.households:

@@ -95,7 +95,9 @@ def test_unlisted_floodplain_zones_take_the_ae_baseline(zone: str) -> None:
 
 
 @pytest.mark.parametrize("zone", ["B", "C", "D"])
-def test_unlisted_zones_outside_the_floodplain_take_other_zone_threat(zone: str) -> None:
+def test_unlisted_zones_outside_the_floodplain_take_x_or_other_zone_threat(zone: str) -> None:
+    assert threat_appraisal([], zone)[0] == 0.05
+    assert threat_appraisal([], zone, PMTConfig(zone_threat={"X": 0.15}))[0] == 0.15
     assert threat_appraisal([], zone, PMTConfig(other_zone_threat=0.1))[0] == 0.1
     listed = PMTConfig(zone_threat={zone: 0.2}, other_zone_threat=0.1)
     assert threat_appraisal([], zone, listed)[0] == 0.2

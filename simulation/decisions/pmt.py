@@ -166,10 +166,10 @@ class PMTConfig(ConfigModel):
             "zone (A, VE, V) takes AE's entry."
         ),
     )
-    other_zone_threat: _Fraction = Field(
-        default=0.05,
+    other_zone_threat: _Fraction | None = Field(
+        default=None,
         description="Baseline TP for a zone outside the floodplain (B, C, D) that is not listed "
-        "in zone_threat (the default, 0.05, is zone X's).",
+        "in zone_threat; null: zone X's, as their premium and insurance constant are X's.",
     )
     memory_weights: dict[str, _NonNegative] = Field(
         default=_DEFAULT_MEMORY_WEIGHTS,
@@ -379,8 +379,9 @@ class _Coefficients:
 
     def __init__(self, config: PMTConfig) -> None:
         threat = config.zone_threat
-        self.zones = by_zone(threat, floodplain=threat["AE"], beyond=config.other_zone_threat)
-        self.other_zone = config.other_zone_threat  # a zone name no table can hold
+        beyond = threat["X"] if config.other_zone_threat is None else config.other_zone_threat
+        self.zones = by_zone(threat, floodplain=threat["AE"], beyond=beyond)
+        self.other_zone = beyond  # for a zone name no table can hold
         self.weights = dict(config.memory_weights)
         self.major_threshold = config.major_damage_threshold
         self.score_cap = config.score_cap
