@@ -439,7 +439,7 @@ def test_a_target_the_run_cannot_answer_fails_with_its_reason_and_the_rest_are_c
     assert [line.split(":")[2] for line in warned[:1]] == [" target 'jump'"]  # short baseline
     assert "target 'wrong_year': event_study: no household was damaged in year 12" in warned[1]
     assert "the given flood year 30 is not a year of the run (1 to 20)" in warned[2]
-    assert warned[2].endswith("(1 of 1 run(s) give no value for this target, so it fails)")
+    assert warned[2].endswith("(1 of 1 run(s) give no value for this target: so it fails)")
     table = pd.read_csv(run_dir / "behaviour.csv")
     assert table["name"].tolist() == ["jump", "wrong_year", "after_the_end", "t"]
     assert table["value"].isna().tolist() == [False, True, True, False]
@@ -470,6 +470,36 @@ def test_tenure_over_runs_is_their_median(run_dir, tmp_path, monkeypatch):
     row = check_behaviour(run_dir, write_targets(tmp_path, [target])).iloc[0]
     assert (row["value"], row["min"], row["max"], row["n_runs"]) == (4.0, 3.0, math.inf, 3)
     assert row["passed"]
+
+
+def test_an_interrupted_experiment_is_checked_on_its_complete_runs_labelled_as_swept(
+    tmp_path, monkeypatch
+):
+    """No model_years.parquet yet; one run cannot give a duration; labels read null and JSON."""
+    params = {"government.budget": None, "audit.sample": ["H1", "H2"]}
+    runs = [
+        {"run_id": f"p000-r00{n}", "point": 0, "status": status, "run_dir": f"runs/r{n}"}
+        for n, status in enumerate(["complete", "complete", "pending"])
+    ]
+    for run in runs:
+        run["params"] = params
+    (tmp_path / "experiment.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+
+    def tenure(run_dir: Path, target: Target) -> float:
+        if run_dir.name == "r0":
+            raise BehaviourError(f"{run_dir}: target {target.name!r}: needs household_traces")
+        return 4.0
+
+    monkeypatch.setattr(behaviour, "run_statistic", tenure)
+    target = {**GOOD, "name": "tenure", "statistic": "median_policy_tenure", "value": 4.0}
+    with pytest.warns(UncomputedTargetWarning) as caught:
+        table = check_behaviour(tmp_path, write_targets(tmp_path, [target]))
+    assert str(caught[0].message).endswith(
+        "(1 of 2 run(s) give no value for this target: its value is that of the other 1)"
+    )
+    row = table.iloc[0]
+    assert (row["value"], row["n_runs"], row["passed"]) == (4.0, 2, True)
+    assert row["setting"] == 'government.budget=null, audit.sample=["H1","H2"]'
 
 
 def test_a_replicate_without_the_event_does_not_void_a_duration(tmp_path, monkeypatch):

@@ -485,3 +485,5 @@ def test_run_readers_refuse_an_experiment_folder_rather_than_find_nothing(serial
         metrics.tp_distribution(serial_result.out_dir)
     with pytest.raises(RunDirError, match="an experiment folder"):
         metrics.flood_events(serial_result.out_dir)
+    with pytest.raises(RunDirError, match="an experiment folder"):
+        metrics.read_stream_frame(serial_result.out_dir, "household_traces")

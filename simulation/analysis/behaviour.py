@@ -85,7 +85,7 @@ from simulation.analysis.event_study import (
     recovery_years,
     short_baseline_warning,
 )
-from simulation.analysis.metrics import RunDirError, load_run, stream_path
+from simulation.analysis.metrics import RunDirError, load_run, stream_path, table_cells
 from simulation.audit.readers import iter_records
 from simulation.config_base import ConfigModel
 from simulation.model import METRIC_COLUMNS
@@ -378,7 +378,9 @@ def _run_groups(path: Path) -> list[tuple[int, str, list[Path]]]:
     A run directory is one group (point 0, no setting); an experiment has one group per design
     point with a complete run, its setting the swept values (``key=value, ...``).
     """
-    if (path / "experiment.json").is_file() and (path / "model_years.parquet").is_file():
+    # The runs' own model_years are read, so an interrupted experiment (no parquet yet) is
+    # checked on the runs it completed.
+    if (path / "experiment.json").is_file():
         try:
             state = json.loads((path / "experiment.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
@@ -392,7 +394,10 @@ def _run_groups(path: Path) -> list[tuple[int, str, list[Path]]]:
         for record in runs:
             if record.get("status") != "complete" or not record.get("run_dir"):
                 continue
-            setting = ", ".join(f"{k}={v}" for k, v in (record.get("params") or {}).items())
+            setting = ", ".join(
+                f"{key}={_setting_text(value)}"
+                for key, value in (record.get("params") or {}).items()
+            )
             groups.setdefault(int(record.get("point", 0)), (setting, []))[1].append(
                 path / record["run_dir"]
             )
@@ -402,11 +407,13 @@ def _run_groups(path: Path) -> list[tuple[int, str, list[Path]]]:
         return [(point, *groups[point]) for point in sorted(groups)]
     if (path / "manifest.json").is_file():
         return [(0, "", [path])]
-    msg = (
-        f"{path}: neither a run directory (manifest.json) nor an experiment folder "
-        "(experiment.json and model_years.parquet)"
-    )
+    msg = f"{path}: neither a run directory (manifest.json) nor an experiment (experiment.json)"
     raise BehaviourError(msg)
+
+
+def _setting_text(value: Any) -> str:
+    """A swept value as model_years.parquet and plot_sweep show it (null, JSON for lists)."""
+    return "null" if value is None else str(table_cells([value])[0])
 
 
 def _summary(values: list[float], *, censored: bool = False) -> tuple[float, float, float, float]:
@@ -480,15 +487,22 @@ def check_behaviour(
                     else:
                         answered.append(run_dir)
             _warn_again(caught, target.name, setting, len(runs))
+            recovery = target.statistic == "event_recovery_years"
             if problems:
+                # A duration is read from the runs that have one; the other statistics need all.
+                spared = recovery or target.statistic == "median_policy_tenure"
+                outcome = (
+                    f"its value is that of the other {len(answered)}"
+                    if spared and answered
+                    else "so it fails"
+                )
                 warnings.warn(
                     UncomputedTargetWarning(
                         f"{problems[0]} ({len(problems)} of {len(runs)} run(s) give no value "
-                        "for this target, so it fails)"
+                        f"for this target: {outcome})"
                     ),
                     stacklevel=2,
                 )
-            recovery = target.statistic == "event_recovery_years"
             if recovery or target.statistic == "median_policy_tenure":
                 # A run without the event (no jump to recover from, no insured spell) has no
                 # duration of its own; it does not void what the other runs say.

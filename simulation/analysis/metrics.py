@@ -328,6 +328,8 @@ def read_stream_frame(run_dir: str | Path, name: str) -> pd.DataFrame:
     :func:`simulation.audit.readers.read_stream` does.
     """
     if stream_path(run_dir, name) is None:
+        if error := experiment_folder_error(Path(run_dir)):
+            raise RunDirError(error)
         return pd.DataFrame()
     return read_stream(run_dir, name)
 
