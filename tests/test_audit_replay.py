@@ -317,6 +317,31 @@ def test_other_households_are_filtered_out(run_dir: Path) -> None:
     assert "moved away" not in format_memory(h1)
 
 
+def test_the_last_audited_household_to_move_away_is_said_to_have_moved(tmp_path: Path) -> None:
+    """With only H2 audited no other year ends go on after its last: the manifest says the run
+    did (audit.sample: [H2])."""
+    manifest = _manifest()
+    manifest["status"] = "complete"
+    only_h2 = {
+        name: [r for r in records if r["agent_id"] == "H2"]
+        for name, records in (
+            ("household_traces", TRACES),
+            ("memory_updates", UPDATES),
+            ("consolidation", [e for e in ENDS if e not in H2_AFTER_RELOCATION]),
+            ("tool_invocations", TOOLS),
+        )
+    }
+    for name, records in only_h2.items():
+        manifest["audit"]["streams"][name]["lines"] = len(records)
+    run = make_run(tmp_path, manifest=manifest, streams=only_h2)
+    assert rebuild_memory(run, "H2", 3).moved_away == 2
+    assert rebuild_memory(run, "H2", 2).moved_away is None
+    del manifest["status"]  # a run of unknown progress: nothing says it went on past year 2
+    (run / "manifest.json").write_bytes(orjson.dumps(manifest))
+    with pytest.raises(AuditReadError, match="the audit streams end at year 2, got year 3"):
+        rebuild_memory(run, "H2", 3)
+
+
 def test_reflection_superseded_in_the_same_pass(tmp_path: Path) -> None:
     first = _item("H1:8", 3, 0.8, "Reflection one", source="reflection")
     second = _item("H1:9", 3, 0.8, "Reflection two", source="reflection")

@@ -297,6 +297,25 @@ def _check_whole(
             raise AuditReadError(msg)
 
 
+def _moved_away(replay: _Replayer, manifest: dict[str, Any] | None, year: int) -> int | None:
+    """The year the household moved away, if it did before ``year``, else None.
+
+    An audited household has a year-end line every year it is still there, so its last one is
+    the year it left when the run went on after it: other households' year ends say so, or,
+    when it was the last audited household still there, how far the manifest says the run got.
+    """
+    last = replay.last_end
+    if last is None or last >= year:
+        return None
+    if replay.ends_through is not None and replay.ends_through > last:
+        return last
+    manifest = manifest or {}
+    reached = manifest.get("year_reached")
+    if manifest.get("status") == "complete":
+        reached = (manifest.get("counts") or {}).get("years")
+    return last if isinstance(reached, int) and reached > last else None
+
+
 def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
     """Rebuild ``agent_id``'s memory at the end of ``year`` from the run's audit streams.
 
@@ -383,11 +402,7 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
         semantic=list(replay.stores["semantic"].values()),
         archive=list(replay.stores["archive"].values()),
         last_year=replay.last_year,
-        moved_away=replay.last_end
-        if replay.last_end is not None
-        and replay.ends_through is not None
-        and replay.last_end < replay.ends_through
-        else None,
+        moved_away=_moved_away(replay, manifest, year),
         reports=reports,
     )
 
