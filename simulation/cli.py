@@ -54,11 +54,10 @@ EXIT_BAD_INPUT = 2
 EXIT_RUN_FAILED = 1
 #: Exit code after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
-#: How to continue what Ctrl-C stopped, by command.
-_CONTINUE = {
-    "run": "continue it with: floodsim run --resume <run directory> (from its last checkpoint)",
-    "batch": "continue with the same command and --resume (complete runs are kept)",
-}
+#: How to continue a batch that Ctrl-C stopped.
+_CONTINUE_BATCH = "continue with the same command and --resume (complete runs are kept)"
+#: The note the runner adds to an exception once the run has a directory.
+_RUN_DIR_NOTE = "run directory: "
 
 
 class UsageError(ValueError):
@@ -372,9 +371,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return args.func(args)
     except KeyboardInterrupt as err:
         # Ctrl-C is the user's own doing: a line saying what to do next, not a traceback.
-        where = "".join(f" ({note})" for note in getattr(err, "__notes__", []))
-        hint = _CONTINUE.get(args.command)
-        print(f"floodsim: interrupted{where}{f'; {hint}' if hint else ''}", file=sys.stderr)
+        print(f"floodsim: interrupted{_continue_hint(args.command, err)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except INPUT_ERRORS as err:
         print(f"floodsim: error: {err}", file=sys.stderr)
@@ -386,6 +383,25 @@ def _dispatch(args: argparse.Namespace) -> int:
         hint = f"; {notes}, resume with: floodsim run --resume <run directory>" if notes else ""
         print(f"floodsim: error: {err.strerror or err}{where}{hint}", file=sys.stderr)
         return EXIT_RUN_FAILED
+
+
+def _continue_hint(command: str, err: BaseException) -> str:
+    """How to continue what Ctrl-C stopped (empty when there is nothing to continue)."""
+    if command == "batch":
+        return f"; {_CONTINUE_BATCH}"
+    if command != "run":
+        return ""
+    run_dirs = [
+        n[len(_RUN_DIR_NOTE) :]
+        for n in getattr(err, "__notes__", [])
+        if n.startswith(_RUN_DIR_NOTE)
+    ]
+    if not run_dirs:
+        return " before its run directory was written"
+    return (
+        f"; continue it with: floodsim run --resume {run_dirs[0]} (from its last checkpoint, "
+        "or from the start without one)"
+    )
 
 
 if __name__ == "__main__":

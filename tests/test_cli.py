@@ -612,12 +612,25 @@ def test_ctrl_c_during_a_run_says_how_to_continue_it(capsys, tmp_path, monkeypat
     err = capsys.readouterr().err.strip()
     (run_dir,) = tmp_path.iterdir()
     assert err == (
-        f"floodsim: interrupted (run directory: {run_dir}); continue it with: floodsim run "
-        "--resume <run directory> (from its last checkpoint)"
+        f"floodsim: interrupted; continue it with: floodsim run --resume {run_dir} (from its "
+        "last checkpoint, or from the start without one)"
     )
     monkeypatch.setattr(FloodAdaptationModel, "step", step)
     assert main(["run", "--resume", str(run_dir)]) == 0
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "complete"
+
+
+def test_ctrl_c_before_the_run_directory_exists_points_to_none(capsys, tmp_path, monkeypatch):
+    import simulation.runner
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulation.runner, "build_model", interrupted)
+    assert main(["run", str(DEFAULT), "--out", str(tmp_path / "out")]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == "floodsim: interrupted before its run directory was written"
+    assert not (tmp_path / "out").exists()
 
 
 def test_ctrl_c_during_a_batch_says_how_to_continue_it(capsys, tmp_path, monkeypatch):
