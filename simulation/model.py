@@ -1082,8 +1082,8 @@ class FloodAdaptationModel(mesa.Model):
         stats["premium_rate"] = self.insurer.rate
         stats["subsidy_share"] = self.government.subsidy_share
         stats["relocated_share"] = (total - n) / total if total else 0.0
-        # A share or mean over nobody is undefined, not 0: NaN keeps "no households in zone X"
-        # or "everyone has moved away" from reading as "nobody insured".
+        # A share or mean over nobody is undefined, not 0: NaN keeps "no households outside the
+        # floodplain" or "everyone has moved away" from reading as "nobody insured".
         nan = math.nan
         stats["insured_share"] = insured / n if n else nan
         stats["elevated_share"] = elevated / n if n else nan

@@ -34,7 +34,8 @@ REPORT_DIR = "report"
 FIGURES = {
     "adaptation.png": (
         "Adaptation over time. Top: share of active households holding flood insurance at year "
-        "end, overall and by flood zone (AE: the mapped 100-year floodplain; X: outside it). "
+        "end, overall, in the mapped 100-year floodplain (zones AE, A, VE, V) and outside it "
+        "(X, B, C, D). "
         "Bottom, on its own scale: share of active households that have elevated their home, "
         "and share of all households that have moved away."
     ),

@@ -23,7 +23,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simulation.agents.state import HouseholdState
+from simulation.agents.state import SFHA_ZONES, HouseholdState
 from simulation.decisions.base import Construct, Option, Proposal
 from simulation.decisions.llm.cache import CacheMiss, CachingChatClient, ResponseCache
 from simulation.decisions.llm.client import ChatClient, ChatError, ChatSettings
@@ -371,7 +371,7 @@ def _prompt_values(request: LLMRequest) -> dict[str, Any]:
         "income": state.income,
         "flood_zone": state.flood_zone,
         "zone_phrase": "the mapped 100-year floodplain"
-        if state.flood_zone.startswith(("A", "V"))
+        if state.flood_zone in SFHA_ZONES
         else "outside the mapped 100-year floodplain",
         "insurance_phrase": "you hold a policy this year"
         if state.insured
