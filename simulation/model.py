@@ -299,10 +299,7 @@ class FloodAdaptationModel(mesa.Model):
         self._llm_outcomes: dict[HouseholdAgent, LLMOutcome] = {}
         self.government = Government(self, config.government)
         self.insurer = Insurer(self, config.insurer, config.insurance.rate_per_1000)
-        multiplier = config.insurance.zone_multiplier
-        self._zone_multiplier = by_zone(
-            multiplier, floodplain=multiplier.get("AE", 1.0), beyond=multiplier.get("X", 1.0)
-        )
+        self._zone_multiplier = by_zone(config.insurance.zone_multiplier, 1.0)
 
         try:
             population = build_population(config.households, self.population_rng, base_dir)

@@ -38,17 +38,20 @@ FLOOD_ZONES: tuple[str, ...] = get_args(FloodZone)
 SFHA_ZONES: frozenset[str] = frozenset({"AE", "A", "VE", "V"})
 
 
-def by_zone(values: Mapping[str, _T], *, floodplain: _T, beyond: _T) -> dict[str, _T]:
+def by_zone(values: Mapping[str, _T], default: _T, *, outside: _T | None = None) -> dict[str, _T]:
     """Every zone's value from a config section keyed by zone, which usually lists AE and X only.
 
-    A zone listed in ``values`` takes its entry; an unlisted zone takes ``floodplain`` if it is
-    in the floodplain (:data:`SFHA_ZONES`), else ``beyond``. Callers pass AE's and X's entries
-    (or the section's own fallback), so that a household table using the full set of FEMA zones
-    has its A, VE and V homes priced and appraised as the calibrated AE ones.
+    A zone listed in ``values`` takes its entry. An unlisted floodplain zone (A, VE, V: see
+    :data:`SFHA_ZONES`) takes AE's entry and an unlisted zone outside it (B, C, D) ``outside``,
+    or X's entry when ``outside`` is None; ``default`` where that entry is missing too. So a
+    household table using the full set of FEMA zones has its A, VE and V homes priced and
+    appraised as the calibrated AE ones, and its B, C and D homes as the X ones.
 
     Returns:
         A value for each of :data:`FLOOD_ZONES`.
     """
+    floodplain = values.get("AE", default)
+    beyond = values.get("X", default) if outside is None else outside
     return {
         zone: values.get(zone, floodplain if zone in SFHA_ZONES else beyond) for zone in FLOOD_ZONES
     }

@@ -721,7 +721,6 @@ def calibrate(
     if best is None:  # pragma: no cover - the optimiser always evaluates the start point
         msg = f"{origin}: no evaluation ran"
         raise CalibrationError(msg)
-
     evaluations = _write_outputs(out, calibration, search, best, message, origin)
     return CalibrationResult(
         out_dir=out,

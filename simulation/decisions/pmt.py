@@ -378,10 +378,11 @@ class _Coefficients:
     )
 
     def __init__(self, config: PMTConfig) -> None:
-        threat = config.zone_threat
-        beyond = threat["X"] if config.other_zone_threat is None else config.other_zone_threat
-        self.zones = by_zone(threat, floodplain=threat["AE"], beyond=beyond)
-        self.other_zone = beyond  # for a zone name no table can hold
+        # zone_threat always holds AE and X (the defaults are merged in).
+        self.zones = by_zone(config.zone_threat, 0.0, outside=config.other_zone_threat)
+        self.other_zone = (
+            self.zones["X"] if config.other_zone_threat is None else config.other_zone_threat
+        )
         self.weights = dict(config.memory_weights)
         self.major_threshold = config.major_damage_threshold
         self.score_cap = config.score_cap
@@ -390,8 +391,7 @@ class _Coefficients:
         self.beta_tp = config.beta_tp
         self.beta_cp = config.beta_cp
         self.inertia = config.renewal_inertia
-        asc = config.insurance_zone_asc
-        self.zone_asc = by_zone(asc, floodplain=asc.get("AE", 0.0), beyond=asc.get("X", 0.0))
+        self.zone_asc = by_zone(config.insurance_zone_asc, 0.0)
         self.scale = config.logit_scale
         insurance = frozenset(config.insurance_skills)
         # skill -> (asc, self_efficacy * response_efficacy, is an insurance skill)
