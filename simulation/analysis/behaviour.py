@@ -139,7 +139,7 @@ class BehaviourError(ValueError):
 
 
 class UncomputedTargetWarning(UserWarning):
-    """Some runs cannot give a target's statistic (no flood in its year, no traces): it fails."""
+    """Some runs cannot give a target's statistic (no flood in its year, no traces)."""
 
 
 # The keys each statistic reads besides those every target has (see the module docstring).
@@ -439,16 +439,6 @@ def check_behaviour(
 ) -> pd.DataFrame:
     """Compare a run, or an experiment's replicates, with every target of a targets file.
 
-    Returns:
-        One row per target (and, for a sweep, per design point) with :data:`TABLE_COLUMNS`:
-        ``point`` and ``setting`` (the design point and its swept values; 0 and ``""`` without
-        a sweep), ``value`` (the mean over the point's runs; for ``event_recovery_years`` the
-        recovery of the runs' mean change, for ``median_policy_tenure`` their median),
-        ``spread`` (their standard deviation; NaN for one run), ``min``, ``max``, ``n_runs``,
-        ``target`` and ``tolerance`` (from the file), ``passed`` (``|value - target| <=
-        tolerance``; false for a NaN value), ``statistic`` and ``description``. Rows are
-        ordered by point, then as in the targets file.
-
     A run that cannot give a target's statistic (its flood year is not in the run or damaged
     no one, the statistic needs an audit stream the run did not write) has no value for it:
     the target's row is NaN and fails, an :class:`UncomputedTargetWarning` says why (once per
@@ -461,6 +451,16 @@ def check_behaviour(
         targets_path: A targets file (see the module docstring).
         strict: Raise instead, for the first run that cannot give a statistic (calibration:
             a target no run can answer is an error in its setup, not a miss).
+
+    Returns:
+        One row per target (and, for a sweep, per design point) with :data:`TABLE_COLUMNS`:
+        ``point`` and ``setting`` (the design point and its swept values; 0 and ``""`` without
+        a sweep), ``value`` (the mean over the point's runs; for ``event_recovery_years`` the
+        recovery of the runs' mean change, for ``median_policy_tenure`` their median),
+        ``spread`` (their standard deviation; NaN for one run), ``min``, ``max``, ``n_runs``,
+        ``target`` and ``tolerance`` (from the file), ``passed`` (``|value - target| <=
+        tolerance``; false for a NaN value), ``statistic`` and ``description``. Rows are
+        ordered by point, then as in the targets file.
 
     Raises:
         BehaviourError: For a bad targets file, a path that is neither a run nor an
