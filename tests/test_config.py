@@ -126,7 +126,8 @@ def test_a_mapping_override_merges_into_its_section():
 
 
 def test_later_override_wins_and_value_may_contain_equals():
-    config, _ = load_config(DEFAULT, ["years=3", "years=4", "memory.retrieval.query=a=b"])
+    overrides = ["years=3", "years=4", "memory.retrieval.strategy=weighted"]
+    config, _ = load_config(DEFAULT, [*overrides, "memory.retrieval.query=a=b"])
     assert config.years == 4
     assert config.memory.retrieval.query == "a=b"
 

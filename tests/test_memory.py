@@ -17,6 +17,7 @@ from simulation.memory import (
     RetentionSettings,
     RetrievalSettings,
 )
+from simulation.memory.relevance import tokenize
 
 # --------------------------------------------------------------- seed 000 section 7.1 (unit)
 
@@ -478,6 +479,50 @@ def test_reflection_below_threshold_writes_nothing():
     mem = CognitiveMemory("H001", reflection=ReflectionSettings(enabled=True, threshold=5.0))
     mem.update_after_flood(20_000, 2)
     assert mem.end_year(2).reflections == ()
+
+
+def test_importance_adds_up_until_there_is_something_to_reflect_on():
+    """Years of decisions pass the threshold with nothing to reflect on; a later flood is."""
+    mem = CognitiveMemory("H001", reflection=ReflectionSettings(enabled=True, threshold=3.0))
+    for year in range(1, 6):
+        mem.write(f"Year {year}: I decided to do_nothing", 0.7, year, source="decision")
+        assert mem.end_year(year).reflections == ()
+    mem.update_after_flood(60_000, 6)
+    assert len(mem.end_year(6).reflections) == 1
+    assert mem.end_year(7).reflections == ()  # and only then does the count start again
+
+
+def test_a_stored_items_importance_changed_later_does_not_corrupt_the_store():
+    mem = CognitiveMemory("H", episodic_capacity=2, retention=RetentionSettings(policy="fifo"))
+    flood = mem.add_episodic("A flood", 0.9, 1)
+    mem.add_episodic("B claim", 0.5, 2)
+    flood.importance = 0.3  # a caller's edit: the store still ranks by 0.9
+    result = mem.write("C policy", 0.6, 3, store="episodic")
+    assert [e.item.content for e in result.evictions] == ["A flood"]
+    assert [i.content for i in mem.episodic] == ["B claim", "C policy"]
+
+
+def test_skill_ids_in_memories_are_words_to_a_query():
+    assert tokenize("Year 2: I decided to buy_insurance") == ("decided", "buy", "insurance")
+    mem = CognitiveMemory("H", retrieval=RetrievalSettings(strategy="weighted"))
+    mem.write("Year 2: I decided to buy_insurance", 0.5, 2, source="decision")
+    mem.write("Year 2: I decided to elevate_house", 0.5, 2, source="decision")
+    (best, *_) = mem.retrieve_scored(1, 2, query="insurance", w_recency=0, w_importance=0)
+    assert best.item.content.endswith("buy_insurance")
+
+
+def test_a_default_query_is_refused_under_spec():
+    with pytest.raises(ValueError, match="query: only used by strategy 'weighted'"):
+        RetrievalSettings(strategy="spec", query="flood insurance")
+
+
+def test_numpy_tags_and_top_k_are_taken_as_python_ones():
+    mem = CognitiveMemory("H")
+    item = mem.add_working("Year 1: flood", 0.5, 1, tags=np.str_("flood"))
+    assert item.tags == ("flood",)
+    assert mem.retrieve(np.int64(1), 1) == ["Year 1: flood"]
+    with pytest.raises(ValueError, match="top_k must be a non-negative integer"):
+        mem.retrieve(True, 1)
 
 
 def test_custom_reflector_and_semantic_capacity():

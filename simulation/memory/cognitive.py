@@ -25,7 +25,7 @@ import heapq
 import itertools
 from collections.abc import Mapping
 from dataclasses import asdict
-from operator import attrgetter
+from operator import attrgetter, index
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simulation.memory.item import SOURCES, MemoryItem, ScoredMemory
@@ -285,7 +285,7 @@ class CognitiveMemory:
             content,
             float(importance),
             year,
-            ((tags,) if tags.__class__ is str else tuple(tags)) if tags else (),
+            ((tags,) if isinstance(tags, str) else tuple(tags)) if tags else (),
             source,
             pinned,
             evidence,
@@ -633,7 +633,8 @@ class CognitiveMemory:
             if moves is not None:
                 moves.extend(evictions)
             written.append(item)
-        self._since_reflection = 0.0
+        if written:  # importance keeps adding up until there is something to reflect on
+            self._since_reflection = 0.0
         return written
 
     def _distinct_items(self, *, include_semantic: bool = True) -> list[MemoryItem]:
@@ -696,6 +697,8 @@ class CognitiveMemory:
         """
         settings = self.retrieval
         k = settings.top_k if top_k is None else top_k
+        if k.__class__ is not int and not isinstance(k, bool) and hasattr(k, "__index__"):
+            k = index(k)  # a numpy integer
         if k.__class__ is not int or k < 0:
             msg = f"top_k must be a non-negative integer, got {top_k!r}"
             raise ValueError(msg)

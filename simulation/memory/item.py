@@ -39,7 +39,8 @@ class MemoryItem:
         owner: Id of the agent whose memory holds the item.
         seq: Insertion counter, unique within the owner's memory; orders items.
         content: The experience in natural language.
-        importance: Salience in [0, 1]; routes the item and weights its retrieval.
+        importance: Salience in [0, 1]; routes the item and weights its retrieval. Like
+            ``year``, fixed once the item is stored: long-term stores rank by both.
         year: Simulation year the experience happened.
         tags: Classification tags, e.g. ``("flood", "major")``.
         source: What produced the item, one of :data:`SOURCES`.
@@ -120,7 +121,9 @@ class ScoredMemory(NamedTuple):
 
     Attributes:
         item: The retrieved item.
-        score: Its score under the strategy that retrieved it (higher ranks first).
+        score: Its score under the strategy that retrieved it. Under ``weighted`` higher scores
+            rank first; under ``spec`` working memory comes first whatever its scores, then
+            long-term items by decayed importance (the score).
         source: The store it was retrieved from (``working``, ``episodic``, ``semantic`` or
             ``archive``). This is where the item lives, not what produced it; for the latter
             see ``item.source``.

@@ -32,7 +32,8 @@ __all__ = [
     "tokenize",
 ]
 
-_WORD = re.compile(r"[a-z][a-z_]+")
+# Letters only: skill ids in decision memories ("buy_insurance") are words to a query too.
+_WORD = re.compile(r"[a-z]{2,}")
 # Words that appear in nearly every memory template and would only add noise.
 _STOPWORDS = frozenset(
     {

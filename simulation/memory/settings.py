@@ -71,7 +71,8 @@ class RetrievalSettings:
         w_relevance: Weight of query relevance (ignored when no query is given).
         recency_decay: Per-year decay of recency; ``None`` uses the memory's ``decay_rate``.
         relevance: ``keyword`` (TF-IDF) or ``embedding`` (needs an embedder at construction).
-        query: Default query for weighted retrieval (e.g. ``"flood damage insurance"``).
+        query: Default query for weighted retrieval (e.g. ``"flood damage insurance"``); not
+            with ``spec``, which has no relevance term.
     """
 
     __pydantic_config__ = _CONFIG
@@ -96,6 +97,10 @@ class RetrievalSettings:
             _check_non_negative(name, getattr(self, name))
         if self.recency_decay is not None:
             check_fraction("recency_decay", self.recency_decay, low_open=True)
+        if self.query is not None and self.strategy == "spec":
+            # Every retrieval would switch to weighted (spec has no relevance term) unseen.
+            msg = "query: only used by strategy 'weighted' (spec has no relevance term)"
+            raise ValueError(msg)
         if self.relevance not in ("keyword", "embedding"):
             msg = f"relevance must be 'keyword' or 'embedding', got {self.relevance!r}"
             raise ValueError(msg)

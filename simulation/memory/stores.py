@@ -59,7 +59,11 @@ class LongTermStore:
         n = len(ranked)
         while i < n and ranked[i] is not item:
             i += 1
-        return i if i < n else -1
+        if i < n:
+            return i
+        # Not where its key says: its importance or year was changed after it was stored (the
+        # store ranks by the values it had then). Found by identity, it is still the one removed.
+        return next((j for j, other in enumerate(ranked) if other is item), -1)
 
     def add(self, item: MemoryItem) -> None:
         """Insert ``item`` at its rank; among equal keys the newest item goes first."""
@@ -74,8 +78,15 @@ class LongTermStore:
         self._keys = array("d", [self._key(item) for item in items])
 
     def remove(self, item: MemoryItem) -> None:
-        """Remove ``item``, which must be present."""
+        """Remove ``item``.
+
+        Raises:
+            ValueError: If the store does not hold it.
+        """
         i = self._index(item)
+        if i < 0:
+            msg = f"{self.name} memory does not hold item {item.id}"
+            raise ValueError(msg)
         del self._keys[i]
         del self._ranked[i]
 
