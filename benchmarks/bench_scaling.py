@@ -3,12 +3,14 @@
 For each (households, audit level) configuration this runs the default configuration for
 ``--years`` years in a fresh process and reports:
 
-* household-years per second of the yearly steps (model building excluded, reported apart;
-  configurations under a million household-years run several times and report the median);
+* household-years per second of the yearly steps alone (building the model and a run's fixed
+  costs, such as writing its folder, manifest and metrics, are reported apart; configurations
+  under a million household-years run several times and report the median);
 * peak resident memory (RSS) of that process;
 * audit bytes per household-year (all stream files);
 * the floor: a Mesa model with the same number of agents whose ``step`` does nothing, activated
-  with ``shuffle_do`` like floodsim's households, measured in the same process;
+  with ``shuffle_do``, measured in the same process after floodsim's run (its model released)
+  over at least a second of steps;
 * the ratio of floodsim's cost per household-year to the floor's.
 
 Peak RSS is judged on its own configuration: 100,000 households whose working and episodic
@@ -46,6 +48,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from matplotlib.figure import Figure
 
     from simulation.model import FloodAdaptationModel
@@ -76,11 +80,19 @@ TARGET_GROWTH = 1.3
 TARGET_RSS_MB = 2048
 
 
-def floor_seconds_per_agent_step(agents: int, years: int) -> float:
+#: The floor steps its empty model for at least this long: at 1,000 agents a step takes a
+#: third of a millisecond, and a few of them are no sample of a noisy machine.
+FLOOR_MIN_SECONDS = 1.0
+
+
+def floor_seconds_per_agent_step(
+    agents: int, years: int, min_seconds: float = FLOOR_MIN_SECONDS
+) -> float:
     """Seconds per agent-step of a Mesa model whose agents do nothing.
 
-    The median over the steps after a warm-up step: a single step is short enough for a noisy
-    neighbour on a shared machine to double it, and the floor is the divisor of every ratio.
+    The median over the steps after a warm-up step, at least ``years`` of them and at least
+    ``min_seconds`` in all: a single step is short enough for a noisy neighbour on a shared
+    machine to double it, and the floor is the divisor of every ratio.
     """
     import mesa
 
@@ -98,11 +110,12 @@ def floor_seconds_per_agent_step(agents: int, years: int) -> float:
 
     model = Empty()
     model.step()
-    steps = []
-    for _ in range(years):
+    steps: list[float] = []
+    while len(steps) < years or sum(steps) < min_seconds:
         start = time.perf_counter()
         model.step()
         steps.append(time.perf_counter() - start)
+    model.remove_all_agents()
     return statistics.median(steps) / agents
 
 
@@ -163,7 +176,13 @@ def repeats_for(households: int, years: int) -> int:
 
 
 def measure_one(
-    households: int, level: str, years: int, *, full_memories: bool = False, repeats: int = 1
+    households: int,
+    level: str,
+    years: int,
+    *,
+    full_memories: bool = False,
+    repeats: int = 1,
+    floor_seconds: float = FLOOR_MIN_SECONDS,
 ) -> dict[str, Any]:
     """Run one configuration here and return its figures (called in a child process).
 
@@ -173,10 +192,10 @@ def measure_one(
     from simulation.config import load_config
     from simulation.runner import build_model, run_simulation
 
-    floor = floor_seconds_per_agent_step(households, years)
     overrides = [f"households.count={households}", f"years={years}", f"audit.level={level}"]
     config, base = load_config(DEFAULT_CONFIG, overrides)
-    times = []
+    times: list[float] = []
+    whole: list[float] = []  # each run_simulation, steps and fixed costs
     for attempt in range(repeats):
         with tempfile.TemporaryDirectory(prefix="bench_scaling_") as tmp:
             start = time.perf_counter()
@@ -186,9 +205,24 @@ def measure_one(
             if full_memories:
                 fill_memories(model)
             filled = time.perf_counter() - start
+            # Only the yearly steps are timed: writing the run folder, the manifest and the
+            # metrics, and logging the initial memories, are a run's fixed costs, which would
+            # make small populations look slower per household-year.
+            stepping = [0.0]
+            step = model.step
+
+            def timed_step(
+                step: Callable[[], None] = step, stepping: list[float] = stepping
+            ) -> None:
+                start = time.perf_counter()
+                step()
+                stepping[0] += time.perf_counter() - start
+
+            model.step = timed_step
             start = time.perf_counter()
             result = run_simulation(config, base, Path(tmp), progress=False, model=model)
-            times.append(time.perf_counter() - start)
+            whole.append(time.perf_counter() - start)
+            times.append(stepping[0])
             audit_bytes = sum(p.stat().st_size for p in result.run_dir.glob("*.jsonl*"))
         if attempt < repeats - 1:
             model.release()
@@ -198,19 +232,28 @@ def measure_one(
     # Households that relocated keep their last memories but no longer write or forget.
     everyone = [h.memory for h in model.households]
     memories = [h.memory for h in model.households if h.active] or everyone
+    working = round(statistics.fmean(m.working_size for m in memories), 2)
+    episodic = round(statistics.fmean(m.episodic_size for m in memories), 2)
+    # Measured after floodsim's run, its model released: the empty model's agents then reuse
+    # freed memory rather than adding to floodsim's peak RSS.
+    model.release()
+    floor = floor_seconds_per_agent_step(households, years, floor_seconds)
     return {
         "households": households,
         "years": years,
         "audit": level,
         "memories": "full" if full_memories else "as run",
         # What the memories held at the end: with full_memories, that they stayed full.
-        "mean_working_after": round(statistics.fmean(m.working_size for m in memories), 2),
-        "mean_episodic_after": round(statistics.fmean(m.episodic_size for m in memories), 2),
+        "mean_working_after": working,
+        "mean_episodic_after": episodic,
         "build_s": round(built, 3),
         "fill_s": round(filled, 3),
         "runs": repeats,
         "run_s": round(elapsed, 3),
         "run_s_range": [round(min(times), 3), round(max(times), 3)],
+        "run_fixed_s": round(
+            statistics.median(w - t for w, t in zip(whole, times, strict=True)), 3
+        ),
         "household_years_per_s": round(household_years / elapsed, 1),
         "us_per_household_year": round(per_hy * 1e6, 2),
         "floor_us_per_agent_step": round(floor * 1e6, 3),
@@ -246,8 +289,8 @@ def growth(small: dict[str, Any], large: dict[str, Any]) -> float:
     return large["us_per_household_year"] / small["us_per_household_year"]
 
 
-def main() -> None:
-    """Run the matrix (each configuration in its own process), print and write JSON."""
+def parse_args() -> argparse.Namespace:
+    """The command line, checked."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--households", type=int, nargs="*", help="sizes (default: the matrix)")
     parser.add_argument("--levels", nargs="*", help="audit levels for --households sizes")
@@ -272,12 +315,25 @@ def main() -> None:
         help="run the whole list this many times over and report each configuration's median "
         "round; growth is judged round by round (default: 1)",
     )
+    parser.add_argument(
+        "--floor-seconds",
+        type=float,
+        default=FLOOR_MIN_SECONDS,
+        help="step the empty-Mesa floor for at least this long per configuration "
+        f"(default: {FLOOR_MIN_SECONDS:g})",
+    )
     parser.add_argument("--one", nargs=2, metavar=("HOUSEHOLDS", "LEVEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.repeats is not None and args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    return args
+
+
+def main() -> None:
+    """Run the matrix (each configuration in its own process), print and write JSON."""
+    args = parse_args()
     if args.one:
         row = measure_one(
             int(args.one[0]),
@@ -285,6 +341,7 @@ def main() -> None:
             args.years,
             full_memories=args.full_memories,
             repeats=args.repeats or 1,
+            floor_seconds=args.floor_seconds,
         )
         print(json.dumps(row))
         return
@@ -312,8 +369,10 @@ def main() -> None:
             repeats = args.repeats or repeats_for(households, args.years)
             command = [sys.executable, __file__, "--one", str(households), level]
             command += ["--years", str(args.years), "--repeats", str(repeats)]
+            command += ["--floor-seconds", str(args.floor_seconds)]
             command += ["--full-memories"] if full else []
-            child = subprocess.run(command, capture_output=True, text=True, check=True)
+            # The child's stderr passes through: a configuration that fails says why.
+            child = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
             results_of_run.append(json.loads(child.stdout.strip().splitlines()[-1]))
     rows = [combine_rounds(r) if args.rounds > 1 else r[0] for r in results]
     header = (
@@ -364,11 +423,22 @@ def target_checks(rows: list[dict[str, Any]]) -> list[str]:
         if len(sized) > 1:
             small, large = sized[0], sized[-1]
             grown = growth(small, large)
+            # The target compares 1,000 with 100,000 households at off and standard; other
+            # pairs (--quick's 10,000, full's 10,000) are shown, not judged.
+            judged = (
+                level in TARGET_RATIO
+                and small["households"] <= 1_000
+                and large["households"] >= 100_000
+            )
             verdict = "met" if grown <= TARGET_GROWTH else "MISSED"
             lines.append(
                 f"audit {level}: cost per household-year at {int(large['households'])} is "
                 f"{grown:.2f}x that at {int(small['households'])} "
-                f"(target <= {TARGET_GROWTH}x): {verdict}"
+                + (
+                    f"(target <= {TARGET_GROWTH}x): {verdict}"
+                    if judged
+                    else "(not judged: the target compares 1,000 with 100,000 households)"
+                )
             )
     for r in full:
         if r["households"] >= 100_000:

@@ -50,6 +50,20 @@ def test_verdicts_follow_the_targets(bench):
     assert verdict("100000 households, audit off, full memories: peak RSS") == "met"
     # Runs whose memories were not filled say nothing about the RSS target.
     assert len([x for x in lines if "peak RSS" in x]) == 2
+    # Growth is the target's only between 1,000 and 100,000 households, at off and standard.
+    others = bench.target_checks(
+        [
+            _row(1_000, "off", 4.0, 0.4),
+            _row(10_000, "off", 9.0, 0.4),
+            _row(1_000, "full", 4.0, 0.4),
+            _row(100_000, "full", 9.0, 0.4),
+        ]
+    )
+    grown = [x for x in others if "cost per household-year" in x]
+    assert len(grown) == 2
+    assert all(
+        x.endswith("(not judged: the target compares 1,000 with 100,000 households)") for x in grown
+    )
 
 
 def test_fill_memories_fills_every_store_and_the_memories_stay_full(bench):
@@ -114,12 +128,14 @@ def test_plot_without_rows_is_none(bench):
 
 def test_small_configurations_repeat_and_report_their_median(bench):
     assert [bench.repeats_for(n, 30) for n in (1_000, 10_000, 100_000)] == [5, 3, 1]
-    row = bench.measure_one(30, "off", 2, repeats=3)
+    row = bench.measure_one(500, "off", 2, repeats=3, floor_seconds=0.0)
     assert row["runs"] == 3
     fastest, slowest = row["run_s_range"]
     assert fastest <= row["run_s"] <= slowest
-    # The cost is the median run's (run_s is rounded to milliseconds, hence the tolerance).
-    assert row["us_per_household_year"] == pytest.approx(row["run_s"] / 60 * 1e6, rel=0.1)
+    # The cost is the median run's steps (run_s is rounded to milliseconds: the tolerance).
+    assert row["us_per_household_year"] == pytest.approx(row["run_s"] / 1_000 * 1e6, rel=0.1)
+    # A run's fixed costs (its folder, manifest, metrics) are not in the cost.
+    assert row["run_fixed_s"] > 0
 
 
 def _rounds(row, costs):
@@ -156,7 +172,7 @@ def test_growth_is_judged_round_by_round(bench):
 def test_rounds_run_every_configuration_in_turn(bench, tmp_path, monkeypatch, capsys):
     out = tmp_path / "scaling.json"
     argv = ["bench_scaling.py", "--households", "20", "40", "--levels", "off", "--years", "1"]
-    argv += ["--repeats", "1", "--rounds", "2", "--json", str(out)]
+    argv += ["--repeats", "1", "--rounds", "2", "--floor-seconds", "0", "--json", str(out)]
     monkeypatch.setattr("sys.argv", argv)
     bench.main()
     started = [x for x in capsys.readouterr().err.splitlines() if x.startswith("running")]
