@@ -731,3 +731,17 @@ def test_a_corrupt_snapshot_is_refused_by_name(corrupt, problem):
     corrupt(data)
     with pytest.raises(ValueError, match=re.escape(problem)):
         CognitiveMemory.from_dict(data)
+
+
+def test_retrieval_without_a_year_is_at_the_latest_year_the_memory_has_seen():
+    """Not year 0: items written in later years would be younger than the retrieval."""
+    mem = CognitiveMemory("H", decay_rate=0.95)
+    mem.add_episodic("Year 30: a flood", 0.9, 30)
+    mem.add_episodic("Year 10: a claim", 0.8, 10)
+    assert mem.retrieve_scored(2) == mem.retrieve_scored(2, 30)
+    assert all(hit.score <= hit.item.importance for hit in mem.retrieve_scored(2))
+    calendar = CognitiveMemory(
+        "H", decay_rate=0.5, retrieval=RetrievalSettings(strategy="weighted")
+    )
+    calendar.add_episodic("Year 2024: a flood", 0.9, 2024)
+    assert calendar.retrieve(1) == ["Year 2024: a flood"]  # overflowed at year 0

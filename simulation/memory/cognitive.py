@@ -650,7 +650,7 @@ class CognitiveMemory:
 
     # -------------------------------------------------------------- retrieval
     def retrieve(
-        self, top_k: int | None = None, current_year: int = 0, **options: Any
+        self, top_k: int | None = None, current_year: int | None = None, **options: Any
     ) -> list[str]:
         """Return the contents of the best memories, at most ``top_k``, each at most once.
 
@@ -661,7 +661,7 @@ class CognitiveMemory:
     def retrieve_scored(
         self,
         top_k: int | None = None,
-        current_year: int = 0,
+        current_year: int | None = None,
         *,
         strategy: str | None = None,
         query: str | None = None,
@@ -677,7 +677,9 @@ class CognitiveMemory:
 
         Args:
             top_k: Maximum items; the retrieval settings' ``top_k`` when ``None``.
-            current_year: The year of retrieval (for decay and recency).
+            current_year: The year of retrieval (for decay and recency); ``None``: the latest
+                year the memory has seen, so that no item is younger than the retrieval (an
+                age below zero would raise its score above its importance).
             strategy: ``spec`` or ``weighted``; the configured strategy when ``None``.
             query: Free text whose relevance weighs in under ``weighted`` (a query given to
                 ``spec`` switches to ``weighted``, since ``spec`` has no relevance term).
@@ -696,12 +698,11 @@ class CognitiveMemory:
             ValueError: For a negative ``top_k`` or an unknown strategy.
         """
         settings = self.retrieval
+        if current_year is None:
+            current_year = self._clock
         k = settings.top_k if top_k is None else top_k
-        if k.__class__ is not int and not isinstance(k, bool) and hasattr(k, "__index__"):
-            k = index(k)  # a numpy integer
-        if k.__class__ is not int or k < 0:
-            msg = f"top_k must be a non-negative integer, got {top_k!r}"
-            raise ValueError(msg)
+        if k.__class__ is not int or k < 0:  # the model's calls pass a plain int
+            k = _count(k)
         if k == 0:
             return []
         strategy = strategy or settings.strategy
@@ -804,7 +805,7 @@ class CognitiveMemory:
         return [_new_tuple(ScoredMemory, (candidates[n], scores[n], where[n])) for n in best]
 
     def format_for_prompt(
-        self, top_k: int | None = None, current_year: int = 0, **options: Any
+        self, top_k: int | None = None, current_year: int | None = None, **options: Any
     ) -> str:
         """Retrieved memories as a bulleted list for a prompt (``"- ..."`` per line)."""
         memories = self.retrieve(top_k, current_year, **options)
@@ -1004,6 +1005,17 @@ def _merge_from(
         seen.add(item.seq)
         heads[n] += 1
     return out
+
+
+def _count(top_k: Any) -> int:
+    """``top_k`` as an int: a Python or numpy integer that is not negative (and not a bool)."""
+    k = top_k
+    if k.__class__ is not int and not isinstance(k, bool) and hasattr(k, "__index__"):
+        k = index(k)  # a numpy integer
+    if k.__class__ is not int or k < 0:
+        msg = f"top_k must be a non-negative integer, got {top_k!r}"
+        raise ValueError(msg)
+    return k
 
 
 def _fill_from(
