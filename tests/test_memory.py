@@ -745,3 +745,18 @@ def test_retrieval_without_a_year_is_at_the_latest_year_the_memory_has_seen():
     )
     calendar.add_episodic("Year 2024: a flood", 0.9, 2024)
     assert calendar.retrieve(1) == ["Year 2024: a flood"]  # overflowed at year 0
+
+
+def test_a_reflection_on_floods_of_unknown_damage_does_not_say_zero_dollars():
+    """A survey flood (seeded, no amount) and a flood written without its damage are floods of
+    unknown damage, not of $0."""
+    mem = CognitiveMemory("H001", reflection=ReflectionSettings(enabled=True, threshold=1.0))
+    mem.add_seed("Year 0: the 2017 flood reached our street", 0.8, 0, tags=("flood",))
+    mem.update_after_flood(60_000, 3)
+    mem.add_episodic("Year 4: a flood", 0.9, 4, tags=("flood",), source="flood")
+    mem.write("Year 3: insurance paid my claim", 0.7, 3, ("claim",), source="claim")
+    (reflection,) = mem.end_year(4).reflections
+    assert reflection.content == (
+        "Year 4: I remember 3 floods between years 0 and 4; 1 damaged my home, $60,000 in "
+        "total, and I do not know the damage of 2; insurance paid 1 of my 1 claim."
+    )

@@ -50,32 +50,45 @@ class RuleBasedReflector:
 
     It writes at most one reflection: how many floods in which span of years, how many caused
     damage and how much in total, and how insurance claims turned out. Damage and payouts are
-    read from each item's ``amount``; a claim tagged ``denied`` counts as denied.
+    read from each item's ``amount``; an item without one (a memory written without it, a
+    survey flood seeded before the run) is of unknown amount, not of $0. Floods are items from
+    the ``flood`` source and seeded items tagged ``flood``; a claim tagged ``denied`` counts as
+    denied.
     """
 
     def reflect(self, items: Sequence[MemoryItem], year: int) -> list[ReflectionDraft]:
         """Return one flood-experience reflection, or none when there is no flood or claim."""
-        floods = [i for i in items if i.source == "flood"]
+        floods = [
+            i for i in items if i.source == "flood" or (i.source == "seed" and "flood" in i.tags)
+        ]
         claims = [i for i in items if i.source == "claim"]
         if not floods and not claims:
             return []
         parts = []
         if floods:
-            damages = [i.amount or 0.0 for i in floods]
-            damaging = sum(d > 0.0 for d in damages)
             first, last = min(i.year for i in floods), max(i.year for i in floods)
             span = f"in year {first}" if first == last else f"between years {first} and {last}"
-            parts.append(
-                f"I remember {len(floods)} flood{'s' if len(floods) != 1 else ''} {span}; "
-                f"{damaging} damaged my home, ${sum(damages):,.0f} in total"
-            )
+            text = f"I remember {len(floods)} flood{'s' if len(floods) != 1 else ''} {span}"
+            damages = [i.amount for i in floods if i.amount is not None]
+            if damages:
+                damaging = sum(d > 0.0 for d in damages)
+                text += f"; {damaging} damaged my home, ${sum(damages):,.0f} in total"
+                if len(damages) < len(floods):
+                    text += f", and I do not know the damage of {len(floods) - len(damages)}"
+            parts.append(text)
         if claims:
             approved = [i for i in claims if "denied" not in i.tags]
             denied = len(claims) - len(approved)
-            paid = sum(i.amount or 0.0 for i in approved)
+            known = [i.amount for i in approved if i.amount is not None]
+            amount = ""
+            if known:
+                paid = f"${sum(known):,.0f}"
+                amount = (
+                    f" ({paid})" if len(known) == len(approved) else f" ({paid} that I know of)"
+                )
             parts.append(
                 f"insurance paid {len(approved)} of my {len(claims)} claim"
-                f"{'s' if len(claims) != 1 else ''} (${paid:,.0f})"
+                f"{'s' if len(claims) != 1 else ''}{amount}"
                 + (f" and denied {denied}" if denied else "")
             )
         content = f"Year {year}: " + "; ".join(parts) + "."
