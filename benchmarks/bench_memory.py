@@ -1,8 +1,11 @@
 """Micro-benchmark of one household's CognitiveMemory with full stores.
 
-Measures, for a memory holding 10 working and 50 episodic items (the default capacities):
-add (working, episodic, routed), retrieve(top_k=5) under each strategy, consolidate, and the
-deep size of one household's memory object. Prints a table and writes JSON.
+Measures, for a memory holding 10 working and 50 episodic items (the class's default
+capacities, seed 000's): add (working, episodic, routed), retrieve(top_k=5) under each
+strategy, consolidate, and the deep size of one household's memory object. Prints a table and
+writes JSON. ``configs/default.yaml`` keeps 4 working items and retrieves 6, so its
+retrievals always reach episodic memory, as the "via episodic" case does; the whole-model cost
+is bench_scaling.py's.
 
 Usage:
     python benchmarks/bench_memory.py [--json benchmarks/results/memory.json]
