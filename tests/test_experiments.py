@@ -487,3 +487,12 @@ def test_run_readers_refuse_an_experiment_folder_rather_than_find_nothing(serial
         metrics.flood_events(serial_result.out_dir)
     with pytest.raises(RunDirError, match="an experiment folder"):
         metrics.read_stream_frame(serial_result.out_dir, "household_traces")
+
+
+def test_workers_given_for_a_serial_executor_are_said_to_be_unused(tmp_path, capsys):
+    path = write_experiment(tmp_path, replicates=1)  # the file's executor: serial (the default)
+    assert main(["batch", str(path), "--out", str(tmp_path / "out"), "--workers", "3"]) == 0
+    assert (
+        f"floodsim: warning: {path}: --workers 3 is not used: the executor is serial (one run at "
+        "a time)" in capsys.readouterr().err
+    )

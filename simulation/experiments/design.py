@@ -22,6 +22,7 @@ every point sees the same seeds (common random numbers make points comparable).
 from __future__ import annotations
 
 import itertools
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +33,7 @@ from pydantic import Field, ValidationError, model_validator
 from simulation.config import (
     EXPERIMENT_KEYS,
     ConfigError,
+    ConfigWarning,
     RunConfig,
     Section,
     apply_overrides,
@@ -216,6 +218,11 @@ def override_executor(
     except ValidationError as err:
         where = f"{origin}: executor as overridden"
         raise ConfigError(describe_validation_error(err, where)) from None
+    if workers is not None and executor.kind == "serial":
+        msg = (
+            f"{origin}: --workers {workers} is not used: the executor is serial (one run at a time)"
+        )
+        warnings.warn(ConfigWarning(msg), stacklevel=2)
     return experiment.model_copy(update={"executor": executor})
 
 
