@@ -344,6 +344,20 @@ def test_proposal_carries_constructs_and_justification() -> None:
     assert {"do_nothing", "buy_insurance"} <= seen
 
 
+@pytest.mark.parametrize("skill", ["elevate_house", "relocate"])
+def test_justification_says_a_policy_lapses_when_the_choice_does_not_renew_it(skill: str) -> None:
+    option = next(o for o in OPTIONS if o.skill_id == skill)
+    rng = np.random.default_rng(0)
+    insured = PMTPolicy().decide(household(has_insurance=True), [], (option,), {}, rng)
+    uninsured = PMTPolicy().decide(household(), [], (option,), {}, rng)
+    assert insured.skill_id == uninsured.skill_id == skill
+    assert "and let my policy lapse" in insured.justification
+    assert "lapse" not in uninsured.justification
+    renewed = PMTPolicy().decide(household(has_insurance=True), [], (OPTIONS[1],), {}, rng)
+    assert "renew my policy" in renewed.justification
+    assert "lapse" not in renewed.justification
+
+
 def test_cp_construct_reports_the_chosen_or_most_likely_action() -> None:
     rng = np.random.default_rng(0)
     policy = PMTPolicy()

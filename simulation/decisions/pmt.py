@@ -687,8 +687,13 @@ class PMTPolicy:
             act = f"but I {act}" if affordable else f"so I {act}"
         else:
             verb = c.labels[skill_id][1]
-            if insured and c.skills[skill_id][2]:
-                verb = "renew my policy"
+            if insured:
+                # One skill a year: elevating or relocating does not renew the annual policy.
+                verb = (
+                    "renew my policy"
+                    if c.skills[skill_id][2]
+                    else f"{verb} and let my policy lapse"
+                )
             act = f"so I {verb}" if affordable else f"but I {verb} anyway"
 
         return Proposal(
