@@ -902,6 +902,29 @@ def test_cli_replay_without_a_cache_file_exits_2(
     assert not (tmp_path / "cli").exists()  # rejected before any output exists
 
 
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_cli_record_cache_that_cannot_be_created_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache's folder should be")
+    cache = blocker / "caches" / "c.sqlite"
+    sets = llm_overrides(f"http://127.0.0.1:{closed_port()}/v1", cache, mode="record")
+    if command == "run":
+        code = cli_run(tmp_path, *sets)
+    else:
+        code = main(["validate", str(DEFAULT), *(a for s in sets for a in ("--set", s))])
+    out, err = capsys.readouterr()
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("floodsim: error:")
+    assert "decision.llm.cache" in lines[0]
+    assert f"{blocker} is a file, not a folder" in lines[0]
+    assert out == ""
+    assert not (tmp_path / "cli").exists()  # rejected before any output exists
+
+
 # -- 8. API key ------------------------------------------------------------------------------
 
 

@@ -161,6 +161,12 @@ class LLMPolicy:
                 ).close()
             except (ValueError, OSError) as err:
                 raise LLMConfigError(f"decision.llm.cache: {err}") from None
+        elif config.mode == "record":
+            # The cache is created at the first decision, after the run directory was written:
+            # a path where it cannot be created is refused now, without creating anything.
+            problem = _uncreatable(self._cache_path)
+            if problem is not None:
+                raise LLMConfigError(f"decision.llm.cache: {self._cache_path}: {problem}")
         # The event loop lives in its own thread, so deciding works the same from a script and
         # from inside a running loop (a Jupyter cell), where asyncio.run would refuse.
         self._loop_thread: ThreadPoolExecutor | None = None
@@ -347,6 +353,25 @@ class LLMPolicy:
             self._cache.close()
             self._cache = None
         self._client = None
+
+
+def _uncreatable(path: Path) -> str | None:
+    """Why a new file cannot be created at ``path`` (and its missing folders), or None.
+
+    Nothing is created: the nearest existing ancestor must be a folder this process may write
+    into. Permissions are what :func:`os.access` reports, so a read-only file system or a
+    quota can still refuse the write later.
+    """
+    if path.is_dir():
+        return "is a folder, not a file"
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"cannot be created: {ancestor} is a file, not a folder"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"cannot be created: no permission to write in {ancestor}"
+    return None
 
 
 def _failed_call(agent_id: str, attempt: int, request_hash: str, err: ChatError) -> CallRecord:
