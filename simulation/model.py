@@ -1176,20 +1176,13 @@ def _decision_policy(
     decision = config.decision
     if decision.script is None:
         return PMTPolicy(decision.pmt)
+    households = frozenset(state.agent_id for state in population.states)
     try:
-        decisions = load_script(base_dir / decision.script, registry.skill_ids)
+        decisions = load_script(base_dir / decision.script, registry.skill_ids, households)
     except ScriptError as err:
         raise ConfigError(f"{origin}: decision.script: {err}") from None
-    policy = ScriptedPolicy(decisions, registry.default_skill)
     _warn_after_last_year((year for _, year in decisions), config.years, origin, "decision.script")
-    unknown = sorted(policy.agent_ids - {state.agent_id for state in population.states})
-    if unknown:
-        msg = (
-            f"{origin}: decision.script: {unknown[0]!r} is not a household of this run "
-            f"({len(unknown)} unknown ids in {decision.script})"
-        )
-        raise ConfigError(msg)
-    return policy
+    return ScriptedPolicy(decisions, registry.default_skill)
 
 
 def _warn_after_last_year(years: Iterable[int], last: int, origin: str, key: str) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulation.config import ConfigWarning, load_config
+from simulation.config import ConfigError, ConfigWarning, load_config
 from simulation.decisions.scripted import ScriptError, load_script
 from simulation.runner import build_model
 
@@ -132,6 +132,24 @@ def test_bad_tables_name_the_row_and_column(tmp_path, text, message):
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ScriptError, match=message):
         load_script(path, SKILLS)
+
+
+def test_a_household_not_in_the_run_is_named_with_its_row(tmp_path):
+    owner, _ = tenants(tmp_path)
+    rows = [
+        f"{owner},1,buy_insurance",
+        "H99999,1,relocate",
+        f"{owner},2,do_nothing",
+        "H7,3,relocate",
+    ]
+    with pytest.raises(ConfigError) as raised:
+        scripted_model(tmp_path, rows)
+    message = str(raised.value)
+    assert "decision.script" in message
+    assert (
+        "decisions.csv: row 3, column agent_id: 'H99999' is not a household of this run" in message
+    )
+    assert "(2 of 4 rows name unknown households)" in message
 
 
 def test_a_missing_table_is_named(tmp_path):

@@ -43,17 +43,21 @@ class ScriptError(ValueError):
     """A decision table that cannot be used; the message names the file and the row."""
 
 
-def load_script(path: Path, skill_ids: Collection[str]) -> dict[tuple[str, int], str]:
+def load_script(
+    path: Path, skill_ids: Collection[str], households: Collection[str] | None = None
+) -> dict[tuple[str, int], str]:
     """Read a decision table into ``{(agent_id, year): skill_id}``.
 
     Args:
         path: The CSV file.
         skill_ids: The registry's skills; every row must name one of them.
+        households: The run's agent ids; every row must name one of them (None: not checked).
 
     Raises:
-        ScriptError: For a missing or unreadable file, a missing column, a year that is not a
-            whole number from 1, an unknown skill, or two rows for one household-year. Rows are
-            numbered as in a spreadsheet (the header is row 1).
+        ScriptError: For a missing or unreadable file, a missing column, a household that is
+            not one of ``households``, a year that is not a whole number from 1, an unknown
+            skill, or two rows for one household-year. Rows are numbered as in a spreadsheet
+            (the header is row 1).
     """
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
@@ -75,6 +79,14 @@ def load_script(path: Path, skill_ids: Collection[str]) -> dict[tuple[str, int],
         where = f"{path}: row {row}"
         if not agent_id:
             msg = f"{where}, column agent_id: empty"
+            raise ScriptError(msg)
+        if households is not None and agent_id not in households:
+            # Usually a table written for another population: say how much of it is foreign.
+            foreign = (~table["agent_id"].isin(households)).sum()
+            msg = (
+                f"{where}, column agent_id: {agent_id!r} is not a household of this run "
+                f"({foreign} of {len(table)} rows name unknown households)"
+            )
             raise ScriptError(msg)
         year = int(year_text) if year_text.isdigit() else 0
         if year < 1:
@@ -101,11 +113,6 @@ class ScriptedPolicy:
     def __init__(self, decisions: Mapping[tuple[str, int], str], default_skill: str) -> None:
         self.decisions = dict(decisions)
         self.default_skill = default_skill
-
-    @property
-    def agent_ids(self) -> set[str]:
-        """The households the table names."""
-        return {agent_id for agent_id, _ in self.decisions}
 
     def decide(
         self,
