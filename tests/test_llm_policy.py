@@ -879,12 +879,11 @@ def test_cli_replay_miss_exits_2_with_one_line(
     assert_no_complete_run(tmp_path / "cli", missing[0])
 
 
-@pytest.mark.parametrize("command", ["run", "validate"])
-def test_cli_replay_without_a_cache_file_exits_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
-) -> None:
-    missing = tmp_path / "never-recorded.sqlite"
-    sets = llm_overrides(f"http://127.0.0.1:{closed_port()}/v1", missing, mode="replay")
+def cli_refusal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, cache: Path, mode: str
+) -> str:
+    """The one error line of ``floodsim run`` or ``validate`` refusing an LLM cache (exit 2)."""
+    sets = llm_overrides(f"http://127.0.0.1:{closed_port()}/v1", cache, mode=mode)
     if command == "run":
         code = cli_run(tmp_path, *sets)
     else:
@@ -895,11 +894,20 @@ def test_cli_replay_without_a_cache_file_exits_2(
     assert len(lines) == 1, err
     assert lines[0].startswith("floodsim: error:")
     assert "decision.llm.cache" in lines[0]
-    assert str(missing) in lines[0]
-    assert "record" in lines[0]
     assert out == ""
-    assert not missing.exists()  # replay never creates an empty cache
     assert not (tmp_path / "cli").exists()  # rejected before any output exists
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_cli_replay_without_a_cache_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    missing = tmp_path / "never-recorded.sqlite"
+    line = cli_refusal(tmp_path, capsys, command, missing, "replay")
+    assert str(missing) in line
+    assert "record" in line
+    assert not missing.exists()  # replay never creates an empty cache
 
 
 @pytest.mark.parametrize("command", ["run", "validate"])
@@ -908,21 +916,8 @@ def test_cli_record_cache_that_cannot_be_created_exits_2(
 ) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache's folder should be")
-    cache = blocker / "caches" / "c.sqlite"
-    sets = llm_overrides(f"http://127.0.0.1:{closed_port()}/v1", cache, mode="record")
-    if command == "run":
-        code = cli_run(tmp_path, *sets)
-    else:
-        code = main(["validate", str(DEFAULT), *(a for s in sets for a in ("--set", s))])
-    out, err = capsys.readouterr()
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("floodsim: error:")
-    assert "decision.llm.cache" in lines[0]
-    assert f"{blocker} is a file, not a folder" in lines[0]
-    assert out == ""
-    assert not (tmp_path / "cli").exists()  # rejected before any output exists
+    line = cli_refusal(tmp_path, capsys, command, blocker / "caches" / "c.sqlite", "record")
+    assert f"{blocker} is a file, not a folder" in line
 
 
 # -- 8. API key ------------------------------------------------------------------------------
