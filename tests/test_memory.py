@@ -295,6 +295,37 @@ def test_tiered_retention_demotes_and_promotes():
     assert faded in mem.episodic
 
 
+def test_a_promoted_memory_stays_episodic_as_long_as_a_new_one_would():
+    """Rehearsal restarts the decay clock: no need to recall the memory again every year."""
+    tiered = RetentionSettings(policy="tiered", demote_below=0.5, promote_after=2)
+    mem = CognitiveMemory("H001", decay_rate=0.9, retention=tiered)
+    flood = mem.add_episodic("Year 0: a flood", 0.9, 0)
+    mem.end_year(6)  # 0.9 * 0.9**6 = 0.48 < 0.5
+    assert mem.archive == (flood,)
+    for _ in range(2):
+        mem.retrieve(current_year=7, top_k=1)
+    assert mem.end_year(7).promoted == (flood,)
+    (hit,) = mem.retrieve_scored(1, 7)
+    assert hit.score == pytest.approx(0.9)  # it decays from year 7 now, not from year 0
+    snapshot = json.loads(json.dumps(mem.to_dict()))
+    # Never recalled again: kept while 0.9 * 0.9**(year - 7) >= 0.5, to year 12 ...
+    for year in range(8, 13):
+        report = mem.end_year(year)
+        assert report.evictions == ()
+        assert mem.episodic == (flood,)
+    # ... and demoted again at the first year end below it.
+    report = mem.end_year(13)
+    assert [(e.item, e.store, e.to) for e in report.evictions] == [(flood, "episodic", "archive")]
+    assert mem.archive == (flood,)
+    # A checkpoint taken after the promotion resumes the same way.
+    restored = CognitiveMemory.from_dict(snapshot)
+    assert restored.to_dict() == snapshot
+    assert [year for year in range(8, 14) if restored.end_year(year).evictions] == [13]
+    assert restored.to_list("archive") == ["Year 0: a flood"]
+    # Items never promoted are written as before, so older snapshots read the same.
+    assert all("rehearsed" not in item for item in _snapshot()["items"])
+
+
 def test_tiered_overflow_demotes_instead_of_forgetting():
     settings = RetentionSettings(policy="tiered", archive_capacity=1, demote_below=0.0)
     mem = CognitiveMemory("H001", episodic_capacity=1, retention=settings)
@@ -683,12 +714,18 @@ def test_tiered_keeps_what_is_recalled_and_reports_only_lasting_promotions():
     memory.add_episodic("faint memory", 0.35, 0)
     memory.end_year(5)  # 0.35 * 0.95**5 = 0.27: archived
     assert memory.to_list("archive") == ["faint memory"]
-    for year in (6, 7):  # recalled every year: promoted, then kept although still faint
+    for year in (6, 7):  # recalled every year: promoted, then kept
         memory.retrieve(current_year=year, top_k=5)
         memory.retrieve(current_year=year, top_k=5)
         memory.end_year(year)
         assert memory.to_list("episodic") == ["faint memory"]
-    memory.end_year(8)  # not recalled in year 8: it fades to the archive again
+    for year in (8, 9):  # not recalled, but its promotion in year 6 refreshed it: 0.35 * 0.95**3
+        memory.end_year(year)
+        assert memory.to_list("episodic") == ["faint memory"]
+    memory.retrieve(current_year=10, top_k=5)
+    memory.end_year(10)  # 0.35 * 0.95**4 = 0.285, faint again, but recalled this year: kept
+    assert memory.to_list("episodic") == ["faint memory"]
+    memory.end_year(11)  # faint and not recalled: it fades to the archive again
     assert memory.to_list("archive") == ["faint memory"]
     full = CognitiveMemory("H", episodic_capacity=2, retention=tiered)
     full.add_episodic("faint memory", 0.35, 0)
@@ -723,6 +760,7 @@ def _snapshot() -> dict:
         (lambda d: d["items"].append(dict(d["items"][0])), "two items share a sequence number"),
         (lambda d: d.update(episodic_capacity=1), "more items than its capacity"),
         (lambda d: d["stores"]["episodic"].reverse(), "not in rank order"),
+        (lambda d: d["items"][0].update(rehearsed=0), "rehearsed before its year"),
     ],
 )
 def test_a_corrupt_snapshot_is_refused_by_name(corrupt, problem):

@@ -164,13 +164,19 @@ def test_retrieval_has_no_duplicates_and_respects_top_k(params, ops, top_k, now,
 
 def spec_reference(mem: CognitiveMemory, top_k: int, now: int) -> list[tuple[str, float, str]]:
     """Seed 000's spec retrieval by brute force: working memory newest first, then every
-    long-term item by decayed importance (ties to the newer item), each item once."""
+    long-term item by decayed importance (ties to the newer item), each item once. A long-term
+    item promoted by tiered retention decays from its promotion (``rehearsed``)."""
     decay = mem.decay_rate
     working = sorted(mem.working, key=lambda i: (i.year, i.importance, i.seq), reverse=True)
     out = [(i.id, i.importance * decay ** (now - i.year), "working") for i in working]
     seen = {i.id for i in working}
     long_term = [
-        (i.importance * decay ** (now - i.year), i.seq, i, name)
+        (
+            i.importance * decay ** (now - (i.year if i.rehearsed is None else i.rehearsed)),
+            i.seq,
+            i,
+            name,
+        )
         for name in ("episodic", "semantic", "archive")
         for i in getattr(mem, name)
         if i.id not in seen

@@ -571,6 +571,21 @@ class CognitiveMemory:
         return _new_tuple(YearEnd, (transferred, tuple(moves), tuple(promoted), tuple(reflections)))
 
     def _rebalance_tiers(self, year: int, moves: list[Eviction]) -> list[MemoryItem]:
+        """Demote faded episodic items to the archive and promote rehearsed ones back.
+
+        A promoted item's decay clock restarts at ``year`` (``MemoryItem.rehearsed``): it then
+        stays in episodic memory as long as a new memory of its importance would, and is
+        demoted again only once that fades below ``demote_below`` in a year it is not recalled.
+        An item that a full episodic memory sends straight back to the archive keeps the
+        refreshed clock (it was rehearsed all the same) but is not reported as promoted.
+
+        Args:
+            year: The year that is ending.
+            moves: Receives every move and eviction, in the order they happen.
+
+        Returns:
+            The items promoted that are still in episodic memory afterwards.
+        """
         settings, episodic, archive = self.retention, self._episodic, self._own_archive()
         # A memory recalled (or made) this year is being rehearsed: it stays, however faded.
         faded = [
@@ -597,6 +612,15 @@ class CognitiveMemory:
                 continue
             archive.remove(item)
             del self._demoted_hits[item.seq]
+            # Rehearsal refreshes the memory, as in the seeds' systems (002: retrieval reinforces
+            # a memory; 003: recency counts from the last retrieval; 004: promotion follows
+            # sustained use). Kept at its faded score, it would be demoted again at the next
+            # year end unless recalled again. The clock restarts rather than the importance
+            # rising: importance is the experience's own salience (it routes writes and weighs
+            # in weighted retrieval), and at most 1 it could not undo decades of decay. Set
+            # between leaving the archive and entering episodic memory: stores rank by it.
+            since = item.year if item.rehearsed is None else item.rehearsed
+            item.rehearsed = max(year, since)  # a rehearsal never ages a memory
             moves.append(Eviction(item, "archive", "episodic"))
             moves.extend(self._insert(episodic, item))
             if item in episodic:  # not forgotten again at once by a full episodic memory
@@ -878,7 +902,8 @@ class CognitiveMemory:
             ValueError: For an unknown ``format_version`` or a snapshot that is malformed or
                 inconsistent (a missing field, a store naming an unknown item, two items with
                 one sequence number, a store over its capacity or out of rank order, an
-                importance outside [0, 1], ``next_seq`` not above every item's).
+                importance outside [0, 1], a rehearsal before the item's year, ``next_seq`` not
+                above every item's).
         """
         version = data.get("format_version") if isinstance(data, Mapping) else None
         if version.__class__ is not int or version != FORMAT_VERSION:
@@ -959,6 +984,8 @@ def _check_restored(mem: CognitiveMemory) -> None:
         problem = "an item's importance is outside [0, 1]"
     elif any(i.source not in SOURCES for i in items.values()):
         problem = f"an item's source is not one of {sorted(SOURCES)}"
+    elif any(i.rehearsed is not None and i.rehearsed < i.year for i in items.values()):
+        problem = "an item was rehearsed before its year"  # promotion never ages a memory
     elif any(
         any(a > b for a, b in itertools.pairwise(store._keys)) for store in stores if len(store)
     ):

@@ -40,7 +40,8 @@ class MemoryItem:
         seq: Insertion counter, unique within the owner's memory; orders items.
         content: The experience in natural language.
         importance: Salience in [0, 1]; routes the item and weights its retrieval. Like
-            ``year``, fixed once the item is stored: long-term stores rank by both.
+            ``year`` and ``rehearsed``, fixed while the item is stored: long-term stores rank
+            by all three.
         year: Simulation year the experience happened.
         tags: Classification tags, e.g. ``("flood", "major")``.
         source: What produced the item, one of :data:`SOURCES`.
@@ -51,6 +52,10 @@ class MemoryItem:
         last_access: Year the item was last written or retrieved (drives weighted recency).
         access_count: How many retrievals returned the item.
         consolidated: Whether consolidation already copied the item into episodic memory.
+        rehearsed: Year of the rehearsal that last refreshed the item, or ``None``. Under the
+            ``tiered`` retention policy an archived item recalled often enough is promoted back
+            to episodic memory at year end, and from then on its importance decays from that
+            year instead of from ``year`` (which stays the year the experience happened).
     """
 
     owner: str
@@ -66,6 +71,7 @@ class MemoryItem:
     last_access: int = 0
     access_count: int = 0
     consolidated: bool = False
+    rehearsed: int | None = None
 
     # Built on every use rather than cached on the item: a cached id string is 64 bytes more
     # per remembered item (a third of a GB for 100,000 households with full memories). The
@@ -80,8 +86,13 @@ class MemoryItem:
         return f"{self.owner}:{seq}"
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict of every field except ``owner`` (the memory knows it)."""
-        return {
+        """Return a JSON-ready dict of every field except ``owner`` (the memory knows it).
+
+        ``rehearsed`` is left out while it is ``None``, as it is for almost every item: a
+        checkpoint holds every household's items, and snapshots written before the field
+        existed read the same.
+        """
+        data = {
             "seq": self.seq,
             "content": self.content,
             "importance": self.importance,
@@ -95,6 +106,9 @@ class MemoryItem:
             "access_count": self.access_count,
             "consolidated": self.consolidated,
         }
+        if self.rehearsed is not None:
+            data["rehearsed"] = self.rehearsed
+        return data
 
     @classmethod
     def from_dict(cls, owner: str, data: Mapping[str, Any]) -> MemoryItem:
@@ -113,6 +127,7 @@ class MemoryItem:
             last_access=int(data.get("last_access", data["year"])),
             access_count=int(data.get("access_count", 0)),
             consolidated=bool(data.get("consolidated", False)),
+            rehearsed=None if data.get("rehearsed") is None else int(data["rehearsed"]),
         )
 
 

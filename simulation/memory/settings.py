@@ -123,7 +123,9 @@ class RetentionSettings:
         demote_below: ``tiered``: at year end, episodic items whose decayed importance fell
             below this move to the archive, unless recalled (or made) that year.
         promote_after: ``tiered``: an archived item retrieved this many times since its
-            demotion moves back into episodic memory (rehearsal strengthens memories).
+            demotion moves back into episodic memory at year end. Rehearsal strengthens
+            memories: its decay restarts from that year, so it stays, recalled or not, as long
+            as a new memory of its importance would.
     """
 
     __pydantic_config__ = _CONFIG

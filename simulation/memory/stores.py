@@ -5,6 +5,9 @@ for every ``year_now``: the common factor ``decay ** year_now`` cancels. A store
 items sorted once, by ``year * log(decay) - log(importance)`` (ascending is best first), on
 insertion (a binary search and a short memmove); retrieval reads the best items off the front
 instead of scoring and sorting the whole store every time.
+
+An item's decay clock starts at its ``year``, or at the year a rehearsal last refreshed it
+(``MemoryItem.rehearsed``, set by tiered retention's promotion while the item is in no store).
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ class LongTermStore:
         importance = item.importance
         if importance <= 0.0:
             return math.inf
-        return item.year * self._log_decay - math.log(importance)
+        since = item.rehearsed
+        return (item.year if since is None else since) * self._log_decay - math.log(importance)
 
     def __len__(self) -> int:
         return len(self._ranked)
@@ -91,8 +95,9 @@ class LongTermStore:
         del self._ranked[i]
 
     def score(self, item: MemoryItem, year: int) -> float:
-        """Decayed importance of ``item`` at ``year``."""
-        return item.importance * self.decay_rate ** (year - item.year)
+        """Decayed importance of ``item`` at ``year``, from its year or its last rehearsal."""
+        since = item.rehearsed
+        return item.importance * self.decay_rate ** (year - (item.year if since is None else since))
 
     def in_order(self) -> tuple[MemoryItem, ...]:
         """Items oldest first (by insertion sequence)."""
