@@ -16,6 +16,7 @@ from simulation.memory import (
     ReflectionSettings,
     RetentionSettings,
     RetrievalSettings,
+    RuleBasedReflector,
 )
 from simulation.memory.relevance import tokenize
 
@@ -523,6 +524,46 @@ def test_importance_adds_up_until_there_is_something_to_reflect_on():
     assert mem.end_year(7).reflections == ()  # and only then does the count start again
 
 
+def test_a_reflector_that_found_nothing_is_asked_again_only_after_new_memories():
+    """Past the threshold with nothing to reflect on, quiet years leave the reflector alone."""
+
+    class Counting:
+        def __init__(self):
+            self.years = []
+
+        def reflect(self, items, year):
+            self.years.append(year)
+            return RuleBasedReflector().reflect(items, year)
+
+    counting = Counting()
+    settings = ReflectionSettings(enabled=True, threshold=1.0)
+    mem = CognitiveMemory("H001", reflection=settings, reflector=counting)
+    mem.write("Year 1: I decided to do_nothing", 0.7, 1, source="decision")
+    mem.write("Year 1: 2 of my 8 neighbours bought insurance", 0.4, 1, source="neighbor")
+    assert mem.end_year(1).reflections == ()  # past the threshold, but no flood or claim
+    snapshot = json.loads(json.dumps(mem.to_dict()))
+    for year in (2, 3, 4):  # nothing new written
+        assert mem.end_year(year).reflections == ()
+    assert counting.years == [1]
+    mem.write("Year 5: I decided to do_nothing", 0.3, 5, source="decision")
+    assert mem.end_year(5).reflections == ()  # something new, still nothing to reflect on
+    assert mem.end_year(6).reflections == ()
+    assert counting.years == [1, 5]
+    mem.update_after_flood(60_000, 7)
+    (reflection,) = mem.end_year(7).reflections
+    assert reflection.year == 7
+    assert reflection.content.startswith("Year 7: I remember 1 flood in year 7")
+    assert counting.years == [1, 5, 7]
+    # A checkpoint taken after a call that found nothing resumes without repeating it; one
+    # written before memories kept track of that asks once more.
+    counting.years.clear()
+    CognitiveMemory.from_dict(snapshot, reflector=counting).end_year(2)
+    assert counting.years == []
+    del snapshot["dry_reflection_seq"]
+    CognitiveMemory.from_dict(snapshot, reflector=counting).end_year(2)
+    assert counting.years == [2]
+
+
 def test_a_stored_items_importance_changed_later_does_not_corrupt_the_store():
     mem = CognitiveMemory("H", episodic_capacity=2, retention=RetentionSettings(policy="fifo"))
     flood = mem.add_episodic("A flood", 0.9, 1)
@@ -761,6 +802,7 @@ def _snapshot() -> dict:
         (lambda d: d.update(episodic_capacity=1), "more items than its capacity"),
         (lambda d: d["stores"]["episodic"].reverse(), "not in rank order"),
         (lambda d: d["items"][0].update(rehearsed=0), "rehearsed before its year"),
+        (lambda d: d.update(dry_reflection_seq=9), "dry_reflection_seq 9 is above next_seq 3"),
     ],
 )
 def test_a_corrupt_snapshot_is_refused_by_name(corrupt, problem):

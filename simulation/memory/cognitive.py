@@ -142,6 +142,7 @@ class CognitiveMemory:
         "_archive",
         "_clock",
         "_demoted_hits",
+        "_dry_reflection_seq",
         "_episodic",
         "_next_seq",
         "_semantic",
@@ -205,6 +206,9 @@ class CognitiveMemory:
         self._next_seq = 0
         self._clock = 0  # latest year seen; the "now" of retention decisions between years
         self._since_reflection = 0.0
+        # _next_seq when the reflector last proposed nothing (-1: it has not). Until something
+        # is written the reflector would read the same items and again propose nothing.
+        self._dry_reflection_seq = -1
         self._demoted_hits: dict[int, int] = {}  # archive seq -> access_count at demotion
 
     # ------------------------------------------------------------------ views
@@ -630,15 +634,22 @@ class CognitiveMemory:
     def reflect(self, year: int, moves: list[Eviction] | None = None) -> list[MemoryItem]:
         """Write reflections when enough importance accumulated since the last one.
 
+        Importance keeps adding up until the reflector finds something to reflect on. Past the
+        threshold, a reflector that proposed nothing is asked again only once something new
+        has been written: about the same items it would propose nothing again.
+
         Args:
             year: Current year (the reflections' year).
             moves: Optional list that receives evictions from semantic memory.
 
         Returns:
-            The reflection items written (none when below the threshold).
+            The reflection items written (none when below the threshold, when the reflector
+            proposes none, or when nothing was written since it last proposed none).
         """
         settings = self.reflection
         if self._since_reflection < settings.threshold:
+            return []
+        if self._next_seq == self._dry_reflection_seq:  # every write takes a sequence number
             return []
         drafts = self.reflector.reflect(self._distinct_items(include_semantic=False), year)
         written = []
@@ -659,6 +670,8 @@ class CognitiveMemory:
             written.append(item)
         if written:  # importance keeps adding up until there is something to reflect on
             self._since_reflection = 0.0
+        else:
+            self._dry_reflection_seq = self._next_seq
         return written
 
     def _distinct_items(self, *, include_semantic: bool = True) -> list[MemoryItem]:
@@ -871,6 +884,7 @@ class CognitiveMemory:
             "next_seq": self._next_seq,
             "clock": self._clock,
             "since_reflection": self._since_reflection,
+            "dry_reflection_seq": self._dry_reflection_seq,
             "demoted_hits": {str(k): v for k, v in self._demoted_hits.items()},
             "items": [i.to_dict() for i in self._distinct_items()],
             "stores": {
@@ -903,7 +917,7 @@ class CognitiveMemory:
                 inconsistent (a missing field, a store naming an unknown item, two items with
                 one sequence number, a store over its capacity or out of rank order, an
                 importance outside [0, 1], a rehearsal before the item's year, ``next_seq`` not
-                above every item's).
+                above every item's or below ``dry_reflection_seq``).
         """
         version = data.get("format_version") if isinstance(data, Mapping) else None
         if version.__class__ is not int or version != FORMAT_VERSION:
@@ -963,6 +977,8 @@ class CognitiveMemory:
         mem._next_seq = int(data["next_seq"])
         mem._clock = int(data["clock"])
         mem._since_reflection = float(data["since_reflection"])
+        # Absent from snapshots older than the field: the reflector is asked once more.
+        mem._dry_reflection_seq = int(data.get("dry_reflection_seq", -1))
         mem._demoted_hits = {int(k): int(v) for k, v in data["demoted_hits"].items()}
         return mem
 
@@ -976,6 +992,8 @@ def _check_restored(mem: CognitiveMemory) -> None:
     problem = None
     if items and mem._next_seq <= max(items):
         problem = f"next_seq {mem._next_seq} is not above every item's seq (up to {max(items)})"
+    elif mem._dry_reflection_seq > mem._next_seq:
+        problem = f"dry_reflection_seq {mem._dry_reflection_seq} is above next_seq {mem._next_seq}"
     elif len(mem._working) > mem.working_capacity:
         problem = f"working memory holds {len(mem._working)} items, over its capacity"
     elif any(len(store) > store.capacity for store in stores):

@@ -38,7 +38,13 @@ class ReflectionDraft:
 
 @runtime_checkable
 class Reflector(Protocol):
-    """Proposes reflections from a household's memories."""
+    """Proposes reflections from a household's memories.
+
+    A memory whose reflector proposed nothing does not ask it again until something new is
+    written, so what it proposes must follow from the items it is given: having found nothing
+    in some items, it would find nothing in the same items (or fewer, some having been
+    forgotten since) in a later year.
+    """
 
     def reflect(self, items: Sequence[MemoryItem], year: int) -> list[ReflectionDraft]:
         """Return reflections about ``items`` (distinct, oldest first) at ``year``."""

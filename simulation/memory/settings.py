@@ -156,6 +156,8 @@ class ReflectionSettings:
         enabled: Whether reflection runs at year end.
         threshold: Importance accumulated since the last reflection that triggers one (the sum of
             the importances of items written since; Generative Agents uses the same trigger).
+            Past it, the reflector is asked at each year end until it proposes a reflection,
+            but not again after proposing none until something new has been written.
         importance: Importance of the reflection items written.
         semantic_capacity: Reflections kept; the oldest is replaced first.
     """
