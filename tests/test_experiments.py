@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import shutil
 import socket
+from multiprocessing import connection
 from pathlib import Path
 
 import orjson
@@ -15,6 +17,7 @@ from simulation.analysis.metrics import RunDirError, combine_runs
 from simulation.cli import main
 from simulation.config import ConfigError, load_config
 from simulation.experiments import (
+    batch,
     load_experiment,
     plan_runs,
     replicate_seeds,
@@ -190,6 +193,39 @@ def test_resume_keeps_a_run_a_worker_finished_after_the_batch_was_interrupted(
     assert (out / "runs" / "p001-r000" / "manifest.json").read_bytes() == kept
     assert [r["status"] for r in state(out)["runs"]] == ["complete"] * 4
     assert state(out)["runs"][2]["run_dir"] == "runs/p001-r000"
+
+
+def test_ctrl_c_stops_a_process_batch_without_waiting_for_the_run_in_progress(
+    tmp_path, monkeypatch
+):
+    """The run a worker is in is killed: not recorded, not complete, so --resume redoes it."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: tiny\nbase: {DEFAULT}\nset: {{years: 100, audit.level: minimal}}\n"
+        "sweep: {grid: {households.count: [30, 3000]}}\nreplicates: 1\nseed: 1\n",
+        encoding="utf-8",
+    )
+    write_json = batch._write_json
+    writes = []
+
+    def interrupted_at_the_first_outcome(target: Path, data: dict) -> None:
+        writes.append(target)
+        if len(writes) == 2:  # the plan, then p000's outcome: p001 has just started
+            raise KeyboardInterrupt
+        write_json(target, data)
+
+    monkeypatch.setattr(batch, "_write_json", interrupted_at_the_first_outcome)
+    before = set(multiprocessing.active_children())
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(path, out, executor="process", workers=1, progress=False)
+    # Its sentinel, not is_alive(): the pool's own thread may be reaping the worker still.
+    for worker in set(multiprocessing.active_children()) - before:
+        assert connection.wait([worker.sentinel], timeout=0)
+    assert [r["status"] for r in state(out)["runs"]] == ["pending", "pending"]
+    killed = out / "runs" / "p001-r000" / "manifest.json"
+    # Waiting for it would take the whole run (seconds) and leave it complete.
+    assert not killed.exists() or orjson.loads(killed.read_bytes())["status"] == "running"
 
 
 def test_resume_reruns_runs_the_edited_experiment_changed(serial_result, tmp_path):

@@ -7,7 +7,7 @@ The output folder of an experiment holds:
     replicate, seed, swept parameters, status (pending, complete or failed), error and run
     directory. It is rewritten atomically after every finished run, so an interrupted batch
     can be resumed (``--resume`` keeps complete runs whose config and input files are
-    unchanged, and reruns failed, missing or changed ones). Once
+    unchanged, and reruns the others: failed, missing, changed, or stopped by Ctrl-C). Once
     the batch ends, ``wall_s`` is the wall-clock time the latest attempt took, from planning to
     the combined metrics (``null`` while it runs; for reporting, nothing depends on it).
 ``runs/<run_id>/``
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import time
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,8 +130,9 @@ def run_experiment(
     out = Path(out_dir) if out_dir is not None else Path("outputs") / experiment.name
     settings = experiment.executor
     # Started before anything is written: a cluster that cannot be reached leaves no folder
-    # and no record of runs that never had a chance to start.
-    with closing(make_executor(settings.kind, settings.workers, settings.address)) as pool:
+    # and no record of runs that never had a chance to start. Ctrl-C terminates the executor
+    # rather than waiting for the runs in progress, which stay pending here.
+    with make_executor(settings.kind, settings.workers, settings.address) as pool:
         create_output_folder(out / "runs")
         state_path = out / "experiment.json"
         previous: dict[str, dict[str, Any]] = {}

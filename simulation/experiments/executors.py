@@ -4,22 +4,34 @@ Every executor takes independent :class:`RunTask` objects and yields :class:`Run
 as runs finish (in any order). A run that raises is reported as failed; it never stops the
 others. Importing Mesa sets the multiprocessing start method to "spawn", so the process pool
 uses a spawn context explicitly and tasks are plain picklable data.
+
+An executor is a context manager: the end of its ``with`` block closes it, letting runs in
+progress finish, and Ctrl-C ending the block terminates it instead: the process pool kills its
+workers. A killed run is never recorded complete: its directory, if it has one yet, says
+``running`` (see :mod:`simulation.runner`), so ``--resume`` runs it again.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 import traceback
 import uuid
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from multiprocessing import connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
+
+from tqdm import tqdm
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
+    from concurrent.futures import Future
+    from multiprocessing.process import BaseProcess
+    from types import TracebackType
 
 __all__ = [
     "DaskExecutor",
@@ -85,7 +97,11 @@ def execute_run(task: RunTask) -> RunOutcome:
 
 
 class Executor(Protocol):
-    """Runs tasks and yields their outcomes as they finish."""
+    """Runs tasks and yields their outcomes as they finish.
+
+    As a context manager, it is closed when the block ends, or terminated when Ctrl-C
+    (``KeyboardInterrupt``) ends it.
+    """
 
     def run(self, tasks: Iterable[RunTask]) -> Iterator[RunOutcome]:
         """Execute ``tasks``; yield each outcome when it is known."""
@@ -95,8 +111,48 @@ class Executor(Protocol):
         """Release workers and connections."""
         ...
 
+    def terminate(self) -> None:
+        """Release workers and connections at once, stopping the runs in progress."""
+        ...
 
-class SerialExecutor:
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class _ExecutorBase:
+    """The ``with`` behaviour the executors share."""
+
+    def close(self) -> None:
+        """Release workers and connections."""
+        raise NotImplementedError
+
+    def terminate(self) -> None:
+        """Release workers and connections at once; by default the same as :meth:`close`."""
+        self.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # After Ctrl-C the user wants the command back now, not once the runs in progress end.
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self.terminate()
+        else:
+            self.close()
+
+
+class SerialExecutor(_ExecutorBase):
     """Runs tasks one after another in this process."""
 
     def run(self, tasks: Iterable[RunTask]) -> Iterator[RunOutcome]:
@@ -108,17 +164,47 @@ class SerialExecutor:
         """Nothing to release."""
 
 
-class ProcessExecutor:
+#: Seconds a terminated worker gets to go before it is killed.
+_TERMINATE_GRACE_S = 5.0
+
+
+def _running_after(processes: list[BaseProcess], timeout_s: float) -> list[BaseProcess]:
+    """The ``processes`` still running once they all ended or ``timeout_s`` seconds passed."""
+    # Their sentinels, not join(): the pool's own thread reaps its workers too, and of two
+    # threads reaping one process, one can find it running still.
+    pending = {process.sentinel: process for process in processes}
+    deadline = time.monotonic() + timeout_s
+    while pending and (left := deadline - time.monotonic()) > 0:
+        for sentinel in connection.wait(list(pending), left):
+            del pending[sentinel]
+    return list(pending.values())
+
+
+def _init_worker() -> None:
+    """Pool initializer: make a worker safe to kill (see :meth:`ProcessExecutor.terminate`)."""
+    # A run's (disabled) progress bar would create tqdm's lock shared between processes, a
+    # named semaphore: a terminated worker leaves it registered, and the resource tracker
+    # warns of it after the batch's own message. Bars in one worker need a thread lock only.
+    tqdm.set_lock(threading.RLock())
+
+
+class ProcessExecutor(_ExecutorBase):
     """Runs tasks in a pool of ``workers`` spawned processes on this machine."""
 
     def __init__(self, workers: int):
         self._pool = ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
         )
+
+    def _submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
+        """Run ``fn(*args)`` in a worker, spawning one if none is idle and the pool is not full."""
+        return self._pool.submit(fn, *args)
 
     def run(self, tasks: Iterable[RunTask]) -> Iterator[RunOutcome]:
         """Submit every task; yield outcomes in completion order."""
-        futures = {self._pool.submit(execute_run, task): task for task in tasks}
+        futures = {self._submit(execute_run, task): task for task in tasks}
         for future in as_completed(futures):
             task = futures[future]
             try:
@@ -127,11 +213,29 @@ class ProcessExecutor:
                 yield RunOutcome(task.run_id, "failed", f"worker failed: {err!r}", None, 0.0)
 
     def close(self) -> None:
-        """Shut the pool down."""
+        """Shut the pool down: drop the runs not started, wait for those in progress."""
         self._pool.shutdown(cancel_futures=True)
 
+    def terminate(self) -> None:
+        """Shut the pool down at once: drop the runs not started, kill those in progress.
 
-class DaskExecutor:
+        A killed run yields no outcome, and its directory, if it has one yet, says ``running``:
+        nothing records it as complete.
+        """
+        # The pool has no public handle on its workers before Python 3.14
+        # (ProcessPoolExecutor.terminate_workers); its own table of them is private. Copied
+        # first: shutdown() drops it.
+        processes = list((self._pool._processes or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        stuck = _running_after(processes, _TERMINATE_GRACE_S)
+        for process in stuck:  # SIGTERM handled, or stuck: no run may outlive the command
+            process.kill()
+        _running_after(stuck, _TERMINATE_GRACE_S)
+
+
+class DaskExecutor(_ExecutorBase):
     """Runs tasks on a dask.distributed cluster.
 
     Args:
