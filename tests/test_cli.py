@@ -8,9 +8,11 @@ import io
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -593,6 +595,38 @@ def test_console_script_exit_codes(tmp_path):
         f"{ERROR_PREFIX}{BAD / 'unknown_key.yaml'}: memory.retrieval.strategi: unknown key"
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_ctrl_c_to_a_process_batch_leaves_one_line_and_no_run_going(tmp_path):
+    """Ctrl-C reaches the terminal's whole foreground group: the batch and its workers."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: tiny\nbase: {DEFAULT}\n"
+        "set: {households.count: 3000, years: 100, audit.level: minimal}\n"
+        "replicates: 2\nseed: 1\nexecutor: {kind: process, workers: 2}\n",
+        encoding="utf-8",
+    )
+    manifests = [tmp_path / "out" / "runs" / f"p000-r00{n}" / "manifest.json" for n in (0, 1)]
+    batch = subprocess.Popen(
+        [*floodsim_command(), "batch", str(path), "--out", str(tmp_path / "out"), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # a group of its own, as a terminal's foreground job has
+    )
+    give_up = time.monotonic() + 120
+    while not all(m.exists() for m in manifests):  # both workers in a run
+        assert batch.poll() is None, batch.stderr.read().decode()
+        assert time.monotonic() < give_up, "the runs did not start"
+        time.sleep(0.02)
+    os.killpg(batch.pid, signal.SIGINT)
+    _, err = batch.communicate(timeout=120)
+    assert batch.returncode == 130
+    assert err.decode() == (  # no worker's traceback or warning after it
+        "floodsim: interrupted; continue with the same command and --resume (complete runs are "
+        "kept)\n"
+    )
+    # Killed, not waited for (a run takes seconds): --resume runs them again.
+    assert [json.loads(m.read_text())["status"] for m in manifests] == ["running", "running"]
 
 
 def test_ctrl_c_during_a_run_says_how_to_continue_it(capsys, tmp_path, monkeypatch):

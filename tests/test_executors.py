@@ -1,4 +1,4 @@
-"""Tests for the process executor and Ctrl-C: it stops its workers at once.
+"""Tests for the process executor and Ctrl-C: its workers ignore it, and it stops them at once.
 
 The functions a worker runs are defined here, at module level: a spawned worker imports this
 module to unpickle them.
@@ -7,6 +7,8 @@ module to unpickle them.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import time
 from multiprocessing import connection
 from pathlib import Path
@@ -14,6 +16,18 @@ from pathlib import Path
 import pytest
 
 from simulation.experiments.executors import ProcessExecutor
+
+
+def _interrupt_self() -> str:
+    """Send this process SIGINT, as Ctrl-C sends it to every process of the terminal's group."""
+    # Ignored, not merely blocked (as while a worker starts): unblocked, it would arrive now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)  # a handler runs between bytecodes: time to raise, if it would
+    except KeyboardInterrupt:
+        return "interrupted"
+    return "ignored"
 
 
 def _sleep_in_worker(folder: str) -> None:
@@ -37,6 +51,24 @@ def _new_children(before: set[multiprocessing.Process]) -> set[multiprocessing.P
 def _exited(process: multiprocessing.Process) -> bool:
     """Whether ``process`` has ended (its sentinel: the pool's own thread may be reaping it)."""
     return bool(connection.wait([process.sentinel], timeout=0))
+
+
+def test_a_worker_ignores_ctrl_c(capfd):
+    with ProcessExecutor(1) as executor:
+        assert executor._submit(_interrupt_self).result(timeout=120) == "ignored"
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
+
+
+def test_a_worker_interrupted_while_it_starts_runs_its_task(capfd):
+    """Ctrl-C right after a batch starts reaches workers still importing floodsim."""
+    before = set(multiprocessing.active_children())
+    with ProcessExecutor(1) as executor:
+        future = executor._submit(os.getpid)
+        (worker,) = _new_children(before)
+        # Spawned a moment ago: it has seconds of imports to go before its pool initializer.
+        os.kill(worker.pid, signal.SIGINT)
+        assert future.result(timeout=120) == worker.pid
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
 
 
 def test_ctrl_c_terminates_the_workers_without_waiting_for_their_runs(tmp_path):

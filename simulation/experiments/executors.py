@@ -6,14 +6,17 @@ others. Importing Mesa sets the multiprocessing start method to "spawn", so the 
 uses a spawn context explicitly and tasks are plain picklable data.
 
 An executor is a context manager: the end of its ``with`` block closes it, letting runs in
-progress finish, and Ctrl-C ending the block terminates it instead: the process pool kills its
-workers. A killed run is never recorded complete: its directory, if it has one yet, says
-``running`` (see :mod:`simulation.runner`), so ``--resume`` runs it again.
+progress finish, and Ctrl-C ending the block terminates it instead. The process pool's workers
+ignore Ctrl-C (it reaches every process of the terminal's foreground group, and each would print
+its own traceback); the batch's process alone handles it, by killing them. A killed run is
+never recorded complete: its directory, if it has one yet, says ``running`` (see
+:mod:`simulation.runner`), so ``--resume`` runs it again.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 import time
 import traceback
@@ -166,6 +169,8 @@ class SerialExecutor(_ExecutorBase):
 
 #: Seconds a terminated worker gets to go before it is killed.
 _TERMINATE_GRACE_S = 5.0
+#: Signal masks are POSIX only (not on Windows).
+_CAN_MASK = hasattr(signal, "pthread_sigmask")
 
 
 def _running_after(processes: list[BaseProcess], timeout_s: float) -> list[BaseProcess]:
@@ -181,7 +186,12 @@ def _running_after(processes: list[BaseProcess], timeout_s: float) -> list[BaseP
 
 
 def _init_worker() -> None:
-    """Pool initializer: make a worker safe to kill (see :meth:`ProcessExecutor.terminate`)."""
+    """Pool initializer: leave Ctrl-C to the batch's own process, which may kill the worker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _CAN_MASK:
+        # The worker was spawned with SIGINT blocked (ProcessExecutor._submit); ignoring it
+        # discarded any Ctrl-C pending since, so the worker need not keep it blocked.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     # A run's (disabled) progress bar would create tqdm's lock shared between processes, a
     # named semaphore: a terminated worker leaves it registered, and the resource tracker
     # warns of it after the batch's own message. Bars in one worker need a thread lock only.
@@ -189,7 +199,10 @@ def _init_worker() -> None:
 
 
 class ProcessExecutor(_ExecutorBase):
-    """Runs tasks in a pool of ``workers`` spawned processes on this machine."""
+    """Runs tasks in a pool of ``workers`` spawned processes on this machine.
+
+    The workers ignore Ctrl-C; :meth:`terminate` stops them.
+    """
 
     def __init__(self, workers: int):
         self._pool = ProcessPoolExecutor(
@@ -200,7 +213,17 @@ class ProcessExecutor(_ExecutorBase):
 
     def _submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
         """Run ``fn(*args)`` in a worker, spawning one if none is idle and the pool is not full."""
-        return self._pool.submit(fn, *args)
+        if not _CAN_MASK:
+            return self._pool.submit(fn, *args)
+        # A spawned worker imports floodsim and its dependencies (seconds) before its
+        # initializer runs, and a Ctrl-C meanwhile would end it with a traceback. It inherits
+        # this thread's signal mask, so it starts with SIGINT blocked until the initializer
+        # ignores it. Here a Ctrl-C waits, pending, only until the mask is restored.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            return self._pool.submit(fn, *args)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def run(self, tasks: Iterable[RunTask]) -> Iterator[RunOutcome]:
         """Submit every task; yield outcomes in completion order."""
