@@ -685,3 +685,14 @@ def test_ctrl_c_during_a_batch_says_how_to_continue_it(capsys, tmp_path, monkeyp
         "floodsim: interrupted; continue with the same command and --resume (complete runs are "
         "kept)"
     )
+
+
+def test_the_command_line_loads_plotting_and_statistics_only_when_a_command_needs_them() -> None:
+    """matplotlib and scipy.stats take most of a second to import: `floodsim run` and
+    `validate` never draw or fit, so they must not wait for them."""
+    heavy = "{'matplotlib', 'scipy.stats'}"
+    probe = f"import sys, simulation.cli; print(sorted({heavy} & set(sys.modules)))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.strip() == "[]"

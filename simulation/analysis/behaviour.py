@@ -69,15 +69,12 @@ import json
 import math
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
 import yaml
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 from pydantic import Field, ValidationError, field_validator, model_validator
-from scipy.stats import CensoredData, ecdf
 
 from simulation.analysis.event_study import (
     ShortBaselineWarning,
@@ -90,6 +87,9 @@ from simulation.audit.readers import iter_records
 from simulation.config_base import ConfigModel
 from simulation.model import METRIC_COLUMNS
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "STATISTICS",
@@ -317,6 +317,9 @@ def median_tenure(ended: list[int], still_open: list[int]) -> float:
         return math.nan
     if not ended:
         return math.inf
+    # Imported here: scipy.stats takes half a second, which every floodsim command would pay.
+    from scipy.stats import CensoredData, ecdf  # noqa: PLC0415
+
     survival = ecdf(CensoredData(uncensored=ended, right=still_open)).sf
     # A float tolerance: with censoring the survival is a product of steps, and a share of one
     # half can come out a hair above it (0.5000000000000001), which must still count.
@@ -591,6 +594,10 @@ def plot_behaviour(table: pd.DataFrame, *, title: str | None = None) -> Figure:
         table: The result of :func:`check_behaviour`.
         title: Figure title (default: names the run or experiment).
     """
+    # matplotlib is imported where a figure is drawn: every floodsim command would pay for it.
+    from matplotlib.figure import Figure  # noqa: PLC0415
+    from matplotlib.patches import Patch  # noqa: PLC0415
+
     n = len(table)
     fig = Figure(figsize=(10.0, 1.0 + 0.7 * max(n, 1)), layout="constrained")
     ax = fig.subplots()

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from matplotlib.figure import Figure
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -306,6 +306,10 @@ def plot_event_study(table: pd.DataFrame, *, title: str | None = None) -> Figure
         table: The result of :func:`event_study`.
         title: Figure title (default: names the column and the flood year).
     """
+    # matplotlib is imported where a figure is drawn: every floodsim command would pay for it.
+    from matplotlib.figure import Figure  # noqa: PLC0415
+    from matplotlib.ticker import MaxNLocator, PercentFormatter  # noqa: PLC0415
+
     column = table.attrs.get("column", "value")
     flood_year = table.attrs.get("flood_year")
     fig = Figure(figsize=(9.0, 5.0), layout="constrained")

@@ -79,7 +79,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 from pydantic import Field, ValidationError, model_validator
 from tqdm import tqdm
 
@@ -108,6 +107,8 @@ from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from matplotlib.figure import Figure
 
 __all__ = [
     "NONFINITE_PENALTY",
@@ -550,6 +551,9 @@ def plot_calibration(
         table: The behaviour table at the best point.
         title: Figure title.
     """
+    # matplotlib is imported where a figure is drawn: every floodsim command would pay for it.
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
     n = len(table)
     fig = Figure(figsize=(13.0, max(3.5, 1.2 + 0.6 * n)), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=[1.0, 1.4])
