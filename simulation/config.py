@@ -13,6 +13,8 @@ Sections defined next to the code that uses them are imported here: ``households
 
 from __future__ import annotations
 
+import itertools
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -71,6 +73,31 @@ __all__ = [
 
 
 _HTTP_URL = TypeAdapter(HttpUrl)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Prefixes of common providers' API keys and tokens (OpenAI, Anthropic, Groq, Hugging Face,
+#: GitHub, xAI, AWS, Google, Slack).
+_KEY_PREFIXES = ("sk-", "sk_", "gsk_", "hf_", "ghp_", "github_pat_", "xai-", "AKIA", "AIza", "xox")
+#: Keys that hold the *name* of a secret: their values are never echoed in an error.
+_SECRET_NAMES = frozenset({"api_key_env"})
+
+
+def _looks_like_a_secret(value: str) -> bool:
+    """Whether ``value`` looks like an API key or token rather than a variable's name.
+
+    A provider's key prefix, or a random-looking run of 16 or more letters and digits: at least
+    two digits, and the kind of character (upper case, lower case, digit) changing at two in
+    five positions or more, as it does about every other position in a random key and rarely
+    in names (``OPENAI_API_KEY``, ``ProjectKey2024``).
+    """
+    if value.startswith(_KEY_PREFIXES):
+        return True
+    for part in re.split(r"[_\W]+", value):
+        if len(part) >= 16 and sum(c.isdigit() for c in part) >= 2:
+            kinds = [c.isupper() - c.isdigit() for c in part]  # 1 upper, 0 lower, -1 digit
+            changes = sum(a != b for a, b in itertools.pairwise(kinds))
+            if changes >= 0.4 * len(part):
+                return True
+    return False
 
 
 class ConfigError(ValueError):
@@ -550,8 +577,9 @@ class LLMConfig(Section):
     model: str = Field("gemma3:4b", min_length=1, description="Model name the endpoint serves.")
     api_key_env: str = Field(
         "OPENAI_API_KEY",
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="Environment variable holding the API key (unset: no key is sent).",
+        description="Name of the environment variable holding the API key (unset: no key is "
+        "sent). Never the key itself: a value that looks like a key is refused without being "
+        "shown, since the config is written to every run directory.",
     )
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature.")
     seed: int | None = Field(
@@ -583,6 +611,24 @@ class LLMConfig(Section):
         description="Prompt template file (relative to the config file; null: the shipped "
         "simulation/decisions/llm/household_prompt.txt).",
     )
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _variable_name(cls, value: str) -> str:
+        if _looks_like_a_secret(value):
+            msg = (
+                "looks like an API key, not the name of the environment variable holding one "
+                "(the value is not shown); put the key in a variable (export "
+                "OPENAI_API_KEY=...) and name the variable here"
+            )
+            raise ValueError(msg)
+        if not _ENV_NAME.fullmatch(value):
+            msg = (
+                "must name an environment variable: letters, digits and underscores, not "
+                "starting with a digit"
+            )
+            raise ValueError(msg)
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -970,7 +1016,12 @@ def describe_validation_error(error: ValidationError, origin: str) -> str:
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         message = "unknown key"
-    elif "input" in first and first["type"] != "missing" and not isinstance(first["input"], dict):
+    elif (
+        "input" in first
+        and first["type"] != "missing"
+        and not isinstance(first["input"], dict)
+        and not (first["loc"] and first["loc"][-1] in _SECRET_NAMES)  # may be a pasted key
+    ):
         shown = repr(first["input"])
         message = f"{message} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
     more = len(error.errors()) - 1

@@ -5,7 +5,8 @@
 * Memory templates (registry skills and config events) are plain ``{name}`` placeholders only:
   attribute access, indexing, conversions and nested fields are load errors.
 * Run and experiment names cannot contain paths, so run directories stay inside ``--out``.
-* The LLM API key goes only into the ``Authorization`` header, never into any file.
+* The LLM API key goes only into the ``Authorization`` header, never into any file; a key
+  pasted where the name of its environment variable belongs is refused without being shown.
 """
 
 from __future__ import annotations
@@ -313,3 +314,44 @@ def test_api_key_echoed_in_an_error_reply_is_never_written(capsys, tmp_path, mon
 def test_fake_server_default_reply_is_a_do_nothing_decision():
     # The secret tests rely on households choosing do_nothing (nothing else changes the run).
     assert DEFAULT_DECISION["skill"] == "do_nothing"
+
+
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        SECRET,
+        "gsk_4fTq9ZxW2mLp7RvB1nKc",  # Groq
+        "hf_aB3dE5fG7hJ9kL1mN3pQ5r",  # Hugging Face
+        "AKIAIOSFODNN7EXAMPLE",  # AWS access key id
+        "q8Hf3KzP1wYt6RmB9xLc2VnD4sGj7TaE",  # a bare random token
+    ],
+)
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_key_pasted_as_api_key_env_is_refused_and_never_shown(
+    capsys, tmp_path, monkeypatch, pasted, command
+):
+    monkeypatch.chdir(tmp_path)
+    body = f"decision:\n  policy: llm\n  llm:\n    api_key_env: {pasted}\n"
+    config = small_config(tmp_path, body)
+    extra = ["--out", tmp_path / "out"] if command == "run" else []
+    code, out, err = call(capsys, command, config, *extra)
+    line = assert_bad_input(code, out, err)
+    assert "decision.llm.api_key_env: looks like an API key" in line
+    assert pasted not in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", KEY_ENV, "HF_TOKEN", "LLM_KEY_2024", "key2"])
+def test_variable_names_are_accepted_as_api_key_env(capsys, tmp_path, name):
+    body = f"decision:\n  policy: llm\n  llm:\n    api_key_env: {name}\n"
+    code, out, err = call(capsys, "validate", small_config(tmp_path, body))
+    assert code == 0, err
+    assert "ok" in out
+
+
+def test_an_api_key_env_that_is_no_variable_name_is_refused_without_echo(capsys, tmp_path):
+    body = "decision:\n  llm:\n    api_key_env: 'my key!'\n"
+    code, out, err = call(capsys, "validate", small_config(tmp_path, body))
+    line = assert_bad_input(code, out, err)
+    assert "api_key_env: must name an environment variable" in line
+    assert "my key!" not in line
