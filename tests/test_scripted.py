@@ -152,6 +152,14 @@ def test_a_household_not_in_the_run_is_named_with_its_row(tmp_path):
     assert "(2 of 4 rows name unknown households)" in message
 
 
+@pytest.mark.parametrize("text", ["", "\n", "   \n\n"], ids=["empty", "newline", "blank-lines"])
+def test_an_empty_table_is_named_not_a_traceback(tmp_path, text):
+    path = tmp_path / "decisions.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ScriptError, match=r"decisions\.csv: empty file: expected a header row"):
+        load_script(path, SKILLS)
+
+
 def test_a_missing_table_is_named(tmp_path):
     with pytest.raises(ScriptError, match=r"no_such\.csv: file not found"):
         load_script(tmp_path / "no_such.csv", SKILLS)

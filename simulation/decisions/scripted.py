@@ -64,6 +64,9 @@ def load_script(
     except FileNotFoundError:
         msg = f"{path}: file not found"
         raise ScriptError(msg) from None
+    except pd.errors.EmptyDataError:
+        msg = f"{path}: empty file: expected a header row {','.join(SCRIPT_COLUMNS)}"
+        raise ScriptError(msg) from None
     except (OSError, pd.errors.ParserError, UnicodeDecodeError) as err:
         msg = f"{path}: cannot read the table: {err}"
         raise ScriptError(msg) from None
