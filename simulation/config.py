@@ -804,7 +804,7 @@ class RunConfig(Section):
 
 # ------------------------------------------------------------------------------- file kinds
 #: Top-level keys that make a YAML file an experiment rather than a run config.
-EXPERIMENT_KEYS = frozenset({"sweep", "replicates", "executor"})
+EXPERIMENT_KEYS = frozenset({"set", "sweep", "replicates", "executor"})
 #: Top-level keys every calibration file has (it may have experiment keys too).
 CALIBRATION_KEYS = frozenset({"parameters", "targets"})
 # Keys only a run config has: experiment and calibration files have a name and a seed too.

@@ -449,6 +449,18 @@ def test_shipped_experiments_validate(name, capsys):
     assert "ok (experiment" in capsys.readouterr().out
 
 
+def test_an_experiment_with_only_set_is_validated_as_an_experiment(tmp_path, capsys):
+    """`set:` alone makes an experiment (one run of the changed base), for validate as for batch."""
+    path = tmp_path / "one_run.yaml"
+    head = f"name: one_run\nbase: {DEFAULT}\nset: {{households.count: 20, years: 2}}\n"
+    path.write_text(head, encoding="utf-8")
+    assert main(["validate", str(path)]) == 0
+    assert "ok (experiment" in capsys.readouterr().out
+    path.write_text(head + "replicate: 2\n", encoding="utf-8")  # typo of `replicates`
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err.strip().endswith("one_run.yaml: replicate: unknown key")
+
+
 def test_a_worker_keeps_no_model_after_its_runs(tmp_path):
     """Batch workers run model after model; none may outlive its run (Mesa 3.3 kept them)."""
     import gc
