@@ -8,6 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from simulation.config import load_config
 from simulation.experiments import run_experiment
@@ -110,6 +111,16 @@ def test_batch_experiment_notebook(monkeypatch, tmp_path):
     assert "insured_pct" in text  # the take-up table
     assert "Mean take-up with decay_rate 0.95" in text
     assert images(nb) >= 2  # take-up over time, overall and in zone AE
+
+
+def test_batch_experiment_notebook_refuses_a_folder_without_results(monkeypatch, tmp_path):
+    """A mistyped or unfinished experiment folder must not be swapped for the notebook's grid."""
+    monkeypatch.setenv("FLOODSIM_SMALL", "1")
+    monkeypatch.setenv("FLOODSIM_OUTPUT_DIR", str(tmp_path / "own"))
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(tmp_path / "no_such_experiment"))
+    with pytest.raises(CellExecutionError, match=r"holds no model_years\.parquet"):
+        execute("batch_experiment.ipynb")
+    assert not (tmp_path / "own").exists()  # nothing was run in its place
 
 
 def test_batch_experiment_notebook_on_an_experiment_sweeping_another_key(monkeypatch, tmp_path):
