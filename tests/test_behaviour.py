@@ -19,6 +19,7 @@ from simulation.analysis.behaviour import (
     STATISTICS,
     TABLE_COLUMNS,
     BehaviourError,
+    IncompleteExperimentWarning,
     Target,
     UncomputedTargetWarning,
     _summary,
@@ -492,14 +493,38 @@ def test_an_interrupted_experiment_is_checked_on_its_complete_runs_labelled_as_s
 
     monkeypatch.setattr(behaviour, "run_statistic", tenure)
     target = {**GOOD, "name": "tenure", "statistic": "median_policy_tenure", "value": 4.0}
-    with pytest.warns(UncomputedTargetWarning) as caught:
+    with (
+        pytest.warns(IncompleteExperimentWarning) as incomplete,
+        pytest.warns(UncomputedTargetWarning) as uncomputed,
+    ):
         table = check_behaviour(tmp_path, write_targets(tmp_path, [target]))
-    assert str(caught[0].message).endswith(
+    said = {w.category: str(w.message) for w in (*incomplete, *uncomputed)}
+    assert said[IncompleteExperimentWarning] == (
+        f"{tmp_path}: 1 of 3 runs are not complete (1 pending); checked on the complete ones "
+        f"(to finish them: floodsim batch <experiment file> --out {tmp_path} --resume)"
+    )
+    assert said[UncomputedTargetWarning].endswith(
         "(1 of 2 run(s) give no value for this target: its value is that of the other 1)"
     )
     row = table.iloc[0]
     assert (row["value"], row["n_runs"], row["passed"]) == (4.0, 2, True)
     assert row["setting"] == 'government.budget=null, audit.sample=["H1","H2"]'
+
+
+def test_design_points_without_a_complete_run_are_named_as_left_out(tmp_path, monkeypatch):
+    statuses = {"p000-r000": "complete", "p001-r000": "failed", "p001-r001": "pending"}
+    runs = [
+        {"run_id": run_id, "point": int(run_id[1:4]), "status": status, "run_dir": f"runs/{run_id}"}
+        for run_id, status in statuses.items()
+    ]
+    (tmp_path / "experiment.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    monkeypatch.setattr(behaviour, "run_statistic", lambda *_: GOOD["value"])
+    with pytest.warns(IncompleteExperimentWarning) as caught:
+        table = check_behaviour(tmp_path, write_targets(tmp_path, [GOOD]))
+    assert len(caught) == 1
+    assert "2 of 3 runs are not complete (1 failed, 1 pending)" in str(caught[0].message)
+    assert "1 of 2 design points have none and are left out" in str(caught[0].message)
+    assert table["point"].tolist() == [0]
 
 
 def test_a_replicate_without_the_event_does_not_void_a_duration(tmp_path, monkeypatch):

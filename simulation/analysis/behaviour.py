@@ -68,6 +68,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -89,12 +90,15 @@ from simulation.model import METRIC_COLUMNS
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from matplotlib.figure import Figure
 
 __all__ = [
     "STATISTICS",
     "TABLE_COLUMNS",
     "BehaviourError",
+    "IncompleteExperimentWarning",
     "Target",
     "TargetsFile",
     "UncomputedTargetWarning",
@@ -140,6 +144,10 @@ class BehaviourError(ValueError):
 
 class UncomputedTargetWarning(UserWarning):
     """Some runs cannot give a target's statistic (no flood in its year, no traces)."""
+
+
+class IncompleteExperimentWarning(UserWarning):
+    """An experiment is checked on its complete runs while others are pending or failed."""
 
 
 # The keys each statistic reads besides those every target has (see the module docstring).
@@ -375,6 +383,22 @@ def _mean_recovery(runs: list[Path], target: Target) -> float:
     return recovery_years(table.set_index("years_since")["mean"], target.fraction)
 
 
+def _warn_unfinished(
+    path: Path, unfinished: Counter[str], total: int, points: set[int], checked: Iterable[int]
+) -> None:
+    """Warn that an experiment is checked on part of its runs (by status) and which points."""
+    statuses = ", ".join(f"{n} {status}" for status, n in sorted(unfinished.items()))
+    left_out = len(points - set(checked))
+    without = f", {left_out} of {len(points)} design points have none and are left out"
+    warnings.warn(
+        f"{path}: {unfinished.total()} of {total} runs are not complete ({statuses}); checked "
+        f"on the complete ones{without if left_out else ''} (to finish them: floodsim batch "
+        f"<experiment file> --out {path} --resume)",
+        IncompleteExperimentWarning,
+        stacklevel=4,
+    )
+
+
 def _run_groups(path: Path) -> list[tuple[int, str, list[Path]]]:
     """The run directories behind ``path`` as ``(point, setting, runs)`` per design point.
 
@@ -394,8 +418,10 @@ def _run_groups(path: Path) -> list[tuple[int, str, list[Path]]]:
             msg = f"{path / 'experiment.json'}: runs: expected a list of run records"
             raise BehaviourError(msg)
         groups: dict[int, tuple[str, list[Path]]] = {}
+        unfinished: Counter[str] = Counter()
         for record in runs:
             if record.get("status") != "complete" or not record.get("run_dir"):
+                unfinished[str(record.get("status") or "pending")] += 1
                 continue
             setting = ", ".join(
                 f"{key}={_setting_text(value)}"
@@ -407,6 +433,10 @@ def _run_groups(path: Path) -> list[tuple[int, str, list[Path]]]:
         if not groups:
             msg = f"{path}: the experiment has no complete run"
             raise BehaviourError(msg)
+        if unfinished:
+            _warn_unfinished(
+                path, unfinished, len(runs), {int(r.get("point", 0)) for r in runs}, groups.keys()
+            )
         return [(point, *groups[point]) for point in sorted(groups)]
     if (path / "manifest.json").is_file():
         return [(0, "", [path])]
