@@ -17,6 +17,7 @@ registries, missing files) exits with code 2 and one line naming the file and th
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -54,6 +55,8 @@ EXIT_BAD_INPUT = 2
 EXIT_RUN_FAILED = 1
 #: Exit code after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
+#: Exit code when stdout's reader closed the pipe (128 + SIGPIPE, as shells report it).
+EXIT_BROKEN_PIPE = 141
 #: How to continue a batch that Ctrl-C stopped.
 _CONTINUE_BATCH = "continue with the same command and --resume (complete runs are kept)"
 #: The note the runner adds to an exception once the run has a directory.
@@ -169,9 +172,10 @@ def _fallback_warning(metrics: pd.DataFrame, default_skill: str) -> str:
     if not fallbacks:
         return ""
     decisions = int(metrics[[c for c in metrics.columns if c.startswith("decisions_")]].sum().sum())
+    share = fallbacks / max(decisions, 1)
     return (
         f"floodsim: warning: {fallbacks:,} of {decisions:,} decisions "
-        f"({fallbacks / max(decisions, 1):.0%}) fell back to {default_skill}: invalid "
+        f"({share:.{1 if share < 0.01 else 0}%}) fell back to {default_skill}: invalid "
         "proposals or failed language-model calls (see the traces' validation and llm_calls)"
     )
 
@@ -376,6 +380,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     except INPUT_ERRORS as err:
         print(f"floodsim: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # The reader of stdout went away (`floodsim run ... | head`): like any Unix tool, stop
+        # without a word. Python would report the pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except OSError as err:
         # Disk full, permissions: say what and where; a checkpointed run can be resumed.
         where = f" ({err.filename})" if err.filename else ""

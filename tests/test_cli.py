@@ -696,3 +696,33 @@ def test_the_command_line_loads_plotting_and_statistics_only_when_a_command_need
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert loaded.strip() == "[]"
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`floodsim run ... | head -1`: exit 141 (SIGPIPE's code), no error, no traceback."""
+    command = [sys.executable, "-u", "-m", "simulation.cli", "run", str(DEFAULT)]
+    command += ["--set", "households.count=30", "--set", "years=3", "--out", str(tmp_path)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith(b"floodsim: default, 30 households")
+        process.stdout.close()  # before the run prints its table
+        _, err = process.communicate(timeout=120)
+    assert process.returncode == 141
+    assert err == b""
+
+
+def test_a_few_fallbacks_are_not_reported_as_none() -> None:
+    import pandas as pd
+
+    from simulation.cli import _fallback_warning
+
+    metrics = pd.DataFrame(
+        {
+            "invalid_proposals": [5, 0],
+            "decisions_do_nothing": [990, 992],
+            "decisions_relocate": [5, 5],
+        }
+    )
+    assert "5 of 1,992 decisions (0.3%) fell back" in _fallback_warning(metrics, "do_nothing")
+    metrics["invalid_proposals"] = [500, 496]
+    assert "996 of 1,992 decisions (50%) fell back" in _fallback_warning(metrics, "do_nothing")
