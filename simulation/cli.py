@@ -186,8 +186,9 @@ def _validate(args: argparse.Namespace) -> int:
     from simulation.runner import build_model  # noqa: PLC0415
 
     kind = file_kind(read_yaml(Path(args.config)))
-    if args.set and kind != "run":
-        msg = f"{args.config}: --set: applies to run configs; {kind} files have their own `set:`"
+    if (args.set or args.seed is not None) and kind != "run":
+        flag = "--set" if args.set else "--seed"
+        msg = f"{args.config}: {flag}: applies to run configs; {kind} files have their own `set:`"
         raise ConfigError(msg)
     if kind == "targets":
         from simulation.analysis.behaviour import load_targets  # noqa: PLC0415
@@ -216,7 +217,7 @@ def _validate(args: argparse.Namespace) -> int:
             f"executor {experiment.executor.kind})"
         )
         return 0
-    config, base_dir = load_config(args.config, args.set)
+    config, base_dir = load_config(args.config, args.set, args.seed)
     model = build_model(config, base_dir, args.config)
     print(
         f"{args.config}: ok ({len(model.households)} households, {config.years} years, "
@@ -303,7 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a checkpoint every K years (resume with --resume RUN_DIR)",
     )
     run.add_argument(
-        "--resume", metavar="RUN_DIR", help="continue an interrupted run from its last checkpoint"
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue an interrupted run from its last checkpoint (from the start without one)",
     )
     run.set_defaults(func=_run)
 
@@ -314,7 +317,16 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "config", help="run config, experiment, calibration or targets file (YAML)"
     )
-    validate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    validate.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="check a run config with this key overridden, as floodsim run --set would",
+    )
+    validate.add_argument(
+        "--seed", type=int, help="check a run config with this seed, as floodsim run --seed would"
+    )
     validate.set_defaults(func=_validate)
 
     batch = commands.add_parser("batch", help="run a batch experiment (sweeps x replicates)")

@@ -518,12 +518,20 @@ def test_a_file_for_another_command_names_the_right_one(capsys, tmp_path, comman
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("flag", [("--set", "memory.decay_rate=2"), ("--seed", "3")])
 @pytest.mark.parametrize("path", [EXPERIMENT, CALIBRATION])
-def test_validate_refuses_set_for_experiment_and_calibration_files(capsys, path):
-    # --set would be ignored there: their overrides live in the file's own `set:`.
-    code, out, err = call(capsys, "validate", path, "--set", "memory.decay_rate=2")
+def test_validate_refuses_set_for_experiment_and_calibration_files(capsys, path, flag):
+    # --set and --seed would be ignored there: their overrides live in the file's own `set:`.
+    code, out, err = call(capsys, "validate", path, *flag)
     line = assert_bad_input(code, out, err)
-    assert line.startswith(f"{ERROR_PREFIX}{path}: --set: ")
+    assert line.startswith(f"{ERROR_PREFIX}{path}: {flag[0]}: ")
+
+
+def test_validate_takes_the_seed_and_overrides_that_run_would(capsys):
+    assert main(["validate", str(DEFAULT), "--seed", "7", "--set", "years=4"]) == 0
+    assert "4 years" in capsys.readouterr().out
+    code, out, err = call(capsys, "validate", DEFAULT, "--seed", "-1")
+    assert "seed" in assert_bad_input(code, out, err)
 
 
 def test_a_batch_output_folder_that_cannot_exist_exits_2(capsys, tmp_path):
