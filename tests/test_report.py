@@ -391,6 +391,14 @@ def test_figures_have_titles_labels_and_legends(run, run_dir):
             assert snippet in text, (name, snippet)
 
 
+def test_the_threat_figure_counts_households_as_they_move_away():
+    rows = [(1, f"H{n}", 0.3, "L") for n in range(1200)]
+    rows += [(2, f"H{n}", 0.4, "L") for n in range(1100)]
+    tp = pd.DataFrame(rows, columns=["year", "agent_id", "tp", "tp_level"])
+    assert "1,100 to 1,200 traced households per year" in texts(plots.plot_threat(tp))
+    assert "1,200 traced households per year" in texts(plots.plot_threat(tp[tp["year"] == 1]))
+
+
 def test_a_sampled_audit_labels_its_write_counts_as_the_samples(tmp_path):
     sampled = metrics.load_run(simulate(tmp_path, "audit.sample=0.5"))
     plotted = plots.plot_memory(metrics.memory_composition(sampled.run_dir))

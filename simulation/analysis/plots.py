@@ -272,7 +272,7 @@ def plot_threat(
     ax.text(
         0.99,
         0.98,
-        f"{int(counts.max())} traced households per year",
+        _traced(int(counts.min()), int(counts.max())),
         transform=ax.transAxes,
         ha="right",
         va="top",
@@ -328,3 +328,10 @@ def plot_sweep(
     )
     ax.set_title(title or f"{value} by {by}", fontweight="bold")
     return fig
+
+
+def _traced(fewest: int, most: int) -> str:
+    """How many households a year's box summarises: fewer as households move away."""
+    if fewest == most:
+        return f"{most:,} traced households per year"
+    return f"{fewest:,} to {most:,} traced households per year"
