@@ -103,6 +103,20 @@ METRIC_COLUMNS = (
     "invalid_proposals",
 )
 
+#: The metrics that count households, claims or decisions (integers in model_years).
+_COUNT_DTYPES = dict.fromkeys(
+    (
+        "active_households",
+        "flooded_households",
+        "damaged_households",
+        "claims_filed",
+        "claims_paid",
+        *(c for c in METRIC_COLUMNS if c.startswith("decisions_")),
+        "invalid_proposals",
+    ),
+    "int64",
+)
+
 # Household fields read for many households at once (map() with these runs in C).
 _X, _Y, _GROUND_ELEVATION = attrgetter("x"), attrgetter("y"), attrgetter("ground_elevation")
 _STRUCTURE_VALUE, _CONTENTS_VALUE = attrgetter("structure_value"), attrgetter("contents_value")
@@ -1098,7 +1112,8 @@ class FloodAdaptationModel(mesa.Model):
     def metrics(self) -> Any:
         """The yearly metrics as a pandas DataFrame (one row per year)."""
         frame = self.datacollector.get_model_vars_dataframe()
-        return frame.reset_index(drop=True)[list(METRIC_COLUMNS)]
+        # Tallied as floats with the year's other statistics; written as the counts they are.
+        return frame.reset_index(drop=True)[list(METRIC_COLUMNS)].astype(_COUNT_DTYPES)
 
 
 def _clear_cell_caches() -> None:

@@ -548,6 +548,9 @@ def test_metrics_rows_and_columns():
     assert list(frame["year"]) == [1, 2, 3, 4]
     assert frame["insured_share"].between(0, 1).all()
     assert (frame["mean_working"] <= model.config.memory.working_capacity).all()
+    counts = ["active_households", "flooded_households", "claims_paid", "decisions_do_nothing"]
+    assert all(frame[c].dtype == "int64" for c in [*counts, "invalid_proposals"])
+    assert frame["total_damage"].dtype == "float64"
 
 
 def test_same_seed_same_run_different_seed_different_run():
