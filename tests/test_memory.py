@@ -327,6 +327,24 @@ def test_a_promoted_memory_stays_episodic_as_long_as_a_new_one_would():
     assert all("rehearsed" not in item for item in _snapshot()["items"])
 
 
+def test_a_promoted_memory_still_in_working_memory_is_scored_from_its_rehearsal():
+    """One item, one decay clock, whichever store retrieval reads it from."""
+    tiered = RetentionSettings(policy="tiered", demote_below=0.3, promote_after=2)
+    mem = CognitiveMemory("H1", working_capacity=10, decay_rate=0.5, retention=tiered)
+    flood = mem.write("Year 0: a flood", 0.8, 0, store="working").item
+    mem.end_year(0)  # consolidated: in working and episodic memory
+    mem.end_year(1)
+    mem.end_year(2)  # 0.8 * 0.5**2 = 0.2 < 0.3, not recalled: demoted, still in working memory
+    assert flood in mem.archive
+    assert flood in mem.working
+    for _ in range(2):
+        mem.retrieve(top_k=1, current_year=3)
+    assert mem.end_year(3).promoted == (flood,)
+    (hit,) = mem.retrieve_scored(top_k=1, current_year=3)
+    assert hit.source == "working"
+    assert hit.score == pytest.approx(0.8)  # decayed from year 3, as episodic memory scores it
+
+
 def test_tiered_overflow_demotes_instead_of_forgetting():
     settings = RetentionSettings(policy="tiered", archive_capacity=1, demote_below=0.0)
     mem = CognitiveMemory("H001", episodic_capacity=1, retention=settings)

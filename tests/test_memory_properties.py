@@ -168,7 +168,14 @@ def spec_reference(mem: CognitiveMemory, top_k: int, now: int) -> list[tuple[str
     item promoted by tiered retention decays from its promotion (``rehearsed``)."""
     decay = mem.decay_rate
     working = sorted(mem.working, key=lambda i: (i.year, i.importance, i.seq), reverse=True)
-    out = [(i.id, i.importance * decay ** (now - i.year), "working") for i in working]
+    out = [
+        (
+            i.id,
+            i.importance * decay ** (now - (i.year if i.rehearsed is None else i.rehearsed)),
+            "working",
+        )
+        for i in working
+    ]
     seen = {i.id for i in working}
     long_term = [
         (

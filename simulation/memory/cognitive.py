@@ -781,7 +781,12 @@ class CognitiveMemory:
         if working:
             for item in sorted(working, key=_WORKING_ORDER, reverse=True):
                 if keep is None or keep(item):
-                    score = item.importance * decay ** (year - item.year)
+                    # Decayed from its rehearsal if tiered retention promoted it (it may still
+                    # sit in working memory too), as the long-term stores score it.
+                    since = item.rehearsed
+                    score = item.importance * decay ** (
+                        year - (item.year if since is None else since)
+                    )
                     out.append(_new_tuple(ScoredMemory, (item, score, "working")))
                     if len(out) == k:
                         return out
