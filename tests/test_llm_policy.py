@@ -918,6 +918,10 @@ def test_cli_record_cache_that_cannot_be_created_exits_2(
     blocker.write_text("a file where the cache's folder should be")
     line = cli_refusal(tmp_path, capsys, command, blocker / "caches" / "c.sqlite", "record")
     assert f"{blocker} is a file, not a folder" in line
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "gone")
+    line = cli_refusal(tmp_path, capsys, command, dangling / "c.sqlite", "record")
+    assert f"{dangling} is a broken link" in line
 
 
 # -- 8. API key ------------------------------------------------------------------------------

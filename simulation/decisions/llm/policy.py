@@ -358,15 +358,15 @@ class LLMPolicy:
 def _uncreatable(path: Path) -> str | None:
     """Why a new file cannot be created at ``path`` (and its missing folders), or None.
 
-    Nothing is created: the nearest existing ancestor must be a folder this process may write
-    into. Permissions are what :func:`os.access` reports, so a read-only file system or a
+    Nothing is created: the nearest ancestor that exists must be a folder this process may
+    write into. Permissions are what :func:`os.access` reports, so a read-only file system or a
     quota can still refuse the write later.
     """
-    if path.is_dir():
-        return "is a folder, not a file"
     ancestor = path.parent
-    while not ancestor.exists():
+    while not os.path.lexists(ancestor):  # lexists: a broken link is in the way, not missing
         ancestor = ancestor.parent
+    if ancestor.is_symlink() and not ancestor.exists():
+        return f"cannot be created: {ancestor} is a broken link"
     if not ancestor.is_dir():
         return f"cannot be created: {ancestor} is a file, not a folder"
     if not os.access(ancestor, os.W_OK | os.X_OK):
