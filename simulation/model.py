@@ -286,10 +286,7 @@ class FloodAdaptationModel(mesa.Model):
         self.registry = _load_registry(base_dir / config.registry, origin)
         # The policies each skill renews (sets): a household switching from one policy to the
         # other drops the first, as one that stops insuring drops both.
-        self._renews = {
-            skill_id: frozenset(name for name in _POLICY_FLAGS if skill.effects.get(name) is True)
-            for skill_id, skill in self.registry.skills.items()
-        }
+        self._renews = _renewed_policies(self.registry)
         try:
             self.curves = load_curves(_resolve(base_dir, config.damage.curves))
         except HazardError as err:
@@ -1176,6 +1173,14 @@ def _load_registry(path: Path, origin: str) -> SkillRegistry:
     return registry
 
 
+def _renewed_policies(registry: SkillRegistry) -> dict[str, frozenset[str]]:
+    """The annual policies each skill renews: those its effects set (the others lapse)."""
+    return {
+        skill_id: frozenset(name for name in _POLICY_FLAGS if skill.effects.get(name) is True)
+        for skill_id, skill in registry.skills.items()
+    }
+
+
 def _decision_policy(
     config: RunConfig,
     base_dir: Path,
@@ -1190,7 +1195,10 @@ def _decision_policy(
     """
     decision = config.decision
     if decision.script is None:
-        return PMTPolicy(decision.pmt)
+        # The registry decides which skills renew a policy (_execute lapses it otherwise); the
+        # justifications say so from the same rule.
+        renewing = [skill_id for skill_id, renews in _renewed_policies(registry).items() if renews]
+        return PMTPolicy(decision.pmt, renewing)
     households = frozenset(state.agent_id for state in population.states)
     try:
         decisions = load_script(base_dir / decision.script, registry.skill_ids, households)

@@ -855,3 +855,18 @@ def test_raster_grids_after_the_last_year_are_named_in_a_warning(tmp_path):
         r"never be used \(year 12\)",
     ):
         make_model("years=10", "hazard.source=raster", rasters, count=8)
+
+
+def test_justifications_say_renewed_what_the_registry_renews():
+    """The policy lapses unless the skill's registry effects set it; the text follows the same
+    rule, even where decision.pmt.insurance_skills leaves a skill out."""
+    from simulation.decisions.base import Option
+
+    model = make_model("decision.pmt.insurance_skills=[buy_insurance]", count=10)
+    renter = replace(
+        model.households[0].state, tenure="renter", has_insurance=False, has_contents_insurance=True
+    )
+    rng = np.random.default_rng(0)
+    for skill_id, says in [("buy_contents_insurance", "renew my policy"), ("relocate", "lapse")]:
+        proposal = model.policy.decide(renter, [], [Option(skill_id, 100.0)], {}, rng)
+        assert says in proposal.justification, proposal.justification

@@ -54,7 +54,7 @@ from simulation.decisions.base import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from simulation.agents.state import HouseholdState
     from simulation.memory import MemoryItem, ScoredMemory
@@ -596,14 +596,21 @@ class PMTPolicy:
 
     Args:
         config: Coefficients; the defaults when ``None``.
+        renewing: The skills that renew a household's annual policy, which the justification
+            says it renews; any other choice lets the policy lapse. The model passes the skill
+            registry's (skills whose effects set a policy); ``None``: the
+            ``insurance_skills``.
 
     Attributes:
         config: The coefficients in use.
     """
 
-    def __init__(self, config: PMTConfig | None = None) -> None:
+    def __init__(
+        self, config: PMTConfig | None = None, renewing: Collection[str] | None = None
+    ) -> None:
         self.config = config or PMTConfig()
         self._c = _Coefficients(self.config)
+        self._renewing = frozenset(self.config.insurance_skills if renewing is None else renewing)
 
     def decide(
         self,
@@ -691,7 +698,7 @@ class PMTPolicy:
                 # One skill a year: elevating or relocating does not renew the annual policy.
                 verb = (
                     "renew my policy"
-                    if c.skills[skill_id][2]
+                    if skill_id in self._renewing
                     else f"{verb} and let my policy lapse"
                 )
             act = f"so I {verb}" if affordable else f"but I {verb} anyway"
