@@ -670,3 +670,14 @@ def test_fake_server_stops_promptly_with_stalled_requests() -> None:
         error, _ = fail(server.base_url, retries=3, timeout_s=0.1)
     assert error.status == "timeout"
     assert time.perf_counter() - started < 2.0
+
+
+def test_fake_server_listens_on_a_given_port() -> None:
+    """A server can be started where a client found nothing listening, for resume tests."""
+    port = closed_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    assert fail(base_url, retries=0)[0].status == "connection_error"
+    with FakeOpenAIServer(port=port) as server:
+        assert server.base_url == base_url
+        assert run(complete(base_url)).status == "ok"
+        assert len(server.requests) == 1

@@ -260,6 +260,9 @@ class FakeOpenAIServer:
             ``faults(index, body) -> spec | None``.
         model: The model name reported when a request names none.
         report_usage: Whether replies carry a ``usage`` block.
+        port: The loopback port to listen on; 0 (the default) lets the OS choose a free one. A
+            test can start a server at the address an earlier run found nothing listening on
+            (:func:`closed_port`), so that run can be resumed against it.
     """
 
     def __init__(
@@ -270,8 +273,10 @@ class FakeOpenAIServer:
         faults: Sequence[FaultSpec] | Callable[[int, Any], FaultSpec] | None = None,
         model: str = "fake-model",
         report_usage: bool = True,
+        port: int = 0,
     ) -> None:
         self.latency_s = float(latency_s)
+        self._requested_port = int(port)
         self.responder = responder
         self.model = model
         self.report_usage = report_usage
@@ -297,7 +302,7 @@ class FakeOpenAIServer:
         if self._httpd is not None:
             raise RuntimeError("server already started")
         self._stopping.clear()
-        httpd = _Server(("127.0.0.1", 0), _Handler)
+        httpd = _Server(("127.0.0.1", self._requested_port), _Handler)
         httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(
