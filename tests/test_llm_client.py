@@ -8,8 +8,10 @@ the ``with`` block.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import pickle
+import socket
 import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,7 +41,7 @@ from simulation.decisions.llm.testing import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import Coroutine, Iterator
     from pathlib import Path
 
 T = TypeVar("T")
@@ -247,7 +249,96 @@ def test_connection_refused_fails_fast() -> None:
     error, elapsed = fail(f"http://127.0.0.1:{closed_port()}/v1", retries=2)
     assert error.status == "connection_error"
     assert error.attempts == 3
+    assert error.unreachable == "connection refused"
     assert elapsed < 1.0
+
+
+def test_an_unresolvable_host_is_unreachable() -> None:
+    # .invalid never resolves (RFC 6761); a resolver that does not answer in time is a
+    # connection never made as well.
+    error, _ = fail("http://floodsim-no-such-host.invalid/v1", retries=0)
+    assert error.status in {"connection_error", "timeout"}
+    assert error.unreachable in {"host name not resolved", "no connection within 0.3 s"}
+
+
+@contextlib.contextmanager
+def unaccepting_port() -> Iterator[int]:
+    """A loopback port whose listen queue is full: connection attempts are neither accepted
+    nor refused (the kernel drops them), as with a host behind a firewall that drops packets.
+    """
+    with socket.socket() as listener, contextlib.ExitStack() as fillers:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        for _ in range(4):  # a queue of length 0 still holds a connection or two
+            filler = fillers.enter_context(socket.socket())
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+        with socket.socket() as probe:
+            probe.settimeout(0.2)
+            try:
+                probe.connect(("127.0.0.1", port))
+            except TimeoutError:
+                pass
+            else:
+                pytest.skip("this system accepts connections beyond a full listen queue")
+        yield port
+
+
+def test_a_host_that_never_accepts_is_unreachable_after_the_timeout() -> None:
+    # The attempt's deadline runs out while connecting, whichever of the two timers (the
+    # attempt's or httpx's connect timeout) fires first.
+    with unaccepting_port() as port:
+        error, elapsed = fail(f"http://127.0.0.1:{port}/v1", retries=1)
+    assert error.status == "timeout"
+    assert error.attempts == 2
+    assert error.unreachable == "no connection within 0.3 s"
+    assert error.message == "no connection within 0.3 s"
+    assert elapsed < CUT_SHORT_S
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "500",
+        "429",
+        "400",
+        "malformed",
+        "connection_close",
+        pytest.param(Fault("timeout", delay_s=2.0), id="stall"),
+    ],
+)
+def test_a_server_that_answers_badly_or_drops_the_connection_was_reached(fault: Any) -> None:
+    with FakeOpenAIServer(faults=lambda _index, _body: fault) as server:
+        error, _ = fail(server.base_url, retries=1)
+    assert error.unreachable is None
+
+
+def test_an_endpoint_reached_once_was_reached_even_if_it_then_goes_away() -> None:
+    # The first attempt gets a 500; the server is gone before the retry, which is refused.
+    server = FakeOpenAIServer(faults=["500"]).start()
+
+    async def scenario() -> None:
+        async with ChatClient(server.base_url, MODEL, retries=1, **FAST) as client:
+            original = client._post
+
+            async def post_then_stop(http: Any, payload: bytes) -> Any:
+                try:
+                    return await original(http, payload)
+                finally:
+                    server.stop()
+
+            client._post = post_then_stop  # type: ignore[method-assign]
+            await client.complete(MESSAGES)
+
+    try:
+        with pytest.raises(ChatError) as caught:
+            run(scenario())
+    finally:
+        server.stop()
+    assert caught.value.status == "connection_error"
+    assert caught.value.attempts == 2
+    assert caught.value.unreachable is None
 
 
 def test_dropped_connection_is_retried_then_reported() -> None:
@@ -401,12 +492,15 @@ def test_a_key_echoed_across_the_quoted_part_of_an_error_body_is_not_quoted_in_p
 def test_chat_errors_pickle() -> None:
     error = ChatError("server_error", "HTTP 503", 3, http_status=503)
     copy = pickle.loads(pickle.dumps(error))
-    assert (copy.status, copy.message, copy.attempts, copy.http_status) == (
+    assert (copy.status, copy.message, copy.attempts, copy.http_status, copy.unreachable) == (
         "server_error",
         "HTTP 503",
         3,
         503,
+        None,
     )
+    refused = ChatError("connection_error", "refused", 3, unreachable="connection refused")
+    assert pickle.loads(pickle.dumps(refused)).unreachable == "connection refused"
     miss = pickle.loads(pickle.dumps(CacheMiss("ab" * 32)))
     assert isinstance(miss, CacheMiss)
     assert miss.request_hash == "ab" * 32

@@ -3,7 +3,9 @@
 Works with anything that speaks ``POST {base_url}/chat/completions`` (Ollama, vLLM, llama.cpp
 server, hosted APIs). One :class:`ChatClient` serves many concurrent requests; every request is
 bounded in time (each attempt by ``timeout_s``, the whole call by the retry budget), so a dead or
-misbehaving endpoint ends in a :class:`ChatError`, never in a hang.
+misbehaving endpoint ends in a :class:`ChatError`, never in a hang. A failed call says whether
+the endpoint was reached at all (:attr:`ChatError.unreachable`): a connection refused or never
+established is told apart from a server that answered badly or dropped the connection.
 
 Every request is content-addressed by :func:`request_hash` (SHA-256 of its canonical JSON), which
 is what the response cache keys on.
@@ -21,6 +23,8 @@ import functools
 import hashlib
 import logging
 import math
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -87,6 +91,12 @@ class ChatError(Exception):
         message: What went wrong (never contains the API key).
         attempts: How many HTTP attempts were made (0 when none was, e.g. a cache miss).
         http_status: The last HTTP status code received, if any.
+        unreachable: Why the endpoint could not be reached at all (``"connection refused"``,
+            ``"host name not resolved"``, ``"no connection within 60 s"``) when no attempt got
+            a connection to it; ``None`` when one did (the server answered, even with an error,
+            or dropped the connection) and when no attempt was made (a cache miss, a failure
+            replayed from the cache). Whether a connection was made is a fact of each attempt,
+            not a matter of how long it took.
     """
 
     def __init__(
@@ -96,11 +106,13 @@ class ChatError(Exception):
         attempts: int = 0,
         *,
         http_status: int | None = None,
+        unreachable: str | None = None,
     ) -> None:
         self.status = status
         self.message = message
         self.attempts = attempts
         self.http_status = http_status
+        self.unreachable = unreachable
         super().__init__(f"{status}: {message} (attempts: {attempts})")
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -108,15 +120,29 @@ class ChatError(Exception):
         # in a worker process reaches the parent intact.
         return (
             _rebuild_chat_error,
-            (type(self), self.status, self.message, self.attempts, self.http_status),
+            (
+                type(self),
+                self.status,
+                self.message,
+                self.attempts,
+                self.http_status,
+                self.unreachable,
+            ),
         )
 
 
 def _rebuild_chat_error(
-    cls: type[ChatError], status: str, message: str, attempts: int, http_status: int | None
+    cls: type[ChatError],
+    status: str,
+    message: str,
+    attempts: int,
+    http_status: int | None,
+    unreachable: str | None = None,
 ) -> ChatError:
     error = cls.__new__(cls)
-    ChatError.__init__(error, status, message, attempts, http_status=http_status)
+    ChatError.__init__(
+        error, status, message, attempts, http_status=http_status, unreachable=unreachable
+    )
     return error
 
 
@@ -263,12 +289,20 @@ class _Retry(Exception):  # noqa: N818 - internal control flow, not an error typ
         *,
         http_status: int | None = None,
         retry_after: float | None = None,
+        unreachable: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.http_status = http_status
         self.retry_after = retry_after
+        self.unreachable = unreachable  # why no connection was made; None if one was
+
+
+#: Trace events (httpcore's ``trace`` request extension) that mean a connection to the endpoint
+#: exists: a new one was opened, or a pooled one carries the request.
+_CONNECTED_EVENT = "connection.connect_tcp.complete"
+_REQUEST_EVENTS = ("http11.", "http2.")
 
 
 class ChatClient:
@@ -280,7 +314,8 @@ class ChatClient:
     ``choices[0].message.content`` string). Not retried: other HTTP statuses (4xx), which raise
     ``http_error`` at once. After ``retries`` extra attempts the last failure is raised as a
     :class:`ChatError`, so a call lasts at most ``(retries + 1) * timeout_s`` plus the backoffs
-    (plus queueing for ``max_concurrency``, when set).
+    (plus queueing for ``max_concurrency``, when set). The error's ``unreachable`` says why when
+    no attempt got a connection to the endpoint (refused, unresolved host, connect timeout).
 
     The underlying ``httpx.AsyncClient`` is created on first use in the running event loop. A
     client may be reused across ``asyncio.run`` calls: when the loop changes, a new connection
@@ -441,23 +476,27 @@ class ChatClient:
 
         Raises:
             ChatError: When no reply could be obtained within the retry budget, or the server
-                rejected the request (4xx other than 429).
+                rejected the request (4xx other than 429). Its ``unreachable`` is set when no
+                attempt got a connection to the endpoint.
         """
         body = self.settings.body(messages)
         payload = orjson.dumps(body)
         digest = self.settings.hash(messages)
         started = time.perf_counter()
         attempts_allowed = self.retries + 1
+        reached = False  # whether any attempt got a connection to the endpoint
         for attempt in range(1, attempts_allowed + 1):
             try:
                 result = await self._attempt(payload)
             except _Retry as failure:
+                reached = reached or failure.unreachable is None
                 if attempt == attempts_allowed:
                     raise ChatError(
                         failure.status,
                         self._redact(failure.message),
                         attempt,
                         http_status=failure.http_status,
+                        unreachable=None if reached else failure.unreachable,
                     ) from None
                 delay = self._backoff(attempt, failure.retry_after)
                 _LOG.debug(
@@ -499,14 +538,26 @@ class ChatClient:
     async def _post(
         self, http: httpx.AsyncClient, payload: bytes
     ) -> tuple[str, int | None, int | None, str | None]:
+        connected = False
+
+        async def trace(event: str, _info: Mapping[str, Any]) -> None:
+            nonlocal connected
+            if event == _CONNECTED_EVENT or event.startswith(_REQUEST_EVENTS):
+                connected = True
+
         try:
             # httpx applies timeout_s per phase; this bounds the attempt as a whole, so a server
             # that trickles bytes cannot stretch it.
             async with asyncio.timeout(self.timeout_s):
-                response = await http.post(self._url, content=payload)
+                response = await http.post(self._url, content=payload, extensions={"trace": trace})
                 raw = response.content
         except (TimeoutError, httpx.TimeoutException):
-            raise _Retry("timeout", f"no reply within {self.timeout_s:g} s") from None
+            if connected:
+                raise _Retry("timeout", f"no reply within {self.timeout_s:g} s") from None
+            # The deadline ran out before a connection was made (a host that drops the
+            # connection attempt): that is the attempt timing out whichever timer fired first.
+            waited = f"no connection within {self.timeout_s:g} s"
+            raise _Retry("timeout", waited, unreachable=waited) from None
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             raise ChatError(
                 "connection_error", self._redact(f"cannot use base_url: {exc}")
@@ -514,7 +565,9 @@ class ChatClient:
         except httpx.HTTPError as exc:
             detail = str(exc) or "connection failed"
             raise _Retry(
-                "connection_error", self._redact(f"{type(exc).__name__}: {detail}")
+                "connection_error",
+                self._redact(f"{type(exc).__name__}: {detail}"),
+                unreachable=None if connected else self._redact(_connect_failure(exc)),
             ) from None
 
         code = response.status_code
@@ -565,6 +618,25 @@ class ChatClient:
             _token_count(usage.get("completion_tokens")),
             finish_reason if isinstance(finish_reason, str) else None,
         )
+
+
+def _connect_failure(exc: BaseException) -> str:
+    """Why a connection could not be made, in a few words, read from ``exc``'s causes.
+
+    httpx wraps the socket's error several layers deep (httpx, httpcore, anyio, ``OSError``).
+    """
+    cause: BaseException | None = exc
+    for _ in range(8):  # the chain is four or five long; cut short rather than loop
+        if cause is None:
+            break
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, socket.gaierror):
+            return "host name not resolved"
+        if isinstance(cause, OSError) and cause.errno:
+            return os.strerror(cause.errno).lower()
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or type(exc).__name__
 
 
 def _token_count(value: object) -> int | None:
