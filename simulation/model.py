@@ -47,7 +47,7 @@ from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, TENURES, by_zone
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError, ConfigWarning, is_curve_file
 from simulation.decisions.base import DrawnUniform
-from simulation.decisions.llm import LLMConfigError, LLMPolicy, LLMRequest
+from simulation.decisions.llm import CacheMiss, LLMConfigError, LLMPolicy, LLMRequest
 from simulation.decisions.pmt import PMTPolicy
 from simulation.decisions.scripted import ScriptedPolicy, ScriptError, load_script
 from simulation.hazard import HazardError, Sites, compute_damage, load_curves
@@ -273,6 +273,7 @@ class FloodAdaptationModel(mesa.Model):
     def __init__(self, config: RunConfig, base_dir: Path, origin: str = "config"):
         super().__init__(seed=config.seed)
         self.config = config
+        self._origin = origin  # names the config file in errors raised while the run goes on
         # Spawned children do not depend on how many are spawned: adding a stream later
         # leaves the existing ones (and so earlier results) unchanged.
         streams = np.random.SeedSequence(config.seed).spawn(5)
@@ -940,7 +941,12 @@ class FloodAdaptationModel(mesa.Model):
         return decision
 
     def _decide_with_llm(self, order: list[HouseholdAgent]) -> None:
-        """Gather every LLM household, decide them concurrently, then finish all in order."""
+        """Gather every LLM household, decide them concurrently, then finish all in order.
+
+        Raises:
+            CacheMiss: A replay met a request its cache does not hold; the message begins with
+                the config file and the key, like input errors.
+        """
         year = self.steps
         requests, households = [], []
         for household in order:
@@ -959,7 +965,10 @@ class FloodAdaptationModel(mesa.Model):
                         gathered.context,
                     )
                 )
-        outcomes = self.llm.decide_all(requests) if requests else []
+        try:
+            outcomes = self.llm.decide_all(requests) if requests else []
+        except CacheMiss as err:
+            raise CacheMiss(err.request_hash, self._origin) from None
         self._llm_outcomes = dict(zip(households, outcomes, strict=True))
         for household in order:
             self.decide_for(household, year)

@@ -504,6 +504,8 @@ def test_chat_errors_pickle() -> None:
     miss = pickle.loads(pickle.dumps(CacheMiss("ab" * 32)))
     assert isinstance(miss, CacheMiss)
     assert miss.request_hash == "ab" * 32
+    located = pickle.loads(pickle.dumps(CacheMiss("ab" * 32, "run.yaml")))
+    assert str(located).startswith("run.yaml: decision.llm.cache: no cached reply for request ")
 
 
 # -- request hash ------------------------------------------------------------------------------

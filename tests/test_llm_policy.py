@@ -842,6 +842,7 @@ def test_replay_miss_stops_the_run_and_names_the_request(tmp_path: Path) -> None
     with ResponseCache(cache, read_only=True) as store:
         assert caught.value.request_hash not in store
     assert caught.value.request_hash in str(caught.value)
+    assert str(caught.value).startswith("config: decision.llm.cache: no cached reply for request ")
     assert_no_complete_run(tmp_path / "out", caught.value.request_hash)
 
 
@@ -869,7 +870,9 @@ def test_cli_replay_miss_exits_2_with_one_line(
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith("floodsim: error:")
+    assert lines[0].startswith(
+        f"floodsim: error: {DEFAULT}: decision.llm.cache: no cached reply for request "
+    )
     missing = HASH.findall(lines[0])
     assert len(missing) == 1
     with ResponseCache(cache, read_only=True) as store:

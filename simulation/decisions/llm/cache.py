@@ -57,21 +57,31 @@ CREATE TABLE IF NOT EXISTS responses (
 class CacheMiss(ChatError):  # noqa: N818 - the name is part of the design's interface
     """Replay mode met a request that the cache does not hold.
 
+    Args:
+        request_hash: The content address of the missing request.
+        origin: The config file the run was read from. When given, the error reads like the
+            command line's other input errors: ``<origin>: decision.llm.cache: no cached
+            reply ...``.
+
     Attributes:
         request_hash: The content address of the missing request.
+        origin: The config file, if known.
     """
 
-    def __init__(self, request_hash: str) -> None:
+    def __init__(self, request_hash: str, origin: str | None = None) -> None:
         self.request_hash = request_hash
+        self.origin = origin
         super().__init__(
             "cache_miss",
             f"no cached reply for request {request_hash} in replay mode; record the run first "
             "(decision.llm.mode: record) with the same config, prompts and model settings",
             0,
         )
+        if origin is not None:
+            self.args = (f"{origin}: decision.llm.cache: {self.message}",)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.request_hash,))
+        return (type(self), (self.request_hash, self.origin))
 
 
 @dataclass(frozen=True, slots=True)
