@@ -11,7 +11,9 @@ Subcommands:
     memory-demo   Walk one household's memory through a few flood years and print it.
 
 Bad input (YAML syntax, unknown keys, wrong types, out-of-range values, broken curves or
-registries, missing files) exits with code 2 and one line naming the file and the key.
+registries, missing files) exits with code 2 and one line naming the file and the key. A run that
+could not finish (disk full, permissions, a language-model endpoint with nothing listening)
+exits with code 1 and one line; its run directory can be resumed.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from simulation.audit.readers import AuditReadError
 from simulation.calibration import commands as calibration_commands
 from simulation.calibration.fit import CalibrationError
 from simulation.config import ConfigError
-from simulation.decisions.llm import CacheMiss
+from simulation.decisions.llm import CacheMiss, EndpointUnreachable
 from simulation.hazard import HazardError
 from simulation.memory import CognitiveMemory, ReflectionSettings
 from simulation.runner import RunError
@@ -51,7 +53,8 @@ __all__ = ["main"]
 
 #: Exit code for bad input.
 EXIT_BAD_INPUT = 2
-#: Exit code when a run could not finish (disk full, permissions): it stays resumable.
+#: Exit code when a run could not finish (disk full, permissions, no language-model endpoint
+#: listening): it stays resumable.
 EXIT_RUN_FAILED = 1
 #: Exit code after Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_INTERRUPTED = 130
@@ -164,9 +167,11 @@ def _run(args: argparse.Namespace) -> int:
 def _fallback_warning(metrics: pd.DataFrame, default_skill: str) -> str:
     """A warning when decisions fell back to the default skill ('' when none did).
 
-    A language model that cannot be reached, or whose replies never validate, still gives a
-    complete run: every decision falls back. The run's files record each failure, but a run
-    in which most households could not decide should not look like a normal one.
+    A language model whose replies never validate, or whose server fails requests (answers
+    with errors, times out, drops connections), still gives a complete run: those decisions fall
+    back. The run's files record each failure, but a run in which most households could not
+    decide should not look like a normal one. (An endpoint with nothing listening at all stops
+    the run instead: :class:`~simulation.decisions.llm.EndpointUnreachable`.)
     """
     fallbacks = int(metrics["invalid_proposals"].sum())
     if not fallbacks:
@@ -397,6 +402,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         # without a word. Python would report the pipe again when it flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except EndpointUnreachable as err:
+        # Not bad input (the URL may be right and the server merely not started), and the run
+        # directory exists: like a full disk, the run is resumed once the cause is gone.
+        run_dirs = _run_dirs(err)
+        then = f" Start it, then continue with: floodsim run --resume {run_dirs[0]}"
+        print(f"floodsim: error: {err}{then if run_dirs else ''}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     except OSError as err:
         # Disk full, permissions: say what and where; a checkpointed run can be resumed.
         where = f" ({err.filename})" if err.filename else ""
@@ -406,17 +418,22 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_RUN_FAILED
 
 
+def _run_dirs(err: BaseException) -> list[str]:
+    """The run directory the runner noted on ``err`` (none before the directory was written)."""
+    return [
+        n[len(_RUN_DIR_NOTE) :]
+        for n in getattr(err, "__notes__", [])
+        if n.startswith(_RUN_DIR_NOTE)
+    ]
+
+
 def _continue_hint(command: str, err: BaseException) -> str:
     """How to continue what Ctrl-C stopped (empty when there is nothing to continue)."""
     if command == "batch":
         return f"; {_CONTINUE_BATCH}"
     if command != "run":
         return ""
-    run_dirs = [
-        n[len(_RUN_DIR_NOTE) :]
-        for n in getattr(err, "__notes__", [])
-        if n.startswith(_RUN_DIR_NOTE)
-    ]
+    run_dirs = _run_dirs(err)
     if not run_dirs:
         return " before its run directory was written"
     return (

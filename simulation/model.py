@@ -47,7 +47,13 @@ from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, TENURES, by_zone
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError, ConfigWarning, is_curve_file
 from simulation.decisions.base import DrawnUniform
-from simulation.decisions.llm import CacheMiss, LLMConfigError, LLMPolicy, LLMRequest
+from simulation.decisions.llm import (
+    CacheMiss,
+    EndpointUnreachable,
+    LLMConfigError,
+    LLMPolicy,
+    LLMRequest,
+)
 from simulation.decisions.pmt import PMTPolicy
 from simulation.decisions.scripted import ScriptedPolicy, ScriptError, load_script
 from simulation.hazard import HazardError, Sites, compute_damage, load_curves
@@ -943,9 +949,12 @@ class FloodAdaptationModel(mesa.Model):
     def _decide_with_llm(self, order: list[HouseholdAgent]) -> None:
         """Gather every LLM household, decide them concurrently, then finish all in order.
 
+        The errors that stop the run here name the config file and the key, like input errors.
+
         Raises:
-            CacheMiss: A replay met a request its cache does not hold; the message begins with
-                the config file and the key, like input errors.
+            CacheMiss: A replay met a request its cache does not hold (``decision.llm.cache``).
+            EndpointUnreachable: No request of the year reached the endpoint
+                (``decision.llm.base_url``); the run can be resumed once the server runs.
         """
         year = self.steps
         requests, households = [], []
@@ -969,6 +978,8 @@ class FloodAdaptationModel(mesa.Model):
             outcomes = self.llm.decide_all(requests) if requests else []
         except CacheMiss as err:
             raise CacheMiss(err.request_hash, self._origin) from None
+        except EndpointUnreachable as err:
+            raise EndpointUnreachable(f"{self._origin}: {err}") from None
         self._llm_outcomes = dict(zip(households, outcomes, strict=True))
         for household in order:
             self.decide_for(household, year)

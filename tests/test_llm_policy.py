@@ -36,7 +36,7 @@ from simulation.cli import main
 from simulation.config import load_config
 from simulation.decisions.llm.cache import CacheMiss, ResponseCache, is_failure
 from simulation.decisions.llm.client import request_hash
-from simulation.decisions.llm.policy import PROMPT_FIELDS, LLMRequest
+from simulation.decisions.llm.policy import PROMPT_FIELDS, EndpointUnreachable, LLMRequest
 from simulation.decisions.llm.testing import FakeOpenAIServer, Fault, closed_port
 from simulation.runner import build_model, run_simulation
 
@@ -583,26 +583,21 @@ FAILED = {
     "503": (503, "server_error"),
     "malformed-body": ("malformed", "malformed_response"),
     "connection-close": ("connection_close", "connection_error"),
-    "connection-refused": (None, "connection_error"),
     "400": (400, "http_error"),
 }
 
 
 @pytest.mark.parametrize("name", list(FAILED))
 def test_transport_fault_beyond_retries_is_audited(tmp_path: Path, name: str) -> None:
+    # The server answers every request of the year badly, or drops it: each household falls
+    # back, and the run goes on (an endpoint with nothing listening stops it: section 4b).
     spec, status = FAILED[name]
     retries = 1
     transport_attempts = 1 if status == "http_error" else retries + 1  # 4xx: no retry
     started = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        if spec is None:
-            base_url, server = f"http://127.0.0.1:{closed_port()}/v1", None
-        else:
-            server = stack.enter_context(FakeOpenAIServer(faults=lambda i, b: spec))
-            base_url = server.base_url
-        result = simulate(tmp_path, base_url, count=6, retries=retries, timeout_s=TIMEOUT_S)
-        if server is not None:
-            assert len(server.requests) == 6 * transport_attempts
+    with FakeOpenAIServer(faults=lambda i, b: spec) as server:
+        result = simulate(tmp_path, server.base_url, count=6, retries=retries, timeout_s=TIMEOUT_S)
+        assert len(server.requests) == 6 * transport_attempts
     assert time.perf_counter() - started < 4.0
     data = streams(result.run_dir)
 
@@ -630,6 +625,103 @@ def test_transport_fault_beyond_retries_is_audited(tmp_path: Path, name: str) ->
         # The failure itself is recorded, so that a replay takes the same fallback.
         assert len(cache) == 6
         assert all(is_failure(cache.get(c["request_hash"]).content) for c in calls)
+
+
+def test_a_year_with_some_failed_requests_falls_back_for_those_and_goes_on(
+    tmp_path: Path,
+) -> None:
+    failing = {"H00001": 500, "H00002": "connection_close", "H00003": 503}
+
+    def faults(index: int, body: Any) -> Any:
+        return failing.get(read_prompt(body).agent_id)
+
+    with FakeOpenAIServer(faults=faults) as server:
+        result = simulate(tmp_path, server.base_url, count=6, years=2, timeout_s=TIMEOUT_S)
+    assert orjson.loads((result.run_dir / "manifest.json").read_bytes())["status"] == "complete"
+    statuses = {(c["agent_id"], c["status"]) for c in streams(result.run_dir)[LLM_STREAM]}
+    assert statuses == {
+        *((agent, "server_error") for agent in ("H00001", "H00003")),
+        ("H00002", "connection_error"),
+        *((f"H0000{n}", "ok") for n in range(4, 7)),
+    }
+    assert column(result, "invalid_proposals") == [3, 3]
+
+
+# -- 4b. an endpoint with nothing listening --------------------------------------------------
+
+
+def unreachable(tmp_path: Path, mode: str = "record", **options: Any) -> tuple[str, str]:
+    """Run against a closed port; return its URL and the error that stopped the run."""
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
+    with pytest.raises(EndpointUnreachable) as caught:
+        simulate(tmp_path, base_url, mode=mode, timeout_s=TIMEOUT_S, **options)
+    return base_url, str(caught.value)
+
+
+@pytest.mark.parametrize("mode", ["record", "live"])
+def test_a_year_whose_requests_all_find_nothing_listening_stops_the_run(
+    tmp_path: Path, mode: str
+) -> None:
+    started = time.perf_counter()
+    base_url, message = unreachable(tmp_path, mode, count=6, years=3)
+    assert time.perf_counter() - started < 4.0  # refused at once: no timeout waited for
+    assert message.startswith(
+        f"config: decision.llm.base_url: no reply from {base_url} for any of the 6 requests "
+        "of year 1 (connection refused); is the server running?"
+    )
+    assert_no_complete_run(tmp_path / "out")
+    (manifest_path,) = (tmp_path / "out").rglob("manifest.json")
+    manifest = orjson.loads(manifest_path.read_bytes())
+    assert manifest["status"] == "failed"
+    assert manifest["year_reached"] == 0
+    assert manifest["error"].startswith("EndpointUnreachable: config: decision.llm.base_url: ")
+
+
+def test_a_single_unreachable_request_is_named_as_such(tmp_path: Path) -> None:
+    base_url, message = unreachable(tmp_path, count=1)
+    assert f"no reply from {base_url} for the request of year 1 (connection refused)" in message
+
+
+def test_a_year_answered_from_the_cache_goes_on_and_the_next_one_stops(tmp_path: Path) -> None:
+    cache = tmp_path / "c.sqlite"
+    with FakeOpenAIServer() as server:
+        simulate(tmp_path, server.base_url, cache=cache, out="rec", count=6, years=1)
+    base_url, message = unreachable(tmp_path, cache=cache, count=6, years=3)
+    assert f"no reply from {base_url} for any of the 6 requests of year 2 " in message
+    (manifest_path,) = (tmp_path / "out").rglob("manifest.json")
+    manifest = orjson.loads(manifest_path.read_bytes())
+    assert (manifest["status"], manifest["year_reached"]) == ("failed", 1)
+
+
+def test_a_year_answered_partly_from_the_cache_is_not_unreachable(tmp_path: Path) -> None:
+    # Recorded with half of the households asking the model, then run with all of them and
+    # nothing listening: the recorded half is answered, the other half falls back.
+    cache = tmp_path / "c.sqlite"
+    share = "decision.llm_share=0.5"
+    with FakeOpenAIServer() as server:
+        recorded = simulate(tmp_path, server.base_url, share, cache=cache, out="rec", count=12)
+        asked = len(server.requests)
+    assert 0 < asked < 12
+    result = simulate(
+        tmp_path, f"http://127.0.0.1:{closed_port()}/v1", cache=cache, count=12, timeout_s=0.3
+    )
+    assert orjson.loads((result.run_dir / "manifest.json").read_bytes())["status"] == "complete"
+    calls = streams(result.run_dir)[LLM_STREAM]
+    assert sum(c["cached"] for c in calls) == asked
+    assert sum(c["status"] == "connection_error" for c in calls) == 12 - asked
+    assert column(result, "invalid_proposals") == [12 - asked]
+    assert column(recorded, "invalid_proposals") == [0]
+
+
+def test_replay_needs_no_endpoint(tmp_path: Path) -> None:
+    cache = tmp_path / "c.sqlite"
+    with FakeOpenAIServer() as server:
+        recorded = simulate(tmp_path, server.base_url, cache=cache, out="rec", run_id="r")
+    replayed = simulate(
+        tmp_path, f"http://127.0.0.1:{closed_port()}/v1", cache=cache, mode="replay", run_id="r"
+    )
+    for name in ("model_years.csv", "household_traces.jsonl"):
+        assert (recorded.run_dir / name).read_bytes() == (replayed.run_dir / name).read_bytes()
 
 
 @pytest.mark.parametrize("kind", ["prose", "code_fence"])
@@ -880,6 +972,39 @@ def test_cli_replay_miss_exits_2_with_one_line(
     assert "record" in lines[0]
     assert out == ""
     assert_no_complete_run(tmp_path / "cli", missing[0])
+
+
+def test_cli_run_with_nothing_listening_exits_1_and_resumes_once_the_server_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = closed_port()
+    base_url = f"http://127.0.0.1:{port}/v1"
+    sets = llm_overrides(base_url, tmp_path / "c.sqlite", count=5, years=2, timeout_s=TIMEOUT_S)
+    code = cli_run(tmp_path, *sets)
+    out, err = capsys.readouterr()
+    assert code == 1  # EXIT_RUN_FAILED: the input is fine, the run could not finish
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    (run_dir,) = (tmp_path / "cli").iterdir()
+    assert lines[0] == (
+        f"floodsim: error: {DEFAULT}: decision.llm.base_url: no reply from {base_url} for any "
+        "of the 5 requests of year 1 (connection refused); is the server running? Start it, "
+        f"then continue with: floodsim run --resume {run_dir}"
+    )
+    assert out == ""
+    assert_no_complete_run(tmp_path / "cli")
+
+    with FakeOpenAIServer(port=port) as server:
+        code = main(["run", "--resume", str(run_dir), "--quiet"])
+        assert len(server.requests) == 10
+        uninterrupted = simulate(tmp_path, server.base_url, out="ref", count=5, years=2)
+    assert code == 0, capsys.readouterr().err
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    assert (manifest["status"], manifest["resumed"]) == ("complete", 1)
+    assert (run_dir / "model_years.csv").read_bytes() == (
+        uninterrupted.run_dir / "model_years.csv"
+    ).read_bytes()
+    assert column(uninterrupted, "invalid_proposals") == [0, 0]
 
 
 def cli_refusal(

@@ -8,7 +8,10 @@ then applies the results in its deterministic household order.
 Governance: every reply is parsed tolerantly and validated by the registry (eligibility,
 preconditions, affordability). Validation errors are fed back to the model for up to
 ``retries`` more attempts; after that, or when the endpoint fails for good, the household takes
-the registry's default skill and the failure is recorded. Every request and reply goes through a
+the registry's default skill and the failure is recorded. A year in which no request reached the
+endpoint at all (nothing listening at ``base_url``: refused, unresolved host, no connection in
+time) stops the run instead (:class:`EndpointUnreachable`): every household would fall back,
+that year and every year after. Every request and reply goes through a
 content-addressed SQLite cache, so ``mode: replay`` reproduces a recorded run without the
 endpoint; a reply missing from the cache stops a replay (it would silently diverge otherwise).
 """
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from simulation.agents.state import SFHA_ZONES, HouseholdState
 from simulation.decisions.base import Construct, Option, Proposal
 from simulation.decisions.llm.cache import CacheMiss, CachingChatClient, ResponseCache
-from simulation.decisions.llm.client import ChatClient, ChatError, ChatSettings
+from simulation.decisions.llm.client import ChatClient, ChatError, ChatSettings, _safe_url
 from simulation.decisions.llm.parsing import ReplyFormatError, parse_reply
 from simulation.skills.templates import TemplateError, render, template_fields
 from simulation.yaml_errors import describe_decode_error
@@ -42,6 +45,7 @@ __all__ = [
     "LEVEL_VALUES",
     "PROMPT_FIELDS",
     "CallRecord",
+    "EndpointUnreachable",
     "LLMConfigError",
     "LLMOutcome",
     "LLMPolicy",
@@ -79,6 +83,18 @@ _SYSTEM = (
 
 class LLMConfigError(ValueError):
     """Unusable LLM settings: a prompt file or placeholder, a missing replay cache."""
+
+
+class EndpointUnreachable(ConnectionError):  # noqa: N818 - says what happened, like CacheMiss
+    """No request of a year got a connection to the endpoint, so nothing could be decided.
+
+    Single failed requests fall back to the default skill (a few timeouts must not end a long
+    run). When every request of a year failed without reaching the endpoint, nothing is
+    listening at ``base_url``, and a run that went on would be a valid-looking run in which no
+    household decided anything. The message names ``decision.llm.base_url``, the URL (without
+    credentials) and why. Requests answered from the cache, and servers that answered with an
+    error or dropped the connection, do not count as unreachable.
+    """
 
 
 @dataclass(slots=True)
@@ -119,6 +135,9 @@ class LLMOutcome:
     retries: int = 0
     fallback: bool = False
     calls: list[CallRecord] = field(default_factory=list)
+    #: Why the endpoint could not be reached, when the household's first request failed
+    #: without a connection to it (see :attr:`ChatError.unreachable`); else ``None``.
+    unreachable: str | None = None
 
 
 class LLMPolicy:
@@ -189,12 +208,25 @@ class LLMPolicy:
 
         Raises:
             CacheMiss: In replay mode, for a request the cache does not hold.
+            EndpointUnreachable: When no request got a connection to the endpoint (live and
+                record modes; a request answered from the cache is a reply).
         """
         if not requests:
             return []
         if self._loop_thread is None:
             self._loop_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-loop")
-        return self._loop_thread.submit(self._run_in_loop, list(requests)).result()
+        outcomes = self._loop_thread.submit(self._run_in_loop, list(requests)).result()
+        reasons = [outcome.unreachable for outcome in outcomes if outcome.unreachable]
+        if len(reasons) == len(outcomes):
+            count = len(requests)
+            which = "the request" if count == 1 else f"any of the {count} requests"
+            msg = (
+                f"decision.llm.base_url: no reply from {_safe_url(self.config.base_url)} for "
+                f"{which} of year {requests[0].year} ({', '.join(dict.fromkeys(reasons))}); "
+                "is the server running?"
+            )
+            raise EndpointUnreachable(msg)
+        return outcomes
 
     def _run_in_loop(self, requests: list[LLMRequest]) -> list[LLMOutcome]:
         if self._runner is None:
@@ -257,6 +289,8 @@ class LLMPolicy:
             except CacheMiss:
                 raise
             except ChatError as err:
+                if attempt == 0:  # a later attempt follows a reply: the endpoint was reached
+                    outcome.unreachable = err.unreachable
                 outcome.calls.append(
                     _failed_call(request.agent_id, attempt, self.settings.hash(messages), err)
                 )
