@@ -23,6 +23,7 @@ import traceback
 import uuid
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing import connection
 from pathlib import Path
@@ -150,7 +151,10 @@ class _ExecutorBase:
     ) -> None:
         # After Ctrl-C the user wants the command back now, not once the runs in progress end.
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
-            self.terminate()
+            # Not to be cut short: a second Ctrl-C waits, pending, until the workers are gone
+            # (then ends the command as the first would have).
+            with _sigint_blocked():
+                self.terminate()
         else:
             self.close()
 
@@ -185,6 +189,23 @@ def _running_after(processes: list[BaseProcess], timeout_s: float) -> list[BaseP
     return list(pending.values())
 
 
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread for the block; a pending Ctrl-C arrives when it ends.
+
+    Threads started meanwhile inherit the mask, and so do processes (through fork and exec):
+    a process started here ignores Ctrl-C until it unblocks SIGINT itself, if ever.
+    """
+    if not _CAN_MASK:
+        yield
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def _init_worker() -> None:
     """Pool initializer: leave Ctrl-C to the batch's own process, which may kill the worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -213,17 +234,12 @@ class ProcessExecutor(_ExecutorBase):
 
     def _submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
         """Run ``fn(*args)`` in a worker, spawning one if none is idle and the pool is not full."""
-        if not _CAN_MASK:
-            return self._pool.submit(fn, *args)
         # A spawned worker imports floodsim and its dependencies (seconds) before its
         # initializer runs, and a Ctrl-C meanwhile would end it with a traceback. It inherits
         # this thread's signal mask, so it starts with SIGINT blocked until the initializer
         # ignores it. Here a Ctrl-C waits, pending, only until the mask is restored.
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
+        with _sigint_blocked():
             return self._pool.submit(fn, *args)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def run(self, tasks: Iterable[RunTask]) -> Iterator[RunOutcome]:
         """Submit every task; yield outcomes in completion order."""
