@@ -1,4 +1,5 @@
-"""Tests for the process executor and Ctrl-C: its workers ignore it, and it stops them at once.
+"""Tests for the process and Dask executors and Ctrl-C: their workers ignore it, and the batch
+stops them at once (but never the workers of a Dask cluster it did not start).
 
 The functions a worker runs are defined here, at module level: a spawned worker imports this
 module to unpickle them.
@@ -6,16 +7,23 @@ module to unpickle them.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
 import time
+from contextlib import contextmanager
 from multiprocessing import connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import psutil
 import pytest
 
-from simulation.experiments.executors import ProcessExecutor
+from simulation.experiments.executors import DaskExecutor, ProcessExecutor
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 def _interrupt_self() -> str:
@@ -34,6 +42,15 @@ def _sleep_in_worker(folder: str) -> None:
     """A long run: say it started, sleep, say it finished."""
     Path(folder, "started").touch()
     time.sleep(60)
+    Path(folder, "finished").touch()
+
+
+def _work_until_told(folder: str) -> None:
+    """A run that goes on until a file named ``stop`` appears (or a minute passes)."""
+    Path(folder, "started").touch()
+    deadline = time.monotonic() + 60
+    while not Path(folder, "stop").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     Path(folder, "finished").touch()
 
 
@@ -87,3 +104,86 @@ def test_ctrl_c_terminates_the_workers_without_waiting_for_their_runs(tmp_path):
     assert len(workers) == 1
     assert all(_exited(worker) for worker in workers)
     assert not (tmp_path / "finished").exists()
+
+
+# ----------------------------------------------------------------------------------------- dask
+def _dask_worker_pids(executor: DaskExecutor) -> set[int]:
+    """The worker processes of the LocalCluster ``executor`` started (through its nannies)."""
+    return {nanny.pid for nanny in executor._cluster.workers.values()}
+
+
+@contextmanager
+def _distributed_warnings() -> Iterator[list[logging.LogRecord]]:
+    """The warnings and errors ``distributed`` logs in this process meanwhile."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("distributed")
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_a_dask_worker_ignores_ctrl_c(capfd):
+    pytest.importorskip("distributed")
+    with DaskExecutor(1) as executor:
+        (pid,) = _dask_worker_pids(executor)
+        os.kill(pid, signal.SIGINT)
+        time.sleep(0.5)  # time to raise in its event loop, if it would
+        assert executor._client.submit(os.getpid, pure=False).result(timeout=60) == pid
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
+
+
+def test_ctrl_c_kills_the_dask_workers_without_waiting_for_their_runs(tmp_path, capfd):
+    pytest.importorskip("distributed")
+    workers = set()
+    interrupted_at = 0.0
+
+    def ctrl_c_during_a_run() -> None:
+        nonlocal interrupted_at
+        with DaskExecutor(1) as executor:
+            executor._client.submit(_work_until_told, str(tmp_path))
+            _wait_for(tmp_path / "started")
+            workers.update(_dask_worker_pids(executor))
+            capfd.readouterr()  # whatever the cluster said as it started
+            interrupted_at = time.monotonic()
+            raise KeyboardInterrupt  # as Ctrl-C raises it in the batch's own process
+
+    with _distributed_warnings() as said, pytest.raises(KeyboardInterrupt):
+        ctrl_c_during_a_run()
+    took = time.monotonic() - interrupted_at
+    assert len(workers) == 1
+    assert not any(psutil.pid_exists(pid) for pid in workers)
+    assert took < 3, f"{took:.1f} s to stop"
+    assert not (tmp_path / "finished").exists()
+    assert said == []  # in this process (the nannies and the scheduler)
+    assert capfd.readouterr().err == ""  # in the workers' processes
+
+
+def test_ctrl_c_leaves_the_workers_of_a_cluster_at_an_address_running(tmp_path):
+    """Not ours to kill: the batch cancels its tasks, and a worker's run in progress goes on."""
+    distributed = pytest.importorskip("distributed")
+    ours = {}
+
+    def ctrl_c_during_a_run(address: str) -> None:
+        with DaskExecutor(1, address) as executor:
+            ours["client"] = executor._client
+            ours["future"] = executor._client.submit(_work_until_told, str(tmp_path))
+            _wait_for(tmp_path / "started")
+            raise KeyboardInterrupt
+
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, dashboard_address=None
+    ) as cluster:
+        (nanny,) = cluster.workers.values()
+        pid = nanny.pid
+        with pytest.raises(KeyboardInterrupt):
+            ctrl_c_during_a_run(cluster.scheduler_address)
+        assert ours["future"].cancelled()
+        assert ours["client"].status == "closed"
+        assert nanny.pid == pid  # neither killed nor restarted
+        assert psutil.Process(pid).is_running()
+        (tmp_path / "stop").touch()
+        _wait_for(tmp_path / "finished")

@@ -6,15 +6,20 @@ others. Importing Mesa sets the multiprocessing start method to "spawn", so the 
 uses a spawn context explicitly and tasks are plain picklable data.
 
 An executor is a context manager: the end of its ``with`` block closes it, letting runs in
-progress finish, and Ctrl-C ending the block terminates it instead. The process pool's workers
-ignore Ctrl-C (it reaches every process of the terminal's foreground group, and each would print
-its own traceback); the batch's process alone handles it, by killing them. A killed run is
-never recorded complete: its directory, if it has one yet, says ``running`` (see
-:mod:`simulation.runner`), so ``--resume`` runs it again.
+progress finish, and Ctrl-C ending the block terminates it instead. The workers of the process
+pool and of a Dask LocalCluster started here ignore Ctrl-C (it reaches every process of the
+terminal's foreground group, and each would print its own traceback); the batch's process alone
+handles it, by killing them. A killed run is never recorded complete: its directory, if it has
+one yet, says ``running`` (see :mod:`simulation.runner`), so ``--resume`` runs it again. On a
+Dask cluster at an address, Ctrl-C cancels the batch's tasks and leaves the workers alone: a run
+one of them is in goes on to its end, but the batch does not record it, and ``--resume`` runs
+it again too.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import multiprocessing
 import signal
 import threading
@@ -23,9 +28,9 @@ import traceback
 import uuid
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from multiprocessing import connection
+from multiprocessing import connection, resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
@@ -274,8 +279,43 @@ class ProcessExecutor(_ExecutorBase):
         _running_after(stuck, _TERMINATE_GRACE_S)
 
 
+@contextmanager
+def _distributed_quiet() -> Iterator[None]:
+    """Silence ``distributed``'s logging below CRITICAL for the block.
+
+    Stopping a cluster at once is what the user asked for, yet distributed reports it as it
+    goes (workers killed, tasks lost, connections cut, pending callbacks cancelled) with
+    warnings and tracebacks. Loggers below ``distributed`` with no level of their own follow it.
+    """
+    loggers = [logging.getLogger("distributed")] + [
+        logger
+        for name, logger in logging.root.manager.loggerDict.items()
+        if name.startswith("distributed.") and isinstance(logger, logging.Logger)
+    ]
+    levels = {logger: logger.level for logger in loggers if logger.level != logging.NOTSET}
+    for logger in levels:
+        logger.setLevel(max(logger.level, logging.CRITICAL))
+    try:
+        yield
+    finally:
+        for logger, level in levels.items():
+            logger.setLevel(level)
+
+
+def _run_on_dask_worker(task: RunTask) -> RunOutcome:
+    """:func:`execute_run` as a Dask task."""
+    # As in a process-pool worker (_init_worker): tqdm's lock shared between processes is a
+    # named semaphore, which a killed worker would leave for the resource tracker to report.
+    tqdm.set_lock(threading.RLock())
+    return execute_run(task)
+
+
 class DaskExecutor(_ExecutorBase):
     """Runs tasks on a dask.distributed cluster.
+
+    The processes of a LocalCluster started here ignore Ctrl-C, like those of a process pool:
+    the batch's process alone handles it, and :meth:`terminate` kills the workers. On a cluster
+    at ``address``, :meth:`terminate` cancels this batch's tasks and leaves the workers be.
 
     Args:
         workers: Workers of the LocalCluster started when no ``address`` is given.
@@ -286,34 +326,53 @@ class DaskExecutor(_ExecutorBase):
     def __init__(self, workers: int, address: str | None = None, *, processes: bool = True):
         from dask.distributed import Client, LocalCluster  # noqa: PLC0415 - optional extra
 
-        self._cluster = None
-        if address is None:
-            self._cluster = LocalCluster(
-                n_workers=workers,
-                threads_per_worker=1,
-                processes=processes,
-                dashboard_address=None,
-            )
-            self._client = Client(self._cluster)
-        else:
+        self._cluster: LocalCluster | None = None
+        self._client: Client | None = None
+        self._futures: list[Any] = []
+        if address is not None:
             try:
                 self._client = Client(address)
             except OSError as err:  # distributed raises OSError when the connection times out
                 msg = f"cannot reach the Dask scheduler at {address}: {err}"
                 raise OSError(msg) from err
+            return
+        if _CAN_MASK:
+            # Whichever thread first starts multiprocessing's resource tracker (as starting a
+            # process does) has SIGINT unblocked afterwards: ensure_running() unblocks it
+            # rather than restoring the mask (CPython 3.11). Started here, before the mask.
+            resource_tracker.ensure_running()
+        try:
+            # Its event loop's thread, the threads that thread starts and the worker processes
+            # they spawn all inherit the mask: Ctrl-C, sent to every process of the terminal's
+            # foreground group, reaches none of them (each would print its own traceback).
+            # One pressed while the cluster starts (seconds) waits until it is up.
+            with _sigint_blocked():
+                self._cluster = LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=processes,
+                    dashboard_address=None,
+                )
+                self._client = Client(self._cluster)
+        except KeyboardInterrupt:  # pressed while the cluster started: no ``with`` block yet
+            with _sigint_blocked():
+                self.terminate()
+            raise
 
     def run(self, tasks: Iterable[RunTask]) -> Iterator[RunOutcome]:
         """Scatter tasks to the cluster; yield outcomes in completion order."""
         from dask.distributed import as_completed as dask_completed  # noqa: PLC0415
 
+        assert self._client is not None
         tasks = list(tasks)
         # Run ids repeat across experiments (p000-r000...), and a scheduler hands a task whose
         # key it already holds the result it has: another batch on the same scheduler would
         # get this one's runs. A fresh token per submission keeps the keys apart.
         token = uuid.uuid4().hex[:12]
         futures = self._client.map(
-            execute_run, tasks, key=[f"floodsim-{token}-{t.run_id}" for t in tasks]
+            _run_on_dask_worker, tasks, key=[f"floodsim-{token}-{t.run_id}" for t in tasks]
         )
+        self._futures.extend(futures)  # for terminate()
         by_key = {f.key: t for f, t in zip(futures, tasks, strict=True)}
         for future in dask_completed(futures):
             try:
@@ -324,9 +383,57 @@ class DaskExecutor(_ExecutorBase):
 
     def close(self) -> None:
         """Close the client (and the LocalCluster this executor started)."""
-        self._client.close()
+        if self._client is not None:
+            self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+
+    def terminate(self) -> None:
+        """Cancel this executor's tasks and close at once.
+
+        A LocalCluster started here has its worker processes killed, with the runs they are in:
+        their directories, if they have one yet, say ``running``. A cluster at ``address`` keeps
+        its workers, which finish the runs they are in (their results go nowhere). Either way,
+        a run in progress yields no outcome.
+        """
+        # Each step whatever became of the one before; OSError covers a timeout or a
+        # connection lost, which must not hide the Ctrl-C.
+        with _distributed_quiet():
+            if self._cluster is not None:
+                with suppress(OSError):
+                    workers = list(self._cluster.workers.values())
+                    self._cluster.sync(
+                        _kill_workers, workers, callback_timeout=3 * _TERMINATE_GRACE_S
+                    )
+            if self._client is not None:
+                with suppress(OSError):
+                    self._client.cancel(self._futures, reason="floodsim batch interrupted")
+                with suppress(OSError):
+                    self._client.close(timeout=_TERMINATE_GRACE_S)
+            if self._cluster is not None:
+                with suppress(OSError):
+                    self._cluster.close(timeout=_TERMINATE_GRACE_S)
+
+
+async def _kill_workers(workers: list[Any]) -> None:
+    """Kill the processes of a LocalCluster's ``workers`` (its nannies), on the cluster's loop.
+
+    Killed, not asked to stop: a worker in a run would wait for it to end, and report the
+    runs it drops. A LocalCluster of threads has no processes to kill.
+    """
+    import psutil  # noqa: PLC0415 - a dependency of distributed
+    from distributed import Nanny  # noqa: PLC0415 - optional extra
+
+    nannies = [worker for worker in workers if isinstance(worker, Nanny)]
+    for nanny in nannies:
+        # Its worker's death is then the end of it, not a reason to start another. Run on the
+        # loop, as the nanny's own code: its status changes nowhere else meanwhile.
+        nanny.close_gracefully(reason="floodsim-batch-interrupted")
+        if (pid := nanny.pid) is not None:
+            with suppress(psutil.NoSuchProcess):  # it has just ended
+                psutil.Process(pid).kill()
+    # Each nanny joins its dead worker and closes its own connections.
+    await asyncio.gather(*(nanny.close(timeout=_TERMINATE_GRACE_S) for nanny in nannies))
 
 
 def make_executor(kind: str, workers: int = 2, address: str | None = None) -> Executor:
