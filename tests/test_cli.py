@@ -637,6 +637,53 @@ def test_ctrl_c_to_a_process_batch_leaves_one_line_and_no_run_going(tmp_path):
     assert [json.loads(m.read_text())["status"] for m in manifests] == ["running", "running"]
 
 
+def test_ctrl_c_to_a_dask_batch_leaves_one_line_no_worker_and_a_batch_to_resume(tmp_path):
+    """As for the process pool, with the LocalCluster a dask batch starts for itself."""
+    psutil = pytest.importorskip("psutil")
+    pytest.importorskip("distributed")
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: tiny\nbase: {DEFAULT}\n"
+        "set: {households.count: 1500, years: 30, audit.level: minimal}\n"
+        "replicates: 2\nseed: 1\nexecutor: {kind: dask, workers: 2}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    manifests = [out / "runs" / f"p000-r00{n}" / "manifest.json" for n in (0, 1)]
+    command = [*floodsim_command(), "batch", str(path), "--out", str(out), "--quiet"]
+    batch = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    give_up = time.monotonic() + 120
+    while not all(m.exists() for m in manifests):  # both workers in a run
+        assert batch.poll() is None, batch.stderr.read().decode()
+        assert time.monotonic() < give_up, "the runs did not start"
+        time.sleep(0.02)
+    children = psutil.Process(batch.pid).children(recursive=True)  # workers, resource tracker
+    os.killpg(batch.pid, signal.SIGINT)
+    interrupted_at = time.monotonic()
+    _, err = batch.communicate(timeout=120)
+    took = time.monotonic() - interrupted_at
+    assert batch.returncode == 130
+    assert err.decode() == (  # nothing from distributed or its workers
+        "floodsim: interrupted; continue with the same command and --resume (complete runs are "
+        "kept)\n"
+    )
+    assert took < 5, f"{took:.1f} s to stop"
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert alive == []
+    assert [json.loads(m.read_text())["status"] for m in manifests] == ["running", "running"]
+    runs = json.loads((out / "experiment.json").read_text())["runs"]
+    assert [r["status"] for r in runs] == ["pending", "pending"]
+
+    resumed = subprocess.run(
+        [*command, "--resume"], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    runs = json.loads((out / "experiment.json").read_text())["runs"]
+    assert [r["status"] for r in runs] == ["complete", "complete"]
+
+
 def test_ctrl_c_during_a_run_says_how_to_continue_it(capsys, tmp_path, monkeypatch):
     from simulation.model import FloodAdaptationModel
 
