@@ -11,6 +11,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from contextlib import contextmanager
 from multiprocessing import connection
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
-from simulation.experiments.executors import DaskExecutor, ProcessExecutor
+from simulation.experiments.executors import DaskExecutor, ProcessExecutor, _sigint_blocked
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -101,6 +102,47 @@ def test_ctrl_c_terminates_the_workers_without_waiting_for_their_runs(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         ctrl_c_during_a_run()
+    assert len(workers) == 1
+    assert all(_exited(worker) for worker in workers)
+    assert not (tmp_path / "finished").exists()
+
+
+def test_a_ctrl_c_while_sigint_is_blocked_is_raised_when_the_block_ends():
+    """The kernel may hand Ctrl-C to a thread with SIGINT unblocked (numpy's, tqdm's)."""
+    idle = threading.Event()
+    other = threading.Thread(target=idle.wait)  # started before the block: SIGINT unblocked
+    other.start()
+    reached = []
+
+    def interrupted_while_blocked() -> None:
+        with _sigint_blocked():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)  # a handler runs between bytecodes: time to raise, if it would
+            reached.append(True)
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            interrupted_while_blocked()
+    finally:
+        idle.set()
+        other.join()
+    assert reached == [True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_while_closing_after_an_error_terminates_the_workers(tmp_path):
+    """Another error ends the block and close() waits for the run: Ctrl-C then kills it."""
+    before = set(multiprocessing.active_children())
+    workers = set()
+    executor = ProcessExecutor(1)
+    executor._submit(_sleep_in_worker, str(tmp_path))
+    _wait_for(tmp_path / "started")
+    workers.update(_new_children(before))
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt), executor:
+        raise OSError("disk full")
+    timer.join()
     assert len(workers) == 1
     assert all(_exited(worker) for worker in workers)
     assert not (tmp_path / "finished").exists()

@@ -161,7 +161,12 @@ class _ExecutorBase:
             with _sigint_blocked():
                 self.terminate()
         else:
-            self.close()
+            try:
+                self.close()  # waits for the runs in progress (another error ended the block)
+            except KeyboardInterrupt:
+                with _sigint_blocked():
+                    self.terminate()
+                raise
 
 
 class SerialExecutor(_ExecutorBase):
@@ -196,7 +201,7 @@ def _running_after(processes: list[BaseProcess], timeout_s: float) -> list[BaseP
 
 @contextmanager
 def _sigint_blocked() -> Iterator[None]:
-    """Block SIGINT in this thread for the block; a pending Ctrl-C arrives when it ends.
+    """Block SIGINT in this thread for the block; a Ctrl-C meanwhile is raised when it ends.
 
     Threads started meanwhile inherit the mask, and so do processes (through fork and exec):
     a process started here ignores Ctrl-C until it unblocks SIGINT itself, if ever.
@@ -204,11 +209,23 @@ def _sigint_blocked() -> Iterator[None]:
     if not _CAN_MASK:
         yield
         return
+    # The mask holds only for this thread: the kernel may hand a Ctrl-C to another one
+    # (numpy's BLAS threads, tqdm's monitor), and Python would then raise KeyboardInterrupt
+    # here all the same, say between starting a worker and recording it. In the main thread
+    # (the only one Python runs signal handlers in) the handler only notes it meanwhile.
+    caught: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        handler = signal.signal(signal.SIGINT, lambda signum, _: caught.append(signum))
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if main:
+            signal.signal(signal.SIGINT, signal.default_int_handler if handler is None else handler)
+        if caught:  # even if the block failed: a Ctrl-C is never lost
+            raise KeyboardInterrupt
 
 
 def _init_worker() -> None:
