@@ -39,6 +39,7 @@ from simulation.calibration.fit import CalibrationError
 from simulation.config import ConfigError
 from simulation.decisions.llm import CacheMiss, EndpointUnreachable
 from simulation.hazard import HazardError
+from simulation.launcher import EXIT_INTERRUPTED
 from simulation.memory import CognitiveMemory, ReflectionSettings
 from simulation.runner import RunError
 from simulation.skills import RegistryError, TemplateError
@@ -56,8 +57,6 @@ EXIT_BAD_INPUT = 2
 #: Exit code when a run could not finish (disk full, permissions, no language-model endpoint
 #: listening): it stays resumable.
 EXIT_RUN_FAILED = 1
-#: Exit code after Ctrl-C (128 + SIGINT, as shells report it).
-EXIT_INTERRUPTED = 130
 #: Exit code when stdout's reader closed the pipe (128 + SIGPIPE, as shells report it).
 EXIT_BROKEN_PIPE = 141
 #: How to continue a batch that Ctrl-C stopped.

@@ -15,6 +15,7 @@ import sys
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -781,3 +782,33 @@ def test_a_few_fallbacks_are_not_reported_as_none() -> None:
     assert "5 of 1,992 decisions (0.3%) fell back" in _fallback_warning(metrics, "do_nothing")
     metrics["invalid_proposals"] = [500, 496]
     assert "996 of 1,992 decisions (50%) fell back" in _fallback_warning(metrics, "do_nothing")
+
+
+def test_ctrl_c_while_floodsim_loads_ends_the_command_quietly() -> None:
+    """The console command's entry point imports the CLI, a second's work a Ctrl-C may cut."""
+    script = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def interrupted(name, *args, **kwargs):\n"
+        "    if name == 'simulation.cli':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = interrupted\n"
+        "from simulation.launcher import main\n"
+        "sys.exit(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr, done.stdout) == (130, "floodsim: interrupted\n", "")
+
+
+def test_the_console_command_is_the_launcher_and_runs_the_cli() -> None:
+    scripts = {e.name: e.value for e in entry_points(group="console_scripts")}
+    assert scripts["floodsim"] == "simulation.launcher:main"
+    launch = "from simulation.launcher import main; raise SystemExit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", launch, "--help"], check=False, capture_output=True, text=True
+    )
+    assert done.returncode == 0
+    assert "usage: floodsim" in done.stdout
