@@ -858,3 +858,27 @@ def test_a_reflection_on_floods_of_unknown_damage_does_not_say_zero_dollars():
         "Year 4: I remember 3 floods between years 0 and 4; 1 damaged my home, $60,000 in "
         "total, and I do not know the damage of 2; insurance paid 1 of my 1 claim."
     )
+
+
+def test_a_promotion_displaced_by_a_later_one_in_the_same_year_end_is_not_reported():
+    """Two archived memories due at once with room for one: only the survivor was promoted."""
+    tiered = RetentionSettings(policy="tiered", demote_below=0.5, promote_after=1)
+    memory = CognitiveMemory(
+        "H", working_capacity=1, episodic_capacity=2, decay_rate=0.5, retention=tiered
+    )
+    older = memory.add_episodic("flood A", 0.5, 0)
+    newer = memory.add_episodic("flood B", 0.5, 0)
+    memory.end_year(0)
+    memory.end_year(1)  # both faded to 0.25: archived
+    assert set(memory.archive) == {older, newer}
+    memory.add_episodic("lasting", 0.5, 2, pinned=True)
+    memory.retrieve(current_year=2, top_k=3)  # both rehearsed once: both due
+    report = memory.end_year(2)
+    # Equal scores after the promotion: the newer memory keeps the one free place.
+    assert report.promoted == (newer,)
+    assert newer in memory.episodic
+    assert older in memory.archive
+    promoted_then_displaced = [
+        e.item for e in report.evictions if (e.store, e.to) == ("episodic", "archive")
+    ]
+    assert promoted_then_displaced == [older]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from simulation.memory import (
@@ -253,3 +253,87 @@ def test_round_trip_through_json_is_lossless(params, ops, later_ops, strategy):
 def test_an_items_id_is_its_owner_and_sequence_number(owner, seq):
     item = MemoryItem(owner, seq, "x", 0.5, 0)
     assert item.id == f"{owner}:{seq}"
+
+
+# A year of a tiered memory's life: writes (mostly faint, so that they fade and are demoted),
+# then retrievals (deep enough to reach the archive, so that demoted items are rehearsed).
+tiered_year = st.tuples(
+    st.lists(
+        st.tuples(content, st.floats(min_value=0.05, max_value=0.9), st.booleans()), max_size=3
+    ),
+    st.lists(st.integers(min_value=1, max_value=12), max_size=3),
+)
+
+
+@st.composite
+def tiered_params(draw):
+    return {
+        "working_capacity": draw(st.integers(1, 4)),
+        "episodic_capacity": draw(st.integers(2, 6)),
+        "consolidation_threshold": draw(st.floats(0.0, 0.8)),
+        "decay_rate": draw(st.floats(min_value=0.5, max_value=0.95)),
+        "retention": RetentionSettings(
+            policy="tiered",
+            archive_capacity=draw(st.integers(1, 6)),
+            demote_below=draw(st.floats(0.05, 0.6)),
+            promote_after=draw(st.integers(1, 3)),
+        ),
+    }
+
+
+def decayed(mem: CognitiveMemory, item: MemoryItem, year: int) -> float:
+    """Decayed importance at ``year``, counted from the item's year or its last promotion."""
+    since = item.year if item.rehearsed is None else item.rehearsed
+    return item.importance * mem.decay_rate ** (year - since)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tiered_params(), st.lists(tiered_year, min_size=2, max_size=14))
+def test_tiered_retention_keeps_no_faded_item_and_promotes_every_rehearsed_one(params, years):
+    """Year by year: what a year end leaves in episodic memory and what a promotion does.
+
+    Unlike the operation soup above, these histories run forward in time and retrieve deeply,
+    so most of them demote and promote (``--hypothesis-show-statistics`` shows how many): the
+    rules are checked where they act, not only the invariants they keep.
+    """
+    mem = CognitiveMemory("H001", **params)
+    demote_below, promote_after = mem.retention.demote_below, mem.retention.promote_after
+    for year, (writes, retrievals) in enumerate(years):
+        for text, importance_, pinned in writes:
+            can_pin = sum(i.pinned for i in mem.episodic) < mem.episodic_capacity // 2
+            mem.add_experience(text, importance_, year, pinned=pinned and can_pin, source="flood")
+        for top_k in retrievals:
+            mem.retrieve_scored(top_k, year)
+        hits = mem.to_dict()["demoted_hits"]
+        due = {i.seq for i in mem.archive if i.access_count - hits[str(i.seq)] >= promote_after}
+        report = mem.end_year(year)
+
+        moved_down = [
+            e.item for e in report.evictions if (e.store, e.to) == ("episodic", "archive")
+        ]
+        assert not any(item.pinned for item in moved_down)
+        if moved_down:
+            event("demoted")
+        # What stays in episodic memory is pinned, recalled (or made) this year, promoted this
+        # year, or not yet faded below the threshold.
+        for item in mem.episodic:
+            assert (
+                item.pinned
+                or item.last_access >= year
+                or item.rehearsed == year
+                or decayed(mem, item, year) >= demote_below
+            ), item
+        for item in report.promoted:
+            event("promoted")
+            assert item.seq in due
+            assert item in mem.episodic
+            assert item not in mem.archive
+            # Its decay restarted: it scores as a memory of its importance made this year.
+            assert item.rehearsed == year
+            assert decayed(mem, item, year) == pytest.approx(item.importance)
+        # Every item due left the archive (promoted, or forgotten when a promotion displaced
+        # it) or came straight back to it from a full episodic memory, its count restarted.
+        hits = mem.to_dict()["demoted_hits"]
+        for item in mem.archive:
+            assert item.access_count - hits[str(item.seq)] < promote_after
+        check_invariants(mem)

@@ -627,9 +627,10 @@ class CognitiveMemory:
             item.rehearsed = max(year, since)  # a rehearsal never ages a memory
             moves.append(Eviction(item, "archive", "episodic"))
             moves.extend(self._insert(episodic, item))
-            if item in episodic:  # not forgotten again at once by a full episodic memory
-                promoted.append(item)
-        return promoted
+            promoted.append(item)
+        # A full episodic memory may send a promoted item straight back, or a later promotion
+        # in this loop may displace an earlier one: only the promotions that lasted count.
+        return [item for item in promoted if item in episodic]
 
     def reflect(self, year: int, moves: list[Eviction] | None = None) -> list[MemoryItem]:
         """Write reflections when enough importance accumulated since the last one.
