@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from simulation.audit.commands import register, summarize_run
-from simulation.audit.readers import AuditReadError, TruncatedLineWarning
+from simulation.audit.readers import AuditReadError, TruncatedLineWarning, iter_file
 from simulation.audit.replay import RebuiltMemory, format_memory, rebuild_memory
+from simulation.memory import RETENTION_POLICIES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -729,3 +732,59 @@ def test_rebuild_matches_the_model(tmp_path: Path, overrides: list[str]) -> None
     summary = summarize_run(run_dir)
     assert summary.ok, summary.format()
     assert summary.streams["household_traces"].households == len(agents)
+
+
+@st.composite
+def _memory_overrides(draw: st.DrawFn) -> list[str]:
+    """``--set`` overrides for a small memory under any retention policy and retrieval."""
+    fraction = st.floats(0.05, 0.9).map(lambda x: round(x, 2))
+    return [
+        f"memory.working_capacity={draw(st.integers(1, 5))}",
+        f"memory.episodic_capacity={draw(st.integers(2, 6))}",
+        f"memory.consolidation_threshold={draw(fraction)}",
+        # Tiered more than half the time: it moves the most between stores for a replay to follow.
+        f"memory.retention.policy={draw(st.just('tiered') | st.sampled_from(RETENTION_POLICIES))}",
+        f"memory.retention.archive_capacity={draw(st.integers(1, 4))}",
+        f"memory.retention.demote_below={draw(fraction)}",
+        f"memory.retention.promote_after={draw(st.integers(1, 3))}",
+        f"memory.retrieval.strategy={draw(st.sampled_from(['spec', 'weighted']))}",
+        f"memory.reflection.enabled={str(draw(st.booleans())).lower()}",
+        f"memory.reflection.threshold={draw(st.floats(0.5, 3.0)):.2f}",
+        f"memory.reflection.semantic_capacity={draw(st.integers(1, 3))}",
+        f"households.prior_flood_share={draw(fraction)}",
+        f"seed={draw(st.integers(0, 2**16))}",
+    ]
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(overrides=_memory_overrides())
+def test_rebuild_matches_the_model_whatever_the_memory_settings(
+    tmp_path_factory: pytest.TempPathFactory, overrides: list[str]
+) -> None:
+    """The audit trail's promise, over the memory settings a user may choose: replaying it
+    gives every household's memory exactly, and its promotions are the lasting ones."""
+    from simulation.config import load_config
+    from simulation.runner import build_model, run_simulation
+
+    years = 6
+    config, base = load_config(
+        "configs/default.yaml",
+        ["households.count=12", f"years={years}", "audit.level=standard", *overrides],
+    )
+    model = build_model(config, base)
+    out = tmp_path_factory.mktemp("run")
+    run_dir = run_simulation(config, base, out, model=model, progress=False).run_dir
+    for household in model.households:
+        rebuilt = rebuild_memory(run_dir, household.state.agent_id, years)
+        assert _rebuilt_snapshot(rebuilt) == _snapshot(household.memory), household.state.agent_id
+    # A promotion named in a consolidation line left the archive for episodic memory in that
+    # same line's moves, and was not sent back by them.
+    for _, line in iter_file(run_dir / "consolidation.jsonl"):
+        entry = line["consolidation"]
+        moves = [(m["id"], m["from"], m["to"]) for m in entry["evicted"]]
+        for item_id in entry["promoted"]:
+            event("promoted")
+            assert (item_id, "archive", "episodic") in moves
+            last = [m for m in moves if m[0] == item_id][-1]
+            assert last[1:] == ("archive", "episodic"), (line, item_id)
