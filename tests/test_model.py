@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import simulation.model as model_module
 from simulation.config import ConfigWarning, load_config
@@ -870,3 +872,75 @@ def test_justifications_say_renewed_what_the_registry_renews():
     for skill_id, says in [("buy_contents_insurance", "renew my policy"), ("relocate", "lapse")]:
         proposal = model.policy.decide(renter, [], [Option(skill_id, 100.0)], {}, rng)
         assert says in proposal.justification, proposal.justification
+
+
+@st.composite
+def _world(draw: st.DrawFn) -> list[str]:
+    """``--set`` overrides for a small world with drawn prices, institutions and floods."""
+    return [
+        f"seed={draw(st.integers(0, 2**16))}",
+        f"hazard.loc={draw(st.floats(1.0, 6.0)):.2f}",
+        f"insurance.rate_per_1000={draw(st.floats(2.0, 12.0)):.2f}",
+        f"insurance.deductible={draw(st.integers(0, 20_000))}",
+        f"insurance.structure_limit={draw(st.integers(10_000, 250_000))}",
+        f"insurance.contents_limit={draw(st.integers(5_000, 100_000))}",
+        f"insurance.claim_approval_probability={draw(st.floats(0.0, 1.0)):.2f}",
+        f"insurer.enabled={str(draw(st.booleans())).lower()}",
+        f"government.budget={draw(st.sampled_from(['null', '0', '50000', '500000']))}",
+        f"adaptation.elevation_cost={draw(st.integers(5_000, 120_000))}",
+        f"decision.pmt.asc.elevate_house={draw(st.floats(-6.0, 0.0)):.1f}",
+        f"decision.pmt.asc.relocate={draw(st.floats(-6.0, 0.0)):.1f}",
+        f"households.owner_share={draw(st.floats(0.0, 1.0)):.2f}",
+    ]
+
+
+# Every skill counts in one decisions_ column (contents insurance with buy_insurance).
+_ADAPTATIONS = ("elevate_house", "relocate", "do_nothing")
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(overrides=_world())
+def test_the_yearly_books_balance_whatever_the_world(overrides: list[str]) -> None:
+    """Counts nest, money is bounded by what caused it, adaptations are never undone, and every
+    household that starts a year decides once in it: for any prices, institutions and floods."""
+    config, base = load_config(DEFAULT, ["households.count=30", "years=6", *overrides])
+    model = build_model(config, base)
+    insurance, insurer = config.insurance, config.insurer
+    government = config.government
+    deciding = len(model.households)
+    elevated: set[str] = set()
+    relocated: set[str] = set()
+    for _ in range(config.years):
+        model.step()
+        row = model.year_stats
+        decided = sum(row[f"decisions_{s}"] for s in ("buy_insurance", *_ADAPTATIONS))
+        assert decided == deciding
+        assert row["active_households"] == deciding - row["decisions_relocate"]
+        deciding = row["active_households"]
+        assert row["damaged_households"] <= row["flooded_households"] <= decided
+        assert row["claims_paid"] <= row["claims_filed"] <= row["damaged_households"]
+        assert row["claims_paid_amount"] <= row["total_damage"] + 1e-6
+        cap = insurance.structure_limit + insurance.contents_limit
+        assert row["claims_paid_amount"] <= row["claims_paid"] * cap + 1e-6
+        if insurer.enabled:
+            assert insurer.min_rate <= row["premium_rate"] <= insurer.max_rate
+        else:
+            assert row["premium_rate"] == insurance.rate_per_1000
+        assert government.min_subsidy <= row["subsidy_share"] <= government.max_subsidy
+        for household in model.households:
+            state = household.state
+            if state.agent_id in relocated:
+                assert state.relocated
+                continue
+            if state.relocated:
+                relocated.add(state.agent_id)
+            if state.agent_id in elevated:
+                assert state.elevated  # an elevation is never undone
+            if state.elevated:
+                elevated.add(state.agent_id)
+                assert state.tenure == "owner"
+            assert len(household.memory.working) <= config.memory.working_capacity
+            assert len(household.memory.episodic) <= config.memory.episodic_capacity
+    metrics = model.metrics()
+    assert metrics["relocated_share"].is_monotonic_increasing
