@@ -146,12 +146,35 @@ def test_truncated_last_line_is_skipped_warned_and_reported(
     assert not report.clean
 
 
-def test_truncated_last_line_with_trailing_blank_lines(tmp_path: Path) -> None:
-    _stream(tmp_path, "household_traces", TRACES, tail=b'{"year": 3, "ag\n\n')
+def test_truncated_last_line_after_trailing_blank_lines(tmp_path: Path) -> None:
+    _stream(tmp_path, "household_traces", TRACES, tail=b'\n\n{"year": 3, "ag')
     report = ReadReport()
-    with pytest.warns(TruncatedLineWarning):
+    with pytest.warns(TruncatedLineWarning, match="truncated last line 7"):
         assert len(list(iter_records(tmp_path, "household_traces", report=report))) == 4
-    assert report.skipped[0].line == 5
+    assert report.skipped[0].line == 7
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [b"this is not json\n", b'{"year": 3, "ag\n', b'{"year": 3, "ag\n\n', b"[1, 2]\n  \n"],
+    ids=["text", "cut-then-newline", "then-blank-lines", "not-an-object"],
+)
+def test_a_complete_last_line_that_is_not_json_is_malformed_not_truncated(
+    tmp_path: Path, gz: bool, tail: bytes
+) -> None:
+    """Lines are written with their newline: only a last line without one was cut short."""
+    path = _stream(tmp_path, "household_traces", TRACES, gz=gz, tail=tail)
+    report = ReadReport()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncatedLineWarning)  # not called truncated
+        with pytest.raises(AuditReadError) as raised:
+            list(iter_records(tmp_path, "household_traces", report=report))
+    message = str(raised.value)
+    assert message.startswith(f"{path}: line 5 is malformed: not a JSON object (")
+    assert "so the file is corrupt, not cut short by an interrupted run" in message
+    assert "truncated" not in message
+    assert report.records == 4
+    assert not report.skipped
 
 
 def test_gzip_cut_short_keeps_what_was_written(tmp_path: Path) -> None:

@@ -621,6 +621,19 @@ def test_summarize_detects_line_counts_and_truncation(
     assert "consolidation.jsonl: 1 truncated line skipped" in failed["_out"]
 
 
+def test_summarize_calls_a_complete_bad_last_line_malformed_not_truncated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run(tmp_path, tails={"consolidation": b'{"schema_version":1,\n'})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncatedLineWarning)
+        failed = _fails(run, capsys)
+    line = len([e for e in ENDS if e not in H2_AFTER_RELOCATION]) + 1
+    assert set(failed) == {"files", "_out"}  # the lines before it are all there
+    assert f"consolidation.jsonl: line {line} is malformed: not a JSON object" in failed["_out"]
+    assert "truncated" not in failed["_out"]
+
+
 def test_summarize_a_minimal_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     traces = [{k: v for k, v in t.items() if k != "memory"} for t in TRACES]
     manifest = _manifest("minimal")

@@ -4,10 +4,11 @@ A run directory holds up to four JSONL streams (DESIGN.md section 6), each eithe
 (``<name>.jsonl``) or gzipped (``<name>.jsonl.gz``); a stream is absent when the run's audit level
 does not write it. Every line is one JSON object.
 
-Lines are written whole, so a crash can only leave a truncated *last* line. Readers skip such a
-line, warn (:class:`TruncatedLineWarning`) and record it in a :class:`ReadReport` when one is
-passed in; an unparsable line anywhere else means the file is corrupt and raises
-:class:`AuditReadError` naming the file and the line number.
+Lines are written whole, newline included, so a crash can only leave a truncated *last* line:
+one that lacks its newline. Readers skip such a line, warn (:class:`TruncatedLineWarning`) and
+record it in a :class:`ReadReport` when one is passed in. Any other unparsable line, a complete
+(newline-terminated) last line included, means the file is corrupt and raises
+:class:`AuditReadError` naming the file and the line number as malformed.
 
 Example::
 
@@ -80,7 +81,7 @@ class AuditReadError(ValueError):
 
 
 class TruncatedLineWarning(UserWarning):
-    """A stream's last line was cut short (an interrupted run) and was skipped."""
+    """A stream's last line was cut short before its newline (an interrupted run) and skipped."""
 
 
 class SkippedLine(NamedTuple):
@@ -263,8 +264,11 @@ def _gzip_chunks(path: Path, report: ReadReport) -> Iterator[bytes]:
             report.gzip_incomplete = True
 
 
-def _numbered_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, bytes]]:
-    """``(line number, line)`` pairs of ``path`` without newlines, decompressing ``.gz``."""
+def _numbered_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, bytes, bool]]:
+    """``(line number, line, complete)`` of ``path`` without newlines, decompressing ``.gz``.
+
+    ``complete`` is false only for a last line the file ends in without its newline.
+    """
     chunks = (_gzip_chunks if path.name.endswith(".gz") else _plain_chunks)(path, report)
     number = 0
     pending = b""
@@ -273,9 +277,9 @@ def _numbered_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, bytes
         pending = lines.pop()
         for line in lines:
             number += 1
-            yield number, line
+            yield number, line, True
     if pending:
-        yield number + 1, pending
+        yield number + 1, pending, False
 
 
 def iter_file(
@@ -291,14 +295,15 @@ def iter_file(
         report: Filled with what was read and skipped (complete once iteration ends).
 
     Raises:
-        AuditReadError: While iterating, for an unparsable line that is not the last or
-            corrupt gzip data.
+        AuditReadError: While iterating, for an unparsable line that is not a truncated last
+            line (one without its newline), or corrupt gzip data.
     """
     path = Path(path)
     report = report if report is not None else ReadReport()
     report._reset(path)
-    bad: tuple[int, bytes, str] | None = None  # an unparsable line, fatal unless it is the last
-    for number, line in _numbered_lines(path, report):
+    # An unparsable line, fatal unless it is the last: (number, line, reason, complete).
+    bad: tuple[int, bytes, str, bool] | None = None
+    for number, line, complete in _numbered_lines(path, report):
         if not line.strip():
             continue
         if bad is not None:
@@ -307,15 +312,25 @@ def iter_file(
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as err:
-            bad = (number, line, str(err))
+            bad = (number, line, str(err), complete)
             continue
         if not isinstance(record, dict):
-            bad = (number, line, f"got {type(record).__name__}")
+            bad = (number, line, f"got {type(record).__name__}", complete)
             continue
         report.records += 1
         yield number, record
     if bad is not None:
-        number, line, reason = bad
+        number, line, reason, complete = bad
+        if complete:
+            # The writer ends every line with its newline in the same write: a crash cuts the
+            # last line short of it. A whole line that does not parse was damaged some other
+            # way (an edit, a bad disk, another program), and skipping it would hide that.
+            msg = (
+                f"{path}: line {number} is malformed: not a JSON object ({reason}); it is the "
+                "last line but a complete one (it ends with a newline), so the file is corrupt, "
+                "not cut short by an interrupted run"
+            )
+            raise AuditReadError(msg)
         preview = line[:_PREVIEW_CHARS].decode("utf-8", errors="replace")
         report.skipped.append(SkippedLine(path, number, reason, preview))
         warnings.warn(
@@ -332,8 +347,8 @@ def iter_records(
     """Stream the records of one audit stream, one dict per line, in file order.
 
     Reads ``<name>.jsonl`` or ``<name>.jsonl.gz`` a chunk at a time, so files larger than memory
-    are fine. A truncated last line is skipped with a :class:`TruncatedLineWarning` and listed in
-    ``report.skipped``; blank lines are ignored.
+    are fine. A truncated last line (no newline after it) is skipped with a
+    :class:`TruncatedLineWarning` and listed in ``report.skipped``; blank lines are ignored.
 
     Args:
         run_dir: The run directory.
@@ -345,7 +360,8 @@ def iter_records(
 
     Raises:
         AuditReadError: Immediately if the folder or stream does not exist; while iterating, for
-            an unparsable line that is not the last (naming file and line) or corrupt gzip data.
+            an unparsable line that is not a truncated last line (naming file and line) or
+            corrupt gzip data.
     """
     path = _require_stream(run_dir, name)
     return (record for _, record in iter_file(path, report=report))
