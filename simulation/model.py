@@ -304,7 +304,11 @@ class FloodAdaptationModel(mesa.Model):
             raise ConfigError(f"{origin}: hazard: {err}") from None
         for key in ("events", "rasters"):
             _warn_after_last_year(
-                getattr(config.hazard, key), config.years, origin, f"hazard.{key}"
+                getattr(config.hazard, key),
+                config.years,
+                origin,
+                f"hazard.{key}",
+                none_within="the run has no floods",
             )
         self.llm: LLMPolicy | None = None
         if config.decision.policy == "llm":
@@ -1228,12 +1232,18 @@ def _decision_policy(
     return ScriptedPolicy(decisions, registry.default_skill)
 
 
-def _warn_after_last_year(years: Iterable[int], last: int, origin: str, key: str) -> None:
+def _warn_after_last_year(
+    years: Iterable[int], last: int, origin: str, key: str, *, none_within: str = ""
+) -> None:
     """Warn that entries of ``key`` for years after the run's ``last`` year will never be used.
 
     Not an error: shortening a run (``--set years=5``) for a quick look is common, and the
-    years that remain run as configured.
+    years that remain run as configured. Neither is a run none of whose years has an entry
+    (the flood of a 30-year scenario in year 10, looked at for 5 years; the short arm of a
+    sweep over ``years``), but then the warning says what that means, ``none_within``: a
+    list of flood years none of which happens is easily read as "a few of my floods are cut".
     """
+    years = list(years)
     after = sorted(year for year in years if year > last)
     if after:
         if len(after) == 1:
@@ -1244,6 +1254,9 @@ def _warn_after_last_year(years: Iterable[int], last: int, origin: str, key: str
             f"{origin}: {key}: {entries} after the run's last year ({last}) and will never be "
             f"used ({first})"
         )
+        if none_within and len(after) == len(years):
+            span = "year" if last == 1 else f"{last} years"
+            message += f"; none is within the run's {span}, so {none_within}"
         warnings.warn(message, ConfigWarning, stacklevel=2)
 
 

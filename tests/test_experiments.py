@@ -338,6 +338,32 @@ def test_resume_reruns_runs_whose_registry_was_edited(tmp_path):
     assert run_experiment(path, tmp_path / "out", executor="serial", resume=True).skipped == 0
 
 
+@pytest.mark.parametrize(
+    "sweep",
+    ["{years: [3, 2]}", "{hazard.events: [{1: 9.5}, {2: 9.0}]}"],
+    ids=["years", "events"],
+)
+def test_a_design_point_without_a_flood_in_its_years_is_warned_about(tmp_path, capsys, sweep):
+    body = f"sweep: {{grid: {sweep}}}\n"
+    path = write_experiment(tmp_path, body, replicates=2)
+    events = "" if "events" in sweep else ", hazard.events: {3: 9.5}"
+    text = path.read_text(encoding="utf-8").replace(
+        "audit.level: minimal}", f"audit.level: minimal, hazard.source: scripted{events}}}"
+    )
+    path.write_text(text.replace("years: 3, ", "years: 1, " if "events" in sweep else ""), "utf-8")
+    assert main(["validate", str(path)]) == 0
+    err = capsys.readouterr().err
+    year = 2 if "events" in sweep else 3
+    last = 1 if "events" in sweep else 2
+    span = "year" if last == 1 else f"{last} years"
+    assert err.count("floodsim: warning: ") == 1  # the point that has its flood says nothing
+    assert (
+        f"{path}: hazard.events: 1 entry is for a year after the run's last year ({last}) and "
+        f"will never be used (year {year}); none is within the run's {span}, so the run has no "
+        "floods"
+    ) in err
+
+
 def test_a_swept_event_template_is_checked_before_running(tmp_path, capsys):
     path = write_experiment(
         tmp_path,

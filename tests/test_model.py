@@ -847,6 +847,27 @@ def test_scripted_events_after_the_last_year_are_named_in_a_warning(events, expe
         make_model("years=10", "hazard.source=scripted", "hazard.events={10: 9.0}", count=8)
 
 
+def test_scripted_events_none_of_which_falls_in_the_run_warn_that_it_has_no_floods():
+    with pytest.warns(ConfigWarning) as caught:
+        make_model(
+            "years=10", "hazard.source=scripted", "hazard.events={11: 9.0, 15: 9.0}", count=8
+        )
+    (warning,) = caught
+    assert str(warning.message) == (
+        "config: hazard.events: 2 entries are for years after the run's last year (10) and "
+        "will never be used (from year 11); none is within the run's 10 years, so the run has "
+        "no floods"
+    )
+    # One flood still happens: the others are named, and no more than that is said.
+    with pytest.warns(ConfigWarning) as caught:
+        make_model("years=10", "hazard.source=scripted", "hazard.events={3: 9.0, 15: 9.0}", count=8)
+    assert "no floods" not in str(caught[0].message)
+    # No events at all is how a flood-free control run is written: nothing to warn about.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_model("years=10", "hazard.source=scripted", "hazard.events={}", count=8)
+
+
 def test_raster_grids_after_the_last_year_are_named_in_a_warning(tmp_path):
     grid = tmp_path / "depth.asc"
     grid.write_text("ncols 2\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n1.0 2.0\n", "utf-8")
@@ -854,9 +875,11 @@ def test_raster_grids_after_the_last_year_are_named_in_a_warning(tmp_path):
     with pytest.warns(
         ConfigWarning,
         match=r"hazard\.rasters: 1 entry is for a year after the run's last year \(10\) and will "
-        r"never be used \(year 12\)",
+        r"never be used \(year 12\)$",
     ):
         make_model("years=10", "hazard.source=raster", rasters, count=8)
+    with pytest.warns(ConfigWarning, match=r"\(year 12\); none is within the run's 10 years, so "):
+        make_model("years=10", "hazard.source=raster", f"hazard.rasters={{12: {grid}}}", count=8)
 
 
 def test_justifications_say_renewed_what_the_registry_renews():

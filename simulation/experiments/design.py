@@ -375,10 +375,11 @@ def _refuse_integer_lhs(err: ValidationError, sweep: SweepConfig, origin: str) -
 
 
 def _check_files(config: RunConfig, origin: str, where: str, checked: set[tuple[Any, ...]]) -> None:
-    """Build a small model of ``config`` once per distinct set of referenced files.
+    """Build a small model of ``config`` once per distinct set of referenced files and years.
 
     The model has 4 households, unless ``audit.sample`` lists ids: those are checked against
-    the run's own population.
+    the run's own population. Building it warns about hazard years past the run's end, once
+    per distinct message.
     """
     listed = config.audit.sample if isinstance(config.audit.sample, list) else None
     key = (
@@ -386,6 +387,10 @@ def _check_files(config: RunConfig, origin: str, where: str, checked: set[tuple[
         config.registry,
         config.damage.curves,
         config.households.table,
+        # With the years: the model warns about hazard years past the run's end (a design
+        # point of a sweep over years or events may have no flood at all).
+        config.years,
+        tuple(sorted(config.hazard.events.items())),
         tuple(sorted(config.hazard.rasters.items())),
         config.decision.policy,
         config.decision.llm.prompt,
