@@ -67,6 +67,7 @@ def capture(model: FloodAdaptationModel, streams: dict[str, Any] | None = None) 
                 "memory": h.memory.to_dict(),
                 "adopted_last_year": h.adopted_last_year,
                 "uses_llm": h.uses_llm,
+                "relocated_in": h.relocated_in,
             }
             for h in model.households
         ],
@@ -121,6 +122,10 @@ def restore(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
         household.adopted_last_year = record["adopted_last_year"]
         household.adopted_this_year = None
         household.uses_llm = record["uses_llm"]
+        # Checkpoints from before the year was kept: a household that had moved away did so by
+        # the checkpoint's year at the latest.
+        default = model.steps if household.state.relocated else None
+        household.relocated_in = record.get("relocated_in", default)
 
 
 def write_checkpoint(run_dir: Path, data: dict[str, Any]) -> None:

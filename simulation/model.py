@@ -252,6 +252,7 @@ class HouseholdAgent(CellAgent):
         self.adopted_this_year: str | None = None
         self.last_decision: DecisionSummary | None = None
         self.uses_llm = False
+        self.relocated_in: int | None = None  # the year it moved away
 
     @property
     def active(self) -> bool:
@@ -498,6 +499,15 @@ class FloodAdaptationModel(mesa.Model):
         self._end_year(year, active, stats)
         if audit is not None:
             audit.end_year()
+        if year == self.config.years and isinstance(self.policy, ScriptedPolicy):
+            # Known only now: whether a household relocates depends on the run. Said once the
+            # run has written its last year, and never into its files.
+            moved = {
+                h.state.agent_id: h.relocated_in
+                for h in self.households
+                if h.relocated_in is not None
+            }
+            self.policy.warn_ignored_rows(moved, year, f"{self._origin}: decision.script")
 
     def _roll_call(
         self,
@@ -1015,6 +1025,7 @@ class FloodAdaptationModel(mesa.Model):
             household.adopted_this_year = skill_id
         elif skill_id == "relocate":
             household.adopted_this_year = skill_id
+            household.relocated_in = year
         stat = _DECISION_STATS.get(skill_id)
         if stat is not None:
             self.year_stats[stat] += 1

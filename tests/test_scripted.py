@@ -8,28 +8,30 @@ from pathlib import Path
 import pytest
 import yaml
 
+from simulation.cli import main
 from simulation.config import ConfigError, ConfigWarning, load_config
-from simulation.decisions.scripted import ScriptError, load_script
-from simulation.runner import build_model
+from simulation.decisions.scripted import IgnoredScriptRowsWarning, ScriptError, load_script
+from simulation.runner import build_model, resume_run, run_simulation
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 SKILLS = ("buy_insurance", "buy_contents_insurance", "elevate_house", "relocate", "do_nothing")
 
 
-def scripted_model(tmp_path: Path, rows: list[str], count: int = 20):
+def scripted_settings(tmp_path: Path, rows: list[str], count: int = 20) -> list[str]:
     table = tmp_path / "decisions.csv"
     table.write_text("agent_id,year,skill_id\n" + "".join(f"{r}\n" for r in rows), "utf-8")
-    config, base = load_config(
-        DEFAULT,
-        [
-            f"households.count={count}",
-            "hazard.source=scripted",
-            "hazard.events={}",
-            "adaptation.elevation_cost=20000",  # affordable: at most half an income
-            "decision.policy=scripted",
-            f"decision.script={table}",
-        ],
-    )
+    return [
+        f"households.count={count}",
+        "hazard.source=scripted",
+        "hazard.events={}",
+        "adaptation.elevation_cost=20000",  # affordable: at most half an income
+        "decision.policy=scripted",
+        f"decision.script={table}",
+    ]
+
+
+def scripted_model(tmp_path: Path, rows: list[str], count: int = 20):
+    config, base = load_config(DEFAULT, scripted_settings(tmp_path, rows, count))
     return build_model(config, base)
 
 
@@ -212,3 +214,85 @@ def test_switching_from_one_policy_to_the_other_drops_the_first(tmp_path):
         held.append((state.has_insurance, state.has_contents_insurance, state.insured_years))
     # One spell of insurance, on the structure policy and then on the contents policy alone.
     assert held == [(True, False, 1), (False, True, 2), (False, True, 3), (False, False, 0)]
+
+
+def relocating_rows(owner: str, renter: str) -> list[str]:
+    """A table whose rows 5, 6, 8 and 9 come after their household relocated (in year 2, 4)."""
+    return [
+        f"{renter},1,buy_contents_insurance",
+        f"{renter},2,relocate",
+        f"{owner},1,buy_insurance",
+        f"{renter},3,buy_contents_insurance",
+        f"{renter},5,do_nothing",
+        f"{owner},4,relocate",
+        f"{owner},6,buy_insurance",
+        f"{owner},30,elevate_house",
+        f"{owner},3,do_nothing",  # before it relocated: used
+    ]
+
+
+def ignored_message(owner: str, renter: str) -> str:
+    return (
+        "decision.script: 4 rows were ignored because the household had relocated (left the "
+        f"model) in an earlier year: row 5 ({renter}, year 3), row 6 ({renter}, year 5), "
+        f"row 8 ({owner}, year 6) and 1 more"
+    )
+
+
+def test_rows_after_a_household_relocated_are_named_once_when_the_run_ends(tmp_path):
+    owner, renter = tenants(tmp_path)
+    model = scripted_model(tmp_path, relocating_rows(owner, renter))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IgnoredScriptRowsWarning)  # not before the last year
+        for _ in range(29):
+            model.step()
+    with pytest.warns(IgnoredScriptRowsWarning) as caught:
+        model.step()
+    by_id = {h.state.agent_id: h.state for h in model.households}
+    assert by_id[owner].relocated
+    assert by_id[renter].relocated
+    assert [str(w.message) for w in caught] == [f"config: {ignored_message(owner, renter)}"]
+
+
+def test_a_table_whose_rows_all_ran_draws_no_warning(tmp_path):
+    owner, renter = tenants(tmp_path)
+    rows = [f"{renter},1,buy_contents_insurance", f"{renter},2,relocate", f"{owner},30,relocate"]
+    model = scripted_model(tmp_path, rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(30):
+            model.step()
+
+
+def test_floodsim_run_shows_the_ignored_rows_as_one_warning_line(tmp_path, capsys):
+    owner, renter = tenants(tmp_path)
+    settings = scripted_settings(tmp_path, relocating_rows(owner, renter))
+    argv = ["run", str(DEFAULT), "--out", str(tmp_path / "out"), "--quiet"]
+    assert main([*argv, *(arg for s in settings for arg in ("--set", s))]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"floodsim: warning: {DEFAULT}: {ignored_message(owner, renter)}"]
+
+
+def test_a_resumed_run_still_names_the_rows_of_households_that_relocated_before(tmp_path):
+    owner, renter = tenants(tmp_path)
+    config, base = load_config(DEFAULT, scripted_settings(tmp_path, relocating_rows(owner, renter)))
+    model = build_model(config, base)
+    step = model.step
+
+    def crash_in_year_seven() -> None:
+        step()
+        if model.steps == 7:
+            raise KeyboardInterrupt
+
+    model.step = crash_in_year_seven
+    with pytest.raises(KeyboardInterrupt):
+        run_simulation(
+            config, base, tmp_path / "out", progress=False, model=model, checkpoint_every=5
+        )
+    (run_dir,) = (tmp_path / "out").iterdir()
+    with pytest.warns(IgnoredScriptRowsWarning) as caught:
+        resume_run(run_dir, progress=False)  # from year 5: both had moved away by then
+    assert (run_dir / "manifest.json").read_text().count('"resumed": 1') == 1
+    assert [str(w.message) for w in caught] == [
+        f"{run_dir / 'config.resolved.yaml'}: {ignored_message(owner, renter)}"
+    ]

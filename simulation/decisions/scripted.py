@@ -13,10 +13,15 @@ shipped registry). The registry validates every scripted proposal like any other
 household may not take that year (not eligible, unaffordable, already done) is not executed,
 the default skill is, and the year's ``invalid_proposals`` counts it. Scripted decisions carry no
 threat or coping appraisal and draw no random numbers.
+
+A household that relocated has left the model: it decides nothing in later years, so rows for
+those years are never read. The model warns once, at the end of the run
+(:class:`IgnoredScriptRowsWarning`), naming how many rows that left unused and the first few.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -33,14 +38,26 @@ if TYPE_CHECKING:
     from simulation.decisions.base import Option
     from simulation.memory import ScoredMemory
 
-__all__ = ["SCRIPT_COLUMNS", "ScriptError", "ScriptedPolicy", "load_script"]
+__all__ = [
+    "SCRIPT_COLUMNS",
+    "IgnoredScriptRowsWarning",
+    "ScriptError",
+    "ScriptedPolicy",
+    "load_script",
+]
 
 #: Columns a decision table must have.
 SCRIPT_COLUMNS = ("agent_id", "year", "skill_id")
+#: Ignored rows a warning names one by one; it counts the rest.
+_NAMED_ROWS = 3
 
 
 class ScriptError(ValueError):
     """A decision table that cannot be used; the message names the file and the row."""
+
+
+class IgnoredScriptRowsWarning(UserWarning):
+    """Decision-table rows a run never used: their household had relocated (left the model)."""
 
 
 def load_script(
@@ -52,6 +69,10 @@ def load_script(
         path: The CSV file.
         skill_ids: The registry's skills; every row must name one of them.
         households: The run's agent ids; every row must name one of them (None: not checked).
+
+    Returns:
+        The decisions in the table's order: the first is row 2, below the header (the order
+        :class:`ScriptedPolicy` numbers rows by).
 
     Raises:
         ScriptError: For a missing or unreadable file, a missing column, a household that is
@@ -109,7 +130,8 @@ class ScriptedPolicy:
     """Proposes what a decision table says; satisfies :class:`~simulation.decisions.DecisionPolicy`.
 
     Args:
-        decisions: ``{(agent_id, year): skill_id}``, as :func:`load_script` reads it.
+        decisions: ``{(agent_id, year): skill_id}``, as :func:`load_script` reads it: in the
+            table's order, the first entry row 2 (below the header), as warnings number them.
         default_skill: Proposed for household-years the table does not list.
     """
 
@@ -136,3 +158,46 @@ class ScriptedPolicy:
         else:
             justification = f"scripted decision for year {year}"
         return Proposal(skill_id=skill_id, justification=justification if explain else "")
+
+    def ignored_rows(
+        self, relocated_in: Mapping[str, int], last_year: int
+    ) -> list[tuple[int, str, int]]:
+        """The rows a run never read because their household had relocated before their year.
+
+        Args:
+            relocated_in: The year each relocated household moved away, by agent id.
+            last_year: The run's last year (rows after it are warned about when the run is
+                built, not here).
+
+        Returns:
+            ``(row, agent_id, year)`` of every such row, in the table's order.
+        """
+        return [
+            (row, agent_id, year)
+            for row, (agent_id, year) in enumerate(self.decisions, start=2)
+            if (moved := relocated_in.get(agent_id)) is not None and moved < year <= last_year
+        ]
+
+    def warn_ignored_rows(
+        self, relocated_in: Mapping[str, int], last_year: int, where: str
+    ) -> None:
+        """Warn once about the rows :meth:`ignored_rows` finds (nothing when there are none).
+
+        Args:
+            relocated_in: The year each relocated household moved away, by agent id.
+            last_year: The run's last year.
+            where: What the message starts with: the config file and key.
+        """
+        ignored = self.ignored_rows(relocated_in, last_year)
+        if not ignored:
+            return
+        named = ", ".join(
+            f"row {row} ({agent_id}, year {year})" for row, agent_id, year in ignored[:_NAMED_ROWS]
+        )
+        more = len(ignored) - _NAMED_ROWS
+        rows = "1 row was" if len(ignored) == 1 else f"{len(ignored):,} rows were"
+        message = (
+            f"{where}: {rows} ignored because the household had relocated (left the model) in an "
+            f"earlier year: {named}{f' and {more:,} more' if more > 0 else ''}"
+        )
+        warnings.warn(message, IgnoredScriptRowsWarning, stacklevel=3)
