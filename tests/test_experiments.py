@@ -364,6 +364,29 @@ def test_a_design_point_without_a_flood_in_its_years_is_warned_about(tmp_path, c
     ) in err
 
 
+@pytest.mark.parametrize("executor", ["serial", "process"])
+def test_a_run_warning_from_a_worker_is_one_floodsim_line(tmp_path, capfd, executor):
+    # Rows after a household relocated are known only as the run ends, in the worker.
+    table = tmp_path / "decisions.csv"
+    rows = "".join(f"H0000{n},1,relocate\nH0000{n},2,do_nothing\n" for n in range(1, 5))
+    table.write_text(f"agent_id,year,skill_id\n{rows}", encoding="utf-8")
+    path = write_experiment(tmp_path, "executor: {kind: process, workers: 2}\n")
+    text = path.read_text(encoding="utf-8").replace(
+        "years: 3,", f"years: 2, decision.policy: scripted, decision.script: {table},"
+    )
+    path.write_text(text, encoding="utf-8")
+    argv = ["batch", str(path), "--out", str(tmp_path / "out"), "--executor", executor, "--quiet"]
+    assert main(argv) == 0
+    err = capfd.readouterr().err
+    warned = [line for line in err.splitlines() if "decision.script" in line]
+    assert warned  # the renters among H00001-H00004 can afford to move
+    for run_id in ("p000-r000", "p000-r001"):
+        mine = [line for line in warned if line.startswith(f"floodsim: warning: {run_id}: ")]
+        assert len(mine) <= 1
+    assert all(line.startswith("floodsim: warning: p000-r00") for line in warned)
+    assert "IgnoredScriptRowsWarning" not in err
+
+
 def test_a_swept_event_template_is_checked_before_running(tmp_path, capsys):
     path = write_experiment(
         tmp_path,

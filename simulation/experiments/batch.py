@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -174,6 +175,8 @@ def run_experiment(
                 )
                 failed += outcome.status == "failed"
                 _write_json(state_path, state)
+                for warning in outcome.run_warnings:  # each names its run (its origin)
+                    warnings.warn(warning, stacklevel=2)
                 bar.update()
                 bar.set_postfix(done=bar.n - failed, failed=failed, left=bar.total - bar.n)
         finally:

@@ -29,7 +29,7 @@ import uuid
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import connection, resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self
@@ -66,13 +66,19 @@ class RunTask:
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
-    """How a run ended."""
+    """How a run ended.
+
+    ``run_warnings`` are the warnings floodsim raised while the run went on (such as
+    :class:`~simulation.decisions.scripted.IgnoredScriptRowsWarning`), for the batch's own
+    process to show: a worker's stderr would show them in Python's format, not floodsim's.
+    """
 
     run_id: str
     status: str  # complete | failed
     error: str | None
     run_dir: str | None
     duration_s: float
+    run_warnings: tuple[Warning, ...] = ()
 
 
 def execute_run(task: RunTask) -> RunOutcome:
@@ -83,26 +89,45 @@ def execute_run(task: RunTask) -> RunOutcome:
 
     start = time.perf_counter()
     model = None
-    try:
-        config = RunConfig.model_validate(task.config)
-        base_dir = Path(task.base_dir)
-        with warnings.catch_warnings():
-            # Planning the experiment checked every design point and warned once; every
-            # replicate would say it again, from each worker.
-            warnings.simplefilter("ignore", ConfigWarning)
-            model = build_model(config, base_dir, task.run_id)
-        result = run_simulation(
-            config, base_dir, Path(task.out_root), progress=False, model=model, run_id=task.run_id
-        )
-    except Exception as err:
-        detail = "".join(traceback.format_exception_only(type(err), err)).strip()
-        return RunOutcome(task.run_id, "failed", detail, None, time.perf_counter() - start)
-    finally:
-        if model is not None:
-            model.release()  # a worker runs many models; each must go when its run is done
-    return RunOutcome(
-        task.run_id, "complete", None, str(result.run_dir), time.perf_counter() - start
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            config = RunConfig.model_validate(task.config)
+            base_dir = Path(task.base_dir)
+            with warnings.catch_warnings():
+                # Planning the experiment checked every design point and warned once; every
+                # replicate would say it again, from each worker.
+                warnings.simplefilter("ignore", ConfigWarning)
+                model = build_model(config, base_dir, task.run_id)
+            result = run_simulation(
+                config,
+                base_dir,
+                Path(task.out_root),
+                progress=False,
+                model=model,
+                run_id=task.run_id,
+            )
+        except Exception as err:
+            detail = "".join(traceback.format_exception_only(type(err), err)).strip()
+            outcome = RunOutcome(task.run_id, "failed", detail, None, time.perf_counter() - start)
+        else:
+            outcome = RunOutcome(
+                task.run_id, "complete", None, str(result.run_dir), time.perf_counter() - start
+            )
+        finally:
+            if model is not None:
+                model.release()  # a worker runs many models; each must go when its run is done
+    ours = []
+    for caught_warning in caught:
+        if caught_warning.category.__module__.startswith("simulation."):
+            ours.append(caught_warning.message)
+        else:  # not floodsim's: shown here, as it would have been
+            warnings.warn_explicit(
+                caught_warning.message,
+                caught_warning.category,
+                caught_warning.filename,
+                caught_warning.lineno,
+            )
+    return replace(outcome, run_warnings=tuple(ours)) if ours else outcome
 
 
 class Executor(Protocol):
