@@ -240,6 +240,7 @@ def _batch(args: argparse.Namespace) -> int:
         workers=args.workers,
         address=args.address,
         resume=args.resume,
+        overwrite=args.overwrite,
         progress=False if args.quiet else None,
     )
     done = sum(r["status"] == "complete" for r in result.runs)
@@ -341,10 +342,18 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--workers", type=int, help="processes or local Dask workers")
     batch.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786")
     batch.add_argument("--out", help="output folder (default outputs/<experiment name>)")
-    batch.add_argument(
+    again = batch.add_mutually_exclusive_group()
+    again.add_argument(
         "--resume",
         action="store_true",
-        help="keep complete, unchanged runs; rerun failed, missing or changed ones",
+        help="continue the experiment in the output folder: keep complete, unchanged runs; "
+        "rerun failed, missing or changed ones",
+    )
+    again.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the experiment results the output folder holds (needed when it holds "
+        "any, unless --resume continues the same experiment)",
     )
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
     batch.set_defaults(func=_batch)

@@ -593,3 +593,109 @@ def test_workers_given_for_a_serial_executor_are_said_to_be_unused(tmp_path, cap
         f"floodsim: warning: {path}: --workers 3 is not used: the executor is serial (one run at "
         "a time)" in capsys.readouterr().err
     )
+
+
+def small_experiment(folder: Path, name: str, replicates: int) -> Path:
+    """An experiment of 2 design points x ``replicates`` runs of 10 households for 2 years."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(
+        f"name: {name}\nbase: {DEFAULT}\n"
+        "set: {households.count: 10, years: 2, audit.level: minimal}\n"
+        "sweep: {grid: {memory.decay_rate: [0.8, 0.95]}}\n"
+        f"replicates: {replicates}\nseed: 1\nexecutor: {{kind: serial}}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def batch_cli(capsys, path: Path, out: Path, *flags: str) -> tuple[int, str]:
+    code = main(["batch", str(path), "--out", str(out), "--quiet", *flags])
+    return code, capsys.readouterr().err
+
+
+def test_an_output_folder_with_another_experiment_is_refused_unless_overwritten(tmp_path, capsys):
+    out = tmp_path / "out"
+    first = small_experiment(tmp_path, "first", replicates=2)
+    assert batch_cli(capsys, first, out)[0] == 0
+    before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    (out / "notes.txt").write_text("mine\n", encoding="utf-8")
+    (out / "behaviour.csv").write_text("checked the first experiment\n", encoding="utf-8")
+    second = small_experiment(tmp_path, "second", replicates=1)
+    for flags in ((), ("--resume",)):
+        code, err = batch_cli(capsys, second, out, *flags)
+        assert code == 2
+        assert err.startswith(f"floodsim: error: {out}: holds the results of experiment 'first' ")
+        assert err.endswith("give another --out, or --overwrite to replace them\n")
+        assert err.count("\n") == 1
+    assert "not of 'second': --resume continues only the same experiment" in err
+    # Nothing was touched.
+    assert {p: p.read_bytes() for p in before} == before
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [
+        "p000-r000",
+        "p000-r001",
+        "p001-r000",
+        "p001-r001",
+    ]
+    code, err = batch_cli(capsys, second, out, "--overwrite")
+    assert code == 0, err
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["p000-r000", "p001-r000"]
+    assert state(out)["experiment"]["name"] == "second"
+    assert not (out / "behaviour.csv").exists()  # it checked the results now replaced
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine\n"  # not floodsim's
+
+
+def test_the_same_experiment_again_needs_resume_or_overwrite(tmp_path, capsys):
+    out = tmp_path / "out"
+    path = small_experiment(tmp_path, "same", replicates=1)
+    assert batch_cli(capsys, path, out)[0] == 0
+    code, err = batch_cli(capsys, path, out)
+    assert code == 2
+    assert err == (
+        f"floodsim: error: {out}: holds the results of experiment 'same' (2 runs, 2 complete); "
+        "add --resume to keep its complete runs and run the rest, or --overwrite to replace "
+        "them\n"
+    )
+    kept = (out / "runs" / "p000-r000" / "manifest.json").read_bytes()
+    code, err = batch_cli(capsys, path, out, "--resume")
+    assert code == 0, err
+    assert (out / "runs" / "p000-r000" / "manifest.json").read_bytes() == kept
+    code, err = batch_cli(capsys, path, out, "--overwrite")
+    assert code == 0, err
+    assert (out / "runs" / "p000-r000" / "manifest.json").read_bytes() != kept  # run again
+    with pytest.raises(SystemExit) as raised:
+        main(["batch", str(path), "--out", str(out), "--resume", "--overwrite"])
+    assert raised.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_resume_with_fewer_replicates_removes_the_runs_the_experiment_no_longer_has(
+    tmp_path, capsys
+):
+    out = tmp_path / "out"
+    assert batch_cli(capsys, small_experiment(tmp_path, "shrinks", replicates=2), out)[0] == 0
+    kept = (out / "runs" / "p001-r000" / "manifest.json").read_bytes()
+    fewer = small_experiment(tmp_path / "edited", "shrinks", replicates=1)
+    code, err = batch_cli(capsys, fewer, out, "--resume")
+    assert code == 0, err
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["p000-r000", "p001-r000"]
+    assert (out / "runs" / "p001-r000" / "manifest.json").read_bytes() == kept
+    assert [r["run_id"] for r in state(out)["runs"]] == ["p000-r000", "p001-r000"]
+
+
+def test_a_folder_with_runs_but_no_readable_experiment_json_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "runs" / "p000-r000").mkdir(parents=True)
+    path = small_experiment(tmp_path, "fresh", replicates=1)
+    code, err = batch_cli(capsys, path, out, "--resume")
+    assert code == 2
+    assert err == (
+        f"floodsim: error: {out}: holds batch results (run folders in runs/ but no "
+        "experiment.json); give another --out, or --overwrite to replace them\n"
+    )
+    (out / "experiment.json").write_text("{not json", encoding="utf-8")
+    code, err = batch_cli(capsys, path, out)
+    assert code == 2
+    assert "(an experiment.json that cannot be read)" in err
+    assert batch_cli(capsys, path, out, "--overwrite")[0] == 0
+    assert state(out)["experiment"]["name"] == "fresh"

@@ -15,11 +15,19 @@ The output folder of an experiment holds:
 ``model_years.parquet``
     every complete run's yearly metrics with ``run_id``, ``point``, ``replicate``, ``seed`` and
     one column per swept key, sorted by point, replicate and year whatever executor ran them.
+
+A folder that already holds an experiment's results is not written into without being told
+how: ``resume`` continues the same experiment (by name) and removes the run folders it no
+longer plans; ``overwrite`` first removes the results (the files above, and the
+``behaviour.csv`` and ``behaviour.png`` that ``floodsim check-behaviour`` writes beside them).
+Anything else there is left alone. Without either, a stale run folder of a larger or another
+experiment would sit beside the new runs, where anything that lists ``runs/`` finds it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -31,7 +39,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from simulation.analysis.metrics import table_cells
-from simulation.config import create_output_folder
+from simulation.config import ConfigError, create_output_folder
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
 
@@ -58,6 +66,86 @@ class ExperimentResult:
     failed: int
     skipped: int
     wall_s: float
+
+
+#: What a batch writes into its folder (``runs`` a folder), and what ``floodsim check-behaviour``
+#: writes beside it by default: ``overwrite`` removes these, and only these.
+_RESULTS = ("experiment.json", "model_years.parquet", "runs", "behaviour.csv", "behaviour.png")
+
+
+def _holder(out: Path) -> tuple[str | None, str] | None:
+    """Whose results ``out`` holds: ``(experiment name or None, what they are)``, or None.
+
+    The name is ``None`` when the folder holds results but no readable ``experiment.json``.
+    """
+    state_path = out / "experiment.json"
+    if state_path.is_file():
+        try:
+            state = orjson.loads(state_path.read_bytes())
+            name = state["experiment"]["name"]
+            runs = state["runs"]
+            complete = sum(r.get("status") == "complete" for r in runs)
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            return None, "an experiment.json that cannot be read"
+        return str(name), f"{len(runs)} runs, {complete} complete"
+    runs_dir = out / "runs"
+    if runs_dir.is_dir() and any(runs_dir.iterdir()):
+        return None, "run folders in runs/ but no experiment.json"
+    if (out / "model_years.parquet").is_file():
+        return None, "a model_years.parquet but no experiment.json"
+    return None
+
+
+def _check_output_folder(out: Path, name: str, *, resume: bool, overwrite: bool) -> None:
+    """Refuse to write experiment ``name`` where results it should not mix with are.
+
+    Raises:
+        ConfigError: One line naming the folder, whose results it holds and the flags.
+    """
+    holder = _holder(out)
+    if holder is None or overwrite:
+        return
+    held, what = holder
+    if held == name:
+        if resume:
+            return
+        msg = (
+            f"{out}: holds the results of experiment {name!r} ({what}); add --resume to keep "
+            "its complete runs and run the rest, or --overwrite to replace them"
+        )
+    elif held is None:
+        msg = (
+            f"{out}: holds batch results ({what}); give another --out, or --overwrite to "
+            "replace them"
+        )
+    else:
+        resumed = (
+            f", not of {name!r}: --resume continues only the same experiment" if resume else ""
+        )
+        msg = (
+            f"{out}: holds the results of experiment {held!r} ({what}){resumed}; give another "
+            "--out, or --overwrite to replace them"
+        )
+    raise ConfigError(msg)
+
+
+def _remove_results(out: Path) -> None:
+    """Remove what :data:`_RESULTS` names from ``out`` (``overwrite``)."""
+    for name in _RESULTS:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _remove_unplanned_runs(out: Path, planned: list[PlannedRun]) -> None:
+    """Remove the run folders of an earlier attempt that the experiment no longer has."""
+    runs_dir = out / "runs"
+    keep = {run.run_id for run in planned}
+    for folder in sorted(runs_dir.iterdir()):
+        if folder.name not in keep and folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -99,6 +187,7 @@ def run_experiment(
     workers: int | None = None,
     address: str | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool | None = None,
 ) -> ExperimentResult:
     """Run the experiment in ``path``.
@@ -109,19 +198,26 @@ def run_experiment(
         executor: Override the file's executor kind (serial, process, dask).
         workers: Override the number of workers.
         address: Override the Dask scheduler address.
-        resume: Keep complete runs of an earlier attempt whose config and input files are
-            unchanged; run the rest.
+        resume: Continue this experiment's results in ``out_dir``: keep complete runs of an
+            earlier attempt whose config and input files are unchanged, run the rest, and
+            remove the run folders the experiment no longer has.
+        overwrite: Remove whatever experiment results ``out_dir`` holds first.
         progress: Show a progress bar (``None``: only on a terminal).
 
     Returns:
         The output folder, the run records and the failure count.
 
     Raises:
-        ConfigError: For an invalid experiment file or executor override (before anything
-            runs).
+        ConfigError: For an invalid experiment file or executor override, or an output folder
+            holding results without ``resume`` (of this experiment) or ``overwrite`` (before
+            anything runs).
         OSError: For an output folder that cannot be created or a Dask scheduler that cannot
             be reached (before ``experiment.json`` is written).
+        ValueError: For ``resume`` and ``overwrite`` together.
     """
+    if resume and overwrite:
+        msg = "resume and overwrite exclude each other"
+        raise ValueError(msg)
     start = time.perf_counter()
     experiment, base, folder = load_experiment(path)
     experiment = override_executor(
@@ -129,16 +225,20 @@ def run_experiment(
     )
     planned = plan_runs(experiment, base, str(path))
     out = Path(out_dir) if out_dir is not None else Path("outputs") / experiment.name
+    _check_output_folder(out, experiment.name, resume=resume, overwrite=overwrite)
     settings = experiment.executor
     # Started before anything is written: a cluster that cannot be reached leaves no folder
-    # and no record of runs that never had a chance to start. Ctrl-C terminates the executor
-    # rather than waiting for the runs in progress, which stay pending here.
+    # and no record of runs that never had a chance to start, and replaces no results. Ctrl-C
+    # terminates the executor rather than waiting for the runs in progress, which stay pending.
     with make_executor(settings.kind, settings.workers, settings.address) as pool:
+        if overwrite:
+            _remove_results(out)
         create_output_folder(out / "runs")
         state_path = out / "experiment.json"
         previous: dict[str, dict[str, Any]] = {}
         if resume and state_path.exists():
             previous = {r["run_id"]: r for r in orjson.loads(state_path.read_bytes())["runs"]}
+            _remove_unplanned_runs(out, planned)
         records = []
         for run in planned:
             old = previous.get(run.run_id)
