@@ -499,15 +499,23 @@ class FloodAdaptationModel(mesa.Model):
         self._end_year(year, active, stats)
         if audit is not None:
             audit.end_year()
-        if year == self.config.years and isinstance(self.policy, ScriptedPolicy):
-            # Known only now: whether a household relocates depends on the run. Said once the
-            # run has written its last year, and never into its files.
+
+    def warn_unused_inputs(self) -> None:
+        """Warn about what the inputs asked of the years run that the run could not do.
+
+        That is a decision table's rows for households that had relocated by their year
+        (:class:`~simulation.decisions.scripted.IgnoredScriptRowsWarning`): whether a household
+        relocates is known only as the run goes. The runner calls this once a run has ended and
+        its files are complete, so a warning (even one turned into an error) changes none of
+        them; code that steps the model itself calls it when it is done.
+        """
+        if isinstance(self.policy, ScriptedPolicy):
             moved = {
                 h.state.agent_id: h.relocated_in
                 for h in self.households
                 if h.relocated_in is not None
             }
-            self.policy.warn_ignored_rows(moved, year, f"{self._origin}: decision.script")
+            self.policy.warn_ignored_rows(moved, self.steps, f"{self._origin}: decision.script")
 
     def _roll_call(
         self,

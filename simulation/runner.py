@@ -432,6 +432,7 @@ def _drive(
     finally:
         if model.llm is not None:
             model.llm.close()
+    model.warn_unused_inputs()  # after the files: a warning made an error leaves them complete
     return RunResult(run_dir, metrics, model)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import orjson
 import pytest
 import yaml
 
@@ -243,15 +244,33 @@ def test_rows_after_a_household_relocated_are_named_once_when_the_run_ends(tmp_p
     owner, renter = tenants(tmp_path)
     model = scripted_model(tmp_path, relocating_rows(owner, renter))
     with warnings.catch_warnings():
-        warnings.simplefilter("error", IgnoredScriptRowsWarning)  # not before the last year
-        for _ in range(29):
+        warnings.simplefilter("error", IgnoredScriptRowsWarning)  # not while the run goes on
+        for _ in range(30):
             model.step()
     with pytest.warns(IgnoredScriptRowsWarning) as caught:
-        model.step()
+        model.warn_unused_inputs()
     by_id = {h.state.agent_id: h.state for h in model.households}
     assert by_id[owner].relocated
     assert by_id[renter].relocated
     assert [str(w.message) for w in caught] == [f"config: {ignored_message(owner, renter)}"]
+    # Stopped early, the rows of the years not run are not counted.
+    model = scripted_model(tmp_path, relocating_rows(owner, renter))
+    for _ in range(5):
+        model.step()
+    with pytest.warns(IgnoredScriptRowsWarning, match=r"2 rows were ignored .*: row 5 .*, row 6 "):
+        model.warn_unused_inputs()
+
+
+def test_the_warning_comes_after_the_run_directory_is_complete(tmp_path):
+    owner, renter = tenants(tmp_path)
+    config, base = load_config(DEFAULT, scripted_settings(tmp_path, relocating_rows(owner, renter)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IgnoredScriptRowsWarning)
+        with pytest.raises(IgnoredScriptRowsWarning):
+            run_simulation(config, base, tmp_path / "out", progress=False)
+    (run_dir,) = (tmp_path / "out").iterdir()
+    assert orjson.loads((run_dir / "manifest.json").read_bytes())["status"] == "complete"
+    assert len((run_dir / "model_years.csv").read_text(encoding="utf-8").splitlines()) == 31
 
 
 def test_a_table_whose_rows_all_ran_draws_no_warning(tmp_path):

@@ -15,7 +15,7 @@ the default skill is, and the year's ``invalid_proposals`` counts it. Scripted d
 threat or coping appraisal and draw no random numbers.
 
 A household that relocated has left the model: it decides nothing in later years, so rows for
-those years are never read. The model warns once, at the end of the run
+those years are never read. The run warns once, when it has ended
 (:class:`IgnoredScriptRowsWarning`), naming how many rows that left unused and the first few.
 """
 
@@ -166,8 +166,8 @@ class ScriptedPolicy:
 
         Args:
             relocated_in: The year each relocated household moved away, by agent id.
-            last_year: The run's last year (rows after it are warned about when the run is
-                built, not here).
+            last_year: The last year run (rows for the years after the run's last are warned
+                about when the run is built, not here).
 
         Returns:
             ``(row, agent_id, year)`` of every such row, in the table's order.
@@ -185,7 +185,7 @@ class ScriptedPolicy:
 
         Args:
             relocated_in: The year each relocated household moved away, by agent id.
-            last_year: The run's last year.
+            last_year: The last year run.
             where: What the message starts with: the config file and key.
         """
         ignored = self.ignored_rows(relocated_in, last_year)
