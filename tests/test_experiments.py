@@ -413,6 +413,24 @@ def test_listed_audit_ids_are_checked_against_the_runs_population(tmp_path):
         plan_runs(*load_experiment(bad)[:2], str(bad))
 
 
+def test_a_decision_table_is_checked_against_the_runs_population(tmp_path):
+    """Each table of a sweep over tables, against the 30 households of the runs."""
+    tables = []
+    for name, last in (("first", "H00030"), ("second", "H00029")):
+        table = tmp_path / f"{name}.csv"
+        table.write_text(f"agent_id,year,skill_id\n{last},1,do_nothing\n", encoding="utf-8")
+        tables.append(str(table))
+    body = f"sweep: {{grid: {{decision.script: [{', '.join(tables)}]}}}}\n"
+    good = write_experiment(tmp_path, body, replicates=1)
+    scripted = "audit.level: minimal, decision.policy: scripted"
+    good.write_text(good.read_text().replace("audit.level: minimal", scripted))
+    assert len(plan_runs(*load_experiment(good)[:2], str(good))) == 2
+    (tmp_path / "second.csv").write_text("agent_id,year,skill_id\nH00031,1,do_nothing\n")
+    unknown = r"second\.csv: row 2, column agent_id: 'H00031' is not a household.*design point 1"
+    with pytest.raises(ConfigError, match=unknown):
+        plan_runs(*load_experiment(good)[:2], str(good))
+
+
 def test_a_latin_hypercube_over_an_integer_key_is_refused_by_name(tmp_path):
     path = write_experiment(tmp_path, "sweep: {lhs: {households.count: [10, 20]}, samples: 3}\n")
     with pytest.raises(ConfigError, match=r"sweep\.lhs\.households\.count: an integer key"):

@@ -377,11 +377,14 @@ def _refuse_integer_lhs(err: ValidationError, sweep: SweepConfig, origin: str) -
 def _check_files(config: RunConfig, origin: str, where: str, checked: set[tuple[Any, ...]]) -> None:
     """Build a small model of ``config`` once per distinct set of referenced files and years.
 
-    The model has 4 households, unless ``audit.sample`` lists ids: those are checked against
-    the run's own population. Building it warns about hazard years past the run's end, once
-    per distinct message.
+    The model has 4 households, unless ``audit.sample`` lists ids or a decision table names
+    households: those are checked against the run's own population (a table naming H00009 is
+    fine in a run of 30). Building it warns about hazard years past the run's end, once per
+    distinct message.
     """
     listed = config.audit.sample if isinstance(config.audit.sample, list) else None
+    script = config.decision.script if config.decision.policy == "scripted" else None
+    full_size = listed is not None or script is not None
     key = (
         origin,
         config.registry,
@@ -396,12 +399,14 @@ def _check_files(config: RunConfig, origin: str, where: str, checked: set[tuple[
         config.decision.llm.prompt,
         config.decision.llm.mode,
         config.decision.llm.cache,
-        None if listed is None else (config.households.count, tuple(listed)),
+        script,
+        None if listed is None else tuple(listed),
+        config.households.count if full_size else None,
     )
     if key in checked:
         return
     small = config
-    if listed is None:
+    if not full_size:
         small = config.model_copy(
             update={"households": config.households.model_copy(update={"count": 4})}
         )
