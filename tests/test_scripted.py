@@ -137,6 +137,39 @@ def test_bad_tables_name_the_row_and_column(tmp_path, text, message):
         load_script(path, SKILLS)
 
 
+def test_rows_are_numbered_as_the_file_shows_them_blank_lines_included(tmp_path):
+    path = tmp_path / "decisions.csv"
+    path.write_text(
+        "agent_id,year,skill_id\nH00001,1,relocate\n\nH00002,2,do_nothing\n  \nH00003,3,sandbags\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ScriptError, match="row 6, column skill_id: unknown skill 'sandbags'"):
+        load_script(path, SKILLS)
+    path.write_text(path.read_text().replace("sandbags", "relocate"), encoding="utf-8")
+    script = load_script(path, SKILLS)
+    assert list(script.items()) == [
+        (("H00001", 1), "relocate"),
+        (("H00002", 2), "do_nothing"),
+        (("H00003", 3), "relocate"),
+    ]
+    assert script.rows == [2, 4, 6]
+
+
+def test_ignored_rows_are_numbered_as_the_file_shows_them(tmp_path):
+    owner, renter = tenants(tmp_path)
+    rows = relocating_rows(owner, renter)
+    rows.insert(2, "")  # a blank line before the third decision: rows 4 on are one further
+    model = scripted_model(tmp_path, rows)
+    for _ in range(30):
+        model.step()
+    expected = ignored_message(owner, renter)
+    for before, after in (("row 8", "row 9"), ("row 6", "row 7"), ("row 5", "row 6")):
+        expected = expected.replace(before, after)
+    with pytest.warns(IgnoredScriptRowsWarning) as caught:
+        model.warn_unused_inputs()
+    assert [str(w.message) for w in caught] == [f"config: {expected}"]
+
+
 def test_a_household_not_in_the_run_is_named_with_its_row(tmp_path):
     owner, _ = tenants(tmp_path)
     rows = [

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SCRIPT_COLUMNS",
     "IgnoredScriptRowsWarning",
+    "Script",
     "ScriptError",
     "ScriptedPolicy",
     "load_script",
@@ -60,9 +61,22 @@ class IgnoredScriptRowsWarning(UserWarning):
     """Decision-table rows a run never used: their household had relocated (left the model)."""
 
 
+class Script(dict[tuple[str, int], str]):
+    """A decision table: ``{(agent_id, year): skill_id}`` in the table's order.
+
+    Attributes:
+        rows: The row of each decision, in the same order, numbered as a spreadsheet shows the
+            file (the header is row 1, and blank lines count).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[int] = []
+
+
 def load_script(
     path: Path, skill_ids: Collection[str], households: Collection[str] | None = None
-) -> dict[tuple[str, int], str]:
+) -> Script:
     """Read a decision table into ``{(agent_id, year): skill_id}``.
 
     Args:
@@ -71,8 +85,8 @@ def load_script(
         households: The run's agent ids; every row must name one of them (None: not checked).
 
     Returns:
-        The decisions in the table's order: the first is row 2, below the header (the order
-        :class:`ScriptedPolicy` numbers rows by).
+        The decisions in the table's order, with their row numbers. Blank lines are skipped but
+        counted, so that a row number is the line an editor shows.
 
     Raises:
         ScriptError: For a missing or unreadable file, a missing column, a household that is
@@ -82,6 +96,7 @@ def load_script(
     """
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        rows = _row_numbers(path, len(table))
     except FileNotFoundError:
         msg = f"{path}: file not found"
         raise ScriptError(msg) from None
@@ -96,9 +111,9 @@ def load_script(
         columns = ", ".join(SCRIPT_COLUMNS)
         msg = f"{path}: missing required column {missing[0]!r} (columns: {columns})"
         raise ScriptError(msg)
-    decisions: dict[tuple[str, int], str] = {}
-    for row, (agent_id, year_text, skill_id) in enumerate(
-        table[list(SCRIPT_COLUMNS)].itertuples(index=False, name=None), start=2
+    decisions = Script()
+    for row, (agent_id, year_text, skill_id) in zip(
+        rows, table[list(SCRIPT_COLUMNS)].itertuples(index=False, name=None), strict=True
     ):
         where = f"{path}: row {row}"
         if not agent_id:
@@ -123,21 +138,51 @@ def load_script(
             msg = f"{where}: a second decision for {agent_id} in year {year}"
             raise ScriptError(msg)
         decisions[agent_id, year] = skill_id
+        decisions.rows.append(row)
     return decisions
+
+
+def _row_numbers(path: Path, count: int) -> list[int]:
+    """The line of each of the ``count`` rows pandas read from ``path`` (the header is line 1).
+
+    pandas skips blank lines, so its row index alone would number every row after one too low.
+    A table whose lines do not match its rows one to one (a quoted field spanning lines) is
+    numbered as if it had no blank lines.
+    """
+    try:
+        lines = [n for n, line in enumerate(path.read_bytes().splitlines(), 1) if line.strip()]
+    except OSError:
+        lines = []
+    if len(lines) == count + 1:
+        return lines[1:]
+    return list(range(2, count + 2))
 
 
 class ScriptedPolicy:
     """Proposes what a decision table says; satisfies :class:`~simulation.decisions.DecisionPolicy`.
 
     Args:
-        decisions: ``{(agent_id, year): skill_id}``, as :func:`load_script` reads it: in the
-            table's order, the first entry row 2 (below the header), as warnings number them.
+        decisions: ``{(agent_id, year): skill_id}`` in the table's order, as :func:`load_script`
+            reads it.
         default_skill: Proposed for household-years the table does not list.
+        rows: The table row of each decision, for warnings (default: a :class:`Script`'s own
+            ``rows``, else 2, 3, ... as in a table without blank lines).
     """
 
-    def __init__(self, decisions: Mapping[tuple[str, int], str], default_skill: str) -> None:
+    def __init__(
+        self,
+        decisions: Mapping[tuple[str, int], str],
+        default_skill: str,
+        rows: Sequence[int] | None = None,
+    ) -> None:
         self.decisions = dict(decisions)
         self.default_skill = default_skill
+        if rows is None:
+            rows = decisions.rows if isinstance(decisions, Script) else None
+        self.rows = list(rows) if rows is not None else list(range(2, len(self.decisions) + 2))
+        if len(self.rows) != len(self.decisions):
+            msg = f"rows: {len(self.rows)} numbers for {len(self.decisions)} decisions"
+            raise ValueError(msg)
 
     def decide(
         self,
@@ -174,7 +219,7 @@ class ScriptedPolicy:
         """
         return [
             (row, agent_id, year)
-            for row, (agent_id, year) in enumerate(self.decisions, start=2)
+            for row, (agent_id, year) in zip(self.rows, self.decisions, strict=True)
             if (moved := relocated_in.get(agent_id)) is not None and moved < year <= last_year
         ]
 
