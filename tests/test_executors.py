@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from multiprocessing import connection
 from pathlib import Path
@@ -166,6 +167,23 @@ def _distributed_warnings() -> Iterator[list[logging.LogRecord]]:
         yield records
     finally:
         logger.removeHandler(handler)
+
+
+def test_two_dask_batches_at_once_start_without_a_port_warning(capfd):
+    """Each LocalCluster serves HTTP on a free local port, not both on 8787."""
+    pytest.importorskip("distributed")
+    with warnings.catch_warnings(record=True) as warned, _distributed_warnings() as said:
+        warnings.simplefilter("always")
+        with DaskExecutor(1) as first, DaskExecutor(1) as second:
+            ports = [
+                {s.getsockname() for s in ex._cluster.scheduler.http_server._sockets.values()}
+                for ex in (first, second)
+            ]
+    assert all(host == "127.0.0.1" for pair in ports for host, _ in pair)
+    assert ports[0].isdisjoint(ports[1])
+    assert not [str(w.message) for w in warned if "in use" in str(w.message)]
+    assert not said
+    assert "already in use" not in capfd.readouterr().err
 
 
 def test_a_dask_worker_ignores_ctrl_c(capfd):

@@ -394,6 +394,10 @@ class DaskExecutor(_ExecutorBase):
                     threads_per_worker=1,
                     processes=processes,
                     dashboard_address=None,
+                    # Without a dashboard the scheduler still serves HTTP, on 8787 unless told
+                    # otherwise: a second batch (or notebook cluster) on the machine would print
+                    # distributed's "Port 8787 is already in use" warning. Any free local port.
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                 )
                 self._client = Client(self._cluster)
         except KeyboardInterrupt:  # pressed while the cluster started: no ``with`` block yet
