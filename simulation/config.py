@@ -878,7 +878,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping safely.
 
     Raises:
-        ConfigError: If the file is missing, unreadable, not YAML, or not a mapping.
+        ConfigError: If the file is missing, unreadable, not YAML, empty (nothing but blank
+            lines and comments), or not a mapping.
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -896,12 +897,24 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as err:
         msg = f"{path}: YAML syntax error: {describe_yaml_error(err)}"
         raise ConfigError(msg) from None
-    if data is None:
-        return {}
+    if data is None and _is_blank(text):
+        # Not "all defaults": an empty file is a save that went wrong or the wrong file, and
+        # read as a run config it would fail on a skill registry next to it instead.
+        msg = f"{path}: the file is empty (nothing but blank lines and comments)"
+        raise ConfigError(msg)
     if not isinstance(data, dict):
-        msg = f"{path}: top level must be a mapping of keys, got {type(data).__name__}"
+        got = "null" if data is None else type(data).__name__
+        msg = f"{path}: top level must be a mapping of keys, got {got}"
         raise ConfigError(msg)
     return data
+
+
+def _is_blank(text: str) -> bool:
+    """Whether YAML ``text`` holds no document: only blank lines, comments and markers."""
+    return all(
+        not line.strip() or line.lstrip().startswith("#") or line.strip() in ("---", "...")
+        for line in text.splitlines()
+    )
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -546,6 +546,20 @@ def test_a_batch_output_folder_that_cannot_exist_exits_2(capsys, tmp_path):
     assert "cannot create the output folder" in line
 
 
+@pytest.mark.parametrize("command", ["validate", "run", "batch", "calibrate"])
+@pytest.mark.parametrize("text", ["", "# settings to come\n"], ids=["0-bytes", "comments"])
+def test_an_empty_file_exits_2_saying_it_is_empty(capsys, tmp_path, command, text):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(text, encoding="utf-8")
+    out = [] if command == "validate" else ["--out", tmp_path / "out"]
+    code, output, err = call(capsys, command, empty, *out)
+    line = assert_bad_input(code, output, err)
+    assert (
+        line == f"{ERROR_PREFIX}{empty}: the file is empty (nothing but blank lines and comments)"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_config_file_exits_2(capsys, tmp_path):
     missing = tmp_path / "no_such.yaml"
     code, out, err = call(capsys, "run", missing, "--out", tmp_path / "out")

@@ -349,9 +349,28 @@ def test_top_level_must_be_a_mapping(tmp_path, text, kind):
     assert kind in message
 
 
-def test_empty_file_gives_the_defaults(tmp_path):
-    config, _ = load_config(write(tmp_path / "empty.yaml", "# nothing yet\n"))
-    assert config == RunConfig()
+@pytest.mark.parametrize(
+    "text", ["", "\n  \n", "# nothing yet\n# still nothing\n", "---\n# a comment\n...\n"]
+)
+def test_an_empty_file_is_refused_as_empty(tmp_path, text):
+    # Not the defaults: next to no registry it used to fail on a missing skill_registry.yaml.
+    message = load_error(write(tmp_path / "empty.yaml", text))
+    assert (
+        message
+        == f"{tmp_path / 'empty.yaml'}: the file is empty (nothing but blank lines and comments)"
+    )
+
+
+def test_an_empty_base_file_is_named(tmp_path):
+    write(tmp_path / "blank.yaml", "# to be written\n")
+    child = write(tmp_path / "child.yaml", "base: blank.yaml\nyears: 2\n")
+    with pytest.raises(ConfigError, match=r"blank\.yaml: the file is empty"):
+        load_config(child)
+
+
+def test_a_null_document_is_not_a_mapping(tmp_path):
+    message = load_error(write(tmp_path / "null.yaml", "null\n"))
+    assert message.endswith("top level must be a mapping of keys, got null")
 
 
 def test_missing_file(tmp_path):
