@@ -10,10 +10,11 @@ Subcommands:
     calibrate     Fit parameters to target statistics (simulated method of moments).
     memory-demo   Walk one household's memory through a few flood years and print it.
 
-Bad input (YAML syntax, unknown keys, wrong types, out-of-range values, broken curves or
-registries, missing files) exits with code 2 and one line naming the file and the key. A run that
-could not finish (disk full, permissions, a language-model endpoint with nothing listening)
-exits with code 1 and one line; its run directory can be resumed.
+Bad input (YAML syntax, an empty file, unknown keys, wrong types, out-of-range values, broken
+curves or registries, missing files) exits with code 2 and one line naming the file (or the
+``--set`` or ``--seed`` flag that gave the value) and the key. A run that could not finish (disk
+full, permissions, a language-model endpoint with nothing listening) exits with code 1 and one
+line; its run directory can be resumed.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-#: Errors that mean "the input is wrong"; each message names the file and the key.
+#: Errors that mean "the input is wrong"; each message names the file (or flag) and the key.
 INPUT_ERRORS = (
     AuditReadError,
     BehaviourError,

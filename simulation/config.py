@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -37,6 +37,9 @@ from simulation.hazard import HazardSource, RasterSource, ScriptedSource, Stocha
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
 from simulation.skills.templates import TemplateError, template_fields
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "CALIBRATION_KEYS",
@@ -1075,22 +1078,77 @@ def load_config(
         first = err.errors()[0]
         # A check across keys (value_error) may fault a combination that no one file makes.
         own_value = first["type"] not in ("value_error", "assertion_error", "missing")
-        culprit = _file_setting(path, first["loc"], overrides or []) if own_value else origin
+        culprit = _flag_setting(first["loc"], first["type"], overrides or [], seed, own_value)
+        if culprit is None:
+            culprit = _file_setting(path, first["loc"]) if own_value else origin
         raise ConfigError(describe_validation_error(err, culprit)) from None
-    check_event_templates(config, origin)
+
+    def template_origin(loc: tuple[str, ...]) -> str:
+        return _flag_setting(loc, "value_error", overrides or [], seed, True) or _file_setting(
+            path, loc
+        )
+
+    check_event_templates(config, origin, origin_of=template_origin)
     return config, path.resolve().parent
 
 
-def _file_setting(path: Path, loc: tuple[int | str, ...], overrides: list[str]) -> str:
+def _flag_setting(
+    loc: tuple[int | str, ...],
+    error_type: str,
+    overrides: list[str],
+    seed: int | None,
+    own_value: bool,
+) -> str | None:
+    """The ``--set`` override (or ``--seed``) that gave the faulted value at ``loc``, if one did.
+
+    Named instead of the file, so that the user fixes the command line, not a file that is
+    right. A later override wins over an earlier one; one whose mapping value leaves ``loc``
+    out merged it from the config, which is then named. A check across keys (``own_value``
+    false) names an override only when it set the faulted key itself, not its whole section.
+    """
+    loc = tuple(part for part in loc if part != "[key]")  # a mapping's bad key: named anyway
+    if seed is not None and loc == ("seed",):
+        return f"--seed {seed}"
+    for override in reversed(overrides):
+        key, _, raw = override.partition("=")
+        parts = tuple(key.strip().split("."))
+        if loc[: len(parts)] == parts:
+            value: Any = load_yaml(raw) if raw.strip() else ""  # parsed once already
+            node = value
+            for part in loc[len(parts) :]:
+                in_mapping = isinstance(node, dict) and part in node
+                in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+                if not (in_mapping or in_list):
+                    break
+                node = node[part]
+            else:
+                if own_value or not isinstance(node, dict):
+                    return _shown_override(override, parts, value)
+        elif loc and parts[: len(loc)] == loc and error_type == "extra_forbidden":
+            return _shown_override(override, parts, None)  # it made up the unknown section
+    return None
+
+
+def _shown_override(override: str, parts: tuple[str, ...], value: Any) -> str:
+    """``--set KEY=VALUE`` as typed, without a value that may hold a secret."""
+
+    def secret_inside(node: Any) -> bool:
+        return isinstance(node, dict) and any(
+            key in _SECRET_NAMES or secret_inside(item) for key, item in node.items()
+        )
+
+    if parts[-1] in _SECRET_NAMES or secret_inside(value):
+        return f"--set {'.'.join(parts)}=(value not shown)"
+    return f"--set {override}"
+
+
+def _file_setting(path: Path, loc: tuple[int | str, ...]) -> str:
     """The file whose value at ``loc`` the merged config holds, to name it in an error.
 
-    ``--set`` overrides win over the file, the file over its ``base:``, and so on down the
-    chain; a key that none of them sets (a missing one, a cross-key check) names ``path``.
+    The file wins over its ``base:``, and so on down the chain; a key that none of them sets
+    (a missing one, a cross-key check) names ``path``. ``--set`` overrides are looked up first
+    (:func:`_flag_setting`).
     """
-    dotted = ".".join(str(part) for part in loc)
-    keys = [o.partition("=")[0].strip() for o in overrides]
-    if any(dotted == k or dotted.startswith(f"{k}.") for k in keys):
-        return str(path)
     current, seen = path.resolve(), set()
     while current not in seen:
         seen.add(current)
@@ -1112,23 +1170,35 @@ def _file_setting(path: Path, loc: tuple[int | str, ...], overrides: list[str]) 
     return str(path)
 
 
-def check_event_templates(config: RunConfig, origin: str) -> None:
+def check_event_templates(
+    config: RunConfig,
+    origin: str,
+    *,
+    origin_of: Callable[[tuple[str, ...]], str] | None = None,
+) -> None:
     """Check that every event template parses and names only the placeholders it is given.
+
+    Args:
+        config: The validated config.
+        origin: The config file, named in the error.
+        origin_of: Names instead what set a template (from its key, such as
+            ``("events", "flood_major", "template")``): its file, or a ``--set`` override.
 
     Raises:
         ConfigError: Naming ``origin``, the template's key and the bad placeholder.
     """
     for name, allowed in EVENT_FIELDS.items():
         template = getattr(config.events, name).template
+        where = origin if origin_of is None else origin_of(("events", name, "template"))
         try:
             used = template_fields(template)
         except TemplateError as err:
-            msg = f"{origin}: events.{name}.template: {err}"
+            msg = f"{where}: events.{name}.template: {err}"
             raise ConfigError(msg) from None
         unknown = sorted(used - allowed)
         if unknown:
             msg = (
-                f"{origin}: events.{name}.template: unknown placeholder {unknown[0]!r} "
+                f"{where}: events.{name}.template: unknown placeholder {unknown[0]!r} "
                 f"(allowed: {', '.join(sorted(allowed))})"
             )
             raise ConfigError(msg)

@@ -477,23 +477,37 @@ def test_validate_rejects_bad_input(capsys, case):
 
 
 @pytest.mark.parametrize(
-    ("args", "key"),
+    ("args", "named", "key"),
     [
-        (["--set", "years=-1"], ": years: "),
-        (["--set", "years"], "KEY=VALUE"),
-        (["--set", "memory.decay_rate=2"], ": memory.decay_rate: "),
-        (["--set", "memory.retrieval.top_k=20"], ": memory.retrieval.top_k: "),
-        (["--set", "households.colour=red"], ": households.colour: "),
-        (["--seed", "-1"], ": seed: "),
+        (["--set", "years=-1"], "--set years=-1", ": years: "),
+        (["--set", "years"], DEFAULT, "KEY=VALUE"),
+        (["--set", "memory.decay_rate=2"], "--set memory.decay_rate=2", ": memory.decay_rate: "),
+        # Checked against the registry the file names, once the model is built.
+        (["--set", "memory.retrieval.top_k=20"], DEFAULT, ": memory.retrieval.top_k: "),
+        (
+            ["--set", "households.colour=red"],
+            "--set households.colour=red",
+            ": households.colour: ",
+        ),
+        (["--seed", "-1"], "--seed -1", ": seed: "),
     ],
     ids=["negative-years", "no-equals", "decay-above-1", "top-k-above-registry", "unknown", "seed"],
 )
-def test_bad_override_exits_2(capsys, tmp_path, args, key):
+def test_bad_override_exits_2(capsys, tmp_path, args, named, key):
     code, out, err = call(capsys, "run", DEFAULT, *SMALL, *args, "--out", tmp_path)
     line = assert_bad_input(code, out, err)
-    assert line.startswith(f"{ERROR_PREFIX}{DEFAULT}: ")
+    assert line.startswith(f"{ERROR_PREFIX}{named}: ")
     assert key in line
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_bad_set_value_names_the_override_not_the_file(capsys, tmp_path, command):
+    out = [] if command == "validate" else ["--out", tmp_path]
+    code, output, err = call(capsys, command, DEFAULT, "--set", "years=abc", *out)
+    line = assert_bad_input(code, output, err)
+    assert line.startswith(f"{ERROR_PREFIX}--set years=abc: years: Input should be a valid integer")
+    assert str(DEFAULT) not in line  # the file is right: the command line is to fix
 
 
 EXPERIMENT = ROOT / "configs" / "experiments" / "decay_sweep.yaml"

@@ -29,13 +29,16 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def load_error(path: Path, overrides: list[str] | None = None) -> str:
-    """The ConfigError message of loading ``path``, checked to be one line naming the file."""
+def load_error(path: Path, overrides: list[str] | None = None, named: object = None) -> str:
+    """The ConfigError message of loading ``path``, checked to be one line naming the file.
+
+    ``named`` is what the message names instead of ``path`` (a ``--set`` override).
+    """
     with pytest.raises(ConfigError) as info:
         load_config(path, overrides)
     message = str(info.value)
     assert "\n" not in message, message
-    assert message.startswith(f"{path}: "), message
+    assert message.startswith(f"{path if named is None else named}: "), message
     return message
 
 
@@ -172,9 +175,63 @@ def test_apply_overrides_errors(override, expected):
 
 
 def test_bad_override_through_load_config_names_the_key():
-    message = load_error(DEFAULT, ["years=-1"])
+    message = load_error(DEFAULT, ["years=-1"], named="--set years=-1")
     assert ": years: " in message
     assert "-1" in message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named", "key"),
+    [
+        (["years=abc"], "--set years=abc", "years"),
+        (["memory={decay_rate: 2}"], "--set memory={decay_rate: 2}", "memory.decay_rate"),
+        # The later override gives the value; a mapping merged over it leaves it alone.
+        (["memory.decay_rate=3", "memory.decay_rate=2"], "--set memory.decay_rate=2", None),
+        (
+            ["memory.decay_rate=2", "memory={working_capacity: 3}"],
+            "--set memory.decay_rate=2",
+            None,
+        ),
+        (["hazard.events={x: 1}", "hazard.source=scripted"], "--set hazard.events={x: 1}", None),
+        (["events.flood_major.tags=[1]"], "--set events.flood_major.tags=[1]", None),
+        (["memory.retrieval.strategi=weighted"], "--set memory.retrieval.strategi=weighted", None),
+        (["colour.hue=red"], "--set colour.hue=red", "colour"),  # it made up the section
+        # A key only another key makes wrong, set on the command line.
+        (["hazard.mean=3"], "--set hazard.mean=3", "hazard.mean"),
+        (
+            ["events.flood_major={template: 'Year {yr}'}"],
+            "--set events.flood_major={template: 'Year {yr}'}",
+            "events.flood_major.template",
+        ),
+        # A pasted key is not repeated in the message, whichever way it was given.
+        (
+            ["decision.llm.api_key_env=sk-abc123"],
+            "--set decision.llm.api_key_env=(value not shown)",
+            None,
+        ),
+        (["decision.llm={api_key_env: sk-abc123}"], "--set decision.llm=(value not shown)", None),
+    ],
+)
+def test_a_bad_value_from_set_names_the_override(overrides, named, key):
+    message = load_error(DEFAULT, overrides, named=named)
+    assert f"{named}: {key or ''}" in message
+    assert str(DEFAULT) not in message
+    assert "sk-abc123" not in message
+
+
+def test_a_bad_value_the_overrides_did_not_set_names_the_file(tmp_path):
+    config = write(tmp_path / "c.yaml", f"base: {DEFAULT}\nmemory: {{decay_rate: 1.5}}\n")
+    # The bad decay_rate is the file's, merged under the override's mapping.
+    assert ": memory.decay_rate: " in load_error(config, ["memory={working_capacity: 3}"])
+    # A check across keys: insurance.rate_per_1000 is the file's.
+    assert ": insurer: " in load_error(DEFAULT, ["insurer.min_rate=5"])
+    # The faulted key (hazard.rasters) is not the one the override sets.
+    assert ": hazard.rasters: " in load_error(DEFAULT, ["hazard.source=raster"])
+
+
+def test_a_bad_seed_argument_names_it():
+    with pytest.raises(ConfigError, match=r"^--seed -1: seed: "):
+        load_config(DEFAULT, seed=-1)
 
 
 # ------------------------------------------------------------------------- base: inheritance
@@ -316,7 +373,9 @@ def test_config_error_names_file_and_key(tmp_path, text, key, detail):
 def test_the_same_errors_through_base_and_set(tmp_path):
     child = write(tmp_path / "child.yaml", f"base: {DEFAULT}\nmemory: {{decay_rate: 1.5}}\n")
     assert ": memory.decay_rate: " in load_error(child)
-    message = load_error(DEFAULT, ["memory.retrieval.strategi=weighted"])
+    message = load_error(
+        DEFAULT, ["memory.retrieval.strategi=weighted"], "--set memory.retrieval.strategi=weighted"
+    )
     assert ": memory.retrieval.strategi: unknown key" in message
     message = load_error(DEFAULT, ["government.initial_subsidy=0.99"])
     assert ": government: " in message
@@ -466,11 +525,11 @@ def test_an_error_names_the_file_in_the_base_chain_that_set_the_key(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(study)
     assert str(info.value).startswith(f"{shared}: memory.decay_rate: ")
-    # The file that sets the key last is the one named: the study, or its --set.
+    # What sets the key last is named: the study, or the --set override on top of it.
     study.write_text("base: shared.yaml\nmemory: {decay_rate: 2.5}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"^" + re.escape(f"{study}: memory.decay_rate: ")):
         load_config(study)
-    with pytest.raises(ConfigError, match=r"^" + re.escape(f"{study}: memory.decay_rate: ")):
+    with pytest.raises(ConfigError, match=r"^--set memory\.decay_rate=3\.5: memory\.decay_rate: "):
         load_config(study, ["memory.decay_rate=3.5"])
 
 

@@ -206,7 +206,7 @@ def test_run_name_cannot_escape_the_output_folder(capsys, tmp_path, monkeypatch,
     argv = ["run", DEFAULT, *SMALL, "--set", f"name={name}", "--out", work / "out"]
     code, out, err = call(capsys, *argv)
     line = assert_bad_input(code, out, err)
-    assert line.startswith(f"{ERROR_PREFIX}{DEFAULT}: name: "), line
+    assert line.startswith(f"{ERROR_PREFIX}--set name={name}: name: "), line
     assert all_files(tmp_path) == []
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "b"]
     assert not list(Path("/etc").glob("x-s*"))
