@@ -31,7 +31,7 @@ from pydantic import (
 
 from simulation.agents.population import PopulationConfig
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
-from simulation.config_base import ConfigModel
+from simulation.config_base import LAX, ConfigModel
 from simulation.decisions.pmt import PMTConfig
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
@@ -143,7 +143,7 @@ class HazardConfig(Section):
     spatial_noise_sd: float = Field(
         0.0, ge=0, description="stochastic: sd (ft) of per-household noise on the level."
     )
-    events: dict[Annotated[int, Field(ge=1)], float] = Field(
+    events: dict[Annotated[int, Field(ge=1), LAX], float] = Field(
         default_factory=dict,
         description="scripted: year (from 1, the first simulated year) -> water level (ft above "
         "datum) or depth (ft), by `kind`. Years past the run's end never happen (a warning names "
@@ -152,7 +152,7 @@ class HazardConfig(Section):
     kind: Literal["level", "depth"] = Field(
         "level", description="scripted: whether `events` give levels or uniform depths."
     )
-    rasters: dict[Annotated[int, Field(ge=1)], str] = Field(
+    rasters: dict[Annotated[int, Field(ge=1), LAX], str] = Field(
         default_factory=dict,
         validate_default=True,
         description="raster: year (from 1) -> path of an .asc depth grid (relative to the "
@@ -394,7 +394,7 @@ class EventTemplate(Section):
 
     template: str = Field(description="Text with {placeholders}; see EventMemoryConfig.")
     importance: float = Field(ge=0, le=1, description="Importance; >= threshold -> episodic.")
-    tags: tuple[str, ...] = Field((), description="Tags of the memory.")
+    tags: Annotated[tuple[str, ...], LAX] = Field((), description="Tags of the memory.")
 
 
 # The values each kind of event memory is rendered with.
@@ -1114,19 +1114,34 @@ def _flag_setting(
         parts = tuple(key.strip().split("."))
         if loc[: len(parts)] == parts:
             value: Any = load_yaml(raw) if raw.strip() else ""  # parsed once already
-            node = value
-            for part in loc[len(parts) :]:
-                in_mapping = isinstance(node, dict) and part in node
-                in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
-                if not (in_mapping or in_list):
-                    break
-                node = node[part]
-            else:
-                if own_value or not isinstance(node, dict):
-                    return _shown_override(override, parts, value)
+            node = _value_at(value, loc[len(parts) :])
+            if node is not _ABSENT and (own_value or not isinstance(node, dict)):
+                return _shown_override(override, parts, value)
         elif loc and parts[: len(loc)] == loc and error_type == "extra_forbidden":
             return _shown_override(override, parts, None)  # it made up the unknown section
     return None
+
+
+_ABSENT = object()
+
+
+def _value_at(value: Any, loc: tuple[int | str, ...]) -> Any:
+    """What ``value`` holds at ``loc`` (``_ABSENT`` when it leaves that key out).
+
+    A part that names a union's member rather than a key or an index (``audit.sample.float``)
+    is passed over.
+    """
+    node = value
+    for part in loc:
+        if isinstance(node, dict):
+            if part not in node:
+                return _ABSENT
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int):
+            if part >= len(node):
+                return _ABSENT
+            node = node[part]
+    return node
 
 
 def _shown_override(override: str, parts: tuple[str, ...], value: Any) -> str:

@@ -11,9 +11,15 @@ from __future__ import annotations
 import types
 from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Strict, ValidationInfo, field_validator
 
-__all__ = ["ConfigModel"]
+__all__ = ["LAX", "ConfigModel"]
+
+#: Marks a type that takes what YAML and JSON give where strict mode would not: a tuple from a
+#: list (YAML has no tuples) and an integer mapping key from a digit string (JSON keys are
+#: strings, and so are the year keys of a written ``config.resolved.yaml``). What the tuple
+#: holds stays strict: ``Annotated[tuple[str, ...], LAX]``.
+LAX = Strict(False)
 
 
 def _bare(annotation: Any) -> Any:
@@ -67,15 +73,20 @@ def _boolean_for_a_number(annotation: Any, value: Any) -> str | None:
 
 
 class ConfigModel(BaseModel):
-    """A config model: unknown keys, NaN, infinity and booleans given as numbers are errors.
+    """A config model: unknown keys, NaN, infinity and values of another type are errors.
 
     Values are immutable once validated. NaN and infinity (YAML ``.nan``, ``.inf``) mean nothing
     as a rate, cost, limit, count or coefficient; a missing limit is ``null`` where the key
-    allows it. YAML reads ``true`` as a boolean, which pydantic would otherwise take as the
-    number 1 (``years: true`` would run one year).
+    allows it. Validation is strict (pydantic's strict mode): a boolean must be ``true`` or
+    ``false``, not ``1`` or ``"yes"``; a number must be a number, not a quoted string
+    (``years: "10"``) or a boolean (YAML reads ``true`` as a boolean, which would otherwise be
+    the number 1: ``years: true`` would run one year); an integer must be written without a
+    fractional part (``10``, not ``10.0``). A whole number is still a float (``cost: 50000``).
+    A research config should say what it means: a lax reading hides the mistake behind a
+    typo or a quoting slip. Tuples and integer mapping keys are marked :data:`LAX`.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     @field_validator("*", mode="before")
     @classmethod

@@ -574,6 +574,28 @@ def test_an_empty_file_exits_2_saying_it_is_empty(capsys, tmp_path, command, tex
     assert not (tmp_path / "out").exists()
 
 
+ENABLED_1 = "memory.reflection.enabled: Input should be a valid boolean (got 1)"
+
+
+@pytest.mark.parametrize(
+    ("setting", "named", "problem"),
+    [
+        (["--set", "memory.reflection.enabled=1"], "--set memory.reflection.enabled=1", ENABLED_1),
+        ([], None, ENABLED_1),  # in the file
+        (["--set", 'years="10"'], '--set years="10"', "years: Input should be a valid integer"),
+    ],
+    ids=["set-bool", "file-bool", "set-quoted-int"],
+)
+def test_a_number_for_a_boolean_or_a_string_for_a_number_exits_2(
+    capsys, tmp_path, setting, named, problem
+):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"base: {DEFAULT}\nmemory: {{reflection: {{enabled: 1}}}}\n", "utf-8")
+    code, out, err = call(capsys, "validate", DEFAULT if setting else config, *setting)
+    line = assert_bad_input(code, out, err)
+    assert line.startswith(f"{ERROR_PREFIX}{named or config}: {problem}")
+
+
 def test_missing_config_file_exits_2(capsys, tmp_path):
     missing = tmp_path / "no_such.yaml"
     code, out, err = call(capsys, "run", missing, "--out", tmp_path / "out")

@@ -194,6 +194,7 @@ def test_bad_override_through_load_config_names_the_key():
         ),
         (["hazard.events={x: 1}", "hazard.source=scripted"], "--set hazard.events={x: 1}", None),
         (["events.flood_major.tags=[1]"], "--set events.flood_major.tags=[1]", None),
+        (["audit.sample=abc"], "--set audit.sample=abc", "audit.sample"),  # a union's member
         (["memory.retrieval.strategi=weighted"], "--set memory.retrieval.strategi=weighted", None),
         (["colour.hue=red"], "--set colour.hue=red", "colour"),  # it made up the section
         # A key only another key makes wrong, set on the command line.
@@ -564,3 +565,50 @@ def test_booleans_where_booleans_belong_and_lists_of_ids_still_load():
     config, _ = load_config(DEFAULT, ["audit.gzip=true", "audit.sample=[H00001, H00002]"])
     assert config.audit.gzip is True
     assert config.audit.sample == ["H00001", "H00002"]
+
+
+# ---------------------------------------------------------------------------------- strictness
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ("insurer: {enabled: 1}\n", "insurer.enabled", "valid boolean (got 1)"),
+        ("memory: {reflection: {enabled: 1}}\n", "memory.reflection.enabled", "valid boolean"),
+        ("social: {observe: 'yes'}\n", "social.observe", "valid boolean (got 'yes')"),
+        ('years: "10"\n', "years", "valid integer (got '10')"),
+        ("years: 10.0\n", "years", "valid integer (got 10.0)"),
+        ("memory: {decay_rate: '0.9'}\n", "memory.decay_rate", "valid number (got '0.9')"),
+        ("memory: {retrieval: {w_recency: '1'}}\n", "memory.retrieval.w_recency", "valid number"),
+        ("decision: {pmt: {beta_tp: '6'}}\n", "decision.pmt.beta_tp", "valid number (got '6')"),
+        ("insurance: {zone_multiplier: {X: '0.3'}}\n", "insurance.zone_multiplier.X", "number"),
+        ("events: {flood_major: {tags: [flood, 1]}}\n", "events.flood_major.tags.1", "string"),
+    ],
+)
+def test_a_value_of_another_type_is_refused_not_converted(tmp_path, text, key, problem):
+    path = write(tmp_path / "c.yaml", f"base: {DEFAULT}\n{text}")
+    message = load_error(path)
+    assert f": {key}: Input should be a " in message
+    assert problem in message
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [("memory.reflection.enabled=1", "memory.reflection.enabled"), ("years='12'", "years")],
+)
+def test_set_values_are_as_strict_as_the_file(override, key):
+    message = load_error(DEFAULT, [override], named=f"--set {override}")
+    assert f": {key}: Input should be a valid " in message
+
+
+def test_what_yaml_and_set_give_for_each_type_still_loads(tmp_path):
+    path = write(
+        tmp_path / "c.yaml",
+        f"base: {DEFAULT}\nadaptation: {{elevation_cost: 50000}}\n"  # an int for a float
+        "hazard: {source: scripted, events: {3: 9, '5': 2.5}}\n"  # year keys as resolved YAML has
+        "events: {flood_major: {tags: [flood, big]}}\n",  # a list for a tuple
+    )
+    config, _ = load_config(path, ["years=12", "memory.reflection.enabled=true", "seed=7"])
+    assert config.adaptation.elevation_cost == 50000.0
+    assert isinstance(config.adaptation.elevation_cost, float)
+    assert config.hazard.events == {3: 9.0, 5: 2.5}
+    assert config.events.flood_major.tags == ("flood", "big")
+    assert (config.years, config.seed, config.memory.reflection.enabled) == (12, 7, True)

@@ -85,7 +85,7 @@ from simulation.analysis.event_study import (
 )
 from simulation.analysis.metrics import RunDirError, load_run, stream_path, table_cells
 from simulation.audit.readers import iter_records
-from simulation.config_base import ConfigModel
+from simulation.config_base import LAX, ConfigModel
 from simulation.model import METRIC_COLUMNS
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
@@ -176,7 +176,9 @@ class Target(ConfigModel):
         "median_policy_tenure",
     ]
     column: str = "insured_share_ae"
-    years: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
+    years: (
+        Annotated[tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]], LAX] | None
+    ) = None
     flood_year: Annotated[int, Field(ge=1)] | None = None
     baseline_years: Annotated[int, Field(ge=1)] = 3
     years_since: Annotated[int, Field(ge=0)] | None = None

@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from simulation.agents.state import FloodZone, by_zone
-from simulation.config_base import ConfigModel
+from simulation.config_base import LAX, ConfigModel
 from simulation.decisions.base import (
     LEVELS,
     Construct,
@@ -252,7 +252,7 @@ class PMTConfig(ConfigModel):
         le=100,
         description="Paid and denied claims beyond this many add no further CP change.",
     )
-    insurance_skills: tuple[str, ...] = Field(
+    insurance_skills: Annotated[tuple[str, ...], LAX] = Field(
         default=("buy_insurance", "buy_contents_insurance"),
         description=(
             "Skills that buy or renew an annual policy: claim experience changes their CP and "

@@ -25,7 +25,7 @@ import itertools
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
@@ -45,6 +45,7 @@ from simulation.config import (
     rebase_paths,
     resolve_base,
 )
+from simulation.config_base import LAX
 from simulation.runner import build_model
 from simulation.yaml_errors import dump_yaml
 
@@ -69,7 +70,7 @@ class SweepConfig(Section):
         default_factory=dict,
         description="Dotted config key -> list of values; the design is their full product.",
     )
-    lhs: dict[str, tuple[float, float]] = Field(
+    lhs: dict[str, Annotated[tuple[float, float], LAX]] = Field(
         default_factory=dict,
         description="Dotted config key -> [low, high]; `samples` Latin-hypercube points.",
     )
@@ -366,7 +367,9 @@ def _refuse_integer_lhs(err: ValidationError, sweep: SweepConfig, origin: str) -
     """Name a Latin-hypercube range over an integer key, whose fractional points always fail."""
     first = err.errors()[0]
     key = ".".join(str(part) for part in first["loc"])
-    if first["type"] == "int_from_float" and key in sweep.lhs:
+    # Strict validation refuses any float for an integer (int_type); lax refused fractional ones.
+    fractional = first["type"] in ("int_type", "int_from_float")
+    if fractional and isinstance(first.get("input"), float) and key in sweep.lhs:
         msg = (
             f"{origin}: sweep.lhs.{key}: an integer key; Latin-hypercube points are fractional, "
             "so sweep it with grid"

@@ -27,10 +27,12 @@ __all__ = [
 RETRIEVAL_STRATEGIES = ("spec", "weighted")
 
 # How a run config validates these settings (plain construction in Python ignores both): like
-# every config section it refuses unknown keys, NaN and infinity, and a number must be given as
-# one, since pydantic would read a YAML `true` as 1.
+# every config section (simulation.config_base.ConfigModel) it refuses unknown keys, NaN and
+# infinity, and takes each value as its own type only: a number must be given as one (pydantic
+# would read a YAML `true` as 1, and "10" as 10), a boolean as true or false (not 1). Strict per
+# field: a strict config would refuse the mapping a YAML section gives for the settings object.
 _CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
-_NUMBER = Strict()
+_STRICT = Strict()
 RETENTION_POLICIES = ("decayed_importance", "fifo", "importance_weighted", "tiered")
 
 
@@ -78,11 +80,11 @@ class RetrievalSettings:
     __pydantic_config__ = _CONFIG
 
     strategy: str = "spec"
-    top_k: Annotated[int, _NUMBER] = 5
-    w_recency: Annotated[float, _NUMBER] = 1.0
-    w_importance: Annotated[float, _NUMBER] = 1.0
-    w_relevance: Annotated[float, _NUMBER] = 1.0
-    recency_decay: Annotated[float | None, _NUMBER] = None
+    top_k: Annotated[int, _STRICT] = 5
+    w_recency: Annotated[float, _STRICT] = 1.0
+    w_importance: Annotated[float, _STRICT] = 1.0
+    w_relevance: Annotated[float, _STRICT] = 1.0
+    recency_decay: Annotated[float | None, _STRICT] = None
     relevance: str = "keyword"
     query: str | None = None
 
@@ -131,11 +133,11 @@ class RetentionSettings:
     __pydantic_config__ = _CONFIG
 
     policy: str = "decayed_importance"
-    w_importance: Annotated[float, _NUMBER] = 0.7
-    w_recency: Annotated[float, _NUMBER] = 0.3
-    archive_capacity: Annotated[int, _NUMBER] = 50
-    demote_below: Annotated[float, _NUMBER] = 0.1
-    promote_after: Annotated[int, _NUMBER] = 2
+    w_importance: Annotated[float, _STRICT] = 0.7
+    w_recency: Annotated[float, _STRICT] = 0.3
+    archive_capacity: Annotated[int, _STRICT] = 50
+    demote_below: Annotated[float, _STRICT] = 0.1
+    promote_after: Annotated[int, _STRICT] = 2
 
     def __post_init__(self) -> None:
         if self.policy not in RETENTION_POLICIES:
@@ -164,10 +166,10 @@ class ReflectionSettings:
 
     __pydantic_config__ = _CONFIG
 
-    enabled: bool = False
-    threshold: Annotated[float, _NUMBER] = 3.0
-    importance: Annotated[float, _NUMBER] = 0.8
-    semantic_capacity: Annotated[int, _NUMBER] = 5
+    enabled: Annotated[bool, _STRICT] = False
+    threshold: Annotated[float, _STRICT] = 3.0
+    importance: Annotated[float, _STRICT] = 0.8
+    semantic_capacity: Annotated[int, _STRICT] = 5
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < math.inf:  # to never reflect, disable reflection
