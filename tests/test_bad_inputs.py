@@ -66,6 +66,7 @@ CASES: tuple[Case, ...] = (
     run("not_utf8.yaml", None, "not UTF-8 text", "byte"),
     run("top_level_list.yaml", None, "top level", "list"),
     run("top_level_string.yaml", None, "top level", "str"),
+    run("empty_file.yaml", None, "the file is empty"),
     run("section_is_scalar.yaml", None, ": memory: ", "dictionary", "0.9"),
     run(
         "missing_base.yaml",
