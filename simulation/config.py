@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -54,6 +55,7 @@ __all__ = [
     "EventTemplate",
     "GovernmentConfig",
     "HazardConfig",
+    "IgnoredKeyWarning",
     "InsuranceConfig",
     "InsurerConfig",
     "LLMConfig",
@@ -67,11 +69,13 @@ __all__ = [
     "create_output_folder",
     "describe_validation_error",
     "file_kind",
+    "ignored_keys",
     "is_curve_file",
     "load_config",
     "read_yaml",
     "rebase_paths",
     "resolve_base",
+    "warn_ignored_keys",
 ]
 
 
@@ -109,6 +113,15 @@ class ConfigError(ValueError):
 
 class ConfigWarning(UserWarning):
     """A configuration that runs but likely not as meant (e.g. events after the last year)."""
+
+
+class IgnoredKeyWarning(ConfigWarning):
+    """Keys set away from their defaults that the run never reads (see :func:`ignored_keys`).
+
+    A warning, not an error, for settings a user keeps on purpose while switching the setting
+    that reads them off: the ``decision.llm`` section of an LLM scenario run with ``--set
+    decision.policy=pmt`` for comparison.
+    """
 
 
 class Section(ConfigModel):
@@ -507,6 +520,10 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
 }
 
 
+#: Retrieval settings only the ``weighted`` strategy reads.
+_WEIGHTED_ONLY = ("w_recency", "w_importance", "w_relevance", "recency_decay")
+
+
 class MemoryConfig(Section):
     """Each household's CognitiveMemory (``memory:``); see simulation.memory for the fields."""
 
@@ -521,7 +538,9 @@ class MemoryConfig(Section):
     retrieval: RetrievalSettings = Field(
         default_factory=RetrievalSettings,
         description="strategy (spec|weighted), top_k, w_recency, w_importance, w_relevance, "
-        "recency_decay, relevance (keyword; embedding only from Python), query.",
+        "recency_decay, relevance (keyword; embedding only from Python), query. The weights, "
+        "recency_decay and query are read by weighted only: under spec they are refused away "
+        "from their defaults.",
     )
     retention: RetentionSettings = Field(
         default_factory=RetentionSettings,
@@ -545,6 +564,20 @@ class MemoryConfig(Section):
             raise ValueError(msg)
         return retrieval
 
+    @field_validator("retrieval", mode="after")
+    @classmethod
+    def _weights_need_weighted(cls, retrieval: RetrievalSettings) -> RetrievalSettings:
+        # A run retrieves with the configured strategy only (Python code may pass another per
+        # call, which is why RetrievalSettings itself allows this): a weight changed under spec
+        # would be a study of nothing.
+        if retrieval.strategy == "spec":
+            default = RetrievalSettings()
+            for name in _WEIGHTED_ONLY:
+                if getattr(retrieval, name) != getattr(default, name):
+                    msg = f"{name}: only read by strategy weighted (strategy is spec)"
+                    raise ValueError(msg)
+        return retrieval
+
 
 class SocialConfig(Section):
     """Who observes whom (``social:``)."""
@@ -559,10 +592,29 @@ class SocialConfig(Section):
         ge=2,
         multiple_of=2,
         description="small_world: neighbours each household starts with, k/2 on each side of "
-        "it in grid order (so even); capped below the population size in tiny populations.",
+        "it in grid order (so even); capped below the population size in tiny populations. "
+        "Refused away from its default under another neighborhood.",
     )
-    p: float = Field(0.1, ge=0, le=1, description="small_world: rewiring probability.")
+    p: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="small_world: rewiring probability. Refused away from its default under "
+        "another neighborhood.",
+    )
     observe: bool = Field(True, description="Write neighbour-adaptation memories.")
+
+    @field_validator("k", "p", mode="after")
+    @classmethod
+    def _small_world_only(cls, value: float, info: ValidationInfo) -> float:
+        # Grid neighbourhoods have a fixed size: a k or p away from its default would be a
+        # network setting that silently does nothing (as hazard keys of another source).
+        neighborhood = info.data.get("neighborhood")
+        changed = value != cls.model_fields[info.field_name].default
+        if changed and neighborhood is not None and neighborhood != "small_world":
+            msg = f"only read by neighborhood small_world (neighborhood is {neighborhood})"
+            raise ValueError(msg)
+        return value
 
 
 class LLMConfig(Section):
@@ -666,10 +718,15 @@ class DecisionConfig(Section):
         1.0,
         ge=0,
         le=1,
-        description="policy llm: share of households (drawn once from the seed) that use it.",
+        description="policy llm: share of households (drawn once from the seed) that use it. "
+        "Ignored under another policy, with a warning when away from its default.",
     )
     pmt: PMTConfig = Field(default_factory=PMTConfig, description="PMT coefficients.")
-    llm: LLMConfig = Field(default_factory=LLMConfig, description="Language-model settings.")
+    llm: LLMConfig = Field(
+        default_factory=LLMConfig,
+        description="Language-model settings, read by policy llm only: under another policy the "
+        "keys away from their defaults are named in a warning (IgnoredKeyWarning).",
+    )
 
     @model_validator(mode="after")
     def _script_for_scripted(self) -> DecisionConfig:
@@ -803,6 +860,43 @@ class RunConfig(Section):
     def to_yaml_dict(self) -> dict[str, Any]:
         """The fully merged config as plain data (for ``config.resolved.yaml``)."""
         return self.model_dump(mode="json")
+
+
+def ignored_keys(config: RunConfig) -> tuple[list[str], str]:
+    """Keys set away from their defaults that this run never reads, and why (``([], "")``: none).
+
+    These run (a refusal would stop a comparison run that switches the reading setting off);
+    the keys other settings would ignore are refused instead where no shipped config keeps
+    them: hazard keys of another source, ``memory.retrieval`` weights under ``spec``,
+    ``social.k`` and ``social.p`` outside ``small_world``.
+    """
+    decision = config.decision
+    if decision.policy == "llm":
+        return [], ""
+    default = LLMConfig()
+    keys = [
+        f"decision.llm.{name}"
+        for name in LLMConfig.model_fields
+        if getattr(decision.llm, name) != getattr(default, name)
+    ]
+    if decision.llm_share != DecisionConfig.model_fields["llm_share"].default:
+        keys.insert(0, "decision.llm_share")
+    return keys, f"decision.policy is {decision.policy}, not llm" if keys else ""
+
+
+def warn_ignored_keys(config: RunConfig, origin: str) -> None:
+    """Warn once (:class:`IgnoredKeyWarning`) naming the keys :func:`ignored_keys` finds.
+
+    ``"<origin>: <key> is ignored because <reason>"``; several keys are named in one warning.
+    """
+    keys, reason = ignored_keys(config)
+    if not keys:
+        return
+    named = keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} and {keys[-1]}"
+    verb = "is" if len(keys) == 1 else "are"
+    warnings.warn(
+        f"{origin}: {named} {verb} ignored because {reason}", IgnoredKeyWarning, stacklevel=2
+    )
 
 
 # ------------------------------------------------------------------------------- file kinds

@@ -45,7 +45,7 @@ from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import PopulationError, build_population
 from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, TENURES, by_zone
 from simulation.audit.writer import changed_state, dynamic_state
-from simulation.config import ConfigError, ConfigWarning, is_curve_file
+from simulation.config import ConfigError, ConfigWarning, is_curve_file, warn_ignored_keys
 from simulation.decisions.base import DrawnUniform
 from simulation.decisions.llm import (
     CacheMiss,
@@ -311,6 +311,7 @@ class FloodAdaptationModel(mesa.Model):
                 f"hazard.{key}",
                 none_within="the run has no floods",
             )
+        warn_ignored_keys(config, origin)
         self.llm: LLMPolicy | None = None
         if config.decision.policy == "llm":
             try:

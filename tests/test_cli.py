@@ -596,6 +596,49 @@ def test_a_number_for_a_boolean_or_a_string_for_a_number_exits_2(
     assert line.startswith(f"{ERROR_PREFIX}{named or config}: {problem}")
 
 
+LLM_SCENARIO = ROOT / "configs" / "scenarios" / "llm_households.yaml"
+LLM_IGNORED = (
+    "decision.llm.mode and decision.llm.cache are ignored because decision.policy is pmt, not llm"
+)
+
+
+def test_llm_settings_under_another_policy_print_one_warning(capsys):
+    code, out, err = call(capsys, "validate", LLM_SCENARIO, "--set", "decision.policy=pmt")
+    assert code == 0, err
+    assert "decisions pmt" in out
+    assert err.splitlines() == [f"floodsim: warning: {LLM_SCENARIO}: {LLM_IGNORED}"]
+    code, out, err = call(capsys, "validate", LLM_SCENARIO)  # policy llm reads them
+    assert (code, err) == (0, "")
+
+
+def test_an_experiment_warns_once_of_llm_settings_its_points_ignore(capsys, tmp_path):
+    experiment = tmp_path / "exp.yaml"
+    experiment.write_text(
+        f"name: llm_off\nbase: {LLM_SCENARIO}\n"
+        "set: {decision.policy: pmt, households.count: 8, years: 2}\n"
+        # Two damage curve sets: each design point's files are checked with a model of its own.
+        "sweep: {grid: {damage.curves: [usace_one_story_no_basement, jrc_north_america]}}\n"
+        "replicates: 2\nexecutor: {kind: serial}\n",
+        encoding="utf-8",
+    )
+    code, out, err = call(capsys, "validate", experiment)
+    assert code == 0, err
+    assert "2 design points" in out
+    assert err.splitlines() == [f"floodsim: warning: {experiment}: {LLM_IGNORED}"]
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("memory.retrieval.w_recency=2", "memory.retrieval: w_recency: only read by strategy"),
+        ("social.k=4", "social.k: only read by neighborhood small_world (neighborhood is moore)"),
+    ],
+)
+def test_a_setting_the_configured_strategy_would_not_read_exits_2(capsys, override, problem):
+    code, out, err = call(capsys, "validate", DEFAULT, "--set", override)
+    assert problem in assert_bad_input(code, out, err)
+
+
 def test_missing_config_file_exits_2(capsys, tmp_path):
     missing = tmp_path / "no_such.yaml"
     code, out, err = call(capsys, "run", missing, "--out", tmp_path / "out")

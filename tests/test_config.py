@@ -11,7 +11,16 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from simulation.config import ConfigError, RunConfig, apply_overrides, is_curve_file, load_config
+from simulation.config import (
+    ConfigError,
+    IgnoredKeyWarning,
+    RunConfig,
+    apply_overrides,
+    ignored_keys,
+    is_curve_file,
+    load_config,
+    warn_ignored_keys,
+)
 from simulation.experiments.design import SweepConfig
 from simulation.runner import build_model, config_hash
 
@@ -20,6 +29,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "configs" / "default.yaml"
+LLM_SCENARIO = ROOT / "configs" / "scenarios" / "llm_households.yaml"
 REGISTRY = ROOT / "skill_registry.yaml"
 
 
@@ -612,3 +622,60 @@ def test_what_yaml_and_set_give_for_each_type_still_loads(tmp_path):
     assert config.hazard.events == {3: 9.0, 5: 2.5}
     assert config.events.flood_major.tags == ("flood", "big")
     assert (config.years, config.seed, config.memory.reflection.enabled) == (12, 7, True)
+
+
+# ------------------------------------------------------------------- keys the run would not read
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("memory.retrieval.w_recency=2", "w_recency"),
+        ("memory.retrieval.w_importance=0", "w_importance"),
+        ("memory.retrieval.w_relevance=0.5", "w_relevance"),
+        ("memory.retrieval.recency_decay=0.5", "recency_decay"),
+    ],
+)
+def test_a_retrieval_weight_under_spec_is_refused(override, key):
+    message = load_error(DEFAULT, [override])
+    assert message.endswith(
+        f": memory.retrieval: {key}: only read by strategy weighted (strategy is spec)"
+    )
+    config, _ = load_config(DEFAULT, [override, "memory.retrieval.strategy=weighted"])
+    assert getattr(config.memory.retrieval, key) == yaml.safe_load(override.partition("=")[2])
+
+
+@pytest.mark.parametrize("neighborhood", ["moore", "von_neumann"])
+@pytest.mark.parametrize(("override", "key"), [("social.k=4", "k"), ("social.p=0.3", "p")])
+def test_a_small_world_setting_on_a_grid_is_refused(neighborhood, override, key):
+    overrides = [f"social.neighborhood={neighborhood}", override]
+    message = load_error(DEFAULT, overrides, named=f"--set {override}")
+    assert f": social.{key}: only read by neighborhood small_world " in message
+    assert f"(neighborhood is {neighborhood})" in message
+    config, _ = load_config(DEFAULT, ["social.neighborhood=small_world", override])
+    assert getattr(config.social, key) == yaml.safe_load(override.partition("=")[2])
+
+
+def test_the_default_config_sets_every_such_key_at_its_default():
+    # default.yaml lists them all: none is refused or warned about.
+    config, _ = load_config(DEFAULT)
+    assert ignored_keys(config) == ([], "")
+
+
+def test_llm_settings_under_another_policy_are_named_in_a_warning():
+    config, _ = load_config(LLM_SCENARIO, ["decision.policy=pmt", "decision.llm_share=0.5"])
+    keys = ["decision.llm_share", "decision.llm.mode", "decision.llm.cache"]
+    assert ignored_keys(config) == (keys, "decision.policy is pmt, not llm")
+    with pytest.warns(IgnoredKeyWarning) as caught:
+        warn_ignored_keys(config, "llm.yaml")
+    expected = (
+        "llm.yaml: decision.llm_share, decision.llm.mode and decision.llm.cache are ignored "
+        "because decision.policy is pmt, not llm"
+    )
+    assert [str(w.message) for w in caught] == [expected]
+    assert issubclass(IgnoredKeyWarning, UserWarning)
+    config, _ = load_config(
+        DEFAULT,
+        ["decision.policy=scripted", "decision.script=x.csv", "decision.llm.model=llama3"],
+    )
+    assert ignored_keys(config) == (["decision.llm.model"], "decision.policy is scripted, not llm")
+    config, _ = load_config(LLM_SCENARIO)  # read by the policy: nothing to say
+    assert ignored_keys(config) == ([], "")
