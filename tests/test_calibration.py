@@ -213,6 +213,17 @@ def test_bad_files(tmp_path, changes, key):
     assert not (tmp_path / "out").exists()  # nothing ran
 
 
+def test_an_integer_key_is_not_real_valued_even_at_whole_bounds(tmp_path):
+    # Strict validation refuses 5.0 for an integer: the message still says why it cannot be fit.
+    spec = {"start": 10, "low": 5, "high": 20}
+    path = write(tmp_path, tiny(parameters={"memory.working_capacity": spec}))
+    with pytest.raises(CalibrationError) as caught:
+        calibrate(path, tmp_path / "out", progress=False)
+    assert str(caught.value) == (
+        f"{path}: parameters.memory.working_capacity: not a real-valued key of the run config"
+    )
+
+
 def test_relative_paths_in_set_stay_relative_to_the_calibration_file(tmp_path):
     (tmp_path / "registry.yaml").write_bytes((ROOT / "skill_registry.yaml").read_bytes())
     data = tiny(parameters=DECAY, max_evaluations=1)

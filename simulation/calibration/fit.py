@@ -230,6 +230,10 @@ def _check_parameter(base: dict[str, Any], key: str, spec: ParameterSpec, origin
         try:
             config = RunConfig.model_validate(data)
         except ValidationError as err:
+            first = err.errors()[0]
+            integer = first["type"] == "int_type" and isinstance(first.get("input"), float)
+            if integer and ".".join(map(str, first["loc"])) == key:
+                _not_real_valued(key, origin)  # strict validation refuses even 100.0
             detail = describe_validation_error(err, origin).removeprefix(f"{origin}: ")
             where = key if field == "start" else f"{key}.{field}"
             msg = f"{origin}: parameters.{where}: rejected by the run config ({detail})"
@@ -238,8 +242,12 @@ def _check_parameter(base: dict[str, Any], key: str, spec: ParameterSpec, origin
         # seed) validates at its bounds but would reject the fractional values in between.
         found = _lookup(config.to_yaml_dict(), key)
         if not isinstance(found, float):
-            msg = f"{origin}: parameters.{key}: not a real-valued key of the run config"
-            raise CalibrationError(msg)
+            _not_real_valued(key, origin)
+
+
+def _not_real_valued(key: str, origin: str) -> None:
+    msg = f"{origin}: parameters.{key}: not a real-valued key of the run config"
+    raise CalibrationError(msg)
 
 
 def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
