@@ -1095,7 +1095,9 @@ def apply_overrides(
         try:
             value = load_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError:
-            msg = f"{origin}: {where}{key}: cannot parse value {raw!r}"
+            # A key pasted where the variable's name goes is never echoed (as in validation).
+            shown = "(value not shown)" if key.rpartition(".")[2] in _SECRET_NAMES else repr(raw)
+            msg = f"{origin}: {where}{key}: cannot parse value {shown}"
             raise ConfigError(msg) from None
         node = result
         parts = key.split(".")

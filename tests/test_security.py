@@ -355,3 +355,13 @@ def test_an_api_key_env_that_is_no_variable_name_is_refused_without_echo(capsys,
     line = assert_bad_input(code, out, err)
     assert "api_key_env: must name an environment variable" in line
     assert "my key!" not in line
+
+
+def test_a_set_value_for_api_key_env_that_is_no_yaml_is_refused_without_echo(capsys, tmp_path):
+    # A key with a YAML-breaking character (here ': ' and a quote) fails before validation does.
+    pasted = "sk-live: 'q8Hf3KzP1wYt6RmB9xLc2VnD4sGj7TaE"
+    override = f"decision.llm.api_key_env={pasted}"
+    code, out, err = call(capsys, "validate", small_config(tmp_path, ""), "--set", override)
+    line = assert_bad_input(code, out, err)
+    assert "decision.llm.api_key_env: cannot parse value (value not shown)" in line
+    assert "q8Hf3KzP1wYt6RmB9xLc2VnD4sGj7TaE" not in line
