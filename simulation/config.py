@@ -778,6 +778,16 @@ class AuditConfig(Section):
         # YAML 1.1 reads a bare `off` as false; `level: off` must still mean "off".
         return "off" if value is False else value
 
+    @field_validator("sample", mode="before")
+    @classmethod
+    def _one_id_is_a_list(cls, value: Any) -> Any:
+        # Otherwise pydantic reports the union's members ("audit.sample.float: Input should be
+        # a valid number") for what is only a missing pair of brackets.
+        if isinstance(value, str):
+            msg = f"a fraction in (0, 1] or a list of agent ids: one id is [{value}]"
+            raise ValueError(msg)
+        return value
+
     @field_validator("sample")
     @classmethod
     def _sample(cls, value: float | list[str]) -> float | list[str]:

@@ -679,3 +679,12 @@ def test_llm_settings_under_another_policy_are_named_in_a_warning():
     assert ignored_keys(config) == (["decision.llm.model"], "decision.policy is scripted, not llm")
     config, _ = load_config(LLM_SCENARIO)  # read by the policy: nothing to say
     assert ignored_keys(config) == ([], "")
+
+
+def test_one_audited_id_without_brackets_is_told_to_be_a_list():
+    message = load_error(DEFAULT, ["audit.sample=H00001"], named="--set audit.sample=H00001")
+    assert message.endswith(
+        ": audit.sample: a fraction in (0, 1] or a list of agent ids: one id is [H00001] "
+        "(got 'H00001')"
+    )
+    assert ".float" not in message
