@@ -416,6 +416,23 @@ def test_figures_without_audit_streams_say_so(bare_run_dir):
     assert "memory_updates stream not written" in memory
 
 
+def test_the_threat_figure_of_scripted_decisions_says_they_appraise_no_threat(tmp_path):
+    table = tmp_path / "decisions.csv"
+    table.write_text("agent_id,year,skill_id\nH00001,1,do_nothing\n", encoding="utf-8")
+    scripted = metrics.load_run(
+        simulate(tmp_path, "decision.policy=scripted", f"decision.script={table}")
+    )
+    figure = report._figures(scripted)["threat.png"]
+    said = texts(figure)
+    assert "carry no threat appraisal" in said
+    assert "decision.policy scripted" in said
+    assert "traces were not written" not in said
+    (ax,) = figure.axes
+    assert not ax.lines  # mean_tp is NaN every year: no line, and no legend entry for one
+    assert ax.get_legend() is None
+    assert ax.get_xlim() == (0.5, 6.5)  # the run's years
+
+
 def test_plot_sweep_draws_one_line_and_band_per_level(run):
     frame = pd.concat(
         [run.metrics.assign(decay_rate=rate, seed=seed) for rate in (0.8, 0.95) for seed in (1, 2)],

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 __all__ = [
+    "NO_TRACES",
     "plot_adaptation",
     "plot_damage_claims",
     "plot_memory",
@@ -206,18 +207,33 @@ def plot_memory(
     return fig
 
 
+#: Why a run's traces hold no threat appraisal, by default: no traces at all.
+NO_TRACES = (
+    "Household traces were not written for this run\n"
+    "(no household_traces stream: audit level 'off' or an older run),\n"
+    "so the per-household distribution is unavailable."
+)
+
+
 def plot_threat(
-    tp: pd.DataFrame, *, metrics: pd.DataFrame | None = None, run_id: str | None = None
+    tp: pd.DataFrame,
+    *,
+    metrics: pd.DataFrame | None = None,
+    run_id: str | None = None,
+    why_empty: str = NO_TRACES,
 ) -> Figure:
     """Distribution of threat appraisal (TP) across traced households, per year.
 
-    Box plots (quartiles, whiskers at 1.5 IQR) with the mean on top. Without traces the
-    figure says so and, when ``metrics`` is given, shows ``model_years``' ``mean_tp``.
+    Box plots (quartiles, whiskers at 1.5 IQR) with the mean on top. Without any TP the
+    figure says why (``why_empty``) and, when ``metrics`` is given and has any, shows
+    ``model_years``' ``mean_tp``.
 
     Args:
         tp: :func:`~simulation.analysis.metrics.tp_distribution` of a run.
         metrics: ``model_years`` of the run, for the fallback mean.
         run_id: Shown in the title when given.
+        why_empty: The note shown when ``tp`` is empty: :data:`NO_TRACES`, or another reason
+            (decisions that carry no threat appraisal, such as scripted ones).
     """
     fig = Figure(figsize=_SIZE, layout="constrained")
     ax = fig.subplots()
@@ -226,7 +242,8 @@ def plot_threat(
     _year_axis(ax)
     ax.set_title(_title("Threat appraisal across households", run_id), fontweight="bold")
     if tp.empty:
-        if metrics is not None and "mean_tp" in metrics:
+        # A line of NaN draws nothing but would still have its legend entry.
+        if metrics is not None and "mean_tp" in metrics and metrics["mean_tp"].notna().any():
             ax.plot(
                 metrics["year"],
                 metrics["mean_tp"],
@@ -236,12 +253,14 @@ def plot_threat(
                 label="mean TP, all households (model_years)",
             )
             ax.legend(loc="upper left", fontsize="small")
+        if not len(ax.lines):  # nothing drawn: the run's years, not matplotlib's -0.05..0.05
+            years = metrics["year"] if metrics is not None and "year" in metrics else []
+            if len(years):
+                ax.set_xlim(min(years) - 0.5, max(years) + 0.5)
         ax.text(
             0.5,
             0.55,
-            "Household traces were not written for this run\n"
-            "(no household_traces stream: audit level 'off' or an older run),\n"
-            "so the per-household distribution is unavailable.",
+            why_empty,
             transform=ax.transAxes,
             ha="center",
             va="center",

@@ -82,9 +82,26 @@ def _figures(run: RunData) -> dict[str, Figure]:
             writers=writers,
         ),
         "threat.png": plots.plot_threat(
-            tp_distribution(run.run_dir), metrics=run.metrics, run_id=run.run_id
+            tp_distribution(run.run_dir),
+            metrics=run.metrics,
+            run_id=run.run_id,
+            why_empty=_why_no_threat(run),
         ),
     }
+
+
+def _why_no_threat(run: RunData) -> str:
+    """What the threat figure says when no trace carries a threat appraisal (TP)."""
+    from simulation.analysis import plots  # noqa: PLC0415 - see _figures
+
+    if not stream_path(run.run_dir, "household_traces"):
+        return plots.NO_TRACES
+    policy = (run.config.get("decision") or {}).get("policy")
+    return (
+        f"The household traces of this run carry no threat appraisal (TP):\n"
+        f"its decisions (decision.policy {policy}) do not appraise threat,\n"
+        "so there is no distribution to show."
+    )
 
 
 def _facts(run: RunData) -> list[tuple[str, Any]]:
