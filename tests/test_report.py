@@ -433,6 +433,16 @@ def test_the_threat_figure_of_scripted_decisions_says_they_appraise_no_threat(tm
     assert ax.get_xlim() == (0.5, 6.5)  # the run's years
 
 
+def test_a_one_year_run_draws_its_shares_as_points(tmp_path):
+    one_year = metrics.load_run(simulate(tmp_path, "years=1", "audit.level=off"))
+    figure = plots.plot_adaptation(one_year.metrics)
+    lines = [line for ax in figure.axes for line in ax.lines]
+    assert lines
+    assert all(line.get_marker() == "o" for line in lines)
+    several = plots.plot_adaptation(metrics.load_run(simulate(tmp_path / "six")).metrics)
+    assert all(line.get_marker() in ("None", None, "") for ax in several.axes for line in ax.lines)
+
+
 def test_plot_sweep_draws_one_line_and_band_per_level(run):
     frame = pd.concat(
         [run.metrics.assign(decay_rate=rate, seed=seed) for rate in (0.8, 0.95) for seed in (1, 2)],

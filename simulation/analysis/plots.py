@@ -74,15 +74,27 @@ def plot_adaptation(metrics: pd.DataFrame, *, run_id: str | None = None) -> Figu
     shares = adaptation_shares(metrics)
     fig = Figure(figsize=(_SIZE[0], 6.0), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    # A line through one year is invisible: a one-year run is drawn as points.
+    marker = "o" if len(shares.index) == 1 else None
     for column, (label, style) in _INSURANCE_LINES.items():
         if column in shares:
-            top.plot(shares.index, shares[column], style, color=_INSURED, lw=2, label=label)
+            top.plot(
+                shares.index,
+                shares[column],
+                style,
+                color=_INSURED,
+                lw=2,
+                marker=marker,
+                label=label,
+            )
     top.set_ylabel("share of active households")
     top.set_title("Flood insurance take-up")
     top.set_ylim(0, max(0.05, float(shares.filter(like="insured").max().max()) * 1.1))
     for column, (label, colour) in _STRUCTURAL_LINES.items():
         if column in shares:
-            bottom.plot(shares.index, shares[column], color=colour, lw=2, label=label)
+            bottom.plot(
+                shares.index, shares[column], color=colour, lw=2, marker=marker, label=label
+            )
     bottom.set_ylabel("share of households")
     bottom.set_title("Structural measures (own scale)")
     structural = shares.filter(items=list(_STRUCTURAL_LINES))
