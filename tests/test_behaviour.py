@@ -551,3 +551,28 @@ def test_a_replicate_without_the_event_does_not_void_a_duration(tmp_path, monkey
     assert table.loc["recovery", "value"] == 9.0  # read off the runs' mean change
     assert table.loc["tenure", "value"] == 4.0  # the median of the runs that have one
     assert (table["n_runs"] == 2).all()
+
+
+def test_a_flood_in_the_runs_last_year_says_why_its_jump_has_no_value(tmp_path):
+    config, base = load_config(SCENARIO, ["households.count=120", "years=10", "audit.level=off"])
+    run = run_simulation(config, base, tmp_path / "runs", progress=False).run_dir
+    jump = {
+        **GOOD,
+        "name": "jump",
+        "statistic": "event_jump",
+        "column": "insured_share",
+        "flood_year": 10,
+    }
+    after = {**jump, "name": "after", "statistic": "event_change_at", "years_since": 3}
+    with pytest.warns(UncomputedTargetWarning) as caught:
+        table = check_behaviour(run, write_targets(tmp_path, [jump, after]))
+    said = [str(w.message) for w in caught]
+    assert len(said) == 2
+    assert (
+        "target 'jump': needs year 1 after the flood, but the run ends 0 year(s) after it"
+        in (said[0])
+    )
+    assert "(flood in year 10, last year 10)" in said[0]
+    assert "target 'after': needs year 3 after the flood" in said[1]
+    assert table["value"].isna().all()
+    assert not table["passed"].any()

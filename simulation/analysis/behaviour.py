@@ -375,7 +375,18 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
     if target.statistic == "event_recovery_years":
         return recovery_years(changes, target.fraction)
     at = 1 if target.statistic == "event_jump" else int(target.years_since or 0)
-    return float(changes.loc[at]) if at in changes.index else math.nan
+    if at not in changes.index:
+        # The run ends too soon after its flood (a flood in its last year has no year after
+        # it): say so, rather than fail the target with no reason given.
+        last = int(metrics["year"].max())
+        flood = table.attrs.get("flood_year")
+        msg = (
+            f"{where}: needs year {at} after the flood, but the run ends "
+            f"{last - flood if flood is not None else 'too few'} year(s) after it "
+            f"(flood in year {flood}, last year {last})"
+        )
+        raise BehaviourError(msg)
+    return float(changes.loc[at])
 
 
 def _mean_recovery(runs: list[Path], target: Target) -> float:
