@@ -809,8 +809,13 @@ class FloodAdaptationModel(mesa.Model):
         audit, state = self.audit, household.state
         if audit is None or not audit.audits(state.agent_id):
             return
-        top_k = self.config.memory.retrieval.top_k
-        parameters = {"top_k": top_k, "current_year": gathered.year}
+        retrieval = self.config.memory.retrieval
+        parameters = {"top_k": retrieval.top_k, "current_year": gathered.year}
+        if retrieval.strategy != "spec":
+            # The scores of weighted retrieval depend on the query: the trail names it, so that
+            # they can be explained from the trail alone (spec lines stay as the seed's).
+            parameters["strategy"] = retrieval.strategy
+            parameters["query"] = retrieval.query
         audit.tool_invocation(state.agent_id, parameters, gathered.retrieved)
         if audit.level == "full":
             gathered.before = dynamic_state(state)

@@ -139,6 +139,25 @@ def test_traces_reference_retrieved_ids_that_exist(standard_run):
         }
 
 
+def test_a_weighted_retrieval_names_its_strategy_and_query(tmp_path):
+    weighted = run(
+        tmp_path,
+        "memory.retrieval.strategy=weighted",
+        "memory.retrieval.query=flood damage",
+        count=10,
+        years=2,
+    )
+    calls = lines(weighted.run_dir / "tool_invocations.jsonl")
+    assert calls
+    for call in calls:
+        assert call["tool_invocation"]["parameters"] == {
+            "top_k": weighted.model.config.memory.retrieval.top_k,
+            "current_year": call["year"],
+            "strategy": "weighted",
+            "query": "flood damage",
+        }
+
+
 def test_full_level_adds_snapshots_and_explanations(full_run):
     trace = lines(full_run.run_dir / "household_traces.jsonl")[-1]
     memory = trace["memory"]
