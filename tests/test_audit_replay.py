@@ -608,6 +608,24 @@ def test_summarize_detects_a_run_id_mismatch(
     assert "memory_updates.jsonl:9 has 'other-run'" in failed["_out"]
 
 
+def test_summarize_names_a_corrupt_line_once_without_follow_on_failures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run(tmp_path)
+    path = run / "consolidation.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = b"this is not json\n"
+    path.write_bytes(b"".join(lines))
+    failed = _fails(run, capsys)
+    # Only the files check fails; the others would count the lines never read as missing.
+    assert set(failed) == {"files", "_out"}
+    out = failed["_out"]
+    assert "consolidation.jsonl: line 2" in out
+    assert "manifest says" not in out
+    assert "not compared: consolidation.jsonl (not read to the end)" in out
+    assert out.count("not checked: consolidation.jsonl could not be read to the end") == 2
+
+
 def test_summarize_detects_line_counts_and_truncation(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
