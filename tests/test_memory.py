@@ -525,6 +525,22 @@ def test_reflection_summarises_floods_with_evidence():
     assert mem.end_year(6).reflections == ()
 
 
+def test_no_second_reflection_on_the_same_experience():
+    """Decisions and neighbours pass the threshold again: the old flood is not reflected twice."""
+    mem = CognitiveMemory("H001", reflection=ReflectionSettings(enabled=True, threshold=0.5))
+    flood = mem.update_after_flood(60_000, 2)
+    (first,) = mem.end_year(2).reflections
+    for year in (3, 4, 5):
+        mem.write(f"Year {year}: I decided to do_nothing", 0.7, year, source="decision")
+        mem.write(f"Year {year}: 1 of my 8 neighbours moved", 0.4, year, source="neighbor")
+        assert mem.end_year(year).reflections == ()
+    assert mem.semantic == (first,)
+    later = mem.update_after_flood(20_000, 6)  # new experience: a new belief
+    (second,) = mem.end_year(6).reflections
+    assert set(second.evidence) == {flood.id, later.id}
+    assert "2 floods between years 2 and 6" in second.content
+
+
 def test_reflection_below_threshold_writes_nothing():
     mem = CognitiveMemory("H001", reflection=ReflectionSettings(enabled=True, threshold=5.0))
     mem.update_after_flood(20_000, 2)

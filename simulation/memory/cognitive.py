@@ -637,7 +637,9 @@ class CognitiveMemory:
 
         Importance keeps adding up until the reflector finds something to reflect on. Past the
         threshold, a reflector that proposed nothing is asked again only once something new
-        has been written: about the same items it would propose nothing again.
+        has been written: about the same items it would propose nothing again. A proposal
+        resting on exactly the evidence of a reflection already in semantic memory counts as
+        nothing: it would store the same belief again, under a later year.
 
         Args:
             year: Current year (the reflections' year).
@@ -653,8 +655,16 @@ class CognitiveMemory:
         if self._next_seq == self._dry_reflection_seq:  # every write takes a sequence number
             return []
         drafts = self.reflector.reflect(self._distinct_items(include_semantic=False), year)
+        # A reflection on exactly the items of one already held repeats it: the threshold was
+        # passed by other memories (decisions, neighbours), not by anything it rests on.
+        held = {frozenset(i.evidence) for i in self._semantic.ranked() if i.evidence}
         written = []
         for draft in drafts:
+            evidence = frozenset(draft.evidence)
+            if evidence in held:
+                continue
+            if evidence:
+                held.add(evidence)
             importance = settings.importance if draft.importance is None else draft.importance
             item = self._new_item(
                 draft.content,
