@@ -362,6 +362,8 @@ def texts(fig: Figure) -> str:
         legend = ax.get_legend()
         if legend is not None:
             parts += [t.get_text() for t in legend.get_texts()]
+    for legend in fig.legends:  # placed outside the axes
+        parts += [t.get_text() for t in legend.get_texts()]
     return "\n".join(parts)
 
 

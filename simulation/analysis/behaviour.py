@@ -691,13 +691,15 @@ def plot_behaviour(table: pd.DataFrame, *, title: str | None = None) -> Figure:
     ax.set_yticks(range(n), row_labels(table)[::-1])
     ax.set_xlabel("(simulated - target) / tolerance   (grey band: within tolerance)")
     ax.grid(visible=True, axis="x", alpha=0.3)
-    ax.legend(
+    # Below the axes: inside, it covered the markers of the bottom rows.
+    fig.legend(
         handles=[
             Patch(color="0.85", label="target ± tolerance"),
             Patch(color="tab:green", label="pass"),
             Patch(color="tab:red", label="fail"),
         ],
-        loc="lower left",
+        loc="outside lower center",
+        ncols=3,
         fontsize="small",
     )
     source = table.attrs.get("source")

@@ -143,8 +143,11 @@ def plot_damage_claims(metrics: pd.DataFrame, *, run_id: str | None = None) -> F
     twin.set_ylabel("flooded households")
     twin.set_ylim(0, max(1.0, float(losses["flooded_households"].max()) * 1.15))
     twin.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(handles=[damage, claims, flooded], loc="upper left", fontsize="small")
     ax.set_title(_title("Flood damage and insurance claims", run_id), fontweight="bold")
+    # Beside the axes, not on them: inside, it covered the tallest bars.
+    fig.legend(
+        handles=[damage, claims, flooded], loc="outside lower center", ncols=3, fontsize="small"
+    )
     return fig
 
 

@@ -561,6 +561,7 @@ def plot_calibration(
     """
     # matplotlib is imported where a figure is drawn: every floodsim command would pay for it.
     from matplotlib.figure import Figure  # noqa: PLC0415
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
 
     n = len(table)
     fig = Figure(figsize=(13.0, max(3.5, 1.2 + 0.6 * n)), layout="constrained")
@@ -569,8 +570,11 @@ def plot_calibration(
     index = evaluations["evaluation"].to_numpy(int)
     left.plot(index, losses, "o", color="tab:blue", ms=4, label="evaluation")
     left.step(index, np.minimum.accumulate(losses), where="post", color="black", label="best")
-    if len(losses) and losses.min() > 0:
+    # Log only when the losses span more than a decade: within one, a log axis labels few
+    # ticks, some as 8x10^0.
+    if len(losses) and losses.min() > 0 and losses.max() > 10 * losses.min():
         left.set_yscale("log")
+    left.xaxis.set_major_locator(MaxNLocator(integer=True))  # evaluations are counted
     left.set_xlabel("evaluation")
     left.set_ylabel("loss  Σ ((simulated - target) / tolerance)²")
     left.grid(visible=True, alpha=0.3)
