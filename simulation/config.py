@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CALIBRATION_KEYS",
     "EXPERIMENT_KEYS",
+    "WHOLE_TABLES",
     "AdaptationConfig",
     "AuditConfig",
     "ConfigError",
@@ -160,7 +161,8 @@ class HazardConfig(Section):
         default_factory=dict,
         description="scripted: year (from 1, the first simulated year) -> water level (ft above "
         "datum) or depth (ft), by `kind`. Years past the run's end never happen (a warning names "
-        "them).",
+        "them). A table given in a child config, with --set or by an experiment replaces its "
+        "base's whole (`{}` is a flood-free run), unlike a section, which merges key by key.",
     )
     kind: Literal["level", "depth"] = Field(
         "level", description="scripted: whether `events` give levels or uniform depths."
@@ -170,7 +172,8 @@ class HazardConfig(Section):
         validate_default=True,
         description="raster: year (from 1) -> path of an .asc depth grid (relative to the "
         "config file). Grids of years past the run's end are checked but never used (a warning "
-        "names them).",
+        "names them). Like `events`, replaced whole by a table given in a child config, with "
+        "--set or by an experiment.",
     )
     units: Literal["ft", "m"] = Field("ft", description="raster: depth units of the grids.")
 
@@ -293,7 +296,8 @@ class InsuranceConfig(Section):
         description="Premium multiplier (>= 0) by FEMA flood zone; X-zone policies cost about a "
         "third (preferred-risk policies). An unlisted floodplain zone (A, VE, V) takes AE's "
         "entry and an unlisted zone outside it (B, C, D) X's; 1.0 when that is not listed "
-        "either.",
+        "either. Entries given in a child config, with --set or by an experiment override their "
+        "base's one by one.",
     )
     elevated_multiplier: float = Field(
         0.5, gt=0, le=1, description="Premium multiplier for elevated homes."
@@ -1024,11 +1028,29 @@ def _is_blank(text: str) -> bool:
     )
 
 
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+WHOLE_TABLES: frozenset[tuple[str, ...]] = frozenset({("hazard", "events"), ("hazard", "rasters")})
+"""Year-keyed tables that a value replaces whole instead of merging into.
+
+They are data, not sections: merged, ``hazard: {events: {}}`` over a base with a year-10 flood
+would still flood in year 10, and ``{4: 9.5}`` over ``{2: 9.5, 4: 7.0}`` would keep year 2.
+Coefficient mappings (``decision.pmt.asc``, ``insurance.zone_multiplier``) still merge, since
+overriding one entry is what a config means there.
+"""
+
+
+def _deep_merge(
+    base: dict[str, Any], override: dict[str, Any], at: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``override`` over ``base``, section by section; ``at`` is where both sit in the config.
+
+    A table in :data:`WHOLE_TABLES` is taken from ``override`` as given.
+    """
+    if at in WHOLE_TABLES:
+        return dict(override)
     merged = dict(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
+            merged[key] = _deep_merge(merged[key], value, (*at, str(key)))
         else:
             merged[key] = value
     return merged
@@ -1088,7 +1110,8 @@ def apply_overrides(
 ) -> dict[str, Any]:
     """Apply ``KEY=VALUE`` overrides with dotted keys; values are parsed as YAML.
 
-    A mapping value (``memory={decay_rate: 0.9}``) is merged into the section it names.
+    A mapping value (``memory={decay_rate: 0.9}``) is merged into the section it names; one
+    for a table in :data:`WHOLE_TABLES` (``hazard.events={4: 9.5}``) replaces it whole.
     ``where`` prefixes the key in error messages: ``--set `` for the command line, ``set.`` for
     a file's ``set:`` mapping.
 
@@ -1125,8 +1148,9 @@ def apply_overrides(
         current = node.get(parts[-1])
         if isinstance(value, dict) and isinstance(current, dict):
             # A mapping merges key by key, as a ``base:`` file's sections do: the keys it
-            # leaves out keep the config's values, not the model's defaults.
-            value = _deep_merge(current, value)
+            # leaves out keep the config's values, not the model's defaults (a year-keyed
+            # table such as ``hazard.events`` is replaced whole, as there).
+            value = _deep_merge(current, value, tuple(parts))
         node[parts[-1]] = value
     return result
 

@@ -19,6 +19,8 @@ from simulation.config import (
     ignored_keys,
     is_curve_file,
     load_config,
+    read_yaml,
+    resolve_base,
     warn_ignored_keys,
 )
 from simulation.experiments.design import SweepConfig
@@ -299,6 +301,60 @@ def test_base_chain_and_overrides_on_top(tmp_path):
     assert config.memory.episodic_capacity == 50  # from default.yaml
     assert (base_dir / config.registry).resolve() == REGISTRY
     assert len(build_model(config, base_dir).households) == 30
+
+
+# ------------------------------------------------ year tables: replaced whole, never merged
+SCRIPTED = "hazard: {source: scripted, events: {2: 9.5, 4: 7.0}}\n"
+
+
+def test_a_child_events_table_replaces_its_base_table(tmp_path):
+    write(tmp_path / "base.yaml", f"base: {DEFAULT}\n{SCRIPTED}")
+    child = write(tmp_path / "child.yaml", "base: base.yaml\nhazard: {events: {}}\n")
+    config, _ = load_config(child)
+    assert config.hazard.events == {}  # a flood-free control, not the base's floods
+    assert config.hazard.source == "scripted"  # the rest of the section still merges
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("hazard.events={}", {}),
+        ("hazard.events={4: 9.5}", {4: 9.5}),
+        ("hazard={events: {4: 9.5}}", {4: 9.5}),
+    ],
+)
+def test_a_set_events_table_replaces_the_config_table(tmp_path, override, expected):
+    config_path = write(tmp_path / "c.yaml", f"base: {DEFAULT}\n{SCRIPTED}")
+    config, _ = load_config(config_path, [override])
+    assert config.hazard.events == expected
+    assert config.hazard.source == "scripted"
+
+
+def test_a_child_rasters_table_replaces_its_base_table(tmp_path):
+    write(tmp_path / "base.yaml", "hazard: {source: raster, rasters: {1: a.asc, 2: b.asc}}\n")
+    child = write(tmp_path / "child.yaml", "base: base.yaml\nhazard: {rasters: {2: c.asc}}\n")
+    assert resolve_base(child, read_yaml(child), (child,))["hazard"] == {
+        "source": "raster",
+        "rasters": {2: "c.asc"},
+    }
+
+
+def test_set_replaces_rasters_whole_but_merges_coefficient_tables():
+    data = {
+        "hazard": {"rasters": {1: "a.asc", 2: "b.asc"}},
+        "insurance": {"zone_multiplier": {"AE": 1.0, "X": 0.3}},
+        "decision": {"pmt": {"asc": {"relocate": -9.0, "elevate_house": -6.5}}},
+    }
+    overrides = [
+        "hazard.rasters={2: c.asc}",
+        "insurance.zone_multiplier={X: 0.5}",
+        "decision={pmt: {asc: {relocate: -8.0}}}",
+    ]
+    assert apply_overrides(data, overrides, "o") == {
+        "hazard": {"rasters": {2: "c.asc"}},
+        "insurance": {"zone_multiplier": {"AE": 1.0, "X": 0.5}},
+        "decision": {"pmt": {"asc": {"relocate": -8.0, "elevate_house": -6.5}}},
+    }
 
 
 def test_child_registry_is_relative_to_the_child(tmp_path):

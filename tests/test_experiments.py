@@ -15,7 +15,7 @@ import pytest
 from simulation.analysis import metrics
 from simulation.analysis.metrics import RunDirError, combine_runs
 from simulation.cli import main
-from simulation.config import ConfigError, load_config
+from simulation.config import ConfigError, RunConfig, load_config
 from simulation.experiments import (
     batch,
     load_experiment,
@@ -295,6 +295,20 @@ def test_list_and_mapping_values_are_swept_and_labelled_whole(tmp_path):
         "sample": labels["audit.sample"].tolist(),
         "events": labels["hazard.events"].tolist(),
     }
+
+
+def test_a_swept_or_set_events_table_replaces_the_base_table(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(f"base: {DEFAULT}\nhazard: {{source: scripted, events: {{2: 9.5, 3: 7.0}}}}\n")
+    body = "sweep: {grid: {hazard.events: [{}, {3: 9.5}]}}\n"
+    path = write_experiment(tmp_path, body, replicates=1)
+    path.write_text(path.read_text().replace(str(DEFAULT), str(base)))
+    experiment, data, _ = load_experiment(path)
+    runs = plan_runs(experiment, data, str(path))
+    tables = [RunConfig.model_validate(run.config).hazard.events for run in runs]
+    assert tables == [{}, {3: 9.5}]  # neither keeps the base's year 2
+    path.write_text(path.read_text().replace("audit.level", "hazard.events: {1: 8.0}, audit.level"))
+    assert load_experiment(path)[1]["hazard"]["events"] == {1: 8.0}
 
 
 def test_a_key_swept_inside_another_swept_key_is_refused(tmp_path, capsys):
