@@ -121,7 +121,7 @@ def _summary(metrics: pd.DataFrame) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from simulation.config import load_config  # noqa: PLC0415 - keeps --help fast
+    from simulation.config import load_config, setting_origin  # noqa: PLC0415 - fast --help
     from simulation.runner import build_model, resume_run, run_simulation  # noqa: PLC0415
 
     progress = False if args.quiet else None
@@ -142,7 +142,8 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(msg)
         config, base_dir = load_config(args.config, args.set, args.seed)
         # Building the model validates every file the config names before any output exists.
-        model = build_model(config, base_dir, args.config)
+        origin_of = setting_origin(args.config, args.set, args.seed)
+        model = build_model(config, base_dir, args.config, origin_of)
         result = run_simulation(
             config,
             base_dir,
@@ -186,7 +187,13 @@ def _fallback_warning(metrics: pd.DataFrame, default_skill: str) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from simulation.config import ConfigError, file_kind, load_config, read_yaml  # noqa: PLC0415
+    from simulation.config import (  # noqa: PLC0415
+        ConfigError,
+        file_kind,
+        load_config,
+        read_yaml,
+        setting_origin,
+    )
     from simulation.experiments import load_experiment, plan_runs  # noqa: PLC0415
     from simulation.runner import build_model  # noqa: PLC0415
 
@@ -223,7 +230,8 @@ def _validate(args: argparse.Namespace) -> int:
         )
         return 0
     config, base_dir = load_config(args.config, args.set, args.seed)
-    model = build_model(config, base_dir, args.config)
+    origin_of = setting_origin(args.config, args.set, args.seed)
+    model = build_model(config, base_dir, args.config, origin_of)
     print(
         f"{args.config}: ok ({len(model.households)} households, {config.years} years, "
         f"hazard {config.hazard.source}, decisions {config.decision.policy})"

@@ -13,6 +13,7 @@ Sections defined next to the code that uses them are imported here: ``households
 
 from __future__ import annotations
 
+import copy
 import itertools
 import re
 import warnings
@@ -76,6 +77,7 @@ __all__ = [
     "read_yaml",
     "rebase_paths",
     "resolve_base",
+    "setting_origin",
     "warn_ignored_keys",
 ]
 
@@ -1100,46 +1102,80 @@ def rebase_paths(data: dict[str, Any], folder: Path) -> None:
         hazard["rasters"] = {year: absolute(p) for year, p in hazard["rasters"].items()}
 
 
+def _absolute_set_paths(data: dict[str, Any], folder: Path) -> None:
+    """Make the file paths of ``--set`` values absolute against ``folder`` (the current one).
+
+    The keys of :func:`rebase_paths` and the LLM's cache and prompt, which a run resolves
+    against its config's folder too.
+    """
+    rebase_paths(data, folder)
+    decision = data.get("decision")
+    llm = decision.get("llm") if isinstance(decision, dict) else None
+    if isinstance(llm, dict):
+        for key in ("cache", "prompt"):
+            if isinstance(llm.get(key), str) and llm[key]:
+                llm[key] = str((folder / llm[key]).resolve())
+
+
 def is_curve_file(curves: str) -> bool:
     """Whether ``damage.curves`` names a file (``*.yaml``, or a path) rather than a shipped set."""
     return curves.lower().endswith((".yaml", ".yml")) or "/" in curves
 
 
 def apply_overrides(
-    data: dict[str, Any], overrides: list[str], origin: str, *, where: str = "--set "
+    data: dict[str, Any],
+    overrides: list[str],
+    origin: str,
+    *,
+    where: str = "--set ",
+    cwd: Path | None = None,
 ) -> dict[str, Any]:
     """Apply ``KEY=VALUE`` overrides with dotted keys; values are parsed as YAML.
 
     A mapping value (``memory={decay_rate: 0.9}``) is merged into the section it names; one
     for a table in :data:`WHOLE_TABLES` (``hazard.events={4: 9.5}``) replaces it whole.
     ``where`` prefixes the key in error messages: ``--set `` for the command line, ``set.`` for
-    a file's ``set:`` mapping.
+    a file's ``set:`` mapping. A command-line override's error names only its flag, not
+    ``origin``: the file is not at fault.
+
+    Args:
+        data: The config as plain data (not changed).
+        overrides: ``KEY=VALUE`` strings.
+        origin: The file named in errors (unless ``where`` is ``--set ``).
+        where: How the overrides were given, as above.
+        cwd: When given, relative file paths among the values (registry, households.table, a
+            damage.curves file, decision.script, hazard.rasters, decision.llm.cache and
+            prompt) are made absolute against it: a path typed on the command line is
+            relative to where it was typed, not to the config file.
 
     Raises:
         ConfigError: For an override without ``=`` or an unparsable value.
     """
+    prefix = "" if where == "--set " else f"{origin}: "
     result = _deep_merge({}, data)
     for override in overrides:
         key, sep, raw = override.partition("=")
         key = key.strip()
         if not sep or not key:
-            msg = f"{origin}: {where}{override!r}: expected KEY=VALUE with a dotted KEY"
+            msg = f"{prefix}{where}{override!r}: expected KEY=VALUE with a dotted KEY"
             raise ConfigError(msg)
         try:
             value = load_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError:
             # A key pasted where the variable's name goes is never echoed (as in validation).
             shown = "(value not shown)" if key.rpartition(".")[2] in _SECRET_NAMES else repr(raw)
-            msg = f"{origin}: {where}{key}: cannot parse value {shown}"
+            msg = f"{prefix}{where}{key}: cannot parse value {shown}"
             raise ConfigError(msg) from None
-        node = result
         parts = key.split(".")
+        if cwd is not None:
+            value = _absolute_at(parts, value, cwd)
+        node = result
         for part in parts[:-1]:
             child = node.get(part)
             if not isinstance(child, dict):
                 child = {} if child is None else child
                 if not isinstance(child, dict):
-                    msg = f"{origin}: {where}{key}: {part} is not a section"
+                    msg = f"{prefix}{where}{key}: {part} is not a section"
                     raise ConfigError(msg)
                 node[part] = child = dict(child)
             else:
@@ -1153,6 +1189,19 @@ def apply_overrides(
             value = _deep_merge(current, value, tuple(parts))
         node[parts[-1]] = value
     return result
+
+
+def _absolute_at(parts: list[str], value: Any, cwd: Path) -> Any:
+    """``value``, given for the dotted key ``parts``, with its relative file paths made absolute."""
+    nested: dict[str, Any] = {}
+    inner = nested
+    for part in parts[:-1]:
+        inner = inner.setdefault(part, {})
+    inner[parts[-1]] = copy.deepcopy(value)
+    _absolute_set_paths(nested, cwd)  # knows which keys are paths
+    for part in parts:
+        nested = nested[part]
+    return nested
 
 
 def describe_validation_error(error: ValidationError, origin: str) -> str:
@@ -1199,7 +1248,7 @@ def load_config(
     check_file_kind(data, "run", origin)
     data = resolve_base(path.resolve(), data, (path.resolve(),))
     if overrides:
-        data = apply_overrides(data, overrides, origin)
+        data = apply_overrides(data, overrides, origin, cwd=Path.cwd())
     if seed is not None:
         data["seed"] = seed
     try:
@@ -1220,6 +1269,29 @@ def load_config(
 
     check_event_templates(config, origin, origin_of=template_origin)
     return config, path.resolve().parent
+
+
+def setting_origin(
+    origin: str, overrides: list[str] | None, seed: int | None = None
+) -> Callable[[tuple[str, ...]], str]:
+    """What to name in an error about the value at a key: its ``--set`` flag if one gave it.
+
+    For the checks of the files a config names (:func:`simulation.runner.build_model`): a
+    missing ``--set decision.script=x.csv`` is the command line's fault, not the file's.
+
+    Args:
+        origin: The config file, named when no override gave the value.
+        overrides: The ``--set`` overrides, as given to :func:`load_config`.
+        seed: The ``--seed`` value, if any.
+
+    Returns:
+        From a key path (``("decision", "script")``), the override or ``origin``.
+    """
+
+    def origin_of(loc: tuple[str, ...]) -> str:
+        return _flag_setting(loc, "value_error", overrides or [], seed, True) or origin
+
+    return origin_of
 
 
 def _flag_setting(

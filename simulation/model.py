@@ -63,7 +63,7 @@ from simulation.skills.registry import VALID
 from simulation.skills.templates import render
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from pathlib import Path
 
     from simulation.agents.population import Population
@@ -271,16 +271,26 @@ class FloodAdaptationModel(mesa.Model):
         config: A validated run config (see :func:`simulation.config.load_config`).
         base_dir: Folder that relative paths in the config refer to.
         origin: The config file's name, for error messages.
+        origin_of: Names what gave the file path at a key (``("decision", "script")``) in the
+            error about its file, such as the ``--set`` flag that did
+            (:func:`simulation.config.setting_origin`); ``origin`` when not given.
 
     Raises:
         ConfigError: For a skill registry, damage curves, hazard files or a household table
             that cannot be used; the message names the config key and the broken file.
     """
 
-    def __init__(self, config: RunConfig, base_dir: Path, origin: str = "config"):
+    def __init__(
+        self,
+        config: RunConfig,
+        base_dir: Path,
+        origin: str = "config",
+        origin_of: Callable[[tuple[str, ...]], str] | None = None,
+    ):
         super().__init__(seed=config.seed)
         self.config = config
         self._origin = origin  # names the config file in errors raised while the run goes on
+        where = origin_of or (lambda _: origin)
         # Spawned children do not depend on how many are spawned: adding a stream later
         # leaves the existing ones (and so earlier results) unchanged.
         streams = np.random.SeedSequence(config.seed).spawn(5)
@@ -291,18 +301,18 @@ class FloodAdaptationModel(mesa.Model):
             self.decision_rng,
             self.assignment_rng,
         ) = (np.random.default_rng(s) for s in streams)
-        self.registry = _load_registry(base_dir / config.registry, origin)
+        self.registry = _load_registry(base_dir / config.registry, where(("registry",)))
         # The policies each skill renews (sets): a household switching from one policy to the
         # other drops the first, as one that stops insuring drops both.
         self._renews = _renewed_policies(self.registry)
         try:
             self.curves = load_curves(_resolve(base_dir, config.damage.curves))
         except HazardError as err:
-            raise ConfigError(f"{origin}: damage.curves: {err}") from None
+            raise ConfigError(f"{where(('damage', 'curves'))}: damage.curves: {err}") from None
         try:
             self.hazard = config.hazard.build(base_dir)
         except HazardError as err:
-            raise ConfigError(f"{origin}: hazard: {err}") from None
+            raise ConfigError(f"{where(('hazard', 'rasters'))}: hazard: {err}") from None
         for key in ("events", "rasters"):
             _warn_after_last_year(
                 getattr(config.hazard, key),
@@ -317,7 +327,8 @@ class FloodAdaptationModel(mesa.Model):
             try:
                 self.llm = LLMPolicy(config.decision.llm, base_dir, config.seed, self.registry)
             except LLMConfigError as err:
-                raise ConfigError(f"{origin}: {err}") from None
+                key = str(err).partition(":")[0]  # the message starts with its key
+                raise ConfigError(f"{where(tuple(key.split('.')))}: {err}") from None
         self._pending: dict[HouseholdAgent, _Gathered] = {}
         self._draws: _DrawnAhead | None = None  # the decision stream's uniforms of this year
         self._llm_outcomes: dict[HouseholdAgent, LLMOutcome] = {}
@@ -328,7 +339,9 @@ class FloodAdaptationModel(mesa.Model):
         try:
             population = build_population(config.households, self.population_rng, base_dir)
         except PopulationError as err:
-            raise ConfigError(f"{origin}: households.table: {err}") from None
+            raise ConfigError(
+                f"{where(('households', 'table'))}: households.table: {err}"
+            ) from None
         # Texts the households remember, shared between their memories (CognitiveMemory's
         # `texts`): emptied every year, since the default texts name their year, so a year's
         # pool holds its repeats and the pool stays small. Not sys.intern: early Python 3.12
@@ -342,7 +355,9 @@ class FloodAdaptationModel(mesa.Model):
             for state in population.states
         ]
         self._place(population.grid_shape, population.cells)
-        self.policy = _decision_policy(config, base_dir, origin, self.registry, population)
+        self.policy = _decision_policy(
+            config, base_dir, origin, self.registry, population, where(("decision", "script"))
+        )
         if self.llm is not None:
             draws = self.assignment_rng.random(len(self.households))
             for household, draw in zip(self.households, draws, strict=True):
@@ -1236,8 +1251,12 @@ def _decision_policy(
     origin: str,
     registry: SkillRegistry,
     population: Population,
+    script_origin: str,
 ) -> PMTPolicy | ScriptedPolicy:
     """The policy of every household a language model does not decide for.
+
+    ``script_origin`` is named in an error about the decision table (``origin`` or the
+    ``--set`` flag that gave it); ``origin`` in the warnings about its years.
 
     Raises:
         ConfigError: For a decision table that cannot be used or names unknown households.
@@ -1252,7 +1271,7 @@ def _decision_policy(
     try:
         decisions = load_script(base_dir / decision.script, registry.skill_ids, households)
     except ScriptError as err:
-        raise ConfigError(f"{origin}: decision.script: {err}") from None
+        raise ConfigError(f"{script_origin}: decision.script: {err}") from None
     _warn_after_last_year((year for _, year in decisions), config.years, origin, "decision.script")
     return ScriptedPolicy(decisions, registry.default_skill)
 

@@ -45,6 +45,8 @@ from simulation.model import FloodAdaptationModel
 from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
 
     from simulation.config import RunConfig
@@ -169,13 +171,20 @@ def resolve_for_run_dir(config: RunConfig, base_dir: Path) -> RunConfig:
     )
 
 
-def build_model(config: RunConfig, base_dir: Path, origin: str = "config") -> FloodAdaptationModel:
+def build_model(
+    config: RunConfig,
+    base_dir: Path,
+    origin: str = "config",
+    origin_of: Callable[[tuple[str, ...]], str] | None = None,
+) -> FloodAdaptationModel:
     """Build the model, checking what the config refers to (registry, curves, files).
 
     Args:
         config: The validated config.
         base_dir: Folder relative paths in the config refer to.
         origin: The config file's name, for error messages.
+        origin_of: Names what gave a file path (such as its ``--set`` flag) in the error
+            about its file (:func:`simulation.config.setting_origin`).
 
     Raises:
         ConfigError: When the retrieval ``top_k`` exceeds what the registry's
@@ -188,7 +197,7 @@ def build_model(config: RunConfig, base_dir: Path, origin: str = "config") -> Fl
     # collector rescans the growing heap again and again (more than half of the build time at
     # 50,000 households). Whatever cyclic garbage the build leaves is collected afterwards.
     with tuned_collector():
-        model = FloodAdaptationModel(config, base_dir, origin)
+        model = FloodAdaptationModel(config, base_dir, origin, origin_of)
     top_k = config.memory.retrieval.top_k
     check = model.registry.check_tool("retrieve_memory", "owner", {"top_k": top_k})
     if not check.valid:

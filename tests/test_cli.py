@@ -199,6 +199,42 @@ def test_an_edited_input_file_gives_a_new_run(capsys, tmp_path):
     assert digests[1] == hashlib.sha256(registry.read_bytes()).hexdigest() != digests[0]
 
 
+def test_a_relative_set_path_is_relative_to_the_current_folder(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not the config file's folder
+    (tmp_path / "decisions.csv").write_text("agent_id,year,skill_id\n", encoding="utf-8")
+    scripted = ["--set", "decision.policy=scripted", "--set", "decision.script=decisions.csv"]
+    code, out, err = call(capsys, "run", DEFAULT, *SMALL, *scripted, "--out", "out")
+    assert code == 0, err
+    resolved = load_config(Path(out.splitlines()[-1]) / "config.resolved.yaml")[0]
+    assert resolved.decision.script == str(tmp_path.resolve() / "decisions.csv")
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("decision.script=missing.csv", "file not found"),
+        ("decision={policy: scripted, script: missing.csv}", "file not found"),
+        ("registry=missing.yaml", ""),
+    ],
+)
+def test_a_missing_set_path_names_the_flag_and_the_path_meant(
+    capsys, tmp_path, monkeypatch, override, problem
+):
+    monkeypatch.chdir(tmp_path)
+    policy = (
+        []
+        if "policy" in override or "registry" in override
+        else ["--set", "decision.policy=scripted"]
+    )
+    code, out, err = call(capsys, "validate", DEFAULT, *policy, "--set", override)
+    line = assert_bad_input(code, out, err)
+    missing = override.rpartition(" ")[2].rstrip("}").rpartition("=")[2]
+    assert line.startswith(f"{ERROR_PREFIX}--set {override}: "), line
+    assert str(tmp_path.resolve() / missing) in line
+    assert str(DEFAULT) not in line
+    assert problem in line
+
+
 def test_an_unreadable_prompt_file_is_bad_input(capsys, tmp_path):
     llm = ["--set", "decision.policy=llm", "--set", "decision.llm.mode=replay"]
     prompt = tmp_path / "prompt.txt"
@@ -480,7 +516,7 @@ def test_validate_rejects_bad_input(capsys, case):
     ("args", "named", "key"),
     [
         (["--set", "years=-1"], "--set years=-1", ": years: "),
-        (["--set", "years"], DEFAULT, "KEY=VALUE"),
+        (["--set", "years"], "--set 'years'", "KEY=VALUE"),  # the flag alone: the file is fine
         (["--set", "memory.decay_rate=2"], "--set memory.decay_rate=2", ": memory.decay_rate: "),
         # Checked against the registry the file names, once the model is built.
         (["--set", "memory.retrieval.top_k=20"], DEFAULT, ": memory.retrieval.top_k: "),

@@ -178,12 +178,39 @@ def test_apply_overrides_creates_missing_sections():
     ],
 )
 def test_apply_overrides_errors(override, expected):
-    with pytest.raises(ConfigError) as info:
-        apply_overrides({"memory": {"decay_rate": 0.9}}, [override], "cfg.yaml")
-    message = str(info.value)
-    assert message.startswith("cfg.yaml: ")
-    assert expected in message
-    assert "\n" not in message
+    # A --set error names only its flag (the file is not at fault); a file's set: names it.
+    for where, start in (("--set ", "--set "), ("set.", "cfg.yaml: set.")):
+        with pytest.raises(ConfigError) as info:
+            apply_overrides({"memory": {"decay_rate": 0.9}}, [override], "cfg.yaml", where=where)
+        message = str(info.value)
+        assert message.startswith(start), message
+        assert expected in message
+        assert "\n" not in message
+
+
+def test_set_paths_are_made_absolute_against_the_given_folder(tmp_path):
+    overrides = [
+        "registry=r.yaml",
+        "households={table: h.csv}",
+        "damage.curves=jrc_north_america",  # a shipped set's name, not a path
+        "decision.script=sub/d.csv",
+        "decision.llm={cache: c.sqlite, prompt: p.txt}",
+        "hazard.rasters={1: a.asc}",
+        "hazard.rasters.2=/abs/b.asc",
+    ]
+    data = apply_overrides({}, overrides, "o", cwd=tmp_path)
+    here = tmp_path.resolve()
+    assert data == {
+        "registry": str(here / "r.yaml"),
+        "households": {"table": str(here / "h.csv")},
+        "damage": {"curves": "jrc_north_america"},
+        "decision": {
+            "script": str(here / "sub" / "d.csv"),
+            "llm": {"cache": str(here / "c.sqlite"), "prompt": str(here / "p.txt")},
+        },
+        "hazard": {"rasters": {1: str(here / "a.asc"), "2": "/abs/b.asc"}},
+    }
+    assert apply_overrides({}, ["registry=r.yaml"], "o") == {"registry": "r.yaml"}  # set:
 
 
 def test_bad_override_through_load_config_names_the_key():
