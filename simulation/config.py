@@ -999,6 +999,15 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         msg = f"{path}: file not found"
         raise ConfigError(msg) from None
+    except IsADirectoryError:
+        msg = f"{path}: a folder, not a config file"
+        if (path / "config.resolved.yaml").is_file():  # a run directory, given for its config
+            msg = (
+                f"{path}: a run directory, not a config file: run its config again with "
+                f"floodsim run {path / 'config.resolved.yaml'}, or continue it with "
+                f"floodsim run --resume {path}"
+            )
+        raise ConfigError(msg) from None
     except OSError as err:
         msg = f"{path}: cannot read: {err.strerror}"
         raise ConfigError(msg) from None

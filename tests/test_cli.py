@@ -683,6 +683,24 @@ def test_missing_config_file_exits_2(capsys, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_folder_given_as_the_config_is_named_as_one(capsys, tmp_path):
+    run_dir = tmp_path / "default-s42-12345678"
+    run_dir.mkdir()
+    code, out, err = call(capsys, "validate", run_dir)
+    assert (
+        assert_bad_input(code, out, err) == f"{ERROR_PREFIX}{run_dir}: a folder, not a config file"
+    )
+    (run_dir / "config.resolved.yaml").write_text("name: x\n", encoding="utf-8")
+    code, out, err = call(capsys, "run", run_dir, "--out", tmp_path / "out")
+    line = assert_bad_input(code, out, err)
+    assert line == (
+        f"{ERROR_PREFIX}{run_dir}: a run directory, not a config file: run its config again with "
+        f"floodsim run {run_dir / 'config.resolved.yaml'}, or continue it with "
+        f"floodsim run --resume {run_dir}"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 # ----------------------------------------------------------------------------------- memory-demo
 def test_memory_demo(capsys):
     code, out, err = call(capsys, "memory-demo")
