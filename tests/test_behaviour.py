@@ -136,6 +136,16 @@ def test_bad_targets_name_file_and_key(tmp_path, change, key):
     assert key in message
 
 
+def test_a_run_config_given_as_targets_is_named_as_one():
+    config = ROOT / "configs" / "default.yaml"
+    with pytest.raises(BehaviourError) as raised:
+        load_targets(config)
+    assert str(raised.value) == (
+        f"{config}: this is a run config (it sets years), not a targets file; "
+        "run it with floodsim run"
+    )
+
+
 def test_bad_targets_file_shapes(tmp_path):
     missing = tmp_path / "missing.yaml"
     with pytest.raises(BehaviourError, match=re.escape(f"{missing}: targets file not found")):

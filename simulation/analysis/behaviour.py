@@ -85,6 +85,7 @@ from simulation.analysis.event_study import (
 )
 from simulation.analysis.metrics import RunDirError, load_run, stream_path, table_cells
 from simulation.audit.readers import iter_records
+from simulation.config import ConfigError, check_file_kind
 from simulation.config_base import LAX, ConfigModel
 from simulation.model import METRIC_COLUMNS
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
@@ -280,6 +281,10 @@ def load_targets(path: str | Path) -> list[Target]:
     if not isinstance(data, dict):
         msg = f"{origin}: (top level): expected a mapping with a 'targets' list"
         raise BehaviourError(msg)
+    try:  # a run config or experiment given by mistake is named as what it is
+        check_file_kind(data, "targets", str(origin))
+    except ConfigError as err:
+        raise BehaviourError(str(err)) from None
     try:
         return list(TargetsFile.model_validate(data).targets)
     except ValidationError as err:
