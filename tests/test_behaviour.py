@@ -336,6 +336,17 @@ def test_command_explains_a_target_without_a_value(run_dir, tmp_path, capsys):
     assert "-: the statistic has no value in these runs" in printed
 
 
+def test_command_explains_an_infinite_duration(run_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(behaviour, "run_statistic", lambda *_: math.inf)
+    target = {**GOOD, "statistic": "median_policy_tenure", "value": 3.0, "tolerance": 1.0}
+    path = write_targets(tmp_path, [target])
+    args = parse(["check-behaviour", str(run_dir), "--targets", str(path), "--out", str(tmp_path)])
+    assert args.func(args) == 1
+    printed = capsys.readouterr().out
+    assert "inf: a duration that had not ended by the run's last year" in printed
+    assert "-: the statistic has no value" not in printed
+
+
 def test_command_bad_targets_raise(run_dir, tmp_path):
     bad = write_targets(tmp_path, [{**GOOD, "tolerance": -1}])
     args = parse(["check-behaviour", str(run_dir), "--targets", str(bad)])

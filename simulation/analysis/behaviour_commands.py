@@ -89,6 +89,11 @@ def _check_behaviour(args: argparse.Namespace) -> int:
             "no insured spell, no simulated year in its range, or what the warnings above say), "
             "so the target fails"
         )
+    if any(math.isinf(value) for value in table["value"]):
+        print(
+            "inf: a duration that had not ended by the run's last year (take-up not yet back, "
+            "policies still held): a longer run would measure it"
+        )
     failed = int((~table["passed"]).sum())
     points = table["point"].nunique()
     runs = int(table.drop_duplicates("point")["n_runs"].sum())
