@@ -21,6 +21,7 @@ import os
 import platform
 import shutil
 import time
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -31,7 +32,7 @@ import orjson
 from tqdm import tqdm
 
 from simulation import __version__
-from simulation.audit.writer import AuditWriter
+from simulation.audit.writer import LLM_STREAM, STREAMS, AuditWriter
 from simulation.checkpoint import (
     CHECKPOINT_FILE,
     capture,
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REGISTRY_COPY",
+    "RUN_FILES",
+    "KeptFilesWarning",
     "RunError",
     "RunResult",
     "build_model",
@@ -66,6 +69,32 @@ __all__ = [
 
 #: Name of the registry copy inside a run directory.
 REGISTRY_COPY = "skill_registry.yaml"
+
+#: What floodsim writes into a run directory: the run's own files (with the temporary files of
+#: its atomic rewrites and both forms of every audit stream), the ``report/`` folder of
+#: ``floodsim report`` and the ``behaviour.csv`` and ``behaviour.png`` of ``floodsim
+#: check-behaviour`` (whose default folder is the run directory). Replacing a run removes these,
+#: and only these: what they say of the earlier run would be stale beside the new one.
+RUN_FILES = (
+    "manifest.json",  # first: a folder without it is no run that could pass for complete
+    ".manifest.json.tmp",
+    CHECKPOINT_FILE,
+    f".{CHECKPOINT_FILE}.tmp",
+    "config.resolved.yaml",
+    REGISTRY_COPY,
+    "model_years.csv",
+    *(f"{name}{suffix}" for name in (*STREAMS, LLM_STREAM) for suffix in (".jsonl", ".jsonl.gz")),
+    "report",
+    "behaviour.csv",
+    "behaviour.png",
+)
+
+#: How many of the kept files' names the warning lists.
+_KEPT_NAMES_SHOWN = 3
+
+
+class KeptFilesWarning(UserWarning):
+    """A replaced run's folder held files floodsim did not write; they were kept."""
 
 
 class RunError(ValueError):
@@ -240,7 +269,9 @@ def run_simulation(
         model: A model already built from ``config`` (built here when omitted).
         run_id: Name of the run directory; ``<name>-s<seed>-<digest>`` by default, where the
             digest covers the resolved config and the contents of the files it names
-            (:func:`run_identity`). An earlier run of that name under ``out_root`` is replaced.
+            (:func:`run_identity`). An earlier run of that name under ``out_root`` is replaced:
+            the files floodsim wrote there (:data:`RUN_FILES`) are removed, any others are kept
+            with a :class:`KeptFilesWarning`.
         checkpoint_every: Write a checkpoint every this many years (``None``: never).
 
     Returns:
@@ -255,9 +286,10 @@ def run_simulation(
     registry = (base_dir / config.registry).read_bytes()
     create_output_folder(out_root)
     run_dir = out_root / run_id
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir()
+    if run_dir.is_dir():
+        _clear_run_dir(run_dir)
+    else:
+        run_dir.mkdir()
     (run_dir / REGISTRY_COPY).write_bytes(registry)
     (run_dir / "config.resolved.yaml").write_text(
         dump_yaml(resolved.to_yaml_dict(), sort_keys=False), encoding="utf-8"
@@ -298,6 +330,33 @@ def run_simulation(
     if writer is not None:
         model.attach_audit(writer)
     return _drive(model, config, run_dir, manifest, writer, progress)
+
+
+def _clear_run_dir(run_dir: Path) -> None:
+    """Remove what floodsim wrote into ``run_dir`` (:data:`RUN_FILES`); warn of what is kept.
+
+    Notes, data or scripts the user put in a run directory are theirs: replacing the run must
+    not delete them, but they now sit beside another run, which the warning says.
+    ``manifest.json`` goes first, so that a replacement stopped halfway leaves no folder that
+    claims a complete run (``floodsim batch --resume`` would keep it) or a checkpoint to resume.
+    """
+    for name in RUN_FILES:
+        path = run_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    kept = sorted(path.name for path in run_dir.iterdir())
+    if kept:
+        more = ", ..." if len(kept) > _KEPT_NAMES_SHOWN else ""
+        shown = ", ".join(kept[:_KEPT_NAMES_SHOWN]) + more
+        files = "file" if len(kept) == 1 else "files"
+        warnings.warn(
+            KeptFilesWarning(
+                f"{run_dir}: kept {len(kept)} {files} floodsim did not write ({shown})"
+            ),
+            stacklevel=3,
+        )
 
 
 def resume_run(

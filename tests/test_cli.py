@@ -353,6 +353,45 @@ def test_run_again_into_the_same_folder_replaces_the_run(capsys, tmp_path):
     assert len(read_metrics(run_dir)) == 5
 
 
+@pytest.mark.parametrize("gzip", [False, True])
+def test_replacing_a_run_keeps_the_users_files_and_says_so(capsys, tmp_path, gzip):
+    small = [*SMALL, "--set", f"audit.gzip={str(gzip).lower()}"]
+    code, out, err = call(capsys, "run", DEFAULT, *small, "--out", tmp_path, "--quiet")
+    assert code == 0, err
+    run_dir = Path(out.strip())
+    (run_dir / "my_notes.txt").write_text("important\n", encoding="utf-8")
+    (run_dir / "analysis").mkdir()
+    (run_dir / "analysis" / "fit.py").write_text("x = 1\n", encoding="utf-8")
+    # What floodsim wrote about the earlier run is stale beside the new one.
+    code, _, err = call(capsys, "report", run_dir)
+    assert code == 0, err
+    (run_dir / "checkpoint.json").write_text("{}", encoding="utf-8")
+    (run_dir / "behaviour.csv").write_text("target\n", encoding="utf-8")
+    for config in (DEFAULT, run_dir / "config.resolved.yaml"):  # README suggests the second
+        argv = [config, *(small if config == DEFAULT else []), "--out", tmp_path, "--quiet"]
+        code, again, err = call(capsys, "run", *argv)
+        assert code == 0, err
+        assert again == out
+        kept = "kept 2 files floodsim did not write (analysis, my_notes.txt)"
+        assert err.splitlines() == [f"floodsim: warning: {run_dir}: {kept}"]
+        streams = ["consolidation", "household_traces", "memory_updates", "tool_invocations"]
+        suffix = ".jsonl.gz" if gzip else ".jsonl"
+        assert sorted(p.name for p in run_dir.iterdir()) == sorted(
+            [
+                "analysis",
+                "config.resolved.yaml",
+                "manifest.json",
+                "model_years.csv",
+                "my_notes.txt",
+                "skill_registry.yaml",
+                *(f"{name}{suffix}" for name in streams),
+            ]
+        )
+        assert (run_dir / "my_notes.txt").read_text(encoding="utf-8") == "important\n"
+        assert (run_dir / "analysis" / "fit.py").is_file()
+        assert json.loads((run_dir / "manifest.json").read_bytes())["status"] == "complete"
+
+
 def test_run_creates_a_nested_out_folder(capsys, tmp_path):
     out_root = tmp_path / "a" / "b"
     code, out, err = call(capsys, "run", DEFAULT, *SMALL, "--out", out_root, "--quiet")
