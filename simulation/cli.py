@@ -122,7 +122,12 @@ def _summary(metrics: pd.DataFrame) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from simulation.config import load_config, setting_origin  # noqa: PLC0415 - fast --help
-    from simulation.runner import build_model, resume_run, run_simulation  # noqa: PLC0415
+    from simulation.runner import (  # noqa: PLC0415
+        build_model,
+        fallback_summary,
+        resume_run,
+        run_simulation,
+    )
 
     progress = False if args.quiet else None
     if args.resume is not None:
@@ -158,32 +163,11 @@ def _run(args: argparse.Namespace) -> int:
             f"{config.years} years, seed {config.seed}"
         )
         print(_summary(result.metrics))
-    warning = _fallback_warning(result.metrics, result.model.registry.default_skill)
-    if warning:
-        print(warning, file=sys.stderr)
+    fallbacks = fallback_summary(result.metrics, result.model.registry.default_skill)
+    if fallbacks:
+        print(f"floodsim: warning: {fallbacks}", file=sys.stderr)
     print(result.run_dir)
     return 0
-
-
-def _fallback_warning(metrics: pd.DataFrame, default_skill: str) -> str:
-    """A warning when decisions fell back to the default skill ('' when none did).
-
-    A language model whose replies never validate, or whose server fails requests (answers
-    with errors, times out, drops connections), still gives a complete run: those decisions fall
-    back. The run's files record each failure, but a run in which most households could not
-    decide should not look like a normal one. (An endpoint with nothing listening at all stops
-    the run instead: :class:`~simulation.decisions.llm.EndpointUnreachable`.)
-    """
-    fallbacks = int(metrics["invalid_proposals"].sum())
-    if not fallbacks:
-        return ""
-    decisions = int(metrics[[c for c in metrics.columns if c.startswith("decisions_")]].sum().sum())
-    share = fallbacks / max(decisions, 1)
-    return (
-        f"floodsim: warning: {fallbacks:,} of {decisions:,} decisions "
-        f"({share:.{1 if share < 0.01 else 0}%}) fell back to {default_skill}: invalid "
-        "proposals or failed language-model calls (see the traces' validation and llm_calls)"
-    )
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -55,11 +55,13 @@ if TYPE_CHECKING:
 __all__ = [
     "REGISTRY_COPY",
     "RUN_FILES",
+    "FallbackWarning",
     "KeptFilesWarning",
     "RunError",
     "RunResult",
     "build_model",
     "config_hash",
+    "fallback_summary",
     "input_digests",
     "resolve_for_run_dir",
     "resume_run",
@@ -95,6 +97,36 @@ _KEPT_NAMES_SHOWN = 3
 
 class KeptFilesWarning(UserWarning):
     """A replaced run's folder held files floodsim did not write; they were kept."""
+
+
+class FallbackWarning(UserWarning):
+    """Decisions of a batch run fell back to the default skill (:func:`fallback_summary`)."""
+
+
+def fallback_summary(metrics: pd.DataFrame, default_skill: str) -> str:
+    """How many decisions fell back to the default skill, as one sentence ('' when none did).
+
+    A language model whose replies never validate, or whose server fails requests (answers
+    with errors, times out, drops connections), still gives a complete run: those decisions fall
+    back. The run's files record each failure, but a run in which most households could not
+    decide should not look like a normal one. (An endpoint with nothing listening at all stops
+    the run instead: :class:`~simulation.decisions.llm.EndpointUnreachable`.) ``floodsim run``
+    and ``floodsim batch`` (for each of its runs) both say it in these words.
+
+    Args:
+        metrics: The run's yearly metrics (``invalid_proposals`` and ``decisions_*`` columns).
+        default_skill: The registry's default skill, which those decisions became.
+    """
+    fallbacks = int(metrics["invalid_proposals"].sum())
+    if not fallbacks:
+        return ""
+    decisions = int(metrics[[c for c in metrics.columns if c.startswith("decisions_")]].sum().sum())
+    share = fallbacks / max(decisions, 1)
+    return (
+        f"{fallbacks:,} of {decisions:,} decisions "
+        f"({share:.{1 if share < 0.01 else 0}%}) fell back to {default_skill}: invalid "
+        "proposals or failed language-model calls (see the traces' validation and llm_calls)"
+    )
 
 
 class RunError(ValueError):

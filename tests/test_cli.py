@@ -956,7 +956,7 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path: Path) ->
 def test_a_few_fallbacks_are_not_reported_as_none() -> None:
     import pandas as pd
 
-    from simulation.cli import _fallback_warning
+    from simulation.runner import fallback_summary
 
     metrics = pd.DataFrame(
         {
@@ -965,9 +965,9 @@ def test_a_few_fallbacks_are_not_reported_as_none() -> None:
             "decisions_relocate": [5, 5],
         }
     )
-    assert "5 of 1,992 decisions (0.3%) fell back" in _fallback_warning(metrics, "do_nothing")
+    assert "5 of 1,992 decisions (0.3%) fell back" in fallback_summary(metrics, "do_nothing")
     metrics["invalid_proposals"] = [500, 496]
-    assert "996 of 1,992 decisions (50%) fell back" in _fallback_warning(metrics, "do_nothing")
+    assert "996 of 1,992 decisions (50%) fell back" in fallback_summary(metrics, "do_nothing")
 
 
 def test_ctrl_c_while_floodsim_loads_ends_the_command_quietly() -> None:

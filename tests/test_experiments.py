@@ -401,6 +401,36 @@ def test_a_run_warning_from_a_worker_is_one_floodsim_line(tmp_path, capfd, execu
     assert "IgnoredScriptRowsWarning" not in err
 
 
+@pytest.mark.parametrize("executor", ["serial", "process"])
+def test_each_batch_run_whose_decisions_fell_back_says_so_once(tmp_path, capfd, executor):
+    # Insurance is for owners only: the renters among the 30 households propose it invalidly.
+    table = tmp_path / "decisions.csv"
+    rows = "".join(f"H{n:05d},1,buy_insurance\n" for n in range(1, 31))
+    table.write_text(f"agent_id,year,skill_id\n{rows}", encoding="utf-8")
+    path = write_experiment(tmp_path, "sweep: {grid: {memory.decay_rate: [0.9]}}\n")
+    text = path.read_text(encoding="utf-8").replace(
+        "years: 3,", f"years: 2, decision.policy: scripted, decision.script: {table},"
+    )
+    path.write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["batch", str(path), "--out", str(out), "--executor", executor, "--quiet"]
+    assert main(argv) == 0
+    warned = sorted(line for line in capfd.readouterr().err.splitlines() if "fell back" in line)
+    assert len(warned) == 2  # once per run
+    for line, run_id in zip(warned, ("p000-r000", "p000-r001"), strict=True):
+        table = pd.read_csv(out / "runs" / run_id / "model_years.csv")
+        fallbacks = table["invalid_proposals"].sum()
+        decisions = table.filter(like="decisions_").to_numpy().sum()
+        assert fallbacks > 0
+        # The words of floodsim run, after the run's id.
+        counted = f"{fallbacks} of {decisions} decisions ("
+        assert line.startswith(f"floodsim: warning: {run_id}: {counted}")
+        assert line.endswith(
+            ") fell back to do_nothing: invalid proposals or failed language-model calls (see the "
+            "traces' validation and llm_calls)"
+        )
+
+
 def test_a_swept_event_template_is_checked_before_running(tmp_path, capsys):
     path = write_experiment(
         tmp_path,
