@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import copy
 import itertools
+import os
 import re
+import shutil
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -41,7 +43,7 @@ from simulation.skills.templates import TemplateError, template_fields
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
 __all__ = [
     "CALIBRATION_KEYS",
@@ -76,6 +78,7 @@ __all__ = [
     "load_config",
     "read_yaml",
     "rebase_paths",
+    "remove_outputs",
     "resolve_base",
     "setting_origin",
     "warn_ignored_keys",
@@ -971,6 +974,20 @@ def check_file_kind(data: dict[str, Any], expected: FileKind, origin: str) -> No
     raise ConfigError(msg)
 
 
+def remove_outputs(folder: Path, names: Iterable[str]) -> None:
+    """Remove the entries ``names`` of ``folder`` that exist (a folder with what it holds).
+
+    Used where floodsim replaces its own outputs and must leave the rest of the folder alone.
+    A link is removed, never followed.
+    """
+    for name in names:
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def create_output_folder(folder: Path) -> None:
     """Create an output folder and its parents (``--out``); one that cannot exist is bad input.
 
@@ -1123,7 +1140,9 @@ def _absolute_set_paths(data: dict[str, Any], folder: Path) -> None:
     if isinstance(llm, dict):
         for key in ("cache", "prompt"):
             if isinstance(llm.get(key), str) and llm[key]:
-                llm[key] = str((folder / llm[key]).resolve())
+                # Not resolve(): it would follow a broken link to where it points, and the
+                # cache check would create that folder instead of naming the broken link.
+                llm[key] = os.path.abspath(folder / llm[key])
 
 
 def is_curve_file(curves: str) -> bool:
