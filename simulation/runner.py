@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import os
 import platform
-import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -41,7 +40,13 @@ from simulation.checkpoint import (
     write_checkpoint,
 )
 from simulation.collector import tuned_collector
-from simulation.config import ConfigError, create_output_folder, is_curve_file, load_config
+from simulation.config import (
+    ConfigError,
+    create_output_folder,
+    is_curve_file,
+    load_config,
+    remove_outputs,
+)
 from simulation.model import FloodAdaptationModel
 from simulation.yaml_errors import dump_yaml
 
@@ -372,12 +377,7 @@ def _clear_run_dir(run_dir: Path) -> None:
     ``manifest.json`` goes first, so that a replacement stopped halfway leaves no folder that
     claims a complete run (``floodsim batch --resume`` would keep it) or a checkpoint to resume.
     """
-    for name in RUN_FILES:
-        path = run_dir / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
+    remove_outputs(run_dir, RUN_FILES)
     kept = sorted(path.name for path in run_dir.iterdir())
     if kept:
         more = ", ..." if len(kept) > _KEPT_NAMES_SHOWN else ""

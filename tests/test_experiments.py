@@ -42,6 +42,18 @@ def write_experiment(folder: Path, body: str = "", *, replicates: int = 2) -> Pa
     return path
 
 
+def scripted_experiment(folder: Path, rows: str, body: str) -> Path:
+    """:func:`write_experiment` for 2 years of scripted decisions: the table's ``rows``."""
+    table = folder / "decisions.csv"
+    table.write_text(f"agent_id,year,skill_id\n{rows}", encoding="utf-8")
+    path = write_experiment(folder, body)
+    text = path.read_text(encoding="utf-8").replace(
+        "years: 3,", f"years: 2, decision.policy: scripted, decision.script: {table},"
+    )
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def state(out: Path) -> dict:
     return orjson.loads((out / "experiment.json").read_bytes())
 
@@ -381,14 +393,8 @@ def test_a_design_point_without_a_flood_in_its_years_is_warned_about(tmp_path, c
 @pytest.mark.parametrize("executor", ["serial", "process"])
 def test_a_run_warning_from_a_worker_is_one_floodsim_line(tmp_path, capfd, executor):
     # Rows after a household relocated are known only as the run ends, in the worker.
-    table = tmp_path / "decisions.csv"
     rows = "".join(f"H0000{n},1,relocate\nH0000{n},2,do_nothing\n" for n in range(1, 5))
-    table.write_text(f"agent_id,year,skill_id\n{rows}", encoding="utf-8")
-    path = write_experiment(tmp_path, "executor: {kind: process, workers: 2}\n")
-    text = path.read_text(encoding="utf-8").replace(
-        "years: 3,", f"years: 2, decision.policy: scripted, decision.script: {table},"
-    )
-    path.write_text(text, encoding="utf-8")
+    path = scripted_experiment(tmp_path, rows, "executor: {kind: process, workers: 2}\n")
     argv = ["batch", str(path), "--out", str(tmp_path / "out"), "--executor", executor, "--quiet"]
     assert main(argv) == 0
     err = capfd.readouterr().err
@@ -404,14 +410,8 @@ def test_a_run_warning_from_a_worker_is_one_floodsim_line(tmp_path, capfd, execu
 @pytest.mark.parametrize("executor", ["serial", "process"])
 def test_each_batch_run_whose_decisions_fell_back_says_so_once(tmp_path, capfd, executor):
     # Insurance is for owners only: the renters among the 30 households propose it invalidly.
-    table = tmp_path / "decisions.csv"
     rows = "".join(f"H{n:05d},1,buy_insurance\n" for n in range(1, 31))
-    table.write_text(f"agent_id,year,skill_id\n{rows}", encoding="utf-8")
-    path = write_experiment(tmp_path, "sweep: {grid: {memory.decay_rate: [0.9]}}\n")
-    text = path.read_text(encoding="utf-8").replace(
-        "years: 3,", f"years: 2, decision.policy: scripted, decision.script: {table},"
-    )
-    path.write_text(text, encoding="utf-8")
+    path = scripted_experiment(tmp_path, rows, "sweep: {grid: {memory.decay_rate: [0.9]}}\n")
     out = tmp_path / "out"
     argv = ["batch", str(path), "--out", str(out), "--executor", executor, "--quiet"]
     assert main(argv) == 0

@@ -39,7 +39,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from simulation.analysis.metrics import table_cells
-from simulation.config import ConfigError, create_output_folder
+from simulation.config import ConfigError, create_output_folder, remove_outputs
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
 
@@ -127,16 +127,6 @@ def _check_output_folder(out: Path, name: str, *, resume: bool, overwrite: bool)
             "--out, or --overwrite to replace them"
         )
     raise ConfigError(msg)
-
-
-def _remove_results(out: Path) -> None:
-    """Remove what :data:`_RESULTS` names from ``out`` (``overwrite``)."""
-    for name in _RESULTS:
-        path = out / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink(missing_ok=True)
 
 
 def _remove_unplanned_runs(out: Path, planned: list[PlannedRun]) -> None:
@@ -232,7 +222,7 @@ def run_experiment(
     # terminates the executor rather than waiting for the runs in progress, which stay pending.
     with make_executor(settings.kind, settings.workers, settings.address) as pool:
         if overwrite:
-            _remove_results(out)
+            remove_outputs(out, _RESULTS)
         create_output_folder(out / "runs")
         state_path = out / "experiment.json"
         previous: dict[str, dict[str, Any]] = {}
