@@ -1432,18 +1432,22 @@ def check_event_templates(
     Raises:
         ConfigError: Naming ``origin``, the template's key and the bad placeholder.
     """
+
+    def where(name: str) -> str:
+        # Only for an error: finding the file that set a template reads the config's files.
+        return origin if origin_of is None else origin_of(("events", name, "template"))
+
     for name, allowed in EVENT_FIELDS.items():
         template = getattr(config.events, name).template
-        where = origin if origin_of is None else origin_of(("events", name, "template"))
         try:
             used = template_fields(template)
         except TemplateError as err:
-            msg = f"{where}: events.{name}.template: {err}"
+            msg = f"{where(name)}: events.{name}.template: {err}"
             raise ConfigError(msg) from None
         unknown = sorted(used - allowed)
         if unknown:
             msg = (
-                f"{where}: events.{name}.template: unknown placeholder {unknown[0]!r} "
+                f"{where(name)}: events.{name}.template: unknown placeholder {unknown[0]!r} "
                 f"(allowed: {', '.join(sorted(allowed))})"
             )
             raise ConfigError(msg)
