@@ -771,3 +771,21 @@ def test_one_audited_id_without_brackets_is_told_to_be_a_list():
         "(got 'H00001')"
     )
     assert ".float" not in message
+
+
+def test_a_valid_config_is_read_once_per_file_of_its_base_chain(monkeypatch):
+    """Finding which file or flag set a key is for errors: a valid config reads each file once
+    (every run, validation and design point loads one; re-reading made loading 10x slower)."""
+    import simulation.config as config_module
+
+    read = []
+    real = config_module.read_yaml
+
+    def counting(path: Path) -> dict:
+        read.append(Path(path).resolve())
+        return real(path)
+
+    monkeypatch.setattr(config_module, "read_yaml", counting)
+    scenario = ROOT / "configs" / "scenarios" / "single_flood.yaml"
+    load_config(scenario, ["households.count=30", "years=3", "events.flood_major.importance=0.8"])
+    assert read == [scenario, DEFAULT]
