@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALIBRATION_KEYS",
+    "DEFAULT_LLM_CACHE",
     "EXPERIMENT_KEYS",
     "WHOLE_TABLES",
     "AdaptationConfig",
@@ -626,6 +627,10 @@ class SocialConfig(Section):
         return value
 
 
+#: The LLM reply cache of a config that names none, beside the run's config file.
+DEFAULT_LLM_CACHE = "llm_cache.sqlite"
+
+
 class LLMConfig(Section):
     """A language model deciding for households (``decision.llm:``).
 
@@ -664,10 +669,11 @@ class LLMConfig(Section):
         description="live: call the endpoint; record: call and store every reply in `cache`; "
         "replay: answer only from `cache` (a miss stops the run) - reproduces a recorded run.",
     )
-    cache: str = Field(
-        "llm_cache.sqlite",
+    cache: str | None = Field(
+        None,
         min_length=1,
-        description="SQLite reply cache (relative to the config file).",
+        description="SQLite reply cache (relative to the config file that names it; null: "
+        f"{DEFAULT_LLM_CACHE} beside the run's config file).",
     )
     prompt: str | None = Field(
         None,
@@ -675,6 +681,10 @@ class LLMConfig(Section):
         description="Prompt template file (relative to the config file; null: the shipped "
         "simulation/decisions/llm/household_prompt.txt).",
     )
+
+    def cache_path(self, base_dir: Path) -> Path:
+        """The reply cache of a run whose relative paths resolve against ``base_dir``."""
+        return base_dir / (self.cache or DEFAULT_LLM_CACHE)
 
     @field_validator("api_key_env")
     @classmethod
@@ -1105,7 +1115,13 @@ def resolve_base(path: Path, data: dict[str, Any], seen: tuple[Path, ...]) -> di
 
 
 def rebase_paths(data: dict[str, Any], folder: Path) -> None:
-    """Make the file paths of a base config absolute, so they stay relative to *its* folder."""
+    """Make the file paths in ``data`` absolute against ``folder``, in place.
+
+    For a ``base:`` file, its own folder: its paths stay relative to *it*, not to the file
+    that inherits them. The keys are ``registry``, ``households.table``, a ``damage.curves``
+    file, ``decision.script``, ``hazard.rasters`` and the LLM's ``decision.llm.cache`` and
+    ``prompt``.
+    """
 
     def absolute(value: Any) -> Any:
         return str((folder / value).resolve()) if isinstance(value, str) else value
@@ -1121,28 +1137,19 @@ def rebase_paths(data: dict[str, Any], folder: Path) -> None:
         if is_curve_file(curves):
             damage["curves"] = absolute(curves)
     decision = data.get("decision")
-    if isinstance(decision, dict) and decision.get("script"):
-        decision["script"] = absolute(decision["script"])
+    if isinstance(decision, dict):
+        if decision.get("script"):
+            decision["script"] = absolute(decision["script"])
+        llm = decision.get("llm")
+        if isinstance(llm, dict):
+            for key in ("cache", "prompt"):
+                if isinstance(llm.get(key), str) and llm[key]:
+                    # Not resolve(): it would follow a broken link to where it points, and the
+                    # cache check would create that folder instead of naming the broken link.
+                    llm[key] = os.path.abspath(folder / llm[key])
     hazard = data.get("hazard")
     if isinstance(hazard, dict) and isinstance(hazard.get("rasters"), dict):
         hazard["rasters"] = {year: absolute(p) for year, p in hazard["rasters"].items()}
-
-
-def _absolute_set_paths(data: dict[str, Any], folder: Path) -> None:
-    """Make the file paths of ``--set`` values absolute against ``folder`` (the current one).
-
-    The keys of :func:`rebase_paths` and the LLM's cache and prompt, which a run resolves
-    against its config's folder too.
-    """
-    rebase_paths(data, folder)
-    decision = data.get("decision")
-    llm = decision.get("llm") if isinstance(decision, dict) else None
-    if isinstance(llm, dict):
-        for key in ("cache", "prompt"):
-            if isinstance(llm.get(key), str) and llm[key]:
-                # Not resolve(): it would follow a broken link to where it points, and the
-                # cache check would create that folder instead of naming the broken link.
-                llm[key] = os.path.abspath(folder / llm[key])
 
 
 def is_curve_file(curves: str) -> bool:
@@ -1226,7 +1233,7 @@ def _absolute_at(parts: list[str], value: Any, cwd: Path) -> Any:
     for part in parts[:-1]:
         inner = inner.setdefault(part, {})
     inner[parts[-1]] = copy.deepcopy(value)
-    _absolute_set_paths(nested, cwd)  # knows which keys are paths
+    rebase_paths(nested, cwd)  # knows which keys are paths
     for part in parts:
         nested = nested[part]
     return nested

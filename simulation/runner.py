@@ -221,7 +221,7 @@ def resolve_for_run_dir(config: RunConfig, base_dir: Path) -> RunConfig:
         llm = decision.llm
         llm = llm.model_copy(
             update={
-                "cache": str((base_dir / llm.cache).resolve()),
+                "cache": str(llm.cache_path(base_dir).resolve()),
                 "prompt": None if llm.prompt is None else str((base_dir / llm.prompt).resolve()),
             }
         )

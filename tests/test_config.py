@@ -410,6 +410,19 @@ def test_base_curve_file_stays_relative_to_the_base(tmp_path):
     assert model.curves.source == "test"
 
 
+def test_base_llm_cache_and_prompt_stay_relative_to_the_base(tmp_path):
+    write(tmp_path / "base" / "prompt.txt", "Decide for {agent_id}.\n")
+    write(
+        tmp_path / "base" / "base.yaml",
+        f"base: {DEFAULT}\ndecision:\n  policy: llm\n"
+        "  llm: {mode: replay, cache: replies.sqlite, prompt: prompt.txt}\n",
+    )
+    child = write(tmp_path / "child" / "child.yaml", "base: ../base/base.yaml\nseed: 3\n")
+    config, base_dir = load_config(child)
+    assert (base_dir / config.decision.llm.cache) == tmp_path / "base" / "replies.sqlite"
+    assert (base_dir / config.decision.llm.prompt) == tmp_path / "base" / "prompt.txt"
+
+
 # ------------------------------------------------------------------------------ error messages
 @pytest.mark.parametrize(
     ("text", "key", "detail"),

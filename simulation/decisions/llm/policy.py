@@ -163,7 +163,7 @@ class LLMPolicy:
             seed=run_seed if config.seed is None else config.seed,
             max_tokens=config.max_tokens,
         )
-        self._cache_path = base_dir / config.cache
+        self._cache_path = config.cache_path(base_dir)
         if config.mode == "replay" and not self._cache_path.exists():
             msg = (
                 f"decision.llm.cache: {self._cache_path} not found; record the run first "
