@@ -1309,22 +1309,25 @@ def load_config(
 def setting_origin(
     origin: str, overrides: list[str] | None, seed: int | None = None
 ) -> Callable[[tuple[str, ...]], str]:
-    """What to name in an error about the value at a key: its ``--set`` flag if one gave it.
+    """What to name in an error about the value at a key: what gave the value.
 
     For the checks of the files a config names (:func:`simulation.runner.build_model`): a
-    missing ``--set decision.script=x.csv`` is the command line's fault, not the file's.
+    missing ``--set decision.script=x.csv`` is the command line's fault, not the file's, and
+    a registry missing beside a ``base:`` file is that file's fault, not its child's.
 
     Args:
-        origin: The config file, named when no override gave the value.
+        origin: The config file, named when neither an override nor a base file gave the value.
         overrides: The ``--set`` overrides, as given to :func:`load_config`.
         seed: The ``--seed`` value, if any.
 
     Returns:
-        From a key path (``("decision", "script")``), the override or ``origin``.
+        From a key path (``("decision", "script")``), the override, else the file of the
+        ``base:`` chain that set it, else ``origin``.
     """
 
     def origin_of(loc: tuple[str, ...]) -> str:
-        return _flag_setting(loc, "value_error", overrides or [], seed, True) or origin
+        flag = _flag_setting(loc, "value_error", overrides or [], seed, True)
+        return flag or _file_setting(Path(origin), loc)
 
     return origin_of
 

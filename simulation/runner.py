@@ -249,8 +249,9 @@ def build_model(
         config: The validated config.
         base_dir: Folder relative paths in the config refer to.
         origin: The config file's name, for error messages.
-        origin_of: Names what gave a file path (such as its ``--set`` flag) in the error
-            about its file (:func:`simulation.config.setting_origin`).
+        origin_of: Names what gave the value at a key (its ``--set`` flag, or the file of the
+            ``base:`` chain that set it) in the error about it
+            (:func:`simulation.config.setting_origin`).
 
     Raises:
         ConfigError: When the retrieval ``top_k`` exceeds what the registry's
@@ -264,11 +265,13 @@ def build_model(
     # 50,000 households). Whatever cyclic garbage the build leaves is collected afterwards.
     with tuned_collector():
         model = FloodAdaptationModel(config, base_dir, origin, origin_of)
+    where = origin_of or (lambda _: origin)
     top_k = config.memory.retrieval.top_k
     check = model.registry.check_tool("retrieve_memory", "owner", {"top_k": top_k})
     if not check.valid:
         msg = (
-            f"{origin}: memory.retrieval.top_k: {'; '.join(check.errors)} "
+            f"{where(('memory', 'retrieval', 'top_k'))}: memory.retrieval.top_k: "
+            f"{'; '.join(check.errors)} "
             f"(retrieve_memory in {config.registry})"
         )
         raise ConfigError(msg)
@@ -278,7 +281,8 @@ def build_model(
         unknown = [agent_id for agent_id in sample if agent_id not in known]
         if unknown:
             msg = (
-                f"{origin}: audit.sample: {unknown[0]!r} is not a household of this run "
+                f"{where(('audit', 'sample'))}: audit.sample: {unknown[0]!r} is not a household "
+                "of this run "
                 f"({len(unknown)} of {len(sample)} listed ids are unknown; ids look like "
                 f"{model.households[0].state.agent_id!r})"
             )
