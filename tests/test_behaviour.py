@@ -20,6 +20,7 @@ from simulation.analysis.behaviour import (
     TABLE_COLUMNS,
     BehaviourError,
     IncompleteExperimentWarning,
+    ShortWindowWarning,
     Target,
     UncomputedTargetWarning,
     _summary,
@@ -444,6 +445,33 @@ def test_short_baseline_warnings_count_a_design_points_runs(sweep_dir, tmp_path,
     ):
         assert line.startswith(f"floodsim: warning: target 'back' [{setting}]: ")
         assert "baseline of 2 of 2 run(s) averages only 9 of the 12 years" in line
+
+
+def test_a_mean_window_past_the_runs_is_warned_about_once_per_point(sweep_dir, tmp_path, capsys):
+    """The 16-year runs cannot average years 5-30: the mean is over 5-16, and each point says so."""
+    window = {**GOOD, "column": "insured_share", "years": [5, 30]}
+    inside = {**GOOD, "name": "inside", "column": "insured_share", "years": [5, 16]}
+    targets = write_targets(tmp_path, [window, inside])
+    table = check_behaviour(sweep_dir, targets)
+    args = parse(["check-behaviour", str(sweep_dir), "--targets", str(targets)])
+    args.out = str(tmp_path)
+    args.func(args)
+    lines = short_baseline_lines(capsys)
+    assert len(lines) == 2
+    for line, setting in zip(
+        lines, ["memory.decay_rate=0.6", "memory.decay_rate=1.0"], strict=True
+    ):
+        assert line == (
+            f"floodsim: warning: target 't' [{setting}]: years 5-30 reach past the run's last "
+            "year (2 of 2 run(s) end in year 16): the mean is over years 5-16 only"
+        )
+    # what it computes is the mean over the years the runs have
+    values = table.set_index(["name", "point"])["value"]
+    assert values["t", 0] == pytest.approx(values["inside", 0])
+    with pytest.warns(
+        ShortWindowWarning, match=r"target 't': years 5-30 .* \(the run ends in year"
+    ):
+        run_statistic(next((sweep_dir / "runs").iterdir()), Target(**window))
 
 
 def test_a_target_the_run_cannot_answer_fails_with_its_reason_and_the_rest_are_checked(

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from simulation.analysis.behaviour import ShortWindowWarning
 from simulation.calibration import commands
 from simulation.calibration.fit import (
     NONFINITE_PENALTY,
@@ -112,8 +113,16 @@ def test_reproducible_from_seed(fitted, tmp_path):
 
 
 def test_powell_within_budget(tmp_path):
+    """Also: a target window past the runs' end is said once, at setup, not per evaluation."""
     path = write(tmp_path, tiny(method="powell", parameters=DECAY, max_evaluations=3))
-    result = calibrate(path, tmp_path / "out", executor="serial", progress=False)
+    with pytest.warns(ShortWindowWarning) as caught:
+        result = calibrate(path, tmp_path / "out", executor="serial", progress=False)
+    windows = [str(w.message) for w in caught if w.category is ShortWindowWarning]
+    assert windows == [
+        f"{path}: targets: target {name!r}: years 5-30 reach past the run's last year (the base "
+        "config ends in year 16): the mean is over years 5-16 only"
+        for name in ("insured_share_floodplain", "insured_share_outside_floodplain")
+    ]
     assert 1 <= len(result.evaluations) <= 3
     assert 0.7 <= result.best["memory.decay_rate"] <= 0.99
 

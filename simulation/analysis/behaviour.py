@@ -16,7 +16,9 @@ and what value, within what absolute tolerance, it should have::
 Statistics (the keys each one uses besides ``value`` and ``tolerance``):
 
 ``mean_of_column``
-    Mean of ``column`` over the years in ``years`` (every year when omitted).
+    Mean of ``column`` over the years in ``years`` (every year when omitted). Years past a
+    run's last year are not there to average: the mean is over the years the run has, with a
+    :class:`ShortWindowWarning`.
 ``event_jump``
     The event-study change of ``column`` at ``years_since = 1`` (the first full year after the
     flood) from the mean of the ``baseline_years`` (default 3) years before ``flood_year``
@@ -100,6 +102,7 @@ __all__ = [
     "TABLE_COLUMNS",
     "BehaviourError",
     "IncompleteExperimentWarning",
+    "ShortWindowWarning",
     "Target",
     "TargetsFile",
     "UncomputedTargetWarning",
@@ -149,6 +152,35 @@ class UncomputedTargetWarning(UserWarning):
 
 class IncompleteExperimentWarning(UserWarning):
     """An experiment is checked on its complete runs while others are pending or failed."""
+
+
+class ShortWindowWarning(UserWarning):
+    """A ``mean_of_column`` target's ``years`` reach past the last year of a run.
+
+    The mean is taken over the years the run has, so a 16-year run checked against years
+    5-30 answers for years 5-16: a different statistic from the one the target describes.
+
+    Args:
+        where: What the warning is about (a run's target, or a target over runs).
+        years: The target's inclusive year range.
+        last_year: The (earliest) last year of the runs.
+        runs: Who ends then (``"the run ends"`` for one run).
+    """
+
+    def __init__(
+        self,
+        where: str,
+        years: tuple[int, int],
+        last_year: int,
+        runs: str = "the run ends",
+    ):
+        first, end = years
+        super().__init__(
+            f"{where}: years {first}-{end} reach past the run's last year ({runs} in year "
+            f"{last_year}): the mean is over years {first}-{last_year} only"
+        )
+        self.years = (first, end)
+        self.last_year = last_year
 
 
 # The keys each statistic reads besides those every target has (see the module docstring).
@@ -363,6 +395,9 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
     if target.statistic == "mean_of_column":
         values = metrics
         if target.years is not None:
+            last = int(metrics["year"].max())
+            if target.years[1] > last:
+                warnings.warn(ShortWindowWarning(where, target.years, last), stacklevel=2)
             values = metrics[metrics["year"].between(*target.years)]
         return float(values[target.column].mean()) if len(values) else math.nan
     try:
@@ -524,6 +559,7 @@ def check_behaviour(
             with warnings.catch_warnings(record=True) as caught:
                 # Each run warns on its own; one warning per target and point says it all.
                 warnings.simplefilter("always", ShortBaselineWarning)
+                warnings.simplefilter("always", ShortWindowWarning)
                 values, answered, problems = [], [], []
                 for run_dir in runs:
                     try:
@@ -595,15 +631,29 @@ def check_behaviour(
 
 
 def _warn_again(caught: list[warnings.WarningMessage], name: str, setting: str, runs: int) -> None:
-    """Re-issue what one target's statistics warned: short baselines once, counted over runs."""
-    short = []
+    """Re-issue what one target's statistics warned: short baselines and windows once, counted."""
+    short, windows = [], []
     for w in caught:
         if isinstance(w.message, ShortBaselineWarning):
             short.append(w.message)  # one run's statistic
+        elif isinstance(w.message, ShortWindowWarning):
+            windows.append(w.message)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    where = f" [{setting}]" if setting else ""
+    if windows:
+        first, end = windows[0].years
+        last = min(w.last_year for w in windows)
+        warnings.warn(
+            ShortWindowWarning(
+                f"target {name!r}{where}",
+                (first, end),
+                last,
+                f"{len(windows)} of {runs} run(s) end",
+            ),
+            stacklevel=3,
+        )
     if short:
-        where = f" [{setting}]" if setting else ""
         warnings.warn(
             short_baseline_warning(
                 f"target {name!r}{where}: ",

@@ -58,6 +58,7 @@ def _check_behaviour(args: argparse.Namespace) -> int:
     """
     # Imported on use so that `floodsim --help` does not load pandas and matplotlib.
     from simulation.analysis.behaviour import (  # noqa: PLC0415
+        ShortWindowWarning,
         UncomputedTargetWarning,
         check_behaviour,
         plot_behaviour,
@@ -65,16 +66,18 @@ def _check_behaviour(args: argparse.Namespace) -> int:
     from simulation.analysis.event_study import ShortBaselineWarning  # noqa: PLC0415
     from simulation.config import create_output_folder  # noqa: PLC0415
 
-    # check_behaviour warns once per target and design point whose baseline is short or that
-    # some runs cannot answer; those read as the CLI's other warnings. Shown even when a later
-    # target stops the check.
+    # check_behaviour warns once per target and design point whose baseline or year window is
+    # short or that some runs cannot answer; those read as the CLI's other warnings. Shown even
+    # when a later target stops the check.
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
             table = check_behaviour(args.path, args.targets)
     finally:
         for w in caught:
-            if issubclass(w.category, (ShortBaselineWarning, UncomputedTargetWarning)):
+            if issubclass(
+                w.category, (ShortBaselineWarning, ShortWindowWarning, UncomputedTargetWarning)
+            ):
                 print(f"floodsim: warning: {w.message}", file=sys.stderr)
             else:  # not ours: as Python shows it
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)

@@ -73,6 +73,7 @@ from __future__ import annotations
 import copy
 import math
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -85,6 +86,7 @@ from tqdm import tqdm
 from simulation.analysis.behaviour import (
     TABLE_COLUMNS,
     BehaviourError,
+    ShortWindowWarning,
     Target,
     check_behaviour,
     load_targets,
@@ -336,13 +338,20 @@ def _load_targets(calibration: CalibrationConfig, folder: Path, origin: str) -> 
 def _check_target_years(targets: list[Target], years: int, origin: str) -> None:
     """A target must read at least one simulated year: past the run's end it scores NaN.
 
-    A ``years`` range may run past the end (the mean is over the years simulated); the year an
-    event statistic needs after its flood may not.
+    A ``years`` range may run past the end (the mean is over the years simulated), which is
+    warned about here, once, rather than by every evaluation; the year an event statistic
+    needs after its flood may not.
     """
     for target in targets:
         last = None
         if target.years is not None:
             last = target.years[0]
+            if target.years[1] > years >= last:
+                where = f"{origin}: targets: target {target.name!r}"
+                warnings.warn(
+                    ShortWindowWarning(where, target.years, years, "the base config ends"),
+                    stacklevel=3,
+                )
         elif target.flood_year is not None:
             # The year after the flood (the jump) or `years_since` after it must be simulated.
             after = target.years_since if target.statistic == "event_change_at" else 1
@@ -469,7 +478,9 @@ class _Search:
         except ConfigError as err:  # refused before any run started
             return self._invalid(index, params, folder, str(err))
         try:
-            table = check_behaviour(folder, self.targets_path, strict=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ShortWindowWarning)  # said once, at setup
+                table = check_behaviour(folder, self.targets_path, strict=True)
         except BehaviourError as err:
             msg = f"{c.name}: evaluation {index} ({_describe(params)}): {err}"
             raise CalibrationError(msg) from None
