@@ -532,6 +532,14 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
 
 #: Retrieval settings only the ``weighted`` strategy reads.
 _WEIGHTED_ONLY = ("w_recency", "w_importance", "w_relevance", "recency_decay")
+#: Retention settings and the one policy that reads each.
+_RETENTION_READER = {
+    "w_importance": "importance_weighted",
+    "w_recency": "importance_weighted",
+    "archive_capacity": "tiered",
+    "demote_below": "tiered",
+    "promote_after": "tiered",
+}
 
 
 class MemoryConfig(Section):
@@ -555,7 +563,8 @@ class MemoryConfig(Section):
     retention: RetentionSettings = Field(
         default_factory=RetentionSettings,
         description="policy (decayed_importance|fifo|importance_weighted|tiered), w_importance, "
-        "w_recency, archive_capacity, demote_below, promote_after.",
+        "w_recency (importance_weighted only), archive_capacity, demote_below, promote_after "
+        "(tiered only): a policy's keys are refused away from their defaults under another.",
     )
     reflection: ReflectionSettings = Field(
         default_factory=ReflectionSettings,
@@ -586,7 +595,23 @@ class MemoryConfig(Section):
                 if getattr(retrieval, name) != getattr(default, name):
                     msg = f"{name}: only read by strategy weighted (strategy is spec)"
                     raise ValueError(msg)
+        elif retrieval.query is None and retrieval.w_relevance != RetrievalSettings().w_relevance:
+            # A run's retrievals have no query of their own: relevance is never scored.
+            msg = "w_relevance: only read with a query (query is null)"
+            raise ValueError(msg)
         return retrieval
+
+    @field_validator("retention", mode="after")
+    @classmethod
+    def _retention_keys_need_their_policy(cls, retention: RetentionSettings) -> RetentionSettings:
+        # As the retrieval weights: a setting its policy does not read would be a study of
+        # nothing (a sweep over policies sets each policy's keys in its own design points).
+        default = RetentionSettings()
+        for name, policy in _RETENTION_READER.items():
+            if retention.policy != policy and getattr(retention, name) != getattr(default, name):
+                msg = f"{name}: only read by policy {policy} (policy is {retention.policy})"
+                raise ValueError(msg)
+        return retention
 
 
 class SocialConfig(Section):

@@ -769,15 +769,23 @@ def test_rebuild_matches_the_model(tmp_path: Path, overrides: list[str]) -> None
 def _memory_overrides(draw: st.DrawFn) -> list[str]:
     """``--set`` overrides for a small memory under any retention policy and retrieval."""
     fraction = st.floats(0.05, 0.9).map(lambda x: round(x, 2))
+    # Tiered more than half the time: it moves the most between stores for a replay to follow.
+    policy = draw(st.just("tiered") | st.sampled_from(RETENTION_POLICIES))
+    # Each policy's own keys only: a config refuses another policy's.
+    own = {
+        "tiered": [
+            f"memory.retention.archive_capacity={draw(st.integers(1, 4))}",
+            f"memory.retention.demote_below={draw(fraction)}",
+            f"memory.retention.promote_after={draw(st.integers(1, 3))}",
+        ],
+        "importance_weighted": [f"memory.retention.w_importance={draw(fraction)}"],
+    }
     return [
         f"memory.working_capacity={draw(st.integers(1, 5))}",
         f"memory.episodic_capacity={draw(st.integers(2, 6))}",
         f"memory.consolidation_threshold={draw(fraction)}",
-        # Tiered more than half the time: it moves the most between stores for a replay to follow.
-        f"memory.retention.policy={draw(st.just('tiered') | st.sampled_from(RETENTION_POLICIES))}",
-        f"memory.retention.archive_capacity={draw(st.integers(1, 4))}",
-        f"memory.retention.demote_below={draw(fraction)}",
-        f"memory.retention.promote_after={draw(st.integers(1, 3))}",
+        f"memory.retention.policy={policy}",
+        *own.get(policy, []),
         f"memory.retrieval.strategy={draw(st.sampled_from(['spec', 'weighted']))}",
         f"memory.reflection.enabled={str(draw(st.booleans())).lower()}",
         f"memory.reflection.threshold={draw(st.floats(0.5, 3.0)):.2f}",

@@ -735,8 +735,41 @@ def test_a_retrieval_weight_under_spec_is_refused(override, key):
     assert message.endswith(
         f": memory.retrieval: {key}: only read by strategy weighted (strategy is spec)"
     )
-    config, _ = load_config(DEFAULT, [override, "memory.retrieval.strategy=weighted"])
+    weighted = ["memory.retrieval.strategy=weighted", "memory.retrieval.query=flood damage"]
+    config, _ = load_config(DEFAULT, [override, *weighted])
     assert getattr(config.memory.retrieval, key) == yaml.safe_load(override.partition("=")[2])
+
+
+def test_a_relevance_weight_without_a_query_is_refused():
+    weighted = ["memory.retrieval.strategy=weighted", "memory.retrieval.w_relevance=0.5"]
+    message = load_error(DEFAULT, weighted)
+    assert message.endswith(
+        ": memory.retrieval: w_relevance: only read with a query (query is null)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "policy"),
+    [
+        ("memory.retention.w_importance=0.5", "importance_weighted"),
+        ("memory.retention.w_recency=0.5", "importance_weighted"),
+        ("memory.retention.archive_capacity=10", "tiered"),
+        ("memory.retention.demote_below=0.3", "tiered"),
+        ("memory.retention.promote_after=3", "tiered"),
+    ],
+)
+@pytest.mark.parametrize("other", ["decayed_importance", "fifo", "importance_weighted", "tiered"])
+def test_a_retention_setting_under_another_policy_is_refused(override, policy, other):
+    overrides = [f"memory.retention.policy={other}", override]
+    key = override.partition("=")[0].rpartition(".")[2]
+    if other == policy:
+        config, _ = load_config(DEFAULT, overrides)
+        assert getattr(config.memory.retention, key) == yaml.safe_load(override.partition("=")[2])
+    else:
+        message = load_error(DEFAULT, overrides)
+        assert message.endswith(
+            f": memory.retention: {key}: only read by policy {policy} (policy is {other})"
+        )
 
 
 @pytest.mark.parametrize("neighborhood", ["moore", "von_neumann"])
