@@ -28,6 +28,7 @@ from simulation.analysis.behaviour import (
     load_targets,
     median_tenure,
     plot_behaviour,
+    row_labels,
     run_statistic,
 )
 from simulation.analysis.event_study import event_study, recovery_years
@@ -574,6 +575,22 @@ def test_design_points_without_a_complete_run_are_named_as_left_out(tmp_path, mo
     assert "2 of 3 runs are not complete (1 failed, 1 pending)" in str(caught[0].message)
     assert "1 of 2 design points have none and are left out" in str(caught[0].message)
     assert table["point"].tolist() == [0]
+
+
+def test_the_one_point_of_a_sweep_left_is_labelled_with_its_setting(tmp_path, monkeypatch):
+    """Only decision.policy=pmt completed: its rows say so, in the table as when all did."""
+    runs = [
+        {"run_id": "p000-r000", "point": 0, "status": "complete", "run_dir": "runs/p000-r000"},
+        {"run_id": "p001-r000", "point": 1, "status": "failed", "run_dir": "runs/p001-r000"},
+    ]
+    runs[0]["params"], runs[1]["params"] = {"decision.policy": "pmt"}, {"decision.policy": "llm"}
+    (tmp_path / "experiment.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    monkeypatch.setattr(behaviour, "run_statistic", lambda *_: GOOD["value"])
+    with pytest.warns(IncompleteExperimentWarning):
+        table = check_behaviour(tmp_path, write_targets(tmp_path, [GOOD]))
+    assert row_labels(table) == ["t [decision.policy=pmt]"]
+    unswept = table.assign(setting="")  # a run, or an experiment without a sweep
+    assert row_labels(unswept) == ["t"]
 
 
 def test_a_replicate_without_the_event_does_not_void_a_duration(tmp_path, monkeypatch):

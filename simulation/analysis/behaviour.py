@@ -668,8 +668,12 @@ def _warn_again(caught: list[warnings.WarningMessage], name: str, setting: str, 
 
 
 def row_labels(table: pd.DataFrame) -> list[str]:
-    """Each row's target name, followed by its design point's setting when there are several."""
-    if table["point"].nunique() <= 1:
+    """Each row's target name, followed by its design point's setting (a sweep's rows).
+
+    A sweep of which one point has complete runs is still labelled: its rows describe that
+    point, not the experiment.
+    """
+    if table["point"].nunique() <= 1 and not any(table["setting"]):
         return [str(name) for name in table["name"]]
     return [
         f"{name} [{setting or f'point {point}'}]"
