@@ -318,13 +318,31 @@ def test_command_passes_and_fails(run_dir, tmp_path):
     assert args.func(args) == 1
 
 
-def test_command_output_folder_that_cannot_exist_is_bad_input(run_dir, tmp_path):
+@pytest.mark.parametrize("under_a_file", [True, False])
+def test_command_output_folder_that_cannot_exist_is_bad_input(
+    run_dir, tmp_path, monkeypatch, under_a_file
+):
+    """Refused before any run is read (an experiment's can take minutes), not after."""
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder", encoding="utf-8")
-    out = blocker / "out"
+    out = blocker / "out" if under_a_file else blocker
+
+    def never(*_: object) -> None:
+        pytest.fail("the runs were checked before the output folder")
+
+    monkeypatch.setattr(behaviour, "check_behaviour", never)
     args = parse(["check-behaviour", str(run_dir), "--targets", str(TARGETS), "--out", str(out)])
     with pytest.raises(ConfigError, match=f"{re.escape(str(out))}: cannot create the output"):
         args.func(args)
+
+
+def test_command_with_a_bad_targets_file_leaves_no_output_folder(run_dir, tmp_path):
+    bad = write_targets(tmp_path, [{**GOOD, "statistic": "median"}])
+    out = tmp_path / "out"
+    args = parse(["check-behaviour", str(run_dir), "--targets", str(bad), "--out", str(out)])
+    with pytest.raises(BehaviourError, match="statistic"):
+        args.func(args)
+    assert not out.exists()
 
 
 def test_command_explains_a_target_without_a_value(run_dir, tmp_path, capsys):

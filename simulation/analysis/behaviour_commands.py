@@ -61,6 +61,7 @@ def _check_behaviour(args: argparse.Namespace) -> int:
         ShortWindowWarning,
         UncomputedTargetWarning,
         check_behaviour,
+        load_targets,
         plot_behaviour,
     )
     from simulation.analysis.event_study import ShortBaselineWarning  # noqa: PLC0415
@@ -69,6 +70,12 @@ def _check_behaviour(args: argparse.Namespace) -> int:
     # check_behaviour warns once per target and design point whose baseline or year window is
     # short or that some runs cannot answer; those read as the CLI's other warnings. Shown even
     # when a later target stops the check.
+    # An output folder that cannot exist is refused before the runs are read (which can take
+    # minutes for an experiment), and once the targets are known good, so that a bad targets
+    # file leaves no folder behind.
+    load_targets(args.targets)
+    if args.out is not None:
+        create_output_folder(Path(args.out))
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -81,8 +88,7 @@ def _check_behaviour(args: argparse.Namespace) -> int:
                 print(f"floodsim: warning: {w.message}", file=sys.stderr)
             else:  # not ours: as Python shows it
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    out = Path(args.out) if args.out is not None else Path(args.path)
-    create_output_folder(out)
+    out = Path(args.out) if args.out is not None else Path(args.path)  # the path: it exists
     table.to_csv(out / "behaviour.csv", index=False)
     plot_behaviour(table).savefig(out / "behaviour.png", dpi=120)
     print(format_table(table))
