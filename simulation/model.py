@@ -63,7 +63,7 @@ from simulation.skills.registry import VALID
 from simulation.skills.templates import render
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from pathlib import Path
 
     from simulation.agents.population import Population
@@ -141,6 +141,17 @@ _DECISION_STATS = {
     "relocate": "decisions_relocate",
     "do_nothing": "decisions_do_nothing",
 }
+# What executing each skill does to the household: the yearly cycle's bookkeeping (premiums,
+# subsidies, adoptions, moves, metrics) follows from it, so a registry may not say otherwise.
+_EFFECTS: dict[str, dict[str, object]] = {
+    "buy_insurance": {"has_insurance": True},
+    "buy_contents_insurance": {"has_contents_insurance": True},
+    "elevate_house": {"elevated": True},
+    "relocate": {"relocated": True},
+    "do_nothing": {},
+}
+# Skills only an owner can take: renters do not own the building they would raise.
+_OWNERS_ONLY = ("elevate_house",)
 # What neighbours notice, per adopted skill: the action phrase of the neighbour template.
 _ADOPTION_PHRASES = {
     "insurance": "bought flood insurance",
@@ -1209,6 +1220,20 @@ def _load_registry(path: Path, origin: str) -> SkillRegistry:
             f"and execute (it knows {', '.join(_DECISION_STATS)})"
         )
         raise ConfigError(msg)
+    for skill_id, skill in registry.skills.items():
+        if dict(skill.effects) != _EFFECTS[skill_id]:
+            msg = (
+                f"{origin}: registry: {path}: skill {skill_id!r}: effects: the model executes "
+                f"it as {_flow(_EFFECTS[skill_id])} (its costs, institutions and metrics "
+                f"follow from that), not {_flow(skill.effects)}"
+            )
+            raise ConfigError(msg)
+        if skill_id in _OWNERS_ONLY and skill.eligible("renter"):
+            msg = (
+                f"{origin}: registry: {path}: skill {skill_id!r}: eligible_agent_types: "
+                "renters do not own the building (use [owner])"
+            )
+            raise ConfigError(msg)
     for skill_id in registry.skill_ids:
         supplied = _template_context(skill_id)
         for name in registry.template_fields(skill_id):
@@ -1235,6 +1260,14 @@ def _load_registry(path: Path, origin: str) -> SkillRegistry:
         )
         raise ConfigError(msg)
     return registry
+
+
+def _flow(effects: Mapping[str, object]) -> str:
+    """``effects`` as the registry writes them: ``{elevated: true}``."""
+    pairs = ", ".join(
+        f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in effects.items()
+    )
+    return f"{{{pairs}}}"
 
 
 def _renewed_policies(registry: SkillRegistry) -> dict[str, frozenset[str]]:

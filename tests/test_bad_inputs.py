@@ -295,6 +295,22 @@ CASES: tuple[Case, ...] = (
         "buy_sandbags",
         "price and execute",
     ),
+    run(
+        "registry_effect_not_the_models.yaml",
+        "files/registry_effect_not_the_models.yaml",
+        ": registry: ",
+        "elevate_house",
+        "effects",
+        "{elevated: false}",
+    ),
+    run(
+        "registry_renters_elevate.yaml",
+        "files/registry_renters_elevate.yaml",
+        ": registry: ",
+        "elevate_house",
+        "eligible_agent_types",
+        "renters",
+    ),
     # ---------------------------------------------------------------------- household tables
     run("missing_household_table.yaml", None, "households.table", "househods.csv", "not found"),
     run(
