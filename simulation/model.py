@@ -191,6 +191,14 @@ class Decision:
     cost: float = 0.0
     retries: int = 0
     via_llm: bool = False
+    #: The skill a language model last proposed when its decision fell back to the default
+    #: skill (``proposal`` is then the fallback's); ``None`` otherwise.
+    rejected_skill_id: str | None = None
+
+    @property
+    def proposed_skill_id(self) -> str:
+        """The skill the policy proposed: the model's rejected skill after a fallback."""
+        return self.rejected_skill_id or self.proposal.skill_id
 
 
 class DecisionSummary(NamedTuple):
@@ -204,7 +212,8 @@ class DecisionSummary(NamedTuple):
     Attributes:
         year: The year decided in.
         skill_id: The skill executed.
-        proposed_skill_id: The skill the policy proposed (differs when it was invalid).
+        proposed_skill_id: The skill the policy proposed (differs when it was invalid; after a
+            language model's fallback to the default skill, the skill the model last named).
         valid: Whether the proposal passed validation.
         cost: Out-of-pocket cost of the executed skill.
         threat: The threat appraisal (TP) behind it; ``None`` when the policy gave none.
@@ -966,6 +975,9 @@ class FloodAdaptationModel(mesa.Model):
             )
             if outcome.fallback:
                 self.year_stats["invalid_proposals"] += 1
+        # After a fallback the proposal names the default skill: what the model asked for would
+        # be lost from the trace and the household's summary otherwise.
+        rejected = outcome.proposed if outcome is not None and outcome.fallback else None
         decision = Decision(
             year,
             proposal,
@@ -975,6 +987,7 @@ class FloodAdaptationModel(mesa.Model):
             cost=costs[skill_id],
             retries=outcome.retries if outcome is not None else 0,
             via_llm=outcome is not None,
+            rejected_skill_id=rejected,
         )
         self._execute(household, decision, costs)
         tp = proposal.constructs.get("TP")
@@ -983,7 +996,7 @@ class FloodAdaptationModel(mesa.Model):
             (
                 year,
                 skill_id,
-                proposal.skill_id,
+                rejected or proposal.skill_id,
                 validation.valid,
                 decision.cost,
                 None if tp is None else tp.value,

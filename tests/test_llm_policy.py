@@ -498,7 +498,10 @@ def test_exhausted_retries_fall_back_to_the_default_skill(tmp_path: Path) -> Non
         if trace["agent_id"] not in owners:
             assert validation["valid"] is True
             continue
-        assert trace["action"] == {"decision_skill": DEFAULT_SKILL}
+        assert trace["action"] == {
+            "decision_skill": DEFAULT_SKILL,
+            "proposed_skill": "build_a_moat",
+        }
         assert trace["reasoning"]["constructs"] == {}
         assert validation["valid"] is False
         assert validation["retries"] == 2
@@ -508,6 +511,7 @@ def test_exhausted_retries_fall_back_to_the_default_skill(tmp_path: Path) -> Non
     for household in households:
         if household.state.agent_id in owners:
             assert household.last_decision.skill_id == DEFAULT_SKILL
+            assert household.last_decision.proposed_skill_id == "build_a_moat"
             assert household.last_decision.valid is False
             assert not household.state.has_insurance
             assert household.adopted_this_year is None
@@ -517,6 +521,50 @@ def test_exhausted_retries_fall_back_to_the_default_skill(tmp_path: Path) -> Non
         attempts = [0, 1, 2] if agent_id in owners else [0]
         assert [c["attempt"] for c in agent_calls] == attempts
         assert all(c["status"] == "ok" for c in agent_calls)
+
+
+def test_a_fallback_trace_names_the_skill_the_model_proposed(tmp_path: Path) -> None:
+    # Odd households insist on what they may not do: owners on a skill that does not exist,
+    # renters on one only owners may take. Even households answer validly.
+    def rejected(prompt: Prompt) -> str | None:
+        if int(prompt.agent_id[1:]) % 2 == 0:
+            return None
+        return "fly_away" if prompt.owner else "elevate_house"
+
+    def choose(prompt: Prompt) -> dict[str, Any]:
+        skill = rejected(prompt)
+        return reply(*floodplain_choice(prompt)) if skill is None else reply(skill)
+
+    responder = Responder(choose)
+    with FakeOpenAIServer(responder=responder) as server:
+        result = simulate(tmp_path, server.base_url, count=30, years=3, retries=1)
+    traces = streams(result.run_dir)["household_traces"]
+    expected = {(p.agent_id, p.year): rejected(p) for p in responder.prompts}
+    assert set(expected.values()) == {None, "fly_away", "elevate_house"}, "test is vacuous"
+
+    # Invalid: the default skill executed, the model's last proposal named beside it (the rest
+    # of the record as before). Valid: no proposed_skill at the standard level.
+    assert len(traces) == 90
+    for trace in traces:
+        skill = expected[trace["agent_id"], trace["year"]]
+        if skill is None:
+            assert "proposed_skill" not in trace["action"]
+            assert trace["validation"]["valid"] is True
+        else:
+            assert trace["action"] == {"decision_skill": DEFAULT_SKILL, "proposed_skill": skill}
+            assert trace["reasoning"]["constructs"] == {}
+            assert trace["validation"]["valid"] is False
+            assert trace["validation"]["retries"] == 1
+            assert trace["validation"]["warnings"] == [f"used default skill {DEFAULT_SKILL!r}"]
+
+    # The household's summary agrees, and each fallback is counted once.
+    for household in result.model.households:
+        summary = household.last_decision
+        skill = expected[household.state.agent_id, 3]
+        assert summary.proposed_skill_id == (summary.skill_id if skill is None else skill)
+        assert summary.valid is (skill is None)
+    invalid = Counter(year for (_, year), skill in expected.items() if skill is not None)
+    assert column(result, "invalid_proposals") == [invalid[1], invalid[2], invalid[3]]
 
 
 # -- 4. transport faults ---------------------------------------------------------------------
@@ -772,7 +820,11 @@ def test_transport_failure_on_a_feedback_retry_is_audited(tmp_path: Path) -> Non
     data = streams(result.run_dir)
     for trace in data["household_traces"]:
         validation = trace["validation"]
-        assert trace["action"] == {"decision_skill": DEFAULT_SKILL}
+        # The first reply named a skill: the failed retry does not erase it from the trace.
+        assert trace["action"] == {
+            "decision_skill": DEFAULT_SKILL,
+            "proposed_skill": "build_a_moat",
+        }
         assert validation["valid"] is False
         assert validation["errors"][-1].startswith("llm call failed (server_error): ")
         assert validation["retries"] == 1

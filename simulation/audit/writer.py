@@ -506,8 +506,9 @@ class AuditWriter:
                 "working_count": memory.working_size,
                 "episodic_count": memory.episodic_size,
             }
-            if proposal.skill_id != decision.skill_id or full:
-                action["proposed_skill"] = proposal.skill_id
+            proposed = decision.proposed_skill_id  # after a fallback: what the model asked for
+            if proposed != decision.skill_id or full:
+                action["proposed_skill"] = proposed
             if proposal.parameters or full:
                 action["skill_parameters"] = proposal.parameters
             if decision.cost or full:

@@ -71,7 +71,16 @@ _DECODER = json.JSONDecoder()
 
 
 class ReplyFormatError(ValueError):
-    """A reply that does not satisfy the reply contract (the message says why, briefly)."""
+    """A reply that does not satisfy the reply contract (the message says why, briefly).
+
+    Attributes:
+        skill: The skill the reply named (normalised) when that skill is what was refused (not
+            one of the allowed skills), so that the audit trail can name it; else ``None``.
+    """
+
+    def __init__(self, message: str, skill: str | None = None) -> None:
+        super().__init__(message)
+        self.skill = skill
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +295,7 @@ def validate_reply(
     skill = normalize_skill(skill_value)
     if allowed_skills is not None and skill not in allowed_skills:
         choices = ", ".join(sorted(allowed_skills))
-        raise ReplyFormatError(f"unknown skill {skill!r}; choose one of: {choices}")
+        raise ReplyFormatError(f"unknown skill {skill!r}; choose one of: {choices}", skill)
 
     parameters = top.get("parameters")
     if parameters is None:

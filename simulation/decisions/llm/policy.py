@@ -138,6 +138,10 @@ class LLMOutcome:
     #: Why the endpoint could not be reached, when the household's first request failed
     #: without a connection to it (see :attr:`ChatError.unreachable`); else ``None``.
     unreachable: str | None = None
+    #: The skill the model's latest reply naming one proposed, accepted or not (normalised);
+    #: ``None`` when no reply named a skill. After a fallback ``proposal`` is the default
+    #: skill's, and this is what the trace names as the proposed skill.
+    proposed: str | None = None
 
 
 class LLMPolicy:
@@ -336,11 +340,18 @@ class LLMPolicy:
     def _check(
         self, content: str, allowed: list[str], request: LLMRequest, outcome: LLMOutcome
     ) -> list[str]:
-        """Parse and validate a reply; on success store the proposal, else return errors."""
+        """Parse and validate a reply; note the skill it names, store the proposal if valid.
+
+        Returns:
+            Why the reply was not accepted; empty when it was.
+        """
         try:
             reply = parse_reply(content, allowed)
         except ReplyFormatError as err:
+            if err.skill is not None:  # an unknown skill: still what the model proposed
+                outcome.proposed = err.skill
             return [str(err)]
+        outcome.proposed = reply.skill
         validation = self.registry.check(
             reply.skill, request.state, request.costs.get(reply.skill, 0.0)
         )
