@@ -15,7 +15,7 @@ import pytest
 from simulation.analysis import metrics
 from simulation.analysis.metrics import RunDirError, combine_runs
 from simulation.cli import main
-from simulation.config import ConfigError, RunConfig, load_config
+from simulation.config import ConfigError, IgnoredKeyWarning, RunConfig, load_config
 from simulation.experiments import (
     batch,
     load_experiment,
@@ -388,6 +388,59 @@ def test_a_design_point_without_a_flood_in_its_years_is_warned_about(tmp_path, c
         f"will never be used (year {year}); none is within the run's {span}, so the run has no "
         "floods"
     ) in err
+
+
+def test_a_design_point_warning_names_its_point_once(tmp_path, capsys):
+    # Only the point whose flood is past the last year has none; its 2 replicates warn once.
+    body = "sweep: {grid: {hazard.events: [{1: 9.5}, {40: 9.5}]}}\n"
+    path = write_experiment(tmp_path, body, replicates=2)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("minimal}", "minimal, hazard.source: scripted}"), "utf-8")
+    assert main(["validate", str(path)]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    flood_free = (
+        f"floodsim: warning: {path}: hazard.events: 1 entry is for a year after the run's last "
+        "year (3) and will never be used (year 40); none is within the run's 3 years, so the run "
+        "has no floods [design point 1: hazard.events={40: 9.5}]"
+    )
+    assert warned == [flood_free]
+
+
+@pytest.mark.parametrize(
+    ("sweep", "point", "ignored"),
+    [
+        ("{decision.policy: [pmt, llm]}", "0: decision.policy='pmt'", "decision.llm.temperature"),
+        # No other key of the files and years checked once tells these points apart.
+        ("{decision.llm_share: [1.0, 0.5]}", "1: decision.llm_share=0.5", "decision.llm_share"),
+    ],
+    ids=["policy", "llm_share"],
+)
+def test_an_ignored_key_warning_names_the_points_that_ignore_it(tmp_path, sweep, point, ignored):
+    path = write_experiment(tmp_path, f"sweep: {{grid: {sweep}}}\n", replicates=2)
+    if "policy" in sweep:
+        text = path.read_text(encoding="utf-8")
+        path.write_text(
+            text.replace("minimal}", "minimal, decision.llm.temperature: 0.5}"), "utf-8"
+        )
+    with pytest.warns(IgnoredKeyWarning) as caught:
+        plan_runs(*load_experiment(path)[:2], str(path))
+    because = "is ignored because decision.policy is pmt, not llm"
+    assert [str(w.message) for w in caught] == [
+        f"{path}: {ignored} {because} [design point {point}]"
+    ]
+
+
+@pytest.mark.parametrize("body", ["", "executor: {kind: serial}\n"], ids=["sweep", "no-sweep"])
+def test_a_warning_every_design_point_draws_is_not_labelled(tmp_path, body):
+    # As without a sweep: it is about the experiment's fixed settings, not about one point.
+    path = write_experiment(tmp_path, body, replicates=2)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("minimal}", "minimal, decision.llm.temperature: 0.5}"), "utf-8")
+    with pytest.warns(IgnoredKeyWarning) as caught:
+        plan_runs(*load_experiment(path)[:2], str(path))
+    assert [str(w.message) for w in caught] == [
+        f"{path}: decision.llm.temperature is ignored because decision.policy is pmt, not llm"
+    ]
 
 
 @pytest.mark.parametrize("executor", ["serial", "process"])

@@ -41,6 +41,7 @@ from simulation.config import (
     check_file_kind,
     describe_validation_error,
     file_kind,
+    ignored_keys,
     read_yaml,
     rebase_paths,
     resolve_base,
@@ -314,12 +315,17 @@ def _yaml_value(value: Any) -> str:
     return dump_yaml(value, default_flow_style=True).strip().removesuffix("...").strip()
 
 
+#: A warning floodsim drew while checking a run: its category and message.
+_Warned = tuple[type[Warning], str]
+
+
 def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -> list[PlannedRun]:
     """Expand an experiment into validated runs (every point x every replicate).
 
     Every file the runs name (registry, damage curves, household table, rasters, prompt) is
     opened and checked once per distinct combination, so a broken one stops the batch before
-    anything runs.
+    anything runs. Each distinct warning a design point draws is shown once, ending with the
+    point (as its errors do) unless every point draws it (an experiment without a sweep).
 
     Raises:
         ConfigError: When a swept value makes an invalid config or a named file is broken
@@ -327,12 +333,15 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
     """
     seeds = replicate_seeds(experiment.seed, experiment.replicates)
     runs = []
-    checked: set[tuple[Any, ...]] = set()
+    checked: dict[tuple[Any, ...], tuple[_Warned, ...]] = {}
+    # Each point's warnings (its replicates draw the same ones), with the point's label.
+    warned: list[tuple[str, dict[_Warned, None]]] = []
     for point, params in enumerate(design_points(experiment.sweep, experiment.seed)):
         overrides = [f"{key}={_yaml_value(value)}" for key, value in params.items()]
         data = apply_overrides(base, overrides, origin, where="sweep: ")
         data["name"] = experiment.name
         where = f"[design point {point}: {_describe_point(params)}]"
+        warned.append((where, {}))
         for replicate, seed in enumerate(seeds):
             data = {**data, "seed": seed}
             try:
@@ -345,7 +354,7 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
                     check_event_templates(config, origin)
                 except ConfigError as err:
                     raise ConfigError(f"{err} {where}") from None
-            _check_files(config, origin, where, checked)
+            warned[-1][1].update(dict.fromkeys(_check_files(config, origin, where, checked)))
             runs.append(
                 PlannedRun(
                     run_id=f"p{point:03d}-r{replicate:03d}",
@@ -356,11 +365,29 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
                     config=config.to_yaml_dict(),
                 )
             )
+    _warn_per_point(warned)
     return runs
 
 
 def _describe_point(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in params.items()) or "base"
+
+
+def _warn_per_point(warned: list[tuple[str, dict[_Warned, None]]]) -> None:
+    """Show each point's warnings once, labelled with the point (``[design point 1: ...]``).
+
+    A warning every point draws is about the experiment's fixed settings, not about one point:
+    it is shown once as it is, as without a sweep, rather than once per point.
+    """
+    shown: set[_Warned] = set()
+    for where, found in warned:
+        for category, message in found:
+            if all((category, message) in others for _, others in warned):
+                if (category, message) not in shown:
+                    shown.add((category, message))
+                    warnings.warn(message, category, stacklevel=3)
+            else:
+                warnings.warn(f"{message} {where}", category, stacklevel=3)
 
 
 def _refuse_integer_lhs(err: ValidationError, sweep: SweepConfig, origin: str) -> None:
@@ -377,13 +404,22 @@ def _refuse_integer_lhs(err: ValidationError, sweep: SweepConfig, origin: str) -
         raise ConfigError(msg) from None
 
 
-def _check_files(config: RunConfig, origin: str, where: str, checked: set[tuple[Any, ...]]) -> None:
+def _check_files(
+    config: RunConfig,
+    origin: str,
+    where: str,
+    checked: dict[tuple[Any, ...], tuple[_Warned, ...]],
+) -> tuple[_Warned, ...]:
     """Build a small model of ``config`` once per distinct set of referenced files and years.
 
     The model has 4 households, unless ``audit.sample`` lists ids or a decision table names
     households: those are checked against the run's own population (a table naming H00009 is
-    fine in a run of 30). Building it warns about hazard years past the run's end, once per
-    distinct message.
+    fine in a run of 30).
+
+    Returns:
+        floodsim's warnings from building it (hazard years past the run's end, ignored keys),
+        kept in ``checked`` for the next config of the same files and years, which draws them
+        too; :func:`plan_runs` shows them. Other libraries' warnings are shown at once.
     """
     listed = config.audit.sample if isinstance(config.audit.sample, list) else None
     script = config.decision.script if config.decision.policy == "scripted" else None
@@ -402,19 +438,38 @@ def _check_files(config: RunConfig, origin: str, where: str, checked: set[tuple[
         config.decision.llm.prompt,
         config.decision.llm.mode,
         config.decision.llm.cache,
+        # The keys the model warns are ignored (a sweep over llm_share under pmt warns at the
+        # points away from its default only).
+        tuple(ignored_keys(config)[0]),
         script,
         None if listed is None else tuple(listed),
         config.households.count if full_size else None,
     )
     if key in checked:
-        return
+        return checked[key]
     small = config
     if not full_size:
         small = config.model_copy(
             update={"households": config.households.model_copy(update={"count": 4})}
         )
-    try:
-        build_model(small, Path(origin).resolve().parent, origin).release()
-    except ConfigError as err:
-        raise ConfigError(f"{err} {where}") from None
-    checked.add(key)
+    with warnings.catch_warnings(record=True) as caught:
+        # Every one is recorded: a point whose warning Python's once-per-message filter would
+        # drop (another point drew it first) must still know it draws it.
+        warnings.simplefilter("always")
+        try:
+            build_model(small, Path(origin).resolve().parent, origin).release()
+        except ConfigError as err:
+            raise ConfigError(f"{err} {where}") from None
+    ours: dict[_Warned, None] = {}
+    for caught_warning in caught:
+        if caught_warning.category.__module__.startswith("simulation."):
+            ours[caught_warning.category, str(caught_warning.message)] = None
+        else:  # not about the config: shown as the library raised it
+            warnings.warn_explicit(
+                caught_warning.message,
+                caught_warning.category,
+                caught_warning.filename,
+                caught_warning.lineno,
+            )
+    checked[key] = tuple(ours)
+    return checked[key]
