@@ -622,6 +622,30 @@ def test_a_default_query_is_refused_under_spec():
         RetrievalSettings(strategy="spec", query="flood insurance")
 
 
+def test_an_explicit_spec_retrieval_is_spec_whatever_the_default_query():
+    """The settings' query is weighted's default: a call asking for spec gets spec scores."""
+    settings = RetrievalSettings(strategy="weighted", query="flood")
+    mem = CognitiveMemory("H", decay_rate=0.9, retrieval=settings)
+    mem.add_working("Year 1: flood came", 0.3, 1)
+    mem.add_episodic("Year 0: big loss", 0.9, 0)
+    hits = mem.retrieve_scored(current_year=2, strategy="spec")
+    assert [(h.item.content, h.score) for h in hits] == [
+        ("Year 1: flood came", pytest.approx(0.3 * 0.9)),
+        ("Year 0: big loss", pytest.approx(0.9 * 0.9**2)),
+    ]
+    weighted = mem.retrieve_scored(current_year=2)  # the settings' strategy, with its query
+    assert sorted(h.score for h in weighted) != pytest.approx(sorted(h.score for h in hits))
+
+
+@pytest.mark.parametrize("weight", ["w_recency", "w_importance", "w_relevance"])
+def test_weights_given_to_a_spec_retrieval_are_refused(weight):
+    mem = CognitiveMemory("H")
+    mem.add_episodic("Year 1: flood", 0.5, 1)
+    with pytest.raises(ValueError, match="only read by strategy weighted"):
+        mem.retrieve_scored(current_year=2, **{weight: 5.0})
+    assert mem.retrieve_scored(current_year=2, strategy="weighted", **{weight: 5.0})
+
+
 def test_numpy_tags_and_top_k_are_taken_as_python_ones():
     mem = CognitiveMemory("H")
     item = mem.add_working("Year 1: flood", 0.5, 1, tags=np.str_("flood"))

@@ -730,7 +730,8 @@ class CognitiveMemory:
                 age below zero would raise its score above its importance).
             strategy: ``spec`` or ``weighted``; the configured strategy when ``None``.
             query: Free text whose relevance weighs in under ``weighted`` (a query given to
-                ``spec`` switches to ``weighted``, since ``spec`` has no relevance term).
+                ``spec`` switches to ``weighted``, since ``spec`` has no relevance term);
+                ``None``: the settings' ``query`` under ``weighted``, none under ``spec``.
             tags: Keep only items carrying at least one of these tags.
             sources: Keep only items produced by one of these sources.
             min_year: Keep only items from this year on.
@@ -743,7 +744,8 @@ class CognitiveMemory:
             Scored items; every returned item's access count and last access are refreshed.
 
         Raises:
-            ValueError: For a negative ``top_k`` or an unknown strategy.
+            ValueError: For a negative ``top_k``, an unknown strategy, or weights given to a
+                ``spec`` retrieval (which has none: they would be ignored).
         """
         settings = self.retrieval
         if current_year is None:
@@ -754,8 +756,8 @@ class CognitiveMemory:
         if k == 0:
             return []
         strategy = strategy or settings.strategy
-        if query is None:
-            query = settings.query
+        if query is None and strategy == "weighted":
+            query = settings.query  # weighted's default query: an explicit spec has none
         if query is not None:  # the model's retrievals have none: skip the call
             query = _clean_query(query)
         if tags is None and sources is None and min_year is None and max_year is None:
@@ -763,6 +765,7 @@ class CognitiveMemory:
         else:
             keep = _make_filter(tags, sources, min_year, max_year)
         if strategy == "spec" and query is None:
+            _refuse_weights(w_recency, w_importance, w_relevance)
             hits = self._retrieve_spec(k, current_year, keep)
         elif strategy in ("spec", "weighted"):
             hits = self._retrieve_weighted(
@@ -1103,6 +1106,13 @@ def _minmax(values: list[float]) -> list[float]:
         return [0.5] * len(values)
     span = hi - lo
     return [(v - lo) / span for v in values]
+
+
+def _refuse_weights(*weights: float | None) -> None:
+    """Refuse weights given to a ``spec`` retrieval: it has none, they would be ignored."""
+    if weights != (None, None, None):
+        msg = "w_recency, w_importance and w_relevance are only read by strategy weighted"
+        raise ValueError(msg)
 
 
 def _clean_query(query: object) -> str | None:
