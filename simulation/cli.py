@@ -123,6 +123,7 @@ def _summary(metrics: pd.DataFrame) -> str:
 def _run(args: argparse.Namespace) -> int:
     from simulation.config import load_config, setting_origin  # noqa: PLC0415 - fast --help
     from simulation.runner import (  # noqa: PLC0415
+        FallbackWarning,
         build_model,
         fallback_summary,
         resume_run,
@@ -137,9 +138,11 @@ def _run(args: argparse.Namespace) -> int:
                 "config and its folder"
             )
             raise UsageError(msg)
-        result = resume_run(
-            Path(args.resume), progress=progress, checkpoint_every=args.checkpoint_every
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FallbackWarning)  # said below, after the table
+            result = resume_run(
+                Path(args.resume), progress=progress, checkpoint_every=args.checkpoint_every
+            )
         config = result.model.config
     else:
         if args.config is None:
@@ -149,14 +152,16 @@ def _run(args: argparse.Namespace) -> int:
         # Building the model validates every file the config names before any output exists.
         origin_of = setting_origin(args.config, args.set, args.seed)
         model = build_model(config, base_dir, args.config, origin_of)
-        result = run_simulation(
-            config,
-            base_dir,
-            Path(args.out or "outputs"),
-            progress=progress,
-            model=model,
-            checkpoint_every=args.checkpoint_every,
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FallbackWarning)  # said below, after the table
+            result = run_simulation(
+                config,
+                base_dir,
+                Path(args.out or "outputs"),
+                progress=progress,
+                model=model,
+                checkpoint_every=args.checkpoint_every,
+            )
     if not args.quiet:
         print(
             f"floodsim: {config.name}, {len(result.model.households)} households, "

@@ -105,7 +105,11 @@ class KeptFilesWarning(UserWarning):
 
 
 class FallbackWarning(UserWarning):
-    """Decisions of a batch run fell back to the default skill (:func:`fallback_summary`)."""
+    """Decisions of a run fell back to the default skill (:func:`fallback_summary`).
+
+    Warned at the end of every run that had any, as ``"<run id>: <summary>"``; ``floodsim
+    run`` prints the summary itself, last.
+    """
 
 
 def fallback_summary(metrics: pd.DataFrame, default_skill: str) -> str:
@@ -293,7 +297,7 @@ def build_model(
 def run_simulation(
     config: RunConfig,
     base_dir: Path,
-    out_root: Path,
+    out_root: str | Path,
     *,
     progress: bool | None = None,
     model: FloodAdaptationModel | None = None,
@@ -307,7 +311,7 @@ def run_simulation(
         base_dir: Folder relative paths in the config refer to.
         out_root: Folder that receives the run directory.
         progress: Show a progress bar (``None``: only on a terminal).
-        model: A model already built from ``config`` (built here when omitted).
+        model: A model built from ``config`` and not yet stepped (built here when omitted).
         run_id: Name of the run directory; ``<name>-s<seed>-<digest>`` by default, where the
             digest covers the resolved config and the contents of the files it names
             (:func:`run_identity`). An earlier run of that name under ``out_root`` is replaced:
@@ -317,8 +321,23 @@ def run_simulation(
 
     Returns:
         The run directory, the metrics table and the model.
+
+    Raises:
+        ValueError: For a ``model`` already stepped or built from another config: the run
+            directory would record years or settings the run did not have.
     """
-    model = model or build_model(config, base_dir)
+    if model is None:
+        model = build_model(config, base_dir)
+    elif model.steps or (model.config is not config and model.config != config):
+        problem = (
+            f"was already stepped {model.steps} years" if model.steps else "has another config"
+        )
+        msg = (
+            f"model: {problem}; run_simulation needs a model freshly built from config "
+            "(build_model), or none (to resume a run: resume_run)"
+        )
+        raise ValueError(msg)
+    out_root = Path(out_root)
     resolved = resolve_for_run_dir(config, base_dir)
     digest, inputs = config_hash(resolved), input_digests(config, base_dir)
     run_id = run_id or f"{config.name}-s{config.seed}-{_run_digest(digest, inputs)[:8]}"
@@ -537,6 +556,9 @@ def _drive(
         if model.llm is not None:
             model.llm.close()
     model.warn_unused_inputs()  # after the files: a warning made an error leaves them complete
+    fallbacks = fallback_summary(metrics, model.registry.default_skill)
+    if fallbacks:  # last, after the run's own warnings
+        warnings.warn(FallbackWarning(f"{manifest['run_id']}: {fallbacks}"), stacklevel=3)
     return RunResult(run_dir, metrics, model)
 
 

@@ -87,12 +87,7 @@ def execute_run(task: RunTask) -> RunOutcome:
     """Run one task in this process; any exception becomes a failed outcome."""
     # Imported here so that a worker process pays for Mesa only when it runs something.
     from simulation.config import ConfigWarning, RunConfig  # noqa: PLC0415
-    from simulation.runner import (  # noqa: PLC0415
-        FallbackWarning,
-        build_model,
-        fallback_summary,
-        run_simulation,
-    )
+    from simulation.runner import build_model, run_simulation  # noqa: PLC0415
 
     start = time.perf_counter()
     model = None
@@ -120,9 +115,6 @@ def execute_run(task: RunTask) -> RunOutcome:
             outcome = RunOutcome(
                 task.run_id, "complete", None, str(result.run_dir), time.perf_counter() - start
             )
-            fallbacks = fallback_summary(result.metrics, model.registry.default_skill)
-            if fallbacks:  # after the run's own warnings, as floodsim run prints it last
-                warnings.warn(FallbackWarning(f"{task.run_id}: {fallbacks}"), stacklevel=1)
         finally:
             if model is not None:
                 model.release()  # a worker runs many models; each must go when its run is done

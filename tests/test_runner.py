@@ -1,0 +1,57 @@
+"""Tests for simulation.runner: running a config from Python (the API notebooks use)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulation.config import load_config
+from simulation.runner import FallbackWarning, build_model, run_simulation
+
+DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+SMALL = ["households.count=20", "years=2", "audit.level=off"]
+
+
+def test_the_output_folder_may_be_given_as_a_string(tmp_path):
+    config, base = load_config(DEFAULT, SMALL)
+    result = run_simulation(config, base, str(tmp_path / "out"), progress=False)
+    assert result.run_dir.parent == tmp_path / "out"
+    assert (result.run_dir / "model_years.csv").is_file()
+
+
+def test_a_model_already_stepped_is_refused(tmp_path):
+    """Its first years would be missing from the run directory that calls itself complete."""
+    config, base = load_config(DEFAULT, SMALL)
+    model = build_model(config, base)
+    model.step()
+    with pytest.raises(ValueError, match=r"^model: was already stepped 1 years; "):
+        run_simulation(config, base, tmp_path, progress=False, model=model)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_of_another_config_is_refused(tmp_path):
+    """config.resolved.yaml would describe a run the data do not come from."""
+    config, base = load_config(DEFAULT, SMALL)
+    other, _ = load_config(DEFAULT, [*SMALL, "households.count=30"])
+    with pytest.raises(ValueError, match=r"^model: has another config; "):
+        run_simulation(config, base, tmp_path, progress=False, model=build_model(other, base))
+    equal, _ = load_config(DEFAULT, SMALL)  # an equal config loaded again is the same run
+    result = run_simulation(config, base, tmp_path, progress=False, model=build_model(equal, base))
+    assert result.model.steps == config.years
+
+
+def test_decisions_that_fell_back_are_warned_about_at_the_end_of_the_run(tmp_path):
+    """As floodsim run and batch say it: a run of mostly invalid proposals is no normal run."""
+    script = tmp_path / "decisions.csv"
+    rows = "".join(f"H{n:05d},1,elevate_house\n" for n in range(1, 21))
+    script.write_text(f"agent_id,year,skill_id\n{rows}", encoding="utf-8")
+    scripted = ["decision.policy=scripted", f"decision.script={script}"]
+    config, base = load_config(DEFAULT, [*SMALL, *scripted])
+    with pytest.warns(FallbackWarning) as caught:
+        result = run_simulation(config, base, tmp_path / "out", progress=False)
+    fallbacks = int(result.metrics["invalid_proposals"].sum())
+    assert fallbacks > 0  # renters may not elevate
+    (warning,) = [w for w in caught if w.category is FallbackWarning]
+    assert str(warning.message).startswith(f"{result.run_dir.name}: {fallbacks} of 40 decisions (")
+    assert "fell back to do_nothing" in str(warning.message)
