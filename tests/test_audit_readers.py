@@ -6,6 +6,7 @@ import gzip
 import warnings
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import orjson
 import pandas as pd
 import pytest
@@ -274,6 +275,12 @@ def test_chunked_reading_is_lazy_and_complete(tmp_path: Path, gz: bool) -> None:
     assert combined["agent_id"].tolist() == [r["agent_id"] for r in records]
 
 
+def test_a_numpy_chunksize_reads_as_its_integer(tmp_path: Path) -> None:
+    _write(tmp_path / "household_traces.jsonl", _encode(TRACES * 3))
+    sizes = [len(c) for c in read_stream(tmp_path, "household_traces", chunksize=np.int64(4))]
+    assert sizes == [len(c) for c in read_stream(tmp_path, "household_traces", chunksize=4)]
+
+
 def test_chunked_reading_reaches_a_corrupt_line_only_when_it_gets_there(tmp_path: Path) -> None:
     data = _encode(TRACES * 3) + b"garbage\n" + _encode(TRACES)
     _write(tmp_path / "household_traces.jsonl", data)
@@ -284,7 +291,7 @@ def test_chunked_reading_reaches_a_corrupt_line_only_when_it_gets_there(tmp_path
         list(chunks)
 
 
-@pytest.mark.parametrize("chunksize", [0, -3, 2.5])
+@pytest.mark.parametrize("chunksize", [0, -3, 2.5, True])
 def test_bad_chunksize(run_dir: Path, chunksize: Any) -> None:
     with pytest.raises(AuditReadError, match="chunksize"):
         read_stream(run_dir, "household_traces", chunksize=chunksize)

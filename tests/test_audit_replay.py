@@ -13,6 +13,7 @@ import warnings
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -425,6 +426,13 @@ def test_unknown_household(run_dir: Path) -> None:
 def test_year_outside_the_run(run_dir: Path, year: int) -> None:
     with pytest.raises(AuditReadError, match=f"year must be 0 to 3, got {year}"):
         rebuild_memory(run_dir, "H1", year)
+
+
+def test_a_year_read_off_a_table_is_a_year(run_dir: Path) -> None:
+    """Years from pandas are numpy integers; a boolean is not a year."""
+    assert rebuild_memory(run_dir, "H1", np.int64(2)) == rebuild_memory(run_dir, "H1", 2)
+    with pytest.raises(AuditReadError, match="year must be 0 to 3, got True"):
+        rebuild_memory(run_dir, "H1", True)
 
 
 def test_missing_run_dir(tmp_path: Path) -> None:

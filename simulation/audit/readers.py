@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 import zlib
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
+import numpy as np
 import orjson
 import pandas as pd
 from isal import isal_zlib
@@ -47,6 +49,7 @@ __all__ = [
     "ReadReport",
     "SkippedLine",
     "TruncatedLineWarning",
+    "as_integer",
     "consolidation_table",
     "decisions_per_year",
     "experiment_folder_error",
@@ -368,6 +371,16 @@ def iter_records(
 
 
 # --------------------------------------------------------------------------- DataFrames
+def as_integer(value: object) -> int | None:
+    """``value`` as an ``int`` when it is an integer, else ``None``.
+
+    numpy integers count: a year or count taken from a pandas table is one. Booleans do not.
+    """
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+        return None
+    return operator.index(value)
+
+
 def _frame(records: list[dict[str, Any]], *, flatten: bool) -> pd.DataFrame:
     if not records:
         return pd.DataFrame(columns=list(BASE_COLUMNS))
@@ -441,9 +454,12 @@ def read_stream(
     Raises:
         AuditReadError: As :func:`iter_records`, or for a ``chunksize`` below 1.
     """
-    if chunksize is not None and (not isinstance(chunksize, int) or chunksize < 1):
-        msg = f"chunksize must be a positive integer, got {chunksize!r}"
-        raise AuditReadError(msg)
+    if chunksize is not None:
+        size = as_integer(chunksize)
+        if size is None or size < 1:
+            msg = f"chunksize must be a positive integer, got {chunksize!r}"
+            raise AuditReadError(msg)
+        chunksize = size
     records = iter_records(run_dir, name, report=report)
     if chunksize is not None:
         return _chunks(records, chunksize, flatten=flatten)

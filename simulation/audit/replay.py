@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from simulation.audit.readers import (
     AuditReadError,
     ReadReport,
+    as_integer,
     iter_file,
     read_manifest,
     stream_path,
@@ -344,10 +345,12 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
     manifest, updates_path = _check_level(folder)
     agent_id = str(agent_id)
     years = ((manifest or {}).get("counts") or {}).get("years")
-    if not isinstance(year, int) or year < 0 or (isinstance(years, int) and year > years):
+    asked = as_integer(year)  # a year read off a pandas table is a numpy integer
+    if asked is None or asked < 0 or (isinstance(years, int) and asked > years):
         span = f"0 to {years}" if isinstance(years, int) else "0 or more"
         msg = f"{folder}: year must be {span}, got {year!r}"
         raise AuditReadError(msg)
+    year = asked
     consolidation_path = stream_path(folder, "consolidation")
     if consolidation_path is None and (manifest or {}).get("audit") is not None:
         msg = f"{folder}: no consolidation.jsonl (or .jsonl.gz) to replay year ends from"
