@@ -1318,6 +1318,12 @@ def load_config(
         # A check across keys (value_error) may fault a combination that no one file makes.
         own_value = first["type"] not in ("value_error", "assertion_error", "missing")
         culprit = _flag_setting(first["loc"], first["type"], overrides or [], seed, own_value)
+        named = None if own_value else _named_key(first)
+        if culprit is None and named is not None:
+            # A check across keys faults one key (named first in its message, as in
+            # ``w_recency: only read by strategy weighted``, else the one it validates): the
+            # flag that set that key is at fault.
+            culprit = _flag_setting(named, first["type"], overrides or [], seed, True)
         if culprit is None:
             culprit = _file_setting(path, first["loc"]) if own_value else origin
         raise ConfigError(describe_validation_error(err, culprit)) from None
@@ -1388,6 +1394,26 @@ def _flag_setting(
 
 
 _ABSENT = object()
+#: The dotted key a check across keys starts its message with (``w_recency: only read by ...``).
+_NAMED_KEY = re.compile(r"(?:Value error, )?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*): ")
+
+
+def _named_key(error: Any) -> tuple[int | str, ...] | None:
+    """The full path of the key a check across keys faults (``None`` for a whole-config check).
+
+    That is the key its message names first, relative to the error's location, which it may
+    repeat (``events: ...`` at ``hazard`` and ``hazard.events: ...`` at the top both name
+    ``hazard.events``); without one, the key the check validates: its location.
+    """
+    loc = tuple(part for part in error["loc"] if part != "[key]")
+    match = _NAMED_KEY.match(error["msg"])
+    if match is None:
+        return loc or None
+    parts = tuple(match.group(1).split("."))
+    for start in range(len(loc) + 1):
+        if loc[start:] == parts[: len(loc) - start]:
+            return loc[:start] + parts
+    return loc + parts
 
 
 def _value_at(value: Any, loc: tuple[int | str, ...]) -> Any:

@@ -337,7 +337,7 @@ class FloodAdaptationModel(mesa.Model):
             _warn_after_last_year(
                 getattr(config.hazard, key),
                 config.years,
-                origin,
+                where(("hazard", key)),
                 f"hazard.{key}",
                 none_within="the run has no floods",
             )
@@ -375,8 +375,10 @@ class FloodAdaptationModel(mesa.Model):
             for state in population.states
         ]
         self._place(population.grid_shape, population.cells)
+        # What gave the decision table, named in its errors and warnings: a --set flag or a file.
+        self._script_origin = where(("decision", "script"))
         self.policy = _decision_policy(
-            config, base_dir, origin, self.registry, population, where(("decision", "script"))
+            config, base_dir, self.registry, population, self._script_origin
         )
         if self.llm is not None:
             draws = self.assignment_rng.random(len(self.households))
@@ -551,7 +553,9 @@ class FloodAdaptationModel(mesa.Model):
                 for h in self.households
                 if h.relocated_in is not None
             }
-            self.policy.warn_ignored_rows(moved, self.steps, f"{self._origin}: decision.script")
+            self.policy.warn_ignored_rows(
+                moved, self.steps, f"{self._script_origin}: decision.script"
+            )
 
     def _roll_call(
         self,
@@ -1294,15 +1298,14 @@ def _renewed_policies(registry: SkillRegistry) -> dict[str, frozenset[str]]:
 def _decision_policy(
     config: RunConfig,
     base_dir: Path,
-    origin: str,
     registry: SkillRegistry,
     population: Population,
     script_origin: str,
 ) -> PMTPolicy | ScriptedPolicy:
     """The policy of every household a language model does not decide for.
 
-    ``script_origin`` is named in an error about the decision table (``origin`` or the
-    ``--set`` flag that gave it); ``origin`` in the warnings about its years.
+    ``script_origin`` is named in an error or a warning about the decision table (the config
+    file or the ``--set`` flag that gave it).
 
     Raises:
         ConfigError: For a decision table that cannot be used or names unknown households.
@@ -1318,7 +1321,9 @@ def _decision_policy(
         decisions = load_script(base_dir / decision.script, registry.skill_ids, households)
     except ScriptError as err:
         raise ConfigError(f"{script_origin}: decision.script: {err}") from None
-    _warn_after_last_year((year for _, year in decisions), config.years, origin, "decision.script")
+    _warn_after_last_year(
+        (year for _, year in decisions), config.years, script_origin, "decision.script"
+    )
     return ScriptedPolicy(decisions, registry.default_skill)
 
 

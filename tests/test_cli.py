@@ -235,6 +235,15 @@ def test_a_missing_set_path_names_the_flag_and_the_path_meant(
     assert problem in line
 
 
+def test_a_warning_about_a_set_decision_table_names_the_flag(capsys, tmp_path):
+    script = tmp_path / "decisions.csv"
+    script.write_text("agent_id,year,skill_id\nH00001,40,relocate\n", encoding="utf-8")
+    flags = ["--set", "decision.policy=scripted", "--set", f"decision.script={script}"]
+    code, _, err = call(capsys, "validate", DEFAULT, *SMALL, *flags)
+    assert code == 0, err
+    assert f"warning: --set decision.script={script}: decision.script: 1 entry is for" in err
+
+
 def test_an_unknown_audited_id_names_the_flag_that_listed_it(capsys):
     override = "audit.sample=[H00002, H99999]"
     code, out, err = call(capsys, "validate", DEFAULT, *SMALL, "--set", override)

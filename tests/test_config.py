@@ -731,7 +731,7 @@ def test_what_yaml_and_set_give_for_each_type_still_loads(tmp_path):
     ],
 )
 def test_a_retrieval_weight_under_spec_is_refused(override, key):
-    message = load_error(DEFAULT, [override])
+    message = load_error(DEFAULT, [override], named=f"--set {override}")
     assert message.endswith(
         f": memory.retrieval: {key}: only read by strategy weighted (strategy is spec)"
     )
@@ -742,7 +742,7 @@ def test_a_retrieval_weight_under_spec_is_refused(override, key):
 
 def test_a_relevance_weight_without_a_query_is_refused():
     weighted = ["memory.retrieval.strategy=weighted", "memory.retrieval.w_relevance=0.5"]
-    message = load_error(DEFAULT, weighted)
+    message = load_error(DEFAULT, weighted, named="--set memory.retrieval.w_relevance=0.5")
     assert message.endswith(
         ": memory.retrieval: w_relevance: only read with a query (query is null)"
     )
@@ -766,10 +766,28 @@ def test_a_retention_setting_under_another_policy_is_refused(override, policy, o
         config, _ = load_config(DEFAULT, overrides)
         assert getattr(config.memory.retention, key) == yaml.safe_load(override.partition("=")[2])
     else:
-        message = load_error(DEFAULT, overrides)
+        message = load_error(DEFAULT, overrides, named=f"--set {override}")
         assert message.endswith(
             f": memory.retention: {key}: only read by policy {policy} (policy is {other})"
         )
+
+
+@pytest.mark.parametrize(
+    ("text", "override"),
+    [
+        ("memory: {retrieval: {w_recency: 2.0}}\n", "memory.retrieval.w_recency=2.0"),
+        ("hazard: {events: {4: 9.5}}\n", "hazard.events={4: 9.5}"),
+        ("hazard: {events: {4: 9.5}}\n", "hazard={events: {4: 9.5}}"),
+    ],
+)
+def test_a_key_refused_by_a_check_across_keys_names_what_set_it(tmp_path, text, override):
+    """The file when the file set the refused key; its flag when a --set did (README)."""
+    path = write(tmp_path / "c.yaml", f"base: {DEFAULT}\n{text}")
+    file_message = load_error(path)
+    flag_message = load_error(DEFAULT, [override], named=f"--set {override}")
+    detail = file_message.removeprefix(f"{path}: ")
+    assert detail == flag_message.removeprefix(f"--set {override}: ")
+    assert detail.startswith(("memory.retrieval: w_recency: only read", "hazard.events: only"))
 
 
 @pytest.mark.parametrize("neighborhood", ["moore", "von_neumann"])
