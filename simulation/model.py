@@ -973,15 +973,16 @@ class FloodAdaptationModel(mesa.Model):
         skill_id = proposal.skill_id if validation.valid else self.registry.default_skill
         if not validation.valid:
             self.year_stats["invalid_proposals"] += 1
+        rejected = None
         if outcome is not None:
             validation = Validation.of(
                 (*outcome.errors, *validation.errors), (*outcome.warnings, *validation.warnings)
             )
             if outcome.fallback:
                 self.year_stats["invalid_proposals"] += 1
-        # After a fallback the proposal names the default skill: what the model asked for would
-        # be lost from the trace and the household's summary otherwise.
-        rejected = outcome.proposed if outcome is not None and outcome.fallback else None
+                # The proposal now names the default skill: what the model asked for would be
+                # lost from the trace and the household's summary otherwise.
+                rejected = outcome.proposed
         decision = Decision(
             year,
             proposal,
@@ -991,8 +992,9 @@ class FloodAdaptationModel(mesa.Model):
             cost=costs[skill_id],
             retries=outcome.retries if outcome is not None else 0,
             via_llm=outcome is not None,
-            rejected_skill_id=rejected,
         )
+        if rejected is not None:
+            decision.rejected_skill_id = rejected
         self._execute(household, decision, costs)
         tp = proposal.constructs.get("TP")
         household.last_decision = _new_tuple(
@@ -1000,7 +1002,7 @@ class FloodAdaptationModel(mesa.Model):
             (
                 year,
                 skill_id,
-                rejected or proposal.skill_id,
+                proposal.skill_id if rejected is None else rejected,
                 validation.valid,
                 decision.cost,
                 None if tp is None else tp.value,

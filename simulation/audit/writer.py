@@ -506,7 +506,8 @@ class AuditWriter:
                 "working_count": memory.working_size,
                 "episodic_count": memory.episodic_size,
             }
-            proposed = decision.proposed_skill_id  # after a fallback: what the model asked for
+            # Decision.proposed_skill_id, read without the property call (once per trace)
+            proposed = decision.rejected_skill_id or proposal.skill_id
             if proposed != decision.skill_id or full:
                 action["proposed_skill"] = proposed
             if proposal.parameters or full:

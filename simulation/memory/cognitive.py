@@ -748,8 +748,7 @@ class CognitiveMemory:
                 ``spec`` retrieval (which has none: they would be ignored).
         """
         settings = self.retrieval
-        if current_year is None:
-            current_year = self._clock
+        current_year = self._clock if current_year is None else current_year
         k = settings.top_k if top_k is None else top_k
         if k.__class__ is not int or k < 0:  # the model's calls pass a plain int
             k = _count(k)
@@ -765,7 +764,9 @@ class CognitiveMemory:
         else:
             keep = _make_filter(tags, sources, min_year, max_year)
         if strategy == "spec" and query is None:
-            _refuse_weights(w_recency, w_importance, w_relevance)
+            if w_recency is not None or w_importance is not None or w_relevance is not None:
+                msg = "w_recency, w_importance and w_relevance are only read by strategy weighted"
+                raise ValueError(msg)
             hits = self._retrieve_spec(k, current_year, keep)
         elif strategy in ("spec", "weighted"):
             hits = self._retrieve_weighted(
@@ -1106,13 +1107,6 @@ def _minmax(values: list[float]) -> list[float]:
         return [0.5] * len(values)
     span = hi - lo
     return [(v - lo) / span for v in values]
-
-
-def _refuse_weights(*weights: float | None) -> None:
-    """Refuse weights given to a ``spec`` retrieval: it has none, they would be ignored."""
-    if weights != (None, None, None):
-        msg = "w_recency, w_importance and w_relevance are only read by strategy weighted"
-        raise ValueError(msg)
 
 
 def _clean_query(query: object) -> str | None:
