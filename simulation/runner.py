@@ -415,9 +415,21 @@ def _clear_run_dir(run_dir: Path) -> None:
 
 
 def resume_run(
-    run_dir: Path, *, progress: bool | None = None, checkpoint_every: int | None = None
+    run_dir: str | Path, *, progress: bool | None = None, checkpoint_every: int | None = None
 ) -> RunResult:
     """Continue an interrupted run from its last checkpoint (or from the start without one).
+
+    The run keeps its config (``config.resolved.yaml``), its folder and its run id; the years
+    after the checkpoint are run again and give the files an uninterrupted run gives.
+
+    Args:
+        run_dir: The run directory of the interrupted run.
+        progress: Show a progress bar (``None``: only on a terminal).
+        checkpoint_every: Write a checkpoint every this many years from now on (``None``: as
+            the run was started).
+
+    Returns:
+        The run directory, the metrics table and the model, as :func:`run_simulation`.
 
     Raises:
         RunError: When ``run_dir`` is not a run directory, the run already completed, its
