@@ -491,6 +491,9 @@ def test_a_mean_window_past_the_runs_is_warned_about_once_per_point(sweep_dir, t
         ShortWindowWarning, match=r"target 't': years 5-30 .* \(the run ends in year"
     ):
         run_statistic(next((sweep_dir / "runs").iterdir()), Target(**window))
+    late = Target(**{**window, "years": [20, 30]})  # starts after the 16 years
+    with pytest.warns(ShortWindowWarning, match=r"year 16\): there is no year to average, so the"):
+        assert math.isnan(run_statistic(next((sweep_dir / "runs").iterdir()), late))
 
 
 def test_a_target_the_run_cannot_answer_fails_with_its_reason_and_the_rest_are_checked(

@@ -175,9 +175,14 @@ class ShortWindowWarning(UserWarning):
         runs: str = "the run ends",
     ):
         first, end = years
+        averaged = (
+            f"the mean is over years {first}-{last_year} only"
+            if first <= last_year
+            else "there is no year to average, so the target fails"
+        )
         super().__init__(
             f"{where}: years {first}-{end} reach past the run's last year ({runs} in year "
-            f"{last_year}): the mean is over years {first}-{last_year} only"
+            f"{last_year}): {averaged}"
         )
         self.years = (first, end)
         self.last_year = last_year
