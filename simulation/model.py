@@ -309,7 +309,6 @@ class FloodAdaptationModel(mesa.Model):
     ):
         super().__init__(seed=config.seed)
         self.config = config
-        self._origin = origin  # names the config file in errors raised while the run goes on
         where = origin_of or (lambda _: origin)
         # Spawned children do not depend on how many are spawned: adding a stream later
         # leaves the existing ones (and so earlier results) unchanged.
@@ -349,6 +348,12 @@ class FloodAdaptationModel(mesa.Model):
             except LLMConfigError as err:
                 key = str(err).partition(":")[0]  # the message starts with its key
                 raise ConfigError(f"{where(tuple(key.split('.')))}: {err}") from None
+            # What gave the cache and the endpoint (the config file or a --set flag), named by
+            # the errors that stop the run later.
+            self._cache_origin, self._endpoint_origin = (
+                where(("decision", "llm", "cache")),
+                where(("decision", "llm", "base_url")),
+            )
         self._pending: dict[HouseholdAgent, _Gathered] = {}
         self._draws: _DrawnAhead | None = None  # the decision stream's uniforms of this year
         self._llm_outcomes: dict[HouseholdAgent, LLMOutcome] = {}
@@ -1050,9 +1055,9 @@ class FloodAdaptationModel(mesa.Model):
         try:
             outcomes = self.llm.decide_all(requests) if requests else []
         except CacheMiss as err:
-            raise CacheMiss(err.request_hash, self._origin) from None
+            raise CacheMiss(err.request_hash, self._cache_origin) from None
         except EndpointUnreachable as err:
-            raise EndpointUnreachable(f"{self._origin}: {err}") from None
+            raise EndpointUnreachable(f"{self._endpoint_origin}: {err}") from None
         self._llm_outcomes = dict(zip(households, outcomes, strict=True))
         for household in order:
             self.decide_for(household, year)

@@ -1015,7 +1015,8 @@ def test_cli_replay_miss_exits_2_with_one_line(
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith(
-        f"floodsim: error: {DEFAULT}: decision.llm.cache: no cached reply for request "
+        f"floodsim: error: --set decision.llm.cache={cache}: decision.llm.cache: no cached "
+        "reply for request "
     )
     missing = HASH.findall(lines[0])
     assert len(missing) == 1
@@ -1039,9 +1040,9 @@ def test_cli_run_with_nothing_listening_exits_1_and_resumes_once_the_server_runs
     assert len(lines) == 1, err
     (run_dir,) = (tmp_path / "cli").iterdir()
     assert lines[0] == (
-        f"floodsim: error: {DEFAULT}: decision.llm.base_url: no reply from {base_url} for any "
-        "of the 5 requests of year 1 (connection refused); is the server running? Start it, "
-        f"then continue with: floodsim run --resume {run_dir}"
+        f"floodsim: error: --set decision.llm.base_url={base_url}: decision.llm.base_url: no "
+        f"reply from {base_url} for any of the 5 requests of year 1 (connection refused); is "
+        f"the server running? Start it, then continue with: floodsim run --resume {run_dir}"
     )
     assert out == ""
     assert_no_complete_run(tmp_path / "cli")
