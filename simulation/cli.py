@@ -189,7 +189,13 @@ def _validate(args: argparse.Namespace) -> int:
     kind = file_kind(read_yaml(Path(args.config)))
     if (args.set or args.seed is not None) and kind != "run":
         flag = "--set" if args.set else "--seed"
-        msg = f"{args.config}: {flag}: applies to run configs; {kind} files have their own `set:`"
+        if kind in ("experiment", "calibration"):
+            own = "`set:`" if args.set else "`seed:` (each replicate's seed is drawn from it)"
+            msg = (
+                f"{args.config}: {flag}: applies to run configs; {kind} files have their own {own}"
+            )
+        else:
+            msg = f"{args.config}: {flag}: applies to run configs, not to a {kind} file"
         raise ConfigError(msg)
     if kind == "targets":
         from simulation.analysis.behaviour import load_targets  # noqa: PLC0415

@@ -642,10 +642,19 @@ def test_a_file_for_another_command_names_the_right_one(capsys, tmp_path, comman
 @pytest.mark.parametrize("flag", [("--set", "memory.decay_rate=2"), ("--seed", "3")])
 @pytest.mark.parametrize("path", [EXPERIMENT, CALIBRATION])
 def test_validate_refuses_set_for_experiment_and_calibration_files(capsys, path, flag):
-    # --set and --seed would be ignored there: their overrides live in the file's own `set:`.
+    # --set and --seed would be ignored there: the file has its own `set:` and `seed:`.
     code, out, err = call(capsys, "validate", path, *flag)
     line = assert_bad_input(code, out, err)
-    assert line.startswith(f"{ERROR_PREFIX}{path}: {flag[0]}: ")
+    own = "`set:`" if flag[0] == "--set" else "`seed:`"
+    assert line.startswith(f"{ERROR_PREFIX}{path}: {flag[0]}: applies to run configs; "), line
+    assert f"files have their own {own}" in line
+
+
+def test_validate_refuses_a_seed_for_a_targets_file_without_pointing_to_a_set(capsys):
+    targets = Path(DEFAULT).parent / "targets" / "stylized_facts.yaml"
+    code, out, err = call(capsys, "validate", targets, "--seed", "3")
+    line = assert_bad_input(code, out, err)
+    assert line == f"{ERROR_PREFIX}{targets}: --seed: applies to run configs, not to a targets file"
 
 
 def test_validate_takes_the_seed_and_overrides_that_run_would(capsys):
