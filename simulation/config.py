@@ -996,6 +996,9 @@ def check_file_kind(data: dict[str, Any], expected: FileKind, origin: str) -> No
     Raises:
         ConfigError: Naming the file, what it is and the command that runs it.
     """
+    other = _floodsim_output(data)
+    if other is not None:
+        raise ConfigError(f"{origin}: this is {other}")
     kind = file_kind(data)
     if kind == expected:
         return
@@ -1007,6 +1010,24 @@ def check_file_kind(data: dict[str, Any], expected: FileKind, origin: str) -> No
         what += f" (it sets {own[0]})"
     msg = f"{origin}: this is {what}, not {_NOUNS[expected]}; run it with {_COMMANDS[kind]}"
     raise ConfigError(msg)
+
+
+def _floodsim_output(data: dict[str, Any]) -> str | None:
+    """What other floodsim file ``data`` is, and what to give instead (``None``: none of them).
+
+    A registry, a run's manifest or a batch's record given where a config goes would
+    otherwise be reported as a run config with unknown keys.
+    """
+    if {"version", "skills"} <= data.keys():
+        return "a skill registry, not a config; a run config names it with registry:"
+    if {"run_id", "config_hash"} <= data.keys():
+        return "a run's manifest, not a config; the run's config is config.resolved.yaml beside it"
+    if {"experiment", "runs"} <= data.keys():
+        return (
+            "a batch's record (experiment.json), not a config; give the experiment file it was "
+            "run from"
+        )
+    return None
 
 
 def remove_outputs(folder: Path, names: Iterable[str]) -> None:

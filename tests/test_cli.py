@@ -650,6 +650,25 @@ def test_validate_refuses_set_for_experiment_and_calibration_files(capsys, path,
     assert f"files have their own {own}" in line
 
 
+def test_validate_names_floodsims_other_files_given_as_a_config(capsys, tmp_path):
+    """A registry, a run's manifest or a batch's record: not 'unknown key' in a run config."""
+    registry = Path(DEFAULT).parents[1] / "skill_registry.yaml"
+    line = assert_bad_input(*call(capsys, "validate", registry))
+    assert line == (
+        f"{ERROR_PREFIX}{registry}: this is a skill registry, not a config; a run config names "
+        "it with registry:"
+    )
+    code, out, _ = call(capsys, "run", DEFAULT, *SMALL, "--out", tmp_path, "--quiet")
+    assert code == 0
+    manifest = Path(out.strip().splitlines()[-1]) / "manifest.json"
+    line = assert_bad_input(*call(capsys, "validate", manifest))
+    assert line.startswith(f"{ERROR_PREFIX}{manifest}: this is a run's manifest, not a config")
+    record = tmp_path / "experiment.json"
+    record.write_text('{"schema_version": 1, "experiment": {}, "runs": []}', encoding="utf-8")
+    line = assert_bad_input(*call(capsys, "batch", record, "--out", tmp_path / "b"))
+    assert line.startswith(f"{ERROR_PREFIX}{record}: this is a batch's record (experiment.json)")
+
+
 def test_validate_refuses_a_seed_for_a_targets_file_without_pointing_to_a_set(capsys):
     targets = Path(DEFAULT).parent / "targets" / "stylized_facts.yaml"
     code, out, err = call(capsys, "validate", targets, "--seed", "3")
