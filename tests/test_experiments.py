@@ -189,6 +189,28 @@ def test_resume_reruns_missing_run_directories(serial_result, tmp_path):
     assert (out / "runs" / "p001-r000" / "manifest.json").exists()
 
 
+def test_resume_reruns_a_complete_run_whose_model_years_csv_is_gone(
+    serial_result, tmp_path, capsys
+):
+    """A run recorded complete is kept only if its folder still holds what a complete run has."""
+    out = tmp_path / "copy"
+    shutil.copytree(serial_result.out_dir, out)
+    (out / "runs" / "p000-r000" / "model_years.csv").unlink()
+    shutil.rmtree(out / "runs" / "p001-r001")
+    path = write_experiment(tmp_path)
+    code = main(
+        ["batch", str(path), "--out", str(out), "--executor", "serial", "--resume", "--quiet"]
+    )
+    assert code == 0, capsys.readouterr().err
+    assert "2 kept from an earlier attempt" in capsys.readouterr().out
+    assert (out / "runs" / "p000-r000" / "model_years.csv").is_file()
+    assert (out / "runs" / "p001-r001" / "model_years.csv").is_file()
+    assert state(out)["wall_s"] is not None
+    assert pd.read_parquet(out / "model_years.parquet").equals(
+        pd.read_parquet(serial_result.out_dir / "model_years.parquet")
+    )
+
+
 def test_resume_keeps_a_run_a_worker_finished_after_the_batch_was_interrupted(
     serial_result, tmp_path
 ):

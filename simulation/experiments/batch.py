@@ -7,7 +7,8 @@ The output folder of an experiment holds:
     replicate, seed, swept parameters, status (pending, complete or failed), error and run
     directory. It is rewritten atomically after every finished run, so an interrupted batch
     can be resumed (``--resume`` keeps complete runs whose config and input files are
-    unchanged, and reruns the others: failed, missing, changed, or stopped by Ctrl-C). Once
+    unchanged, and reruns the others: failed, missing, changed, stopped by Ctrl-C, or missing
+    their manifest or ``model_years.csv``, whatever their record says). Once
     the batch ends, ``wall_s`` is the wall-clock time the latest attempt took, from planning to
     the combined metrics (``null`` while it runs; for reporting, nothing depends on it).
 ``runs/<run_id>/``
@@ -148,18 +149,22 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 def _reusable(record: dict[str, Any] | None, run: PlannedRun, out_dir: Path, folder: Path) -> bool:
     """Whether an earlier attempt's run can stand for ``run``.
 
-    Its own manifest must say it completed, and the manifest's config hash and input digests
-    must be those ``run`` would have now: an experiment edited between attempts (another sweep
-    value, more years, an edited registry) reruns the runs it changed. Its record may say
+    Its own manifest must say it completed, its ``model_years.csv`` (what the combined metrics
+    are read from) must be there, and the manifest's config hash and input digests must be
+    those ``run`` would have now: an experiment edited between attempts (another sweep value,
+    more years, an edited registry) reruns the runs it changed. Its record may say
     otherwise: a run a worker finished after the batch was interrupted is recorded as pending.
     """
     if record is None or record.get("seed") != run.seed:
         return False
+    run_dir = out_dir / "runs" / run.run_id
     try:
-        manifest = orjson.loads((out_dir / "runs" / run.run_id / "manifest.json").read_bytes())
+        manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return False
-    if manifest.get("status") != "complete":
+    # The manifest alone is not the run: a run whose metrics were deleted since would be kept
+    # and then break combining them (and every later resume), so it runs again instead.
+    if manifest.get("status") != "complete" or not (run_dir / "model_years.csv").is_file():
         return False
     # Imported here: the batch's own process needs Mesa only to check runs it might keep.
     from simulation.config import RunConfig  # noqa: PLC0415
