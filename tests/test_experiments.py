@@ -836,3 +836,27 @@ def test_a_folder_with_runs_but_no_readable_experiment_json_is_refused(tmp_path,
     assert "(an experiment.json that cannot be read)" in err
     assert batch_cli(capsys, path, out, "--overwrite")[0] == 0
     assert state(out)["experiment"]["name"] == "fresh"
+
+
+@pytest.mark.parametrize("flags", [(), ("--resume",), ("--overwrite",)])
+def test_a_run_directory_given_as_the_output_folder_is_refused(
+    serial_result, tmp_path, capsys, flags
+):
+    """A run directory never becomes an experiment's folder too, whatever the flags."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(serial_result.out_dir / "runs" / "p000-r000", run_dir)
+    (run_dir / "behaviour.csv").write_text("checked this run\n", encoding="utf-8")
+    before = {p: p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+    code, err = batch_cli(capsys, small_experiment(tmp_path, "into_a_run", 1), run_dir, *flags)
+    assert code == 2
+    assert err == (
+        f"floodsim: error: {run_dir}: is a run directory (it holds manifest.json and "
+        "config.resolved.yaml), not an experiment's folder; give another --out\n"
+    )
+    assert {p: p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()} == before
+    # Only its resolved config left (a run stopped before its manifest): still a run directory.
+    (run_dir / "manifest.json").unlink()
+    code, err = batch_cli(capsys, small_experiment(tmp_path, "into_a_run", 1), run_dir, *flags)
+    assert code == 2
+    assert "is a run directory (it holds config.resolved.yaml)" in err
+    assert not (run_dir / "experiment.json").exists()

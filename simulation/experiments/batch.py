@@ -74,6 +74,10 @@ class ExperimentResult:
 _RESULTS = ("experiment.json", "model_years.parquet", "runs", "behaviour.csv", "behaviour.png")
 
 
+#: Files only a run directory holds at its top (:data:`simulation.runner.RUN_FILES`).
+_RUN_MARKS = ("manifest.json", "config.resolved.yaml")
+
+
 def _holder(out: Path) -> tuple[str | None, str] | None:
     """Whose results ``out`` holds: ``(experiment name or None, what they are)``, or None.
 
@@ -101,8 +105,20 @@ def _check_output_folder(out: Path, name: str, *, resume: bool, overwrite: bool)
     """Refuse to write experiment ``name`` where results it should not mix with are.
 
     Raises:
-        ConfigError: One line naming the folder, whose results it holds and the flags.
+        ConfigError: One line naming the folder, whose results it holds and the flags; or,
+            for a run directory (with any flags), that it is one.
     """
+    # A run directory is never an experiment's folder, whatever the flags: writing into it
+    # would leave it both a run and an experiment (manifest.json beside experiment.json), which
+    # the readers take for one or the other, and --overwrite would remove the run's own
+    # behaviour.csv and behaviour.png.
+    marks = [name for name in _RUN_MARKS if (out / name).is_file()]
+    if marks:
+        msg = (
+            f"{out}: is a run directory (it holds {' and '.join(marks)}), not an experiment's "
+            "folder; give another --out"
+        )
+        raise ConfigError(msg)
     holder = _holder(out)
     if holder is None or overwrite:
         return
@@ -204,8 +220,8 @@ def run_experiment(
 
     Raises:
         ConfigError: For an invalid experiment file or executor override, or an output folder
-            holding results without ``resume`` (of this experiment) or ``overwrite`` (before
-            anything runs).
+            holding results without ``resume`` (of this experiment) or ``overwrite``, or a
+            run directory given as ``out_dir`` (before anything runs).
         OSError: For an output folder that cannot be created or a Dask scheduler that cannot
             be reached (before ``experiment.json`` is written).
         ValueError: For ``resume`` and ``overwrite`` together.
