@@ -860,3 +860,37 @@ def test_a_run_directory_given_as_the_output_folder_is_refused(
     assert code == 2
     assert "is a run directory (it holds config.resolved.yaml)" in err
     assert not (run_dir / "experiment.json").exists()
+
+
+def test_a_resume_that_replaces_or_removes_runs_removes_the_behaviour_check_of_the_old_ones(
+    tmp_path, capsys
+):
+    out = tmp_path / "out"
+    path = small_experiment(tmp_path, "reseeded", replicates=2)
+    assert batch_cli(capsys, path, out)[0] == 0
+
+    def check_behaviour() -> None:  # what floodsim check-behaviour leaves, and a user's file
+        for name in ("behaviour.csv", "behaviour.png", "notes.txt"):
+            (out / name).write_text(f"{name} of the runs so far\n", encoding="utf-8")
+
+    check_behaviour()
+    # Nothing to do: the check still holds.
+    assert batch_cli(capsys, path, out, "--resume")[0] == 0
+    assert (out / "behaviour.csv").is_file()
+    assert (out / "behaviour.png").is_file()
+    # A replicate dropped: no run reruns, one is removed.
+    fewer = small_experiment(tmp_path / "fewer", "reseeded", replicates=1)
+    assert batch_cli(capsys, fewer, out, "--resume")[0] == 0
+    assert not (out / "behaviour.csv").exists()
+    assert not (out / "behaviour.png").exists()
+    # Another seed: every run reruns.
+    check_behaviour()
+    seeds = {r["seed"] for r in state(out)["runs"]}
+    reseeded = path.read_text(encoding="utf-8").replace("seed: 1", "seed: 2")
+    path.write_text(reseeded, encoding="utf-8")
+    code, err = batch_cli(capsys, path, out, "--resume")
+    assert code == 0, err
+    assert seeds.isdisjoint(r["seed"] for r in state(out)["runs"])
+    assert not (out / "behaviour.csv").exists()
+    assert not (out / "behaviour.png").exists()
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "notes.txt of the runs so far\n"

@@ -21,6 +21,7 @@ A folder that already holds an experiment's results is not written into without 
 how: ``resume`` continues the same experiment (by name) and removes the run folders it no
 longer plans; ``overwrite`` first removes the results (the files above, and the
 ``behaviour.csv`` and ``behaviour.png`` that ``floodsim check-behaviour`` writes beside them).
+A resume that reruns or removes any run removes those two as well: they checked other runs.
 Anything else there is left alone. Without either, a stale run folder of a larger or another
 experiment would sit beside the new runs, where anything that lists ``runs/`` finds it.
 """
@@ -69,9 +70,14 @@ class ExperimentResult:
     wall_s: float
 
 
-#: What a batch writes into its folder (``runs`` a folder), and what ``floodsim check-behaviour``
-#: writes beside it by default: ``overwrite`` removes these, and only these.
-_RESULTS = ("experiment.json", "model_years.parquet", "runs", "behaviour.csv", "behaviour.png")
+#: What ``floodsim check-behaviour`` writes into an experiment's folder by default, read from its
+#: runs: stale once any run is replaced or removed, so a resume that does so removes these. (No
+#: ``report/``: ``floodsim report`` refuses an experiment's folder, unlike a run directory.)
+_DERIVED = ("behaviour.csv", "behaviour.png")
+
+#: What a batch writes into its folder (``runs`` a folder), and what is derived from it:
+#: ``overwrite`` removes these, and only these.
+_RESULTS = ("experiment.json", "model_years.parquet", "runs", *_DERIVED)
 
 
 #: Files only a run directory holds at its top (:data:`simulation.runner.RUN_FILES`).
@@ -146,13 +152,51 @@ def _check_output_folder(out: Path, name: str, *, resume: bool, overwrite: bool)
     raise ConfigError(msg)
 
 
-def _remove_unplanned_runs(out: Path, planned: list[PlannedRun]) -> None:
-    """Remove the run folders of an earlier attempt that the experiment no longer has."""
+def _remove_unplanned_runs(out: Path, planned: list[PlannedRun]) -> bool:
+    """Remove the run folders of an earlier attempt that the experiment no longer has.
+
+    Returns:
+        Whether any was removed.
+    """
     runs_dir = out / "runs"
     keep = {run.run_id for run in planned}
+    removed = False
     for folder in sorted(runs_dir.iterdir()):
         if folder.name not in keep and folder.is_dir() and not folder.is_symlink():
             shutil.rmtree(folder)
+            removed = True
+    return removed
+
+
+def _plan_records(
+    out: Path, planned: list[PlannedRun], folder: Path, *, resume: bool
+) -> list[dict[str, Any]]:
+    """Every planned run's record: complete if an earlier attempt's run stands for it, else pending.
+
+    Without ``resume`` (or an earlier ``experiment.json``) every run is pending. With it, the
+    run folders the experiment no longer has are removed and, when any run is removed or will
+    run again, so are the files derived from the earlier runs (:data:`_DERIVED`), as
+    ``overwrite`` removes them: they would otherwise sit beside the new ``model_years.parquet``
+    as if they checked it. A resume with nothing to do keeps them.
+    """
+    state_path = out / "experiment.json"
+    if not (resume and state_path.exists()):
+        return [_record(run) for run in planned]
+    previous = {r["run_id"]: r for r in orjson.loads(state_path.read_bytes())["runs"]}
+    removed = _remove_unplanned_runs(out, planned)
+    records = []
+    for run in planned:
+        old = previous.get(run.run_id)
+        if _reusable(old, run, out, folder):
+            # Kept, but labelled by this plan: a key added to the sweep at its default
+            # value leaves the run as it was and adds to what its point sets.
+            kept = {"status": "complete", "error": None, "run_dir": f"runs/{run.run_id}"}
+            records.append({**old, **kept, "params": run.params})
+        else:
+            records.append(_record(run))
+    if removed or any(record["status"] != "complete" for record in records):
+        remove_outputs(out, _DERIVED)
+    return records
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -246,20 +290,7 @@ def run_experiment(
             remove_outputs(out, _RESULTS)
         create_output_folder(out / "runs")
         state_path = out / "experiment.json"
-        previous: dict[str, dict[str, Any]] = {}
-        if resume and state_path.exists():
-            previous = {r["run_id"]: r for r in orjson.loads(state_path.read_bytes())["runs"]}
-            _remove_unplanned_runs(out, planned)
-        records = []
-        for run in planned:
-            old = previous.get(run.run_id)
-            if _reusable(old, run, out, folder):
-                # Kept, but labelled by this plan: a key added to the sweep at its default
-                # value leaves the run as it was and adds to what its point sets.
-                kept = {"status": "complete", "error": None, "run_dir": f"runs/{run.run_id}"}
-                records.append({**old, **kept, "params": run.params})
-            else:
-                records.append(_record(run))
+        records = _plan_records(out, planned, folder, resume=resume)
         state = _state(experiment, records)
         _write_json(state_path, state)
 
