@@ -119,32 +119,83 @@ def test_powell_within_budget(tmp_path):
         result = calibrate(path, tmp_path / "out", executor="serial", progress=False)
     windows = [str(w.message) for w in caught if w.category is ShortWindowWarning]
     assert windows == [
-        f"{path}: targets: target {name!r}: years 5-30 reach past the run's last year (the base "
-        "config ends in year 16): the mean is over years 5-16 only"
+        f"{path}: targets: target {name!r}: years 5-30 reach past the run's last year (the "
+        "calibration's runs end in year 16): the mean is over years 5-16 only"
         for name in ("insured_share_floodplain", "insured_share_outside_floodplain")
     ]
     assert 1 <= len(result.evaluations) <= 3
     assert 0.7 <= result.best["memory.decay_rate"] <= 0.99
 
 
+# Valid at the start and at each bound with the other at its start. Both starts lie in the
+# top quarter of their ranges, so the simplex steps each one down; the subsidies do not move
+# these targets, so the losses tie and the reflection of the last vertex comes next: it
+# lowers initial_subsidy (0.485) and raises min_subsidy to its bound (0.5), past each other.
 SUBSIDIES = {
-    "government.initial_subsidy": {"start": 0.3, "low": 0.2, "high": 0.95},
-    "government.min_subsidy": {"start": 0.2, "low": 0.0, "high": 0.5},
+    "government.initial_subsidy": {"start": 0.5, "low": 0.45, "high": 0.51},
+    "government.min_subsidy": {"start": 0.45, "low": 0.0, "high": 0.5},
 }
 
 
 def test_a_point_whose_values_conflict_scores_the_penalty_and_the_search_goes_on(tmp_path):
-    """Each bound is valid alone; the simplex's second vertex puts min_subsidy above initial."""
-    path = write(tmp_path, tiny(parameters=SUBSIDIES, max_evaluations=3))
+    """The reason names the refusal and the values, not an experiment file or design point."""
+    path = write(tmp_path, tiny(parameters=SUBSIDIES, max_evaluations=4))
     result = calibrate(path, tmp_path / "out", progress=False)
     table = pd.read_csv(tmp_path / "out" / "evaluations.csv", keep_default_na=False)
     invalid = table[table["invalid"] != ""]
-    assert list(invalid["evaluation"]) == [2]
-    assert "initial_subsidy (0.3) must lie within [min_subsidy" in invalid["invalid"].iat[0]
+    assert list(invalid["evaluation"]) == [3]
+    assert invalid["invalid"].iat[0] == (
+        "government: initial_subsidy (0.485) must lie within [min_subsidy, max_subsidy] = "
+        "[0.5, 0.95] (at government.initial_subsidy=0.485, government.min_subsidy=0.5)"
+    )
     penalty = NONFINITE_PENALTY * len(result.table)
     assert invalid["loss"].iat[0] == penalty
     assert result.loss < penalty
-    assert not (tmp_path / "out" / "evaluations" / "e002").exists()
+    assert not (tmp_path / "out" / "evaluations" / "e003").exists()
+
+
+def test_bounds_are_checked_with_the_other_parameters_at_their_starts(tmp_path):
+    # min_subsidy's high (0.6) conflicts with the base's initial_subsidy (0.5), a value the
+    # search never pairs it with: initial_subsidy is fitted, from 0.7 up.
+    parameters = {
+        "government.min_subsidy": {"start": 0.3, "low": 0.0, "high": 0.6},
+        "government.initial_subsidy": {"start": 0.7, "low": 0.65, "high": 0.9},
+    }
+    calibration, _ = load_calibration(write(tmp_path, tiny(parameters=parameters)))
+    assert set(calibration.parameters) == set(parameters)
+
+
+def test_a_bound_that_conflicts_with_another_start_is_refused(tmp_path):
+    # min_subsidy's high (0.45) fits the base's initial_subsidy (0.5) but not its start (0.4).
+    parameters = {
+        "government.min_subsidy": {"start": 0.2, "low": 0.0, "high": 0.45},
+        "government.initial_subsidy": {"start": 0.4, "low": 0.3, "high": 0.9},
+    }
+    path = write(tmp_path, tiny(parameters=parameters))
+    with pytest.raises(CalibrationError) as caught:
+        load_calibration(path)
+    assert str(caught.value) == (
+        f"{path}: parameters.government.min_subsidy.high: rejected by the run config with the "
+        "other parameters at their starts (government: initial_subsidy (0.4) must lie within "
+        "[min_subsidy, max_subsidy] = [0.45, 0.95])"
+    )
+
+
+def test_starts_that_conflict_are_refused_at_load_naming_them(tmp_path):
+    # Each start is valid against the base (initial_subsidy 0.5, min_subsidy 0.2), and each
+    # bound would be too; together min_subsidy 0.45 is above initial_subsidy 0.35.
+    parameters = {
+        "government.min_subsidy": {"start": 0.45, "low": 0.0, "high": 0.5},
+        "government.initial_subsidy": {"start": 0.35, "low": 0.3, "high": 0.9},
+    }
+    path = write(tmp_path, tiny(parameters=parameters))
+    with pytest.raises(CalibrationError) as caught:
+        load_calibration(path)
+    assert str(caught.value) == (
+        f"{path}: parameters: the starts government.min_subsidy=0.45, "
+        "government.initial_subsidy=0.35 are rejected together by the run config (government: "
+        "initial_subsidy (0.35) must lie within [min_subsidy, max_subsidy] = [0.45, 0.95])"
+    )
 
 
 def test_target_loss():
@@ -220,6 +271,13 @@ def test_bad_files(tmp_path, changes, key):
     assert message.startswith(f"{path}: ")
     assert f" {key}:" in message or f" {key}." in message
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_targets_past_the_runs_name_the_calibrations_runs(tmp_path):
+    # `years` comes from `set`, not the base config (30 years): the message says whose runs.
+    path = write(tmp_path, tiny(set={"households.count": 40, "years": 12}))
+    with pytest.raises(CalibrationError, match=r"but the calibration's runs run 12 years$"):
+        load_calibration(path)
 
 
 def test_an_integer_key_is_not_real_valued_even_at_whole_bounds(tmp_path):

@@ -17,9 +17,10 @@ value and bounds), a targets file (:mod:`simulation.analysis.behaviour`) and how
     executor: {kind: process, workers: 2}      # serial | process | dask (as in experiments)
 
 Paths are relative to the calibration file. Every problem (unknown key, a parameter that is not
-a real-valued key of the run config or whose start or bounds the config rejects, ``low >= high``,
-a start outside its bounds, a missing targets or base file) raises :class:`CalibrationError`
-with one line naming the file and the key, before any simulation runs.
+a real-valued key of the run config, starts the config rejects together, a bound it rejects
+with the other parameters at their starts, ``low >= high``, a start outside its bounds, a
+missing targets or base file) raises :class:`CalibrationError` with one line naming the file
+and the key, before any simulation runs.
 
 Method: simulated method of moments.
     For a parameter vector θ, ``replicates`` simulations run as one batch experiment (its
@@ -37,10 +38,12 @@ Method: simulated method of moments.
     take-up never recovers within the run, or most policies outlast it) contributes
     :data:`NONFINITE_PENALTY` instead, the term of a value 100 tolerances away: worse than any
     plausible finite miss, yet finite so the optimiser can still compare points. A point whose
-    values make an invalid run config together (each bound is checked alone at load, but e.g.
-    ``government.min_subsidy`` above ``government.initial_subsidy`` is refused) is not
-    simulated: every target scores the penalty and ``evaluations.csv`` gives the reason (the
-    start point is checked whole at load, so the search always has a valid point).
+    values make an invalid run config together is not simulated: every target scores the
+    penalty and ``evaluations.csv`` gives the reason. At load, the start point is checked
+    whole and each bound with the other parameters at their starts, so the search always has
+    a valid point, but a later point that moves several parameters at once (e.g.
+    ``government.min_subsidy`` up and ``government.initial_subsidy`` down, past each other)
+    may be refused.
 
     ``scipy.optimize.minimize`` (``method`` nelder-mead or powell, with bounds) searches θ
     scaled to [0, 1] by each parameter's bounds, so one step means the same share of every
@@ -54,8 +57,8 @@ Outputs, in ``out_dir`` (default ``outputs/calibration/<name>``):
 
 ``evaluations.csv``
     One row per point in order: ``evaluation``, each parameter, ``loss``, each target's
-    simulated value (mean over replicates) and ``invalid``: why the point's config was refused
-    (empty for the points simulated).
+    simulated value (mean over replicates) and ``invalid``: why the point's config was refused,
+    with the point's values (empty for the points simulated).
 ``best.yaml``
     The best point as dotted-key overrides (``parameters``, usable as a run config's ``--set``
     values or an experiment's ``set``), its ``loss``, which evaluation it was, how many targets
@@ -76,7 +79,7 @@ import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -224,30 +227,92 @@ def _lookup(data: dict[str, Any], key: str) -> Any:
     return node
 
 
-def _check_parameter(base: dict[str, Any], key: str, spec: ParameterSpec, origin: str) -> None:
-    """Every value the search may try (start, low, high) must make a valid run config."""
-    for field in ("start", "low", "high"):
-        value = getattr(spec, field)
-        data = apply_overrides(base, [f"{key}={_yaml_value(value)}"], origin, where="parameters.")
-        try:
-            config = RunConfig.model_validate(data)
-        except ValidationError as err:
-            first = err.errors()[0]
-            integer = first["type"] == "int_type" and isinstance(first.get("input"), float)
-            if integer and ".".join(map(str, first["loc"])) == key:
-                _not_real_valued(key, origin)  # strict validation refuses even 100.0
-            detail = describe_validation_error(err, origin).removeprefix(f"{origin}: ")
-            where = key if field == "start" else f"{key}.{field}"
-            msg = f"{origin}: parameters.{where}: rejected by the run config ({detail})"
-            raise CalibrationError(msg) from None
-        # Only real-valued keys can be searched continuously: an integer key (households.count,
-        # seed) validates at its bounds but would reject the fractional values in between.
-        found = _lookup(config.to_yaml_dict(), key)
-        if not isinstance(found, float):
+def _point_config(base: dict[str, Any], values: dict[str, float], origin: str) -> RunConfig:
+    """The run config of ``base`` with the parameters at ``values`` (raises ValidationError)."""
+    overrides = [f"{key}={_yaml_value(value)}" for key, value in values.items()]
+    return RunConfig.model_validate(apply_overrides(base, overrides, origin, where="parameters."))
+
+
+def _refusal(err: ValidationError, origin: str) -> str:
+    """The run config's first objection, without the file name (for use inside a message)."""
+    return describe_validation_error(err, origin).removeprefix(f"{origin}: ")
+
+
+def _refused_integer(err: ValidationError, key: str) -> bool:
+    """Whether ``err`` is strict validation refusing a float (even 100.0) for integer ``key``."""
+    first = err.errors()[0]
+    integer = first["type"] == "int_type" and isinstance(first.get("input"), float)
+    return integer and ".".join(map(str, first["loc"])) == key
+
+
+def _require_real(config: RunConfig, key: str, origin: str) -> None:
+    # Only real-valued keys can be searched continuously: an integer key (households.count,
+    # seed) validates at its bounds but would reject the fractional values in between.
+    if not isinstance(_lookup(config.to_yaml_dict(), key), float):
+        _not_real_valued(key, origin)
+
+
+def _check_parameters(
+    base: dict[str, Any], parameters: dict[str, ParameterSpec], origin: str
+) -> None:
+    """The start point, and each bound with the other parameters at their starts, must be valid.
+
+    The search begins at the start point, and Nelder-Mead's first simplex moves one parameter
+    at a time from it, so these are the points a file must make valid. Checking a bound
+    against the base config's values instead would refuse a bound that only conflicts with a
+    value the search never pairs it with, and let through starts that conflict with each
+    other. Points further on that move several parameters may still be refused together; they
+    score the penalty (see the module docstring).
+    """
+    starts = {key: spec.start for key, spec in parameters.items()}
+    try:
+        config = _point_config(base, starts, origin)
+    except ValidationError as err:
+        _refuse_start(err, starts, origin)
+    for key in parameters:
+        _require_real(config, key, origin)
+    others = " with the other parameters at their starts" if len(parameters) > 1 else ""
+    for key, spec in parameters.items():
+        for field in ("low", "high"):
+            try:
+                config = _point_config(base, {**starts, key: getattr(spec, field)}, origin)
+            except ValidationError as err:
+                if _refused_integer(err, key):
+                    _not_real_valued(key, origin)
+                msg = (
+                    f"{origin}: parameters.{key}.{field}: rejected by the run config{others} "
+                    f"({_refusal(err, origin)})"
+                )
+                raise CalibrationError(msg) from None
+            _require_real(config, key, origin)
+
+
+def _refuse_start(err: ValidationError, starts: dict[str, float], origin: str) -> NoReturn:
+    """Raise for a refused start point, naming the parameter(s) the refusal is about.
+
+    The refusal's location picks them: the key itself (a value out of range, an unknown key),
+    or the fitted keys inside the section whose check failed (``government`` for a
+    ``min_subsidy`` above ``initial_subsidy``); all of them if it names none.
+    """
+    loc = ".".join(map(str, err.errors()[0]["loc"]))
+    named = [key for key in starts if loc == key or loc.startswith(f"{key}.")]
+    if not named:
+        named = [key for key in starts if not loc or key.startswith(f"{loc}.")] or list(starts)
+    if len(named) == 1:
+        key = named[0]
+        if _refused_integer(err, key):
             _not_real_valued(key, origin)
+        msg = f"{origin}: parameters.{key}: rejected by the run config ({_refusal(err, origin)})"
+    else:
+        values = ", ".join(f"{key}={_yaml_value(starts[key])}" for key in named)
+        msg = (
+            f"{origin}: parameters: the starts {values} are rejected together by the run "
+            f"config ({_refusal(err, origin)})"
+        )
+    raise CalibrationError(msg) from None
 
 
-def _not_real_valued(key: str, origin: str) -> None:
+def _not_real_valued(key: str, origin: str) -> NoReturn:
     msg = f"{origin}: parameters.{key}: not a real-valued key of the run config"
     raise CalibrationError(msg)
 
@@ -291,8 +356,7 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
         msg = f"{origin}: targets: target name {clash[0]!r} clashes with an evaluations column"
         raise CalibrationError(msg)
     base, base_config = _base_config(calibration, folder, origin)
-    for key, spec in calibration.parameters.items():
-        _check_parameter(base, key, spec, origin)
+    _check_parameters(base, calibration.parameters, origin)
     _check_target_years(targets, base_config.years, origin)
     tenure = any(t.statistic == "median_policy_tenure" for t in targets)
     if base_config.audit.level == "off" and tenure:
@@ -349,7 +413,7 @@ def _check_target_years(targets: list[Target], years: int, origin: str) -> None:
             if target.years[1] > years >= last:
                 where = f"{origin}: targets: target {target.name!r}"
                 warnings.warn(
-                    ShortWindowWarning(where, target.years, years, "the base config ends"),
+                    ShortWindowWarning(where, target.years, years, "the calibration's runs end"),
                     stacklevel=3,
                 )
         elif target.flood_year is not None:
@@ -358,8 +422,8 @@ def _check_target_years(targets: list[Target], years: int, origin: str) -> None:
             last = target.flood_year + (after or 0)
         if last is not None and last > years:
             msg = (
-                f"{origin}: targets: target {target.name!r} needs year {last}, but the base "
-                f"config runs {years} years"
+                f"{origin}: targets: target {target.name!r} needs year {last}, but the "
+                f"calibration's runs run {years} years"
             )
             raise CalibrationError(msg)
 
@@ -417,9 +481,13 @@ class _Search:
         targets_path: Path,
         out: Path,
         run: Callable[[Path, Path], None],
+        base: dict[str, Any],
+        origin: str,
     ) -> None:
         self.calibration = calibration
         self.base_path = base_path
+        self.base = base  # the base config with `set` applied, as plain data
+        self.origin = origin
         self.targets_path = targets_path
         self.out = out
         self.run = run
@@ -462,6 +530,14 @@ class _Search:
         """Run the replicates at ``params`` as a batch experiment and score the targets."""
         c = self.calibration
         folder = self.out / "evaluations" / f"e{index:03d}"
+        # Checked here rather than left to the experiment: its error would name an experiment
+        # file that is deleted with the point's folder and a design point the calibration
+        # does not have.
+        try:
+            _point_config(self.base, params, self.origin)
+        except ValidationError as err:
+            reason = f"{_refusal(err, self.origin)} (at {_describe(params)})"
+            return self._invalid(index, params, folder, reason)
         folder.mkdir(parents=True, exist_ok=True)
         experiment = {
             "name": c.name,
@@ -476,7 +552,9 @@ class _Search:
         try:
             self.run(path, folder)
         except ConfigError as err:  # refused before any run started
-            return self._invalid(index, params, folder, str(err))
+            # Without the experiment file (deleted with the folder) and the design point label.
+            reason = str(err).removeprefix(f"{path}: ").removesuffix(" [design point 0: base]")
+            return self._invalid(index, params, folder, f"{reason} (at {_describe(params)})")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ShortWindowWarning)  # said once, at setup
@@ -733,7 +811,8 @@ def calibrate(
             msg = f"{experiment_out}: {result.failed} run(s) failed: {error}"
             raise CalibrationError(msg)
 
-    search = _Search(calibration, base_path, targets_path, out, run)
+    base, _ = _base_config(calibration, folder, origin)
+    search = _Search(calibration, base_path, targets_path, out, run, base, origin)
     search.bar = tqdm(
         total=calibration.max_evaluations,
         desc=f"calibrate {calibration.name}",
