@@ -276,7 +276,7 @@ def test_bad_files(tmp_path, changes, key):
 def test_targets_past_the_runs_name_the_calibrations_runs(tmp_path):
     # `years` comes from `set`, not the base config (30 years): the message says whose runs.
     path = write(tmp_path, tiny(set={"households.count": 40, "years": 12}))
-    with pytest.raises(CalibrationError, match=r"but the calibration's runs run 12 years$"):
+    with pytest.raises(CalibrationError, match=r"but the calibration's runs last 12 years$"):
         load_calibration(path)
 
 

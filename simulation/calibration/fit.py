@@ -423,7 +423,7 @@ def _check_target_years(targets: list[Target], years: int, origin: str) -> None:
         if last is not None and last > years:
             msg = (
                 f"{origin}: targets: target {target.name!r} needs year {last}, but the "
-                f"calibration's runs run {years} years"
+                f"calibration's runs last {years} years"
             )
             raise CalibrationError(msg)
 
