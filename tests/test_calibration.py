@@ -112,6 +112,31 @@ def test_reproducible_from_seed(fitted, tmp_path):
     assert again.best == fitted.best
 
 
+def test_an_interrupted_calibration_keeps_the_evaluations_that_finished(tmp_path, monkeypatch):
+    """Ctrl-C in the second evaluation: the first is in evaluations.csv and best.yaml."""
+    from simulation.calibration import fit
+
+    real = fit.run_experiment
+    calls = []
+
+    def interrupted_second(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fit, "run_experiment", interrupted_second)
+    path = write(tmp_path, tiny(parameters=DECAY, replicates=1))
+    with pytest.raises(KeyboardInterrupt):
+        calibrate(path, tmp_path / "out", executor="serial", progress=False)
+    table = pd.read_csv(tmp_path / "out" / "evaluations.csv")
+    assert table["evaluation"].tolist() == [0]
+    assert table["memory.decay_rate"].tolist() == [DECAY["memory.decay_rate"]["start"]]
+    best = yaml.safe_load((tmp_path / "out" / "best.yaml").read_text(encoding="utf-8"))
+    assert best["stopped"] == "interrupted after 1 evaluations"
+    assert best["evaluation"] == 0
+
+
 def test_powell_within_budget(tmp_path):
     """Also: a target window past the runs' end is said once, at setup, not per evaluation."""
     path = write(tmp_path, tiny(method="powell", parameters=DECAY, max_evaluations=3))

@@ -786,6 +786,9 @@ def calibrate(
     Raises:
         CalibrationError: For a bad calibration file (before anything runs), or a run that
             fails or lacks what a target needs.
+        KeyboardInterrupt: On Ctrl-C, once ``evaluations.csv``, ``best.yaml`` and the figure
+            of the evaluations that finished are written (``stopped: interrupted after N
+            evaluations``).
     """
     origin = str(path)
     calibration, folder = load_calibration(path)
@@ -821,6 +824,12 @@ def calibrate(
     )
     try:
         message = _optimise(search, calibration)
+    except KeyboardInterrupt:
+        # Evaluations take minutes each: the finished ones are written out before stopping.
+        if search.best is not None:
+            stopped = f"interrupted after {len(search.history)} evaluations"
+            _write_outputs(out, calibration, search, search.best, stopped, origin)
+        raise
     finally:
         search.bar.close()
     best = search.best
