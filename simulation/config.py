@@ -14,6 +14,7 @@ Sections defined next to the code that uses them are imported here: ``households
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import os
 import re
@@ -1376,10 +1377,12 @@ def setting_origin(
         From a key path (``("decision", "script")``), the override, else the file of the
         ``base:`` chain that set it, else ``origin``.
     """
+    # Building a model names several keys' origins: each file of the chain is read once.
+    read = functools.cache(read_yaml)
 
     def origin_of(loc: tuple[str, ...]) -> str:
         flag = _flag_setting(loc, "value_error", overrides or [], seed, True)
-        return flag or _file_setting(Path(origin), loc)
+        return flag or _file_setting(Path(origin), loc, read)
 
     return origin_of
 
@@ -1469,18 +1472,23 @@ def _shown_override(override: str, parts: tuple[str, ...], value: Any) -> str:
     return f"--set {override}"
 
 
-def _file_setting(path: Path, loc: tuple[int | str, ...]) -> str:
+def _file_setting(
+    path: Path,
+    loc: tuple[int | str, ...],
+    read: Callable[[Path], dict[str, Any]] = read_yaml,
+) -> str:
     """The file whose value at ``loc`` the merged config holds, to name it in an error.
 
     The file wins over its ``base:``, and so on down the chain; a key that none of them sets
     (a missing one, a cross-key check) names ``path``. ``--set`` overrides are looked up first
-    (:func:`_flag_setting`).
+    (:func:`_flag_setting`). ``read`` reads each file of the chain (a cached reader serves many
+    lookups).
     """
     current, seen = path.resolve(), set()
     while current not in seen:
         seen.add(current)
         try:
-            data = read_yaml(current)
+            data = read(current)
         except ConfigError:
             break
         node: Any = data

@@ -21,6 +21,7 @@ from simulation.config import (
     load_config,
     read_yaml,
     resolve_base,
+    setting_origin,
     warn_ignored_keys,
 )
 from simulation.experiments.design import SweepConfig
@@ -852,4 +853,12 @@ def test_a_valid_config_is_read_once_per_file_of_its_base_chain(monkeypatch):
     monkeypatch.setattr(config_module, "read_yaml", counting)
     scenario = ROOT / "configs" / "scenarios" / "single_flood.yaml"
     load_config(scenario, ["households.count=30", "years=3", "events.flood_major.importance=0.8"])
+    assert read == [scenario, DEFAULT]
+    # Naming what set each file key while a model is built reads the chain once, too.
+    read.clear()
+    origin_of = setting_origin(str(scenario), ["years=3"])
+    named = [
+        origin_of(loc) for loc in [("registry",), ("hazard", "events"), ("decision", "script")]
+    ]
+    assert named == [str(DEFAULT), str(scenario), str(DEFAULT)]
     assert read == [scenario, DEFAULT]
