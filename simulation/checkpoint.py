@@ -79,8 +79,12 @@ def restore(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
     """Put a freshly built model (same config) into the state of a checkpoint.
 
     Raises:
+        TypeError: For data that is not a JSON object.
         ValueError: For an unknown format or a checkpoint of another population.
     """
+    if not isinstance(data, dict):
+        msg = f"expected a JSON object, got {type(data).__name__}"
+        raise TypeError(msg)
     if data.get("format_version") != FORMAT_VERSION:
         found = data.get("format_version")
         msg = f"checkpoint format_version must be {FORMAT_VERSION}, got {found!r}"

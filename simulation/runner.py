@@ -98,6 +98,8 @@ RUN_FILES = (
 
 #: How many of the kept files' names the warning lists.
 _KEPT_NAMES_SHOWN = 3
+# What a checkpoint commits of each audit stream (``AuditWriter.commit``).
+_MARKS = ("offset", "lines")
 
 
 class KeptFilesWarning(UserWarning):
@@ -439,8 +441,10 @@ def resume_run(
     try:
         manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
+        manifest = None
+    if not isinstance(manifest, dict):  # unreadable, or JSON but not a manifest's object
         msg = f"{run_dir}: not a run directory (no readable manifest.json)"
-        raise RunError(msg) from None
+        raise RunError(msg)
     if manifest.get("status") == "complete":
         msg = f"{run_dir}: the run is already complete; nothing to resume"
         raise RunError(msg)
@@ -458,11 +462,12 @@ def resume_run(
         checkpoint = read_checkpoint(run_dir)
         if checkpoint is not None:
             restore(model, checkpoint)
+            streams = _committed_streams(checkpoint)
     except (ValueError, KeyError, TypeError) as err:  # orjson's decode error is a ValueError
         msg = f"{run_dir / CHECKPOINT_FILE}: not a usable checkpoint of this run ({err})"
         raise RunError(msg) from None
     if checkpoint is not None:
-        writer = _writer(run_dir, manifest["run_id"], config, resume=checkpoint["streams"])
+        writer = _writer(run_dir, manifest["run_id"], config, resume=streams)
         model.audit = writer  # the initial memories are already in the streams
     else:  # killed before the first checkpoint: start over in the same directory
         writer = _writer(run_dir, manifest["run_id"], config, resume=None)
@@ -478,6 +483,27 @@ def resume_run(
     )
     _write_manifest(run_dir, manifest)
     return _drive(model, config, run_dir, manifest, writer, progress)
+
+
+def _committed_streams(checkpoint: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """The byte offset and line count a checkpoint committed for each audit stream.
+
+    Raises:
+        ValueError: When the checkpoint's ``streams`` is not a mapping of stream names to
+            non-negative integer ``offset`` and ``lines``.
+    """
+    streams = checkpoint["streams"]
+    if not isinstance(streams, dict):
+        msg = f"streams: expected a mapping of audit streams, got {type(streams).__name__}"
+        raise TypeError(msg)
+    for name, committed in streams.items():
+        values = [committed.get(key) if isinstance(committed, dict) else None for key in _MARKS]
+        if not all(type(v) is int and v >= 0 for v in values):
+            msg = (
+                f"streams.{name}: expected non-negative integer offset and lines, got {committed!r}"
+            )
+            raise ValueError(msg)
+    return streams
 
 
 def _changed_since_start(config: RunConfig, run_dir: Path, manifest: dict[str, Any]) -> str | None:

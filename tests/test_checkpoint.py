@@ -286,8 +286,16 @@ def test_resume_refuses_a_run_whose_config_or_inputs_changed(tmp_path, capsys):
     [
         (lambda text: text[:1000], "not a usable checkpoint"),
         (lambda text: text.replace('"format_version":', '"format_version_":'), "format_version"),
+        (lambda _text: "[]", "expected a JSON object, got list"),
+        (lambda text: text.replace('"streams":', '"streams_":'), "streams"),
+        (
+            lambda text: orjson.dumps(
+                {**orjson.loads(text), "streams": {"memory_updates": "x"}}
+            ).decode(),
+            "streams.memory_updates",
+        ),
     ],
-    ids=["truncated", "edited"],
+    ids=["truncated", "edited", "not-an-object", "no-streams", "bad-stream-offset"],
 )
 def test_a_damaged_checkpoint_is_a_clear_error(tmp_path, capsys, damage, problem):
     run_dir = interrupted_run(tmp_path, 5)
@@ -298,6 +306,14 @@ def test_a_damaged_checkpoint_is_a_clear_error(tmp_path, capsys, damage, problem
     assert err.count("\n") == 1
     assert err.startswith(f"floodsim: error: {checkpoint}: not a usable checkpoint")
     assert problem in err
+
+
+def test_a_manifest_that_is_not_a_json_object_is_not_a_run_directory(tmp_path, capsys):
+    run_dir = interrupted_run(tmp_path, 5)
+    (run_dir / "manifest.json").write_text("[]", encoding="utf-8")
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"floodsim: error: {run_dir}: not a run directory (no readable manifest.json)\n"
 
 
 def test_a_run_killed_as_it_completes_leaves_no_checkpoint_and_resumes(tmp_path, monkeypatch):
