@@ -467,6 +467,7 @@ def resume_run(
         msg = f"{run_dir / CHECKPOINT_FILE}: not a usable checkpoint of this run ({err})"
         raise RunError(msg) from None
     if checkpoint is not None:
+        _check_stream_files(run_dir, config, streams)
         writer = _writer(run_dir, manifest["run_id"], config, resume=streams)
         model.audit = writer  # the initial memories are already in the streams
     else:  # killed before the first checkpoint: start over in the same directory
@@ -504,6 +505,38 @@ def _committed_streams(checkpoint: dict[str, Any]) -> dict[str, dict[str, int]]:
             )
             raise ValueError(msg)
     return streams
+
+
+def _check_stream_files(
+    run_dir: Path, config: RunConfig, streams: dict[str, dict[str, int]]
+) -> None:
+    """Refuse to resume when a stream file no longer holds what the checkpoint committed.
+
+    Resuming truncates each stream to its committed offset and appends; a file that is missing
+    or shorter than that offset (cut, replaced or deleted since) would be padded or restarted,
+    and the run would end ``complete`` with a corrupt or partial audit trail.
+
+    Raises:
+        RunError: Naming the stream file and what it lacks.
+    """
+    suffix = ".jsonl.gz" if config.audit.gzip else ".jsonl"
+    for name, committed in streams.items():
+        path = run_dir / f"{name}{suffix}"
+        offset = committed["offset"]
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            problem = "missing"
+        else:
+            if size >= offset:
+                continue
+            problem = f"has {size} bytes"
+        msg = (
+            f"{path}: {problem}, but the checkpoint committed {offset} bytes of it: the stream "
+            "was cut, replaced or removed since, so the run cannot be resumed; start a new run "
+            "instead"
+        )
+        raise RunError(msg)
 
 
 def _changed_since_start(config: RunConfig, run_dir: Path, manifest: dict[str, Any]) -> str | None:

@@ -308,6 +308,28 @@ def test_a_damaged_checkpoint_is_a_clear_error(tmp_path, capsys, damage, problem
     assert problem in err
 
 
+@pytest.mark.parametrize("extra", [(), ("audit.gzip=true",)], ids=["plain", "gzip"])
+@pytest.mark.parametrize("damage", ["cut", "removed"])
+def test_resume_refuses_a_stream_that_lost_what_the_checkpoint_committed(
+    tmp_path, capsys, extra, damage
+):
+    # Resuming cuts each stream back to the checkpoint's offset and appends: a shorter file
+    # would be padded with zero bytes (or a missing one started afresh) and the run would end
+    # complete with a corrupt audit trail.
+    run_dir = interrupted_run(tmp_path, 5, *extra)
+    (stream,) = run_dir.glob("memory_updates.jsonl*")
+    if damage == "cut":
+        stream.write_bytes(stream.read_bytes()[:100])
+    else:
+        stream.unlink()
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"floodsim: error: {stream}: ")
+    assert "cannot be resumed" in err
+    assert manifest(run_dir)["status"] == "failed"  # left as it was
+
+
 def test_a_manifest_that_is_not_a_json_object_is_not_a_run_directory(tmp_path, capsys):
     run_dir = interrupted_run(tmp_path, 5)
     (run_dir / "manifest.json").write_text("[]", encoding="utf-8")
