@@ -284,6 +284,19 @@ def test_centre_header_case_insensitive_and_wrapped_rows(tmp_path: Path) -> None
         (GRID + "6.0\n", "expected nrows x ncols = 3 x 4 = 12 values, found 13"),
         (GRID.replace("4.5", "4,5"), r"line 9: non-numeric value '4,5' \(grid row 3, column 2\)"),
         ("ncols 2\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n", "found 0"),
+        # NaN or infinite depths would read as dry or as the deepest flood: refused, like NaN
+        # and infinite values in a config.
+        (GRID.replace("4.5", "inf"), r"line 9: value 'inf' is not finite \(grid row 3, column 2\)"),
+        (GRID.replace("1.5\n", "nan\n"), r"line 7: value 'nan' is not finite \(grid row 1, col"),
+        (
+            GRID.replace("3.5", "1e999"),
+            r"line 8: value '1e999' is not finite \(grid row 2, column 4",
+        ),
+        # Wrapped rows: the line and the cell still point at the value.
+        (
+            "ncols 3\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n1 2\n3 -inf 5\n6\n",
+            r"line 7: value '-inf' is not finite \(grid row 2, column 1\)",
+        ),
     ],
 )
 def test_malformed_grids_name_file_and_key(tmp_path: Path, text: str, message: str) -> None:

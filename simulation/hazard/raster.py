@@ -217,6 +217,22 @@ def _diagnose_body(body: list[str], first_line: int, nrows: int, ncols: int, whe
         raise HazardError(msg)
 
 
+def _refuse_non_finite(body: list[str], first_line: int, ncols: int, where: str) -> None:
+    """Raise a HazardError naming the line of the first NaN or infinite value of the body."""
+    count = 0
+    for offset, line in enumerate(body):
+        for token in line.split():
+            if not math.isfinite(float(token)):
+                row, col = divmod(count, ncols)
+                msg = (
+                    f"{where}: line {first_line + offset + 1}: value {token!r} is not finite "
+                    f"(grid row {row + 1}, column {col + 1}); mark cells without data with "
+                    "the NODATA_value"
+                )
+                raise HazardError(msg)
+            count += 1
+
+
 def read_ascii_grid(path: str | os.PathLike[str]) -> AsciiGrid:
     """Read an ESRI ASCII grid.
 
@@ -231,7 +247,7 @@ def read_ascii_grid(path: str | os.PathLike[str]) -> AsciiGrid:
 
     Raises:
         HazardError: If the file is missing or unreadable, a header key is missing, repeated,
-            unknown or invalid, a value is not a number, or the number of values is not
+            unknown or invalid, a value is not a finite number, or the number of values is not
             ``nrows * ncols``; the message names the file and the key or line.
     """
     file = Path(path)
@@ -270,6 +286,8 @@ def read_ascii_grid(path: str | os.PathLike[str]) -> AsciiGrid:
         _diagnose_body(body, first_data, nrows, ncols, where)
         tokens = " ".join(body).split()
         values = np.array(tokens, dtype=np.float64).reshape(nrows, ncols)
+    if not np.isfinite(values).all():
+        _refuse_non_finite(body, first_data, ncols, where)
     if nodata is not None:
         values[values == nodata] = np.nan
     values.flags.writeable = False
