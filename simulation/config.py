@@ -1444,14 +1444,16 @@ def _value_at(value: Any, loc: tuple[int | str, ...]) -> Any:
     """What ``value`` holds at ``loc`` (``_ABSENT`` when it leaves that key out).
 
     A part that names a union's member rather than a key or an index (``audit.sample.float``)
-    is passed over.
+    is passed over. A mapping's key is also found by its text: pydantic locates a bad key by
+    ``str(key)`` (``'4.5'`` for the YAML key ``4.5``).
     """
     node = value
     for part in loc:
         if isinstance(node, dict):
-            if part not in node:
+            key = part if part in node else next((k for k in node if str(k) == str(part)), _ABSENT)
+            if key is _ABSENT:
                 return _ABSENT
-            node = node[part]
+            node = node[key]
         elif isinstance(node, list) and isinstance(part, int):
             if part >= len(node):
                 return _ABSENT

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "configs" / "default.yaml"
 LLM_SCENARIO = ROOT / "configs" / "scenarios" / "llm_households.yaml"
+SINGLE_FLOOD = ROOT / "configs" / "scenarios" / "single_flood.yaml"
 REGISTRY = ROOT / "skill_registry.yaml"
 
 
@@ -789,6 +790,14 @@ def test_a_key_refused_by_a_check_across_keys_names_what_set_it(tmp_path, text, 
     detail = file_message.removeprefix(f"{path}: ")
     assert detail == flag_message.removeprefix(f"--set {override}: ")
     assert detail.startswith(("memory.retrieval: w_recency: only read", "hazard.events: only"))
+
+
+@pytest.mark.parametrize("key", ["4.5", "true", "null"])
+def test_a_bad_year_key_given_with_set_names_the_flag(key):
+    # pydantic locates a bad mapping key by its text ('4.5'), not by the YAML value (4.5).
+    override = f"hazard.events={{{key}: 9.5}}"
+    message = load_error(SINGLE_FLOOD, [override], named=f"--set {override}")
+    assert "hazard.events" in message
 
 
 @pytest.mark.parametrize("neighborhood", ["moore", "von_neumann"])
