@@ -167,6 +167,14 @@ def input_digests(config: RunConfig, base_dir: Path) -> dict[str, str]:
     prompt give a new run rather than replace the earlier one. The language model's response
     cache is left out: runs add to it.
     """
+    return {
+        key: hashlib.sha256((base_dir / path).read_bytes()).hexdigest()
+        for key, path in _input_files(config).items()
+    }
+
+
+def _input_files(config: RunConfig) -> dict[str, str]:
+    """The files ``config`` reads, by the key that names them (``registry`` first)."""
     files = {"registry": config.registry}
     if config.households.table is not None:
         files["households.table"] = config.households.table
@@ -179,10 +187,7 @@ def input_digests(config: RunConfig, base_dir: Path) -> dict[str, str]:
         files["decision.script"] = decision.script
     if decision.policy == "llm" and decision.llm.prompt is not None:
         files["decision.llm.prompt"] = decision.llm.prompt
-    return {
-        key: hashlib.sha256((base_dir / path).read_bytes()).hexdigest()
-        for key, path in files.items()
-    }
+    return files
 
 
 def run_identity(config: RunConfig, base_dir: Path) -> tuple[str, dict[str, str]]:
@@ -544,7 +549,18 @@ def _changed_since_start(config: RunConfig, run_dir: Path, manifest: dict[str, A
 
     The years a run already wrote came from those: continuing with others would make one run
     out of two.
+
+    Raises:
+        RunError: When a file the config names is missing or unreadable (naming its key).
     """
+    for key, path in _input_files(config).items():
+        file = run_dir / path
+        if not file.is_file() or not os.access(file, os.R_OK):
+            msg = (
+                f"{run_dir}: the file of {key} ({file}) is missing or unreadable, so the run "
+                "cannot be resumed; put it back, or start a new run instead"
+            )
+            raise RunError(msg)
     digest, inputs = run_identity(config, run_dir)
     if digest != manifest.get("config_hash"):
         return "config.resolved.yaml"

@@ -281,6 +281,25 @@ def test_resume_refuses_a_run_whose_config_or_inputs_changed(tmp_path, capsys):
     assert manifest(run_dir)["status"] == "failed"  # untouched: still resumable once restored
 
 
+def test_resume_refuses_a_run_whose_input_file_is_gone(tmp_path, capsys):
+    # The household table the run read was moved away: say which key's file, not a bare
+    # "No such file or directory" with exit code 1.
+    table = tmp_path / "households.csv"
+    table.write_bytes((Path(__file__).parent / "data" / "households_small.csv").read_bytes())
+    run_dir = interrupted_run(tmp_path, 5, f"households.table={table}")
+    table.rename(tmp_path / "moved.csv")
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"floodsim: error: {run_dir}: the file of households.table ({table}) is missing or "
+        "unreadable, so the run cannot be resumed; put it back, or start a new run instead\n"
+    )
+    assert manifest(run_dir)["status"] == "failed"  # untouched: resumable once it is back
+    (tmp_path / "moved.csv").rename(table)
+    assert main(["run", "--resume", str(run_dir)]) == 0
+    assert manifest(run_dir)["status"] == "complete"
+
+
 @pytest.mark.parametrize(
     ("damage", "problem"),
     [
