@@ -250,6 +250,17 @@ class HazardConfig(Section):
             raise ValueError(msg)
         return value
 
+    @model_validator(mode="after")
+    def _depths_not_negative(self) -> HazardConfig:
+        # Checked here, not only by ScriptedSource, so that the error names the file or --set
+        # flag that gave the depth rather than whichever file set the hazard section.
+        if self.kind == "depth":
+            for year, depth in self.events.items():
+                if depth < 0:
+                    msg = f"events: year {year}: a depth (kind depth) must be >= 0, got {depth}"
+                    raise ValueError(msg)
+        return self
+
     def build(self, base_dir: Path) -> HazardSource:
         """The configured hazard source (raster files are checked to exist here).
 

@@ -792,6 +792,20 @@ def test_a_key_refused_by_a_check_across_keys_names_what_set_it(tmp_path, text, 
     assert detail.startswith(("memory.retrieval: w_recency: only read", "hazard.events: only"))
 
 
+def test_a_negative_scripted_depth_names_what_gave_it(tmp_path):
+    # It was refused only when the hazard source was built, naming configs/default.yaml (the
+    # file that set the hazard section), which holds neither the depth nor kind: depth.
+    override = "hazard.events={4: -1.0}"
+    message = load_error(SINGLE_FLOOD, ["hazard.kind=depth", override], named=f"--set {override}")
+    assert message.endswith(": hazard: events: year 4: a depth (kind depth) must be >= 0, got -1.0")
+    path = write(
+        tmp_path / "c.yaml", f"base: {SINGLE_FLOOD}\nhazard: {{kind: depth, events: {{4: -1.0}}}}\n"
+    )
+    assert load_error(path).startswith(f"{path}: hazard: events: year 4: ")
+    config, _ = load_config(SINGLE_FLOOD, ["hazard.events={4: -1.0}"])  # a level may be < 0
+    assert config.hazard.events == {4: -1.0}
+
+
 @pytest.mark.parametrize("key", ["4.5", "true", "null"])
 def test_a_bad_year_key_given_with_set_names_the_flag(key):
     # pydantic locates a bad mapping key by its text ('4.5'), not by the YAML value (4.5).
