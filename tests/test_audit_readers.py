@@ -107,8 +107,12 @@ def test_stream_path_finds_plain_or_gzip_and_none_when_absent(run_dir: Path, gz:
 def test_stream_path_rejects_unknown_stream_and_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(AuditReadError, match="unknown audit stream 'traces'"):
         stream_path(tmp_path, "traces")
-    with pytest.raises(AuditReadError, match="not a run directory"):
+    with pytest.raises(AuditReadError, match=r"not a run directory \(no such folder\)$"):
         stream_path(tmp_path / "nope", "household_traces")
+    # A run's file given for the run directory is not said to be missing.
+    manifest = _write(tmp_path / "manifest.json", b"{}")
+    with pytest.raises(AuditReadError, match=r"not a run directory \(a file, not a folder\)$"):
+        stream_path(manifest, "household_traces")
 
 
 def test_iter_records_round_trips_every_line(run_dir: Path) -> None:

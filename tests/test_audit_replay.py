@@ -679,6 +679,15 @@ def test_summarize_a_missing_run_dir(tmp_path: Path) -> None:
         summarize_run(tmp_path / "nope")
 
 
+def test_a_file_given_for_the_run_dir_is_not_called_missing(run_dir: Path) -> None:
+    # e.g. the run's manifest.json, tab-completed one step too far
+    manifest = run_dir / "manifest.json"
+    with pytest.raises(AuditReadError, match=r"not a run directory \(a file, not a folder\)$"):
+        summarize_run(manifest)
+    with pytest.raises(AuditReadError, match=r"not a run directory \(a file, not a folder\)$"):
+        rebuild_memory(manifest, "H00001", 1)
+
+
 def test_a_folder_that_is_no_run_is_named_so(tmp_path: Path) -> None:
     # e.g. the folder that holds run directories, given instead of one of them
     (tmp_path / "default-s42-1a2b3c4d").mkdir()

@@ -24,6 +24,7 @@ from simulation.audit.readers import (
     AuditReadError,
     ReadReport,
     iter_file,
+    not_a_folder_error,
     read_manifest,
     stream_path,
 )
@@ -409,9 +410,8 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
         AuditReadError: If ``run_dir`` is not a folder, or holds neither a manifest nor streams.
     """
     folder = Path(run_dir)
-    if not folder.is_dir():
-        msg = f"{folder}: not a run directory (no such folder)"
-        raise AuditReadError(msg)
+    if error := not_a_folder_error(folder):
+        raise AuditReadError(error)
     problems: list[str] = []
     try:
         manifest = read_manifest(folder)

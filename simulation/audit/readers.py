@@ -56,6 +56,7 @@ __all__ = [
     "iter_file",
     "iter_records",
     "memory_counts",
+    "not_a_folder_error",
     "read_manifest",
     "read_stream",
     "retrievals",
@@ -135,11 +136,22 @@ class ReadReport:
 
 
 # --------------------------------------------------------------------------- files
+def not_a_folder_error(path: Path) -> str | None:
+    """The error for a ``path`` given as a run directory that is not a folder, else None.
+
+    A file is a plausible slip (the run's ``manifest.json``, a config): it is not called
+    missing.
+    """
+    if path.is_dir():
+        return None
+    what = "a file, not a folder" if path.exists() else "no such folder"
+    return f"{path}: not a run directory ({what})"
+
+
 def _run_dir(run_dir: StrPath) -> Path:
     path = Path(run_dir)
-    if not path.is_dir():
-        msg = f"{path}: not a run directory (no such folder)"
-        raise AuditReadError(msg)
+    if error := not_a_folder_error(path):
+        raise AuditReadError(error)
     if error := experiment_folder_error(path):
         raise AuditReadError(error)
     return path

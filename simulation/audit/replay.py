@@ -27,6 +27,7 @@ from simulation.audit.readers import (
     ReadReport,
     as_integer,
     iter_file,
+    not_a_folder_error,
     read_manifest,
     stream_path,
 )
@@ -339,9 +340,8 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
             (an eviction of an item never written, lines out of year order, a corrupt line).
     """
     folder = Path(run_dir)
-    if not folder.is_dir():
-        msg = f"{folder}: not a run directory (no such folder)"
-        raise AuditReadError(msg)
+    if error := not_a_folder_error(folder):
+        raise AuditReadError(error)
     manifest, updates_path = _check_level(folder)
     agent_id = str(agent_id)
     years = ((manifest or {}).get("counts") or {}).get("years")
