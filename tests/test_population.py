@@ -553,6 +553,17 @@ def test_row_longer_than_header(tmp_path: Path) -> None:
     assert "row 3: 11 fields, but the header has 10" in message
 
 
+def test_row_shorter_than_header(tmp_path: Path) -> None:
+    # A cell lost in the middle (first_floor_height): pandas pads the row at its end, so
+    # every later value would move one column left (x into first_floor_height, the
+    # prior-flood year into y) and the row would pass every check.
+    header = f"{HEADER},prior_flood_year,prior_flood_damage"
+    short = "A2,renter,30000,0,20000,X,12.0,30,0,2012,"
+    lines = [header, GOOD_ROWS[0] + ",,", "", short]
+    message = _table_error(_write_csv(tmp_path, lines))
+    assert message.endswith(": row 4: 11 fields, but the header has 12")
+
+
 def test_duplicate_column(tmp_path: Path) -> None:
     lines = [HEADER + ",income", *(row + ",1" for row in GOOD_ROWS)]
     message = _table_error(_write_csv(tmp_path, lines))

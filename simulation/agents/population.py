@@ -27,9 +27,10 @@ uniforms, then ``5 * count`` standard normals), whatever the other settings, so 
 
 Household tables
 ----------------
-A CSV file with a header row and one household per row. Cells are trimmed of surrounding
-spaces; blank lines are skipped; columns not listed here are allowed and ignored (keep notes,
-survey ids, ... in the same file).
+A CSV file with a header row and one household per row, each with as many fields as the
+header (an empty cell still needs its comma: a row with more or fewer fields is refused). Cells
+are trimmed of surrounding spaces; blank lines are skipped; columns not listed here are allowed
+and ignored (keep notes, survey ids, ... in the same file).
 
 =====================  ========  =====================================================
 column                 required  meaning
@@ -71,6 +72,7 @@ as in a spreadsheet: the header is row 1) and the column, e.g.
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from dataclasses import dataclass
@@ -480,6 +482,18 @@ def generate_population(config: PopulationConfig, rng: np.random.Generator) -> P
 # --- tables ------------------------------------------------------------------------------------
 
 
+def _short_row(path: Path, width: int) -> tuple[int, int] | None:
+    """The first row (counted as a spreadsheet does) with fewer than ``width`` fields, if any.
+
+    Blank lines are not short rows: they are skipped like empty rows.
+    """
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        for row, record in enumerate(csv.reader(fh), start=1):
+            if record and len(record) < width:
+                return row, len(record)
+    return None
+
+
 class _Table:
     """A household table as trimmed strings, with the spreadsheet row number of each row."""
 
@@ -520,6 +534,13 @@ class _Table:
             raise PopulationError(f"{path}: not a readable CSV table ({detail})") from None
         except UnicodeDecodeError as exc:
             raise PopulationError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        # pandas refuses a row longer than the header but pads a shorter one with empty cells:
+        # a row that lost a cell in the middle would shift its later values into the wrong
+        # columns (x into first_floor_height, ...) and could pass every check.
+        if short := _short_row(path, len(raw.columns)):
+            row, fields = short
+            problem = f"{fields} fields, but the header has {len(raw.columns)}"
+            raise self.error(row, None, problem)
         raw = raw.apply(lambda column: column.str.strip())
         header = raw.iloc[0].tolist()
         named = [name for name in header if name]
