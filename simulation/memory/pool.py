@@ -1,0 +1,572 @@
+"""MemoryPool: many households' memories as arrays, for whole-population operations.
+
+A :class:`~simulation.memory.CognitiveMemory` is one household's memory as Python objects: a
+yearly cycle over a population calls it once per household for every write and retrieval, and
+those calls, not the arithmetic, are the cost of a simulated year. A pool holds the same
+memories as columns (structure of arrays) and does each operation for many households in a
+few numpy calls:
+
+* the items of all households are rows of one append-only table (content and tags interned);
+* working memory is a ``households x working_capacity`` matrix of item rows, oldest first;
+* episodic memory is a ``households x (episodic_capacity + 1)`` matrix kept in retrieval order
+  (decayed importance, then newest insertion first), so that retrieval reads its front and
+  retention drops from its back, as :class:`~simulation.memory.stores.LongTermStore` does.
+
+The pool implements the seed-000 configuration of ``CognitiveMemory`` exactly: ``spec``
+retrieval, the ``decayed_importance`` retention policy, consolidation, pinned items, and no
+reflection or tiering. Equal calls give equal items, scores, orders, evictions and access
+counts (``tests/test_memory_pool.py`` checks this against ``CognitiveMemory`` operation by
+operation). Decay factors and the logarithms that rank items are computed with Python's float
+arithmetic, as the object memory computes them, so that ties break the same way.
+
+Example:
+    >>> pool = MemoryPool(["H0", "H1"], working_capacity=2, episodic_capacity=3)
+    >>> writes = pool.write([0, 1], ["Year 1: A flood", "Year 1: No flood"], [0.9, 0.4], 1)
+    >>> pool.contents(pool.retrieve([0, 1], top_k=2, year=2).items[0])
+    ['Year 1: A flood']
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from simulation.memory.item import SOURCES, MemoryItem
+from simulation.memory.settings import check_fraction, check_positive_int
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from numpy.typing import ArrayLike, NDArray
+
+__all__ = ["POOL_STORES", "MemoryPool", "PoolRetrieval", "PoolWrite"]
+
+#: Store codes of :class:`PoolWrite` and :class:`PoolRetrieval` (-1: none).
+POOL_STORES: tuple[str, ...] = ("working", "episodic")
+_WORKING, _EPISODIC = 0, 1
+_SOURCE_NAMES: tuple[str, ...] = tuple(sorted(SOURCES))
+_SOURCE_CODES = {name: code for code, name in enumerate(_SOURCE_NAMES)}
+_EMPTY = -1
+_INITIAL_ITEMS = 1024
+
+
+class PoolWrite(NamedTuple):
+    """What one :meth:`MemoryPool.write` did, a row per written item.
+
+    Attributes:
+        items: The written items' indices in the pool's item table.
+        stores: Where each went (codes into :data:`POOL_STORES`).
+        evicted: The item each write displaced (forgotten), or -1.
+        evicted_from: The store the displaced item left (codes into :data:`POOL_STORES`), or -1.
+    """
+
+    items: NDArray[np.int64]
+    stores: NDArray[np.int8]
+    evicted: NDArray[np.int64]
+    evicted_from: NDArray[np.int8]
+
+
+class PoolRetrieval(NamedTuple):
+    """The best memories of each household asked, best first, padded with -1.
+
+    Attributes:
+        items: ``rows x top_k`` item indices (-1 past ``counts``).
+        scores: Their decayed importance (NaN past ``counts``).
+        stores: Where each was found (codes into :data:`POOL_STORES`; -1 past ``counts``).
+        counts: How many items each household got.
+    """
+
+    items: NDArray[np.int64]
+    scores: NDArray[np.float64]
+    stores: NDArray[np.int8]
+    counts: NDArray[np.int64]
+
+
+class MemoryPool:
+    """Working and episodic memories of many households in arrays.
+
+    Households are numbered ``0 .. len(agent_ids) - 1`` (their *rows*). Every operation takes
+    the rows it applies to; a row may appear once per call.
+
+    Args:
+        agent_ids: The owners, by row; item ids are ``"<agent_id>:<seq>"``.
+        working_capacity: Items working memory holds before evicting the oldest.
+        episodic_capacity: Items episodic memory holds before the lowest decayed importance is
+            forgotten.
+        consolidation_threshold: Importance at or above which a write goes to episodic memory
+            and :meth:`consolidate` copies a working item there.
+        decay_rate: Per-year decay of importance in (0, 1].
+
+    Raises:
+        ValueError: For a capacity below 1, a threshold outside [0, 1] or a decay rate outside
+            (0, 1], naming the argument and the value.
+    """
+
+    def __init__(
+        self,
+        agent_ids: Sequence[str],
+        working_capacity: int = 10,
+        episodic_capacity: int = 50,
+        consolidation_threshold: float = 0.7,
+        decay_rate: float = 0.95,
+    ):
+        check_positive_int("working_capacity", working_capacity)
+        check_positive_int("episodic_capacity", episodic_capacity)
+        check_fraction("consolidation_threshold", consolidation_threshold)
+        check_fraction("decay_rate", decay_rate, low_open=True)
+        self.agent_ids = tuple(str(agent_id) for agent_id in agent_ids)
+        n = len(self.agent_ids)
+        self.working_capacity = working_capacity
+        self.episodic_capacity = episodic_capacity
+        self.consolidation_threshold = float(consolidation_threshold)
+        self.decay_rate = float(decay_rate)
+        self._log_decay = math.log(self.decay_rate)
+        self._decay_powers = np.ones(1)  # decay ** age for ages 0, 1, ... (grown on demand)
+        self._texts: list[str] = []
+        self._text_ids: dict[str, int] = {}
+        self._tag_sets: list[tuple[str, ...]] = []
+        self._tag_set_ids: dict[tuple[str, ...], int] = {}
+        self._size = 0
+        self._allocate(_INITIAL_ITEMS)
+        self._next_seq = np.zeros(n, dtype=np.int64)
+        self._clock = np.zeros(n, dtype=np.int64)
+        self._working = np.full((n, working_capacity), _EMPTY, dtype=np.int64)
+        self._working_size = np.zeros(n, dtype=np.int64)
+        # One column more than the capacity: an insertion lands before retention drops one.
+        self._episodic = np.full((n, episodic_capacity + 1), _EMPTY, dtype=np.int64)
+        self._episodic_size = np.zeros(n, dtype=np.int64)
+        self._episodic_pinned = np.zeros(n, dtype=np.int64)
+        self._stamp = 0  # episodic insertions so far: orders equal keys, newest first
+
+    # ------------------------------------------------------------------ item table
+    def _allocate(self, capacity: int) -> None:
+        """Grow the item table's columns to ``capacity`` rows, keeping what they hold."""
+        size = self._size
+        columns = {
+            "owner": np.int64,
+            "seq": np.int64,
+            "text": np.int64,
+            "tags": np.int64,
+            "source": np.int8,
+            "importance": np.float64,
+            "year": np.int64,
+            "amount": np.float64,  # NaN: no amount
+            "pinned": np.bool_,
+            "consolidated": np.bool_,
+            "last_access": np.int64,
+            "access_count": np.int64,
+            "key": np.float64,  # retrieval key: year * log(decay) - log(importance)
+        }
+        for name, dtype in columns.items():
+            grown = np.empty(capacity, dtype=dtype)
+            if size:
+                grown[:size] = getattr(self, "_" + name)[:size]
+            setattr(self, "_" + name, grown)
+        self._capacity = capacity
+
+    def _new_items(self, count: int) -> NDArray[np.int64]:
+        """Reserve ``count`` rows of the item table and return their indices."""
+        start, end = self._size, self._size + count
+        if end > self._capacity:
+            self._allocate(max(end, 2 * self._capacity))
+        self._size = end
+        return np.arange(start, end, dtype=np.int64)
+
+    def _intern_texts(self, texts: Iterable[str]) -> NDArray[np.int64]:
+        ids, table = self._text_ids, self._texts
+        out = []
+        for text in texts:
+            text_id = ids.get(text)
+            if text_id is None:
+                text_id = ids[text] = len(table)
+                table.append(text)
+            out.append(text_id)
+        return np.array(out, dtype=np.int64)
+
+    def _intern_tags(self, tags: tuple[str, ...]) -> int:
+        tag_id = self._tag_set_ids.get(tags)
+        if tag_id is None:
+            tag_id = self._tag_set_ids[tags] = len(self._tag_sets)
+            self._tag_sets.append(tags)
+        return tag_id
+
+    def _ranking_keys(self, importance: NDArray[np.float64], year: NDArray[np.int64]) -> NDArray:
+        """``year * log(decay) - log(importance)`` (inf at importance 0), as Python computes it.
+
+        ``math.log`` of each distinct importance, not ``np.log``: the two may differ in the last
+        bit, and equal keys decide ties.
+        """
+        first = importance[:1]
+        if (importance == first).all():  # one importance for all (the usual write)
+            distinct, where = first, np.zeros(importance.shape, dtype=np.intp)
+        else:
+            distinct, where = np.unique(importance, return_inverse=True)
+        logs = np.array([math.log(v) if v > 0.0 else -math.inf for v in distinct.tolist()])
+        return year * self._log_decay - logs[where.reshape(importance.shape)]
+
+    def _decay_factors(self, ages: NDArray[np.int64]) -> NDArray[np.float64]:
+        """``decay ** age`` for integer ages, each computed once with Python's float power."""
+        if ages.size == 0:
+            return np.ones(ages.shape)
+        low, high = int(ages.min()), int(ages.max())
+        if low < 0:  # retrieving before an item's year: rare, computed apart
+            distinct, where = np.unique(ages, return_inverse=True)
+            decay = self.decay_rate
+            powers = np.array([decay ** int(age) for age in distinct.tolist()])
+            return powers[where.reshape(ages.shape)]
+        table = self._decay_powers
+        if high >= len(table):
+            decay = self.decay_rate
+            table = self._decay_powers = np.array([decay**age for age in range(2 * high + 1)])
+        return table[ages]
+
+    # ------------------------------------------------------------------ views
+    def __len__(self) -> int:
+        """Number of households."""
+        return len(self.agent_ids)
+
+    @property
+    def working_sizes(self) -> NDArray[np.int64]:
+        """Items in each household's working memory (read-only view)."""
+        view = self._working_size.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def episodic_sizes(self) -> NDArray[np.int64]:
+        """Items in each household's episodic memory (read-only view)."""
+        view = self._episodic_size.view()
+        view.flags.writeable = False
+        return view
+
+    def working(self, row: int) -> list[int]:
+        """Item indices of one household's working memory, oldest first."""
+        return self._working[row, : self._working_size[row]].tolist()
+
+    def episodic(self, row: int) -> list[int]:
+        """Item indices of one household's episodic memory in the order it entered (by seq)."""
+        items = self._episodic[row, : self._episodic_size[row]]
+        return items[np.argsort(self._seq[items], kind="stable")].tolist()
+
+    def contents(self, items: ArrayLike) -> list[str]:
+        """The texts of ``items`` (item indices; -1 entries are skipped)."""
+        texts, text = self._texts, self._text
+        return [texts[text[i]] for i in np.asarray(items).ravel().tolist() if i >= 0]
+
+    def item(self, index: int) -> MemoryItem:
+        """A :class:`MemoryItem` snapshot of item ``index`` (for the audit trail and reports)."""
+        amount = float(self._amount[index])
+        year = int(self._year[index])
+        return MemoryItem(
+            self.agent_ids[self._owner[index]],
+            int(self._seq[index]),
+            self._texts[self._text[index]],
+            float(self._importance[index]),
+            year,
+            self._tag_sets[self._tags[index]],
+            _SOURCE_NAMES[self._source[index]],
+            bool(self._pinned[index]),
+            (),
+            None if math.isnan(amount) else amount,
+            int(self._last_access[index]),
+            int(self._access_count[index]),
+            bool(self._consolidated[index]),
+            None,
+        )
+
+    # ------------------------------------------------------------------ writes
+    def write(
+        self,
+        rows: ArrayLike,
+        contents: str | Sequence[str],
+        importance: float | ArrayLike,
+        year: int | ArrayLike,
+        tags: Iterable[str] | None = None,
+        *,
+        source: str = "other",
+        amount: float | ArrayLike | None = None,
+        pinned: bool = False,
+    ) -> PoolWrite:
+        """Write one memory to each household of ``rows``, routed as ``CognitiveMemory.write``.
+
+        An item goes to episodic memory when it is pinned or its importance reaches the
+        consolidation threshold, else to working memory.
+
+        Args:
+            rows: Households written to, each at most once.
+            contents: One text for all, or one per row.
+            importance: Salience in [0, 1], one for all or one per row.
+            year: Simulation year of the experience, one for all or one per row.
+            tags: Classification tags shared by the items (a single string is one tag).
+            source: What produced the memories, one of :data:`~simulation.memory.item.SOURCES`.
+            amount: Dollar amount behind each text, one for all or one per row, or ``None``.
+            pinned: Never forget these items (they go to episodic memory).
+
+        Returns:
+            The items written, their stores and what each displaced.
+
+        Raises:
+            ValueError: For a repeated row, importance outside [0, 1], an unknown source, or
+                pinning more items than a household's episodic memory can hold.
+        """
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        m = len(rows)
+        importance = np.broadcast_to(np.asarray(importance, dtype=np.float64), (m,)).copy()
+        source_code = self._check_write(rows, importance, source, pinned=pinned)
+        years = np.broadcast_to(np.asarray(year, dtype=np.int64), (m,)).copy()
+        if isinstance(contents, str):  # one text for all: interned once
+            text_ids = np.full(m, self._intern_texts((contents,))[0], dtype=np.int64)
+        else:
+            text_ids = self._intern_texts(contents)
+            if len(text_ids) != m:
+                msg = f"{len(text_ids)} contents for {m} rows"
+                raise ValueError(msg)
+        given = () if tags is None else ((tags,) if isinstance(tags, str) else tuple(tags))
+        items = self._new_items(m)
+        self._owner[items] = rows
+        seqs = self._next_seq[rows]
+        self._seq[items] = seqs
+        self._next_seq[rows] = seqs + 1
+        self._text[items] = text_ids
+        self._tags[items] = self._intern_tags(given)
+        self._source[items] = source_code
+        self._importance[items] = importance
+        self._year[items] = years
+        self._amount[items] = np.nan if amount is None else amount
+        self._pinned[items] = pinned
+        self._last_access[items] = years
+        self._access_count[items] = 0
+        self._key[items] = self._ranking_keys(importance, years)
+        self._clock[rows] = np.maximum(self._clock[rows], years)
+        episodic = importance >= self.consolidation_threshold
+        if pinned:
+            episodic[:] = True
+        self._consolidated[items] = episodic
+        stores = np.where(episodic, _EPISODIC, _WORKING).astype(np.int8)
+        evicted = np.full(m, _EMPTY, dtype=np.int64)
+        to_working = ~episodic
+        evicted[to_working] = self._push_working(rows[to_working], items[to_working])
+        if pinned:
+            self._episodic_pinned[rows] += 1
+        evicted[episodic] = self._insert_episodic(rows[episodic], items[episodic])
+        evicted_from = np.where(evicted >= 0, stores, _EMPTY).astype(np.int8)
+        return PoolWrite(items, stores, evicted, evicted_from)
+
+    def _check_write(
+        self, rows: NDArray[np.int64], importance: NDArray[np.float64], source: str, *, pinned: bool
+    ) -> int:
+        """Refuse a write :meth:`write` cannot make; return the source's code."""
+        if _repeats(rows, len(self)):
+            msg = "a pool write takes each household at most once"
+            raise ValueError(msg)
+        bad = ~((importance >= 0.0) & (importance <= 1.0))
+        if bad.any():
+            msg = f"importance must be in [0, 1], got {importance[bad][0]!r}"
+            raise ValueError(msg)
+        source_code = _SOURCE_CODES.get(source)
+        if source_code is None:
+            msg = f"source must be one of {sorted(SOURCES)}, got {source!r}"
+            raise ValueError(msg)
+        if pinned:
+            full = self._episodic_pinned[rows] >= self.episodic_capacity
+            if full.any():
+                msg = (
+                    f"{self.agent_ids[rows[full][0]]}: cannot pin more than "
+                    f"{self.episodic_capacity} items in episodic memory "
+                    f"(episodic_capacity={self.episodic_capacity})"
+                )
+                raise ValueError(msg)
+        return source_code
+
+    def _push_working(self, rows: NDArray[np.int64], items: NDArray[np.int64]) -> NDArray:
+        """Append ``items`` to the working memories of ``rows``; return the evicted (or -1)."""
+        evicted = np.full(len(rows), _EMPTY, dtype=np.int64)
+        if not len(rows):
+            return evicted
+        sizes = self._working_size[rows]
+        full = sizes >= self.working_capacity
+        if full.any():
+            full_rows = rows[full]
+            block = self._working[full_rows]
+            evicted[full] = block[:, 0]
+            block[:, :-1] = block[:, 1:]
+            block[:, -1] = items[full]
+            self._working[full_rows] = block
+        room = ~full
+        if room.any():
+            self._working[rows[room], sizes[room]] = items[room]
+            self._working_size[rows[room]] += 1
+        return evicted
+
+    def _insert_episodic(self, rows: NDArray[np.int64], items: NDArray[np.int64]) -> NDArray:
+        """Insert ``items`` at their rank in the episodic memories of ``rows``; enforce capacity.
+
+        Returns:
+            The item each insertion made the household forget, or -1.
+        """
+        evicted = np.full(len(rows), _EMPTY, dtype=np.int64)
+        if not len(rows):
+            return evicted
+        block = self._episodic[rows]
+        held = block >= 0
+        keys = np.where(held, self._key[block], np.inf)
+        new_keys = self._key[items]
+        # Before every held item whose key is not lower: among equal keys the newest comes first.
+        position = ((keys < new_keys[:, None]) & held).sum(axis=1)
+        columns = np.arange(block.shape[1])
+        shifted = np.empty_like(block)
+        shifted[:, 1:] = block[:, :-1]
+        shifted[:, 0] = _EMPTY
+        block = np.where(
+            columns < position[:, None],
+            block,
+            np.where(columns == position[:, None], items[:, None], shifted),
+        )
+        sizes = self._episodic_size[rows] + 1
+        over = sizes > self.episodic_capacity
+        if over.any():
+            full = block[over]
+            # The last unpinned item in retrieval order: the lowest decayed importance, and
+            # among equal ones the earliest inserted.
+            unpinned = ~self._pinned[full]
+            last = full.shape[1] - 1 - np.argmax(unpinned[:, ::-1], axis=1)
+            evicted[over] = full[np.arange(len(full)), last]
+            after = np.empty_like(full)
+            after[:, :-1] = full[:, 1:]
+            after[:, -1] = _EMPTY
+            block[over] = np.where(columns < last[:, None], full, after)
+            sizes[over] = self.episodic_capacity
+        self._episodic[rows] = block
+        self._episodic_size[rows] = sizes
+        return evicted
+
+    # ----------------------------------------------------------- consolidation
+    def consolidate(self, rows: ArrayLike | None = None) -> tuple[PoolWrite, ...]:
+        """Copy working items at or above the threshold into episodic memory, once each.
+
+        Items move oldest first, as ``CognitiveMemory.consolidate`` moves them, one working
+        slot at a time for all households at once.
+
+        Args:
+            rows: The households to consolidate; all when ``None``.
+
+        Returns:
+            One :class:`PoolWrite` per working slot that moved something (``stores`` all
+            episodic), with the items moved and what each displaced.
+        """
+        rows = (
+            np.arange(len(self), dtype=np.int64)
+            if rows is None
+            else np.asarray(rows, dtype=np.int64).ravel()
+        )
+        moves = []
+        threshold = self.consolidation_threshold
+        for slot in range(self.working_capacity):
+            rows = rows[self._working_size[rows] > slot]
+            if not len(rows):
+                break
+            items = self._working[rows, slot]
+            due = ~self._consolidated[items] & (self._importance[items] >= threshold)
+            if due.any():
+                moving, owners = items[due], rows[due]
+                self._consolidated[moving] = True
+                evicted = self._insert_episodic(owners, moving)
+                stores = np.full(len(moving), _EPISODIC, dtype=np.int8)
+                evicted_from = np.where(evicted >= 0, _EPISODIC, _EMPTY).astype(np.int8)
+                moves.append(PoolWrite(moving, stores, evicted, evicted_from))
+        return tuple(moves)
+
+    # ---------------------------------------------------------------- retrieval
+    def retrieve(
+        self, rows: ArrayLike, top_k: int, year: int | ArrayLike | None = None
+    ) -> PoolRetrieval:
+        """The ``spec`` retrieval of ``CognitiveMemory.retrieve_scored`` for each of ``rows``.
+
+        Working memory comes first, most recent year first, then higher importance, then the
+        newest; then episodic memory by decayed importance, skipping items already returned
+        from working memory. Every returned item's access count and last access are refreshed.
+
+        Args:
+            rows: The households retrieving, each at most once.
+            top_k: Maximum items per household.
+            year: The year of retrieval, one for all or one per row; ``None``: each
+                household's latest year seen.
+
+        Returns:
+            The items, scores, stores and counts, best first.
+
+        Raises:
+            ValueError: For a negative ``top_k`` or a repeated row.
+        """
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        m = len(rows)
+        if top_k < 0:
+            msg = f"top_k must be a non-negative integer, got {top_k!r}"
+            raise ValueError(msg)
+        if _repeats(rows, len(self)):
+            msg = "a pool retrieval takes each household at most once"
+            raise ValueError(msg)
+        now = (
+            self._clock[rows]
+            if year is None
+            else np.broadcast_to(np.asarray(year, dtype=np.int64), (m,))
+        )
+        if top_k == 0 or m == 0:
+            return PoolRetrieval(
+                np.full((m, top_k), _EMPTY, dtype=np.int64),
+                np.full((m, top_k), np.nan),
+                np.full((m, top_k), _EMPTY, dtype=np.int8),
+                np.zeros(m, dtype=np.int64),
+            )
+        working = self._working[rows]
+        held = working >= 0
+        # Most recent year first, then importance, then the newest (seq); empty slots last.
+        order = np.lexsort(
+            (-self._seq[working], -self._importance[working], -self._year[working], ~held),
+            axis=-1,
+        )
+        working = np.take_along_axis(working, order, axis=1)
+        from_working = np.minimum(self._working_size[rows], top_k)
+        working[np.arange(working.shape[1]) >= from_working[:, None]] = _EMPTY
+        # At most top_k episodic candidates are needed: each one skipped was returned from
+        # working memory, which then returned one item fewer than top_k.
+        candidates = self._episodic[rows, :top_k]
+        fresh = candidates >= 0
+        if working.shape[1]:
+            fresh &= ~(candidates[:, :, None] == working[:, None, :]).any(axis=2)
+        fresh &= np.cumsum(fresh, axis=1) <= (top_k - from_working)[:, None]
+        merged = np.concatenate((working, np.where(fresh, candidates, _EMPTY)), axis=1)
+        stores = np.concatenate(
+            (
+                np.full(working.shape, _WORKING, dtype=np.int8),
+                np.full(candidates.shape, _EPISODIC, dtype=np.int8),
+            ),
+            axis=1,
+        )
+        chosen = merged >= 0
+        # Chosen entries to the front in their order (stable), then the first top_k columns.
+        front = np.argsort(~chosen, axis=1, kind="stable")[:, :top_k]
+        items = np.take_along_axis(merged, front, axis=1)
+        stores = np.take_along_axis(stores, front, axis=1)
+        got = items >= 0
+        stores[~got] = _EMPTY
+        found = items[got]
+        ages = np.broadcast_to(now[:, None], items.shape)[got] - self._year[found]
+        scores = np.full(items.shape, np.nan)
+        scores[got] = self._importance[found] * self._decay_factors(ages)
+        self._access_count[found] += 1
+        self._last_access[found] = np.maximum(
+            self._last_access[found], np.broadcast_to(now[:, None], items.shape)[got]
+        )
+        return PoolRetrieval(items, scores, stores, got.sum(axis=1))
+
+
+def _repeats(rows: NDArray[np.int64], households: int) -> bool:
+    """Whether ``rows`` names a household twice (or one outside ``0 .. households - 1``)."""
+    if len(rows) and (rows.min() < 0 or rows.max() >= households):
+        outside = rows[(rows < 0) | (rows >= households)]
+        msg = f"rows must be in 0 .. {households - 1}, got {outside[0]}"
+        raise IndexError(msg)
+    return int(np.count_nonzero(np.bincount(rows, minlength=households) > 1)) > 0

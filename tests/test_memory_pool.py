@@ -1,0 +1,189 @@
+"""MemoryPool does what a CognitiveMemory per household does, operation by operation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulation.memory import CognitiveMemory
+from simulation.memory.pool import POOL_STORES, MemoryPool
+
+HOUSEHOLDS = 4
+# Few distinct importances and years, so that equal ranking keys (ties) are common.
+importance = st.sampled_from([0.0, 0.2, 0.4, 0.5, 0.69, 0.7, 0.8, 0.9, 1.0])
+year = st.integers(min_value=0, max_value=12)
+rows = st.sets(st.integers(min_value=0, max_value=HOUSEHOLDS - 1), min_size=1).map(sorted)
+
+operation = st.one_of(
+    st.tuples(st.just("write"), rows, st.lists(importance, min_size=HOUSEHOLDS), year),
+    st.tuples(st.just("pinned"), rows, importance, year),
+    st.tuples(st.just("consolidate"), rows),
+    st.tuples(
+        st.just("retrieve"),
+        rows,
+        st.integers(min_value=0, max_value=8),
+        st.one_of(st.none(), year),
+    ),
+)
+
+
+def _build(working: int, episodic: int, threshold: float, decay: float):
+    ids = [f"H{n}" for n in range(HOUSEHOLDS)]
+    memories = [CognitiveMemory(i, working, episodic, threshold, decay) for i in ids]
+    return memories, MemoryPool(ids, working, episodic, threshold, decay)
+
+
+def _seqs(pool: MemoryPool, items) -> list[int]:
+    return [pool.item(i).seq for i in items]
+
+
+def _same_stores(memories: list[CognitiveMemory], pool: MemoryPool) -> None:
+    for row, memory in enumerate(memories):
+        assert _seqs(pool, pool.working(row)) == [i.seq for i in memory.working]
+        ranked = pool._episodic[row, : pool.episodic_sizes[row]]
+        assert _seqs(pool, ranked) == [i.seq for i in memory._episodic.ranked()]
+        assert _seqs(pool, pool.episodic(row)) == [i.seq for i in memory.episodic]
+        for item in (*memory.working, *memory.episodic):
+            (index,) = [
+                i for i in (*pool.working(row), *pool.episodic(row)) if pool.item(i).seq == item.seq
+            ]
+            assert pool.item(index) == item or _fields(pool.item(index)) == _fields(item)
+
+
+def _fields(item) -> tuple:
+    return (
+        item.owner,
+        item.seq,
+        item.content,
+        item.importance,
+        item.year,
+        item.tags,
+        item.source,
+        item.pinned,
+        item.amount,
+        item.last_access,
+        item.access_count,
+        item.consolidated,
+    )
+
+
+def _write(memories, pool, targets, importances, when):
+    values = [importances[r] for r in targets]
+    texts = [f"Year {when}: event {v}" for v in values]
+    done = pool.write(targets, texts, values, when, ("flood",), source="flood", amount=5.0)
+    for n, r in enumerate(targets):
+        result = memories[r].write(
+            texts[n], values[n], when, ("flood",), source="flood", amount=5.0
+        )
+        assert POOL_STORES[done.stores[n]] == result.store
+        assert _fields(pool.item(done.items[n])) == _fields(result.item)
+        _same_evictions(pool, done.evicted[n], result.evictions)
+
+
+def _same_evictions(pool, evicted, evictions) -> None:
+    got = [] if evicted < 0 else [pool.item(evicted).seq]
+    assert got == [e.item.seq for e in evictions]
+
+
+def _pin(memories, pool, targets, value, when, capacity):
+    full = [r for r in targets if sum(i.pinned for i in memories[r].episodic) >= capacity]
+    if full:
+        with pytest.raises(ValueError, match="cannot pin more than"):
+            pool.write(targets, "kept", value, when, pinned=True)
+        for r in full:
+            with pytest.raises(ValueError, match="cannot pin more than"):
+                memories[r].write("kept", value, when, pinned=True)
+        return
+    done = pool.write(targets, "kept", value, when, pinned=True)
+    for n, r in enumerate(targets):
+        result = memories[r].write("kept", value, when, pinned=True)
+        _same_evictions(pool, done.evicted[n], result.evictions)
+
+
+def _consolidate(memories, pool, targets):
+    moved = {r: [] for r in targets}
+    forgotten = {r: [] for r in targets}
+    for move in pool.consolidate(targets):
+        for item, evicted in zip(move.items, move.evicted, strict=True):
+            owner = pool._owner[item]
+            moved[owner].append(pool.item(item).seq)
+            if evicted >= 0:
+                forgotten[owner].append(pool.item(evicted).seq)
+    for r in targets:
+        expected = memories[r].consolidate_detailed()
+        assert moved[r] == [i.seq for i in expected.transferred]
+        assert forgotten[r] == [e.item.seq for e in expected.evictions]
+
+
+def _retrieve(memories, pool, targets, k, when):
+    got = pool.retrieve(targets, k, when)
+    for n, r in enumerate(targets):
+        hits = memories[r].retrieve_scored(k, when)
+        count = got.counts[n]
+        assert count == len(hits)
+        assert _seqs(pool, got.items[n, :count]) == [h.item.seq for h in hits]
+        assert got.scores[n, :count].tolist() == [h.score for h in hits]
+        assert [POOL_STORES[s] for s in got.stores[n, :count]] == [h.source for h in hits]
+        assert (got.items[n, count:] == -1).all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(operation, max_size=40),
+    st.integers(min_value=1, max_value=4),
+    st.integers(min_value=1, max_value=5),
+    st.sampled_from([0.0, 0.5, 0.7, 1.0]),
+    st.sampled_from([0.5, 0.898, 0.95, 1.0]),
+)
+def test_pool_matches_cognitive_memory(ops, working, episodic, threshold, decay):
+    """Any sequence of writes, pins, consolidations and retrievals gives equal results."""
+    memories, pool = _build(working, episodic, threshold, decay)
+    for op in ops:
+        kind, *args = op
+        if kind == "write":
+            _write(memories, pool, *args)
+        elif kind == "pinned":
+            _pin(memories, pool, *args, episodic)
+        elif kind == "consolidate":
+            _consolidate(memories, pool, *args)
+        else:
+            _retrieve(memories, pool, *args)
+        _same_stores(memories, pool)
+
+
+def test_pool_retrieves_a_flood_before_older_notes():
+    pool = MemoryPool(["H0", "H1"], working_capacity=2, episodic_capacity=3, decay_rate=0.9)
+    pool.write([0, 1], "Year 1: premium note", 0.5, 1)
+    pool.write([0], "Year 2: A major flood", 0.9, 2)
+    got = pool.retrieve([0, 1], top_k=2, year=3)
+    assert pool.contents(got.items[0]) == ["Year 1: premium note", "Year 2: A major flood"]
+    assert got.scores[0].tolist() == [0.5 * 0.9**2, 0.9 * 0.9]
+    assert got.counts.tolist() == [2, 1]
+    assert pool.contents(got.items[1]) == ["Year 1: premium note"]
+
+
+def test_pool_refuses_repeated_rows_and_bad_importance():
+    pool = MemoryPool(["H0"], working_capacity=2, episodic_capacity=2)
+    with pytest.raises(ValueError, match="at most once"):
+        pool.write([0, 0], "x", 0.5, 1)
+    with pytest.raises(ValueError, match=r"importance must be in \[0, 1\]"):
+        pool.write([0], "x", 1.5, 1)
+    with pytest.raises(ValueError, match="source must be one of"):
+        pool.write([0], "x", 0.5, 1, source="rumour")
+    with pytest.raises(ValueError, match="top_k"):
+        pool.retrieve([0], -1)
+    assert pool.working_sizes.tolist() == [0]
+
+
+def test_pool_item_table_grows_past_its_first_allocation():
+    pool = MemoryPool([f"H{n}" for n in range(300)], working_capacity=3, episodic_capacity=4)
+    for when in range(10):
+        pool.write(np.arange(300), f"Year {when}: note", 0.5 + 0.04 * when, when)
+    assert pool.working_sizes.tolist() == [3] * 300
+    # Years 5 to 9 reached the threshold; the capacity of 4 forgot the faintest, year 5's.
+    assert pool.episodic_sizes.tolist() == [4] * 300
+    assert pool.contents(pool.episodic(123)) == [f"Year {when}: note" for when in range(6, 10)]
+    assert pool._size == 3000
+    assert pool.contents(pool.working(299)) == [f"Year {when}: note" for when in (2, 3, 4)]
