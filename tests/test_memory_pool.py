@@ -151,6 +151,18 @@ def test_pool_matches_cognitive_memory(ops, working, episodic, threshold, decay)
         else:
             _retrieve(memories, pool, *args)
         _same_stores(memories, pool)
+    _same_snapshots(memories, pool, working, episodic, threshold, decay)
+    _same_snapshots(
+        memories, MemoryPool.from_memories(memories), working, episodic, threshold, decay
+    )
+
+
+def _same_snapshots(memories, pool, working, episodic, threshold, decay) -> None:
+    """The pool's households, stored into fresh object memories, snapshot as the originals."""
+    for row, memory in enumerate(memories):
+        fresh = CognitiveMemory(memory.agent_id, working, episodic, threshold, decay)
+        pool.store_into(row, fresh)
+        assert fresh.to_dict() == memory.to_dict()
 
 
 def test_pool_retrieves_a_flood_before_older_notes():
@@ -187,3 +199,23 @@ def test_pool_item_table_grows_past_its_first_allocation():
     assert pool.contents(pool.episodic(123)) == [f"Year {when}: note" for when in range(6, 10)]
     assert pool._size == 3000
     assert pool.contents(pool.working(299)) == [f"Year {when}: note" for when in (2, 3, 4)]
+
+
+def test_pool_refuses_memories_it_does_not_implement():
+    from simulation.memory import RetrievalSettings
+
+    weighted = CognitiveMemory("H1", retrieval=RetrievalSettings(strategy="weighted"))
+    with pytest.raises(ValueError, match="H1: a pool does not implement retrieval strategy"):
+        MemoryPool.from_memories([CognitiveMemory("H0"), weighted])
+    with pytest.raises(ValueError, match="other capacities"):
+        MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory("H1", 3)])
+
+
+def test_pool_writes_distinct_texts_by_index():
+    pool = MemoryPool(["H0", "H1", "H2"], working_capacity=2, episodic_capacity=2)
+    pool.write([2, 0, 1], ["cheap", "dear"], 0.5, 1, text_index=[1, 0, 1])
+    assert [pool.contents(pool.working(row)) for row in range(3)] == [
+        ["cheap"],
+        ["dear"],
+        ["dear"],
+    ]

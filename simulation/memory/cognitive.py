@@ -523,6 +523,28 @@ class CognitiveMemory:
             store.remove(victim)
         return victim
 
+    def _load(
+        self,
+        working: list[MemoryItem],
+        episodic_ranked: list[MemoryItem],
+        *,
+        next_seq: int,
+        clock: int,
+        since_reflection: float,
+    ) -> None:
+        """Replace the working and episodic stores and the counters (from a memory pool).
+
+        ``episodic_ranked`` is in retrieval order; an item in both stores is one object.
+        """
+        self._working = working
+        self._unconsolidated_max = max(
+            (i.importance for i in working if not i.consolidated), default=-1.0
+        )
+        self._episodic.restore_ranked(episodic_ranked)
+        self._next_seq = next_seq
+        self._clock = clock
+        self._since_reflection = since_reflection
+
     # ---------------------------------------------------------- consolidation
     def consolidate(self) -> int:
         """Copy working items at or above the threshold into episodic memory, once each.

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
     from numpy.typing import ArrayLike, NDArray
 
+    from simulation.memory.cognitive import CognitiveMemory
+
 __all__ = ["POOL_STORES", "MemoryPool", "PoolRetrieval", "PoolWrite"]
 
 #: Store codes of :class:`PoolWrite` and :class:`PoolRetrieval` (-1: none).
@@ -131,7 +133,8 @@ class MemoryPool:
         self._size = 0
         self._allocate(_INITIAL_ITEMS)
         self._next_seq = np.zeros(n, dtype=np.int64)
-        self._clock = np.zeros(n, dtype=np.int64)
+        self._clock = np.zeros(n, dtype=np.int64)  # latest year seen, as CognitiveMemory's
+        self._since_reflection = np.zeros(n)  # importance written, as CognitiveMemory counts it
         self._working = np.full((n, working_capacity), _EMPTY, dtype=np.int64)
         self._working_size = np.zeros(n, dtype=np.int64)
         # One column more than the capacity: an insertion lands before retention drops one.
@@ -222,6 +225,97 @@ class MemoryPool:
             table = self._decay_powers = np.array([decay**age for age in range(2 * high + 1)])
         return table[ages]
 
+    # ------------------------------------------------------- object memories
+    @classmethod
+    def from_memories(cls, memories: Sequence[CognitiveMemory]) -> MemoryPool:
+        """A pool holding copies of ``memories`` (their items, stores, counters), row by row.
+
+        Raises:
+            ValueError: If the memories differ in capacity, threshold or decay, or use what a
+                pool does not implement (another retrieval strategy or retention policy,
+                reflection, semantic or archived items).
+        """
+        if not memories:
+            msg = "a pool needs at least one memory"
+            raise ValueError(msg)
+        first = memories[0]
+        pool = cls(
+            [memory.agent_id for memory in memories],
+            first.working_capacity,
+            first.episodic_capacity,
+            first.consolidation_threshold,
+            first.decay_rate,
+        )
+        items: list[MemoryItem] = []
+        owners: list[int] = []
+        working: list[tuple[int, int, int]] = []  # (row, slot, item)
+        episodic: list[tuple[int, int, int]] = []
+        for row, memory in enumerate(memories):
+            _check_poolable(memory, first)
+            index = {}
+            for item in (*memory.working, *memory.episodic):
+                if item.seq not in index:
+                    index[item.seq] = len(items)
+                    items.append(item)
+                    owners.append(row)
+            working += [(row, slot, index[i.seq]) for slot, i in enumerate(memory.working)]
+            ranked = memory._episodic.ranked()
+            episodic += [(row, slot, index[i.seq]) for slot, i in enumerate(ranked)]
+            pool._next_seq[row] = memory._next_seq
+            pool._clock[row] = memory._clock
+            pool._since_reflection[row] = memory._since_reflection
+            pool._episodic_pinned[row] = sum(i.pinned for i in ranked)
+        pool._load_items(items, owners)
+        for target, sizes, placed in (
+            (pool._working, pool._working_size, working),
+            (pool._episodic, pool._episodic_size, episodic),
+        ):
+            if placed:
+                row, slot, item = np.array(placed, dtype=np.int64).T
+                target[row, slot] = item
+                np.add.at(sizes, row, 1)
+        return pool
+
+    def _load_items(self, items: Sequence[MemoryItem], owners: Sequence[int]) -> None:
+        """Append copies of ``items`` (owned by the rows ``owners``) to the item table."""
+        index = self._new_items(len(items))
+        self._owner[index] = owners
+        self._seq[index] = [i.seq for i in items]
+        self._text[index] = self._intern_texts([i.content for i in items])
+        self._tags[index] = [self._intern_tags(tuple(i.tags)) for i in items]
+        self._source[index] = [_SOURCE_CODES[i.source] for i in items]
+        self._importance[index] = [i.importance for i in items]
+        self._year[index] = [i.year for i in items]
+        self._amount[index] = [np.nan if i.amount is None else i.amount for i in items]
+        self._pinned[index] = [i.pinned for i in items]
+        self._consolidated[index] = [i.consolidated for i in items]
+        self._last_access[index] = [i.last_access for i in items]
+        self._access_count[index] = [i.access_count for i in items]
+        self._key[index] = self._ranking_keys(self._importance[index], self._year[index])
+
+    def store_into(self, row: int, memory: CognitiveMemory) -> None:
+        """Make ``memory`` (the object memory of ``row``'s household) hold what the pool does.
+
+        Its settings stay; its items, stores and counters become copies of the pool's.
+        """
+        working = [self.item(i) for i in self.working(row)]
+        by_seq = {item.seq: item for item in working}
+        ranked = []
+        for index in self._episodic[row, : self._episodic_size[row]].tolist():
+            seq = int(self._seq[index])
+            ranked.append(by_seq.get(seq) or self.item(index))
+        texts = memory.texts
+        if texts is not None:
+            for item in {id(i): i for i in (*working, *ranked)}.values():
+                item.content = texts.setdefault(item.content, item.content)
+        memory._load(
+            working,
+            ranked,
+            next_seq=int(self._next_seq[row]),
+            clock=int(self._clock[row]),
+            since_reflection=float(self._since_reflection[row]),
+        )
+
     # ------------------------------------------------------------------ views
     def __len__(self) -> int:
         """Number of households."""
@@ -288,6 +382,7 @@ class MemoryPool:
         source: str = "other",
         amount: float | ArrayLike | None = None,
         pinned: bool = False,
+        text_index: ArrayLike | None = None,
     ) -> PoolWrite:
         """Write one memory to each household of ``rows``, routed as ``CognitiveMemory.write``.
 
@@ -296,13 +391,16 @@ class MemoryPool:
 
         Args:
             rows: Households written to, each at most once.
-            contents: One text for all, or one per row.
+            contents: One text for all, or one per row, or (with ``text_index``) the distinct
+                texts written.
             importance: Salience in [0, 1], one for all or one per row.
             year: Simulation year of the experience, one for all or one per row.
             tags: Classification tags shared by the items (a single string is one tag).
             source: What produced the memories, one of :data:`~simulation.memory.item.SOURCES`.
             amount: Dollar amount behind each text, one for all or one per row, or ``None``.
             pinned: Never forget these items (they go to episodic memory).
+            text_index: For each row, the position of its text in ``contents``: many rows
+                writing a few distinct texts look each text up once.
 
         Returns:
             The items written, their stores and what each displaced.
@@ -318,6 +416,11 @@ class MemoryPool:
         years = np.broadcast_to(np.asarray(year, dtype=np.int64), (m,)).copy()
         if isinstance(contents, str):  # one text for all: interned once
             text_ids = np.full(m, self._intern_texts((contents,))[0], dtype=np.int64)
+        elif text_index is not None:
+            text_ids = self._intern_texts(contents)[np.asarray(text_index, dtype=np.int64)]
+            if len(text_ids) != m:
+                msg = f"{len(text_ids)} text indices for {m} rows"
+                raise ValueError(msg)
         else:
             text_ids = self._intern_texts(contents)
             if len(text_ids) != m:
@@ -340,6 +443,7 @@ class MemoryPool:
         self._access_count[items] = 0
         self._key[items] = self._ranking_keys(importance, years)
         self._clock[rows] = np.maximum(self._clock[rows], years)
+        self._since_reflection[rows] += importance
         episodic = importance >= self.consolidation_threshold
         if pinned:
             episodic[:] = True
@@ -478,6 +582,24 @@ class MemoryPool:
                 moves.append(PoolWrite(moving, stores, evicted, evicted_from))
         return tuple(moves)
 
+    def end_year(self, year: int, rows: ArrayLike | None = None) -> tuple[PoolWrite, ...]:
+        """``CognitiveMemory.end_year`` without tiering or reflection: the clock, consolidation.
+
+        Args:
+            year: The year that is ending.
+            rows: The households whose year ends; all when ``None``.
+
+        Returns:
+            What :meth:`consolidate` moved.
+        """
+        rows = (
+            np.arange(len(self), dtype=np.int64)
+            if rows is None
+            else np.asarray(rows, dtype=np.int64).ravel()
+        )
+        self._clock[rows] = np.maximum(self._clock[rows], int(year))
+        return self.consolidate(rows)
+
     # ---------------------------------------------------------------- retrieval
     def retrieve(
         self, rows: ArrayLike, top_k: int, year: int | ArrayLike | None = None
@@ -570,3 +692,36 @@ def _repeats(rows: NDArray[np.int64], households: int) -> bool:
         msg = f"rows must be in 0 .. {households - 1}, got {outside[0]}"
         raise IndexError(msg)
     return int(np.count_nonzero(np.bincount(rows, minlength=households) > 1)) > 0
+
+
+def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
+    """Refuse a memory a pool cannot hold (see :meth:`MemoryPool.from_memories`)."""
+    settings = (
+        memory.working_capacity,
+        memory.episodic_capacity,
+        memory.consolidation_threshold,
+        memory.decay_rate,
+    )
+    if settings != (
+        first.working_capacity,
+        first.episodic_capacity,
+        first.consolidation_threshold,
+        first.decay_rate,
+    ):
+        msg = f"memory of {memory.agent_id} has other capacities, threshold or decay than the first"
+        raise ValueError(msg)
+    problems = []
+    if memory.retrieval.strategy != "spec":
+        problems.append(f"retrieval strategy {memory.retrieval.strategy!r}")
+    if memory.retention.policy != "decayed_importance":
+        problems.append(f"retention policy {memory.retention.policy!r}")
+    if memory.reflection.enabled:
+        problems.append("reflection")
+    counts = memory.counts()
+    if counts["semantic"] or counts["archive"]:
+        problems.append("semantic or archived items")
+    if any(item.rehearsed is not None for item in (*memory.working, *memory.episodic)):
+        problems.append("rehearsed items")
+    if problems:
+        msg = f"memory of {memory.agent_id}: a pool does not implement {', '.join(problems)}"
+        raise ValueError(msg)
