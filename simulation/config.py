@@ -44,7 +44,7 @@ from simulation.skills.templates import TemplateError, template_fields
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
 __all__ = [
     "CALIBRATION_KEYS",
@@ -70,6 +70,7 @@ __all__ = [
     "Section",
     "SocialConfig",
     "apply_overrides",
+    "array_engine_limits",
     "check_event_templates",
     "check_file_kind",
     "create_output_folder",
@@ -906,6 +907,25 @@ class RunConfig(Section):
         default_factory=DecisionConfig, description="How households decide."
     )
     audit: AuditConfig = Field(default_factory=AuditConfig, description="The JSONL audit trail.")
+    engine: Literal["objects", "arrays"] = Field(
+        "objects",
+        description="How years are computed. objects: household by household, each with its "
+        "state and CognitiveMemory objects (every feature). arrays: all households at once on "
+        "columns and a memory pool (simulation/array_engine.py): the same results several times "
+        "faster, for the pmt policy with spec retrieval, decayed_importance retention, no "
+        "reflection and audit.level off.",
+    )
+
+    @field_validator("engine", mode="after")
+    @classmethod
+    def _engine_runs_config(cls, engine: str, info: ValidationInfo) -> str:
+        if engine != "arrays":
+            return engine
+        problems = array_engine_limits(info.data)
+        if problems:
+            msg = f"engine arrays does not implement {'; '.join(problems)} (use engine: objects)"
+            raise ValueError(msg)
+        return engine
 
     @field_validator("insurer", mode="after")
     @classmethod
@@ -926,6 +946,27 @@ class RunConfig(Section):
     def to_yaml_dict(self) -> dict[str, Any]:
         """The fully merged config as plain data (for ``config.resolved.yaml``)."""
         return self.model_dump(mode="json")
+
+
+def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
+    """What of a run config's validated sections ``engine: arrays`` does not implement.
+
+    Each entry names the key and its value; sections that failed validation are skipped.
+    """
+    problems = []
+    decision, memory, audit = (sections.get(k) for k in ("decision", "memory", "audit"))
+    if decision is not None and decision.policy != "pmt":
+        problems.append(f"decision.policy {decision.policy}")
+    if memory is not None:
+        if memory.retrieval.strategy != "spec":
+            problems.append(f"memory.retrieval.strategy {memory.retrieval.strategy}")
+        if memory.retention.policy != "decayed_importance":
+            problems.append(f"memory.retention.policy {memory.retention.policy}")
+        if memory.reflection.enabled:
+            problems.append("memory.reflection.enabled true")
+    if audit is not None and audit.level != "off":
+        problems.append(f"audit.level {audit.level} (it writes no audit trail)")
+    return problems
 
 
 def ignored_keys(config: RunConfig) -> tuple[list[str], str]:

@@ -44,6 +44,7 @@ from mesa.discrete_space import (
 from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import PopulationError, build_population
 from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, TENURES, by_zone
+from simulation.array_engine import ArrayEngine
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError, ConfigWarning, is_curve_file, warn_ignored_keys
 from simulation.decisions.base import DrawnUniform
@@ -284,6 +285,34 @@ class HouseholdAgent(CellAgent):
         return self.model.decide_for(self, year)
 
 
+class _EngineHousehold(HouseholdAgent):
+    """A household of a model on ``engine: arrays``, whose years the :class:`ArrayEngine` runs.
+
+    Its state and memory objects are brought up to date (:meth:`FloodAdaptationModel.sync`)
+    whenever either is read, so code reading households sees what the engine computed.
+    """
+
+    @property
+    def state(self) -> HouseholdState:
+        if self.model._engine is not None:
+            self.model.sync()
+        return self._state
+
+    @state.setter
+    def state(self, value: HouseholdState) -> None:
+        self._state = value
+
+    @property
+    def memory(self) -> CognitiveMemory:
+        if self.model._engine is not None:
+            self.model.sync()
+        return self._memory
+
+    @memory.setter
+    def memory(self, value: CognitiveMemory) -> None:
+        self._memory = value
+
+
 class FloodAdaptationModel(mesa.Model):
     """Flood adaptation of households with cognitive memory.
 
@@ -375,11 +404,7 @@ class FloodAdaptationModel(mesa.Model):
         # (skill, year, cost) -> the decision memory it renders, for templates that name no
         # household field (see _decision_memory); emptied with the texts every year.
         self._decision_memories: dict[tuple[str, int, float], _Remembered] = {}
-        self.households: list[HouseholdAgent] = [
-            HouseholdAgent(self, state, self._new_memory(state.agent_id, population))
-            for state in population.states
-        ]
-        self._place(population.grid_shape, population.cells)
+        self._populate(population)
         # What gave the decision table, named in its errors and warnings: a --set flag or a file.
         self._script_origin = where(("decision", "script"))
         self.policy = _decision_policy(
@@ -417,6 +442,7 @@ class FloodAdaptationModel(mesa.Model):
         dropped. Left to the cyclic collector, a 52,141-household model after 13 years took
         4.4 s to trace, and its grid alone 0.45 s.
         """
+        self._engine = None
         self.remove_all_agents()
         counters = getattr(mesa.Agent, "_ids", None)
         if isinstance(counters, dict):
@@ -438,10 +464,29 @@ class FloodAdaptationModel(mesa.Model):
         self._decision_memories.clear()
 
     def attach_audit(self, writer: AuditWriter) -> None:
-        """Stream this run's audit trail to ``writer`` (logs the households' initial memories)."""
+        """Stream this run's audit trail to ``writer`` (logs the households' initial memories).
+
+        Raises:
+            ValueError: If the model runs on ``engine: arrays``, which writes no audit trail.
+        """
+        if self.config.engine == "arrays":
+            msg = "engine arrays writes no audit trail: use engine objects to audit a run"
+            raise ValueError(msg)
         self.audit = writer
         for household in self.households:
             writer.initial_memory(household.state.agent_id, household.memory)
+
+    def _populate(self, population: Population) -> None:
+        """Create the households, with their memories, and place them among neighbours."""
+        # The engine running the years of `engine: arrays` while its columns are newer than the
+        # households' objects (None: the objects are up to date; see sync).
+        self._engine: ArrayEngine | None = None
+        household = _EngineHousehold if self.config.engine == "arrays" else HouseholdAgent
+        self.households: list[HouseholdAgent] = [
+            household(self, state, self._new_memory(state.agent_id, population))
+            for state in population.states
+        ]
+        self._place(population.grid_shape, population.cells)
 
     def _new_memory(self, agent_id: str, population: Population) -> CognitiveMemory:
         """A household's memory as configured, holding its pre-seeded memories."""
@@ -496,8 +541,24 @@ class FloodAdaptationModel(mesa.Model):
         _clear_cell_caches()  # the neighbour tuples are all the model needs from now on
 
     # -------------------------------------------------------------------------- step
+    def sync(self) -> None:
+        """Bring the households' state and memory objects up to date with ``engine: arrays``.
+
+        The engine keeps every household in columns while it runs years; reading a household's
+        ``state`` or ``memory`` calls this, so it is needed only by code that reads other
+        household attributes (``last_decision``, ``adopted_last_year``, ``relocated_in``).
+        The next year reloads the columns from the objects, so changes made to them count.
+        """
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.store()
+
     def step(self) -> None:
         """Advance one year (see the module docstring for the order)."""
+        if self.config.engine == "arrays" and self._decides_together():
+            self._step_arrays()
+            return
+        self.sync()
         year = self.steps
         audit = self.audit
         if audit is not None:
@@ -542,6 +603,17 @@ class FloodAdaptationModel(mesa.Model):
         self._end_year(year, active, stats)
         if audit is not None:
             audit.end_year()
+
+    def _step_arrays(self) -> None:
+        """:meth:`step` on the array engine (``engine: arrays``): the same year, all at once."""
+        year = self.steps
+        stats = dict.fromkeys(METRIC_COLUMNS, 0.0)
+        stats["year"] = year
+        self.year_stats = stats
+        engine = self._engine if self._engine is not None else ArrayEngine(self)
+        engine.step(year)
+        self._engine = engine
+        self.datacollector.collect(self)
 
     def warn_unused_inputs(self) -> None:
         """Warn about what the inputs asked of the years run that the run could not do.

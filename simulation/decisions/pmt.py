@@ -64,6 +64,8 @@ __all__ = [
     "PMTConfig",
     "PMTPolicy",
     "coping_appraisal",
+    "kind_needs_amount",
+    "kind_of",
     "memory_kind",
     "threat_appraisal",
 ]
@@ -97,6 +99,7 @@ _DO_NOTHING = "do_nothing"
 _FLOOD_ZONE, _INCOME = attrgetter("flood_zone"), attrgetter("income")
 _HAS_INSURANCE = attrgetter("has_insurance")
 _HAS_CONTENTS_INSURANCE = attrgetter("has_contents_insurance")
+_CLAIMS_PAID, _CLAIMS_DENIED = attrgetter("claims_paid"), attrgetter("claims_denied")
 
 #: Tags that state a flood memory's severity, checked in this order.
 _FLOOD_TAGS = (("major", "flood_major"), ("minor", "flood_minor"), ("no_damage", "flood_no_damage"))
@@ -445,14 +448,25 @@ def memory_kind(item: MemoryItem, major_damage_threshold: float = 50_000.0) -> s
     Returns:
         The kind, or ``None``.
     """
-    source = item.source
+    return kind_of(item.source, item.tags, item.amount, major_damage_threshold)
+
+
+def kind_of(
+    source: str, tags: tuple[str, ...], amount: float | None, major_damage_threshold: float
+) -> str | None:
+    """:func:`memory_kind` of a memory with this source, these tags and this amount."""
     if source == "flood":
-        return _flood_kind(item.tags, item.amount, major_damage_threshold)
+        return _flood_kind(tags, amount, major_damage_threshold)
     if source == "claim":
-        return "claim_denied" if "denied" in item.tags else "claim_paid"
+        return "claim_denied" if "denied" in tags else "claim_paid"
     if source == "seed":
-        return "seed" if "flood" in item.tags else None
+        return "seed" if "flood" in tags else None
     return _SOURCE_KINDS.get(source)
+
+
+def kind_needs_amount(source: str, tags: tuple[str, ...]) -> bool:
+    """Whether :func:`kind_of` reads the amount: a flood memory without a severity tag."""
+    return source == "flood" and _SEVERITY_TAGS.isdisjoint(tags)
 
 
 def _flood_kind(tags: tuple[str, ...], amount: float | None, threshold: float) -> str:
@@ -753,28 +767,25 @@ class PMTPolicy:
         if not valid.any(axis=1).all():
             msg = "no options offered"
             raise ValueError(msg)
-        tp, utilities, coping = _many_utilities(states, memories, skill_ids, costs, valid, c)
-
-        offered = np.where(valid, utilities, -np.inf)
-        weights = np.exp(offered - offered.max(axis=1, keepdims=True))
-        cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
-        below = draws[:, None] < cumulative
-        chosen = below.argmax(axis=1)
-        # numpy's exp and sum may differ from math.exp and math.fsum in the last bits, which
-        # matters only where a draw falls within rounding of a cumulative probability (or past
-        # the last one): those households decide through decide() itself.
-        close = np.abs(cumulative - draws[:, None]) < _EXACT_MARGIN
-        recheck = ~below.any(axis=1) | (close & valid).any(axis=1)
-
-        # CP is that of the chosen action, else of the most attractive offered action.
-        rows = np.arange(n)
-        chosen_cp = coping[rows, chosen]
-        actions = valid & (coping >= 0.0)
-        focus = np.where(
-            chosen_cp < 0.0, np.where(actions, utilities, -np.inf).argmax(axis=1), chosen
+        zones = list(map(_FLOOD_ZONE, states))
+        tp = np.fromiter(
+            (_threat(m, z, c, explain=False)[0] for m, z in zip(memories, zones, strict=True)),
+            float,
+            n,
         )
-        cp = np.where((chosen_cp < 0.0) & ~actions.any(axis=1), 0.0, coping[rows, focus])
-
+        chosen, cp, recheck = self.choose_many(
+            tp,
+            zones,
+            np.fromiter(map(_INCOME, states), float, n),
+            np.fromiter(map(_CLAIMS_PAID, states), float, n),
+            np.fromiter(map(_CLAIMS_DENIED, states), float, n),
+            np.fromiter(map(_HAS_INSURANCE, states), bool, n)
+            | np.fromiter(map(_HAS_CONTENTS_INSURANCE, states), bool, n),
+            skill_ids,
+            costs,
+            valid,
+            draws,
+        )
         # level_of for all at once: TP and CP are finite, and int() and astype both truncate.
         tp_levels = np.clip((tp * 5).astype(np.int64), 0, 4).tolist()
         cp_levels = np.clip((cp * 5).astype(np.int64), 0, 4).tolist()
@@ -817,6 +828,106 @@ class PMTPolicy:
             )
         return proposals
 
+    def appraise_threats(
+        self, kinds: np.ndarray, scores: np.ndarray, zones: Sequence[str]
+    ) -> np.ndarray:
+        """TP of many households from their retrieved memories, as :meth:`decide` appraises it.
+
+        Args:
+            kinds: A row per household, a column per retrieved memory: the memory's kind as a
+                position in :data:`MEMORY_KINDS`, or -1 for none (no threat cue, or no memory).
+            scores: The memories' retrieval scores (anything where ``kinds`` is -1).
+            zones: The households' flood zones.
+
+        Returns:
+            Each household's TP.
+        """
+        c = self._c
+        weight_of = np.array([c.weights[kind] for kind in MEMORY_KINDS] + [0.0])
+        n = len(zones)
+        evidence = np.zeros(n)
+        cued = np.zeros(n, dtype=bool)
+        with np.errstate(invalid="ignore"):
+            for j in range(kinds.shape[1]):
+                kind = kinds[:, j]
+                score = np.minimum(scores[:, j], c.score_cap)
+                contribution = weight_of[kind] * score
+                counts = (kind >= 0) & (scores[:, j] > 0.0) & (contribution > 0.0)
+                # Added one memory at a time, in retrieval order, as the scalar sum adds them.
+                evidence = np.where(counts, evidence + contribution, evidence)
+                cued |= counts
+        base = np.fromiter(map(c.zones.get, zones, repeat(c.other_zone)), float, n)
+        gain = -c.gain
+        # math.exp, not np.exp: the two may differ in the last bit, and TP decides choices.
+        saturation = np.array([math.exp(gain * e) for e in evidence.tolist()])
+        return np.where(cued, 1.0 - (1.0 - base) * saturation, base)
+
+    def choose_many(
+        self,
+        tp: np.ndarray,
+        zones: Sequence[str],
+        income: np.ndarray,
+        claims_paid: np.ndarray,
+        claims_denied: np.ndarray,
+        insured: np.ndarray,
+        skill_ids: Sequence[str],
+        costs: np.ndarray,
+        valid: np.ndarray,
+        draws: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The logit choices of many households from their TP and household columns.
+
+        The arithmetic is :meth:`decide`'s, operation for operation, except the logit's
+        ``exp`` and sums: where a draw falls within rounding of a cumulative probability (or
+        past the last one) the household is flagged to decide through :meth:`decide`.
+
+        Args:
+            tp: Each household's threat appraisal.
+            zones: Their flood zones.
+            income: Their incomes.
+            claims_paid: Their paid claims so far.
+            claims_denied: Their denied claims so far.
+            insured: Whether each holds a policy.
+            skill_ids: The skill of each column of ``costs`` and ``valid``.
+            costs: Out-of-pocket costs, a row per household.
+            valid: Which skills each household may choose.
+            draws: One uniform in [0, 1) per household.
+
+        Returns:
+            The chosen column of each household, the CP reported with it, and which households
+            must decide through :meth:`decide` instead.
+        """
+        c = self._c
+        n = len(tp)
+        bonus, penalty, cap = c.claim_adjustment
+        claim_term = bonus * np.minimum(claims_paid, cap) - penalty * np.minimum(claims_denied, cap)
+        zone_term = np.fromiter(map(c.zone_asc.get, zones, repeat(0.0)), float, n)
+        # fmax, like the scalar max(1.0, income), ignores a NaN income.
+        utilities, coping = _many_utilities(
+            tp, np.fmax(1.0, income), claim_term, insured, zone_term, skill_ids, costs, valid, c
+        )
+
+        offered = np.where(valid, utilities, -np.inf)
+        weights = np.exp(offered - offered.max(axis=1, keepdims=True))
+        cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+        below = draws[:, None] < cumulative
+        chosen = below.argmax(axis=1)
+        # numpy's exp and sum may differ from math.exp and math.fsum in the last bits, which
+        # matters only where a draw falls within rounding of a cumulative probability (or past
+        # the last one): those households decide through decide() itself.
+        close = np.abs(cumulative - draws[:, None]) < _EXACT_MARGIN
+        recheck = ~below.any(axis=1) | (close & valid).any(axis=1)
+
+        # CP is that of the chosen action, else of the most attractive offered action.
+        rows = np.arange(n)
+        chosen_cp = coping[rows, chosen]
+        actions = valid & (coping >= 0.0)
+        focus = np.where(
+            chosen_cp < 0.0, np.where(actions, utilities, -np.inf).argmax(axis=1), chosen
+        )
+        cp = np.where((chosen_cp < 0.0) & ~actions.any(axis=1), 0.0, coping[rows, focus])
+        return chosen, cp, recheck
+
 
 def _utilities(
     options: Sequence[Option],
@@ -857,33 +968,21 @@ def _utilities(
 
 
 def _many_utilities(
-    states: Sequence[HouseholdState],
-    memories: Sequence[Sequence[ScoredMemory]],
+    tp: np.ndarray,
+    income: np.ndarray,
+    claim_term: np.ndarray,
+    insured: np.ndarray,
+    zone_term: np.ndarray,
     skill_ids: Sequence[str],
     costs: np.ndarray,
     valid: np.ndarray,
     c: _Coefficients,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_threat` and :func:`_utilities` of many households: TP, utilities and CP arrays.
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_utilities` of many households: utilities and CP arrays.
 
-    The arithmetic is the scalar path's, operation for operation, so that every TP, utility and
-    CP is bit-identical to what :meth:`PMTPolicy.decide` computes.
+    The arithmetic is the scalar path's, operation for operation, so that every utility and CP
+    is bit-identical to what :meth:`PMTPolicy.decide` computes.
     """
-    n = len(states)
-    zones = list(map(_FLOOD_ZONE, states))
-    tp = np.fromiter(
-        (_threat(m, z, c, explain=False)[0] for m, z in zip(memories, zones, strict=True)),
-        float,
-        n,
-    )
-    # fmax, like the scalar max(1.0, income), ignores a NaN income.
-    income = np.fmax(1.0, np.fromiter(map(_INCOME, states), float, n))
-    claim_term = np.fromiter((c.claim_term(s) for s in states), float, n)
-    insured = np.fromiter(map(_HAS_INSURANCE, states), bool, n) | np.fromiter(
-        map(_HAS_CONTENTS_INSURANCE, states), bool, n
-    )
-    zone_term = np.fromiter(map(c.zone_asc.get, zones, repeat(0.0)), float, n)
-
     threat_utility = c.beta_tp * tp
     utilities = np.zeros(valid.shape)
     coping = np.full(valid.shape, -1.0)  # -1: do_nothing, which is no action
@@ -906,7 +1005,7 @@ def _many_utilities(
         utilities[:, j] = c.scale * (skill_asc + threat_utility + c.beta_cp * cp)
         coping[:, j] = cp
 
-    return tp, utilities, coping
+    return utilities, coping
 
 
 def _pick(probabilities: list[float], draw: float) -> int:

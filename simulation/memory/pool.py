@@ -51,6 +51,19 @@ _WORKING, _EPISODIC = 0, 1
 _SOURCE_NAMES: tuple[str, ...] = tuple(sorted(SOURCES))
 _SOURCE_CODES = {name: code for code, name in enumerate(_SOURCE_NAMES)}
 _EMPTY = -1
+_COLUMNS = (
+    "owner",
+    "seq",
+    "tags",
+    "source",
+    "importance",
+    "year",
+    "amount",
+    "pinned",
+    "consolidated",
+    "last_access",
+    "access_count",
+)
 _INITIAL_ITEMS = 1024
 
 
@@ -343,6 +356,29 @@ class MemoryPool:
         """Item indices of one household's episodic memory in the order it entered (by seq)."""
         items = self._episodic[row, : self._episodic_size[row]]
         return items[np.argsort(self._seq[items], kind="stable")].tolist()
+
+    #: Names of the item sources, by the codes :meth:`column` gives for ``source``.
+    source_names: tuple[str, ...] = _SOURCE_NAMES
+
+    @property
+    def tag_sets(self) -> list[tuple[str, ...]]:
+        """The distinct tag sets written so far, by the codes :meth:`column` gives for ``tags``."""
+        return self._tag_sets
+
+    def column(self, name: str, items: ArrayLike) -> np.ndarray:
+        """A field of many items at once, by its name.
+
+        The fields are ``owner`` (row), ``seq``, ``tags`` (code), ``source`` (code),
+        ``importance``, ``year``, ``amount`` (NaN: none), ``pinned``, ``consolidated``,
+        ``last_access`` and ``access_count``.
+
+        Raises:
+            KeyError: For another name.
+        """
+        if name not in _COLUMNS:
+            msg = f"no item column {name!r}; known: {', '.join(_COLUMNS)}"
+            raise KeyError(msg)
+        return getattr(self, "_" + name)[items]
 
     def contents(self, items: ArrayLike) -> list[str]:
         """The texts of ``items`` (item indices; -1 entries are skipped)."""

@@ -886,7 +886,37 @@ class SkillRegistry:
             raise ValueError(msg)
         if not states:
             return np.zeros(costs.shape, dtype=bool)
-        columns = _Columns(states)
+        return self._valid_mask(_Columns(states), costs)
+
+    def valid_mask_columns(
+        self, columns: Mapping[str, np.ndarray], rows: np.ndarray, costs: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`valid_mask` of households held as columns (one array per state field).
+
+        Args:
+            columns: Each state field's values, an entry per household.
+            rows: The households to check, positions in the columns.
+            costs: Out-of-pocket costs, a row per entry of ``rows``.
+
+        Returns:
+            A boolean array shaped like ``costs``.
+        """
+        costs = np.asarray(costs, dtype=float)
+        return self._valid_mask(_ArrayColumns(columns, rows), costs)
+
+    def effects(self, skill_id: str) -> Mapping[str, object]:
+        """What executing ``skill_id`` sets: ``{field: value}`` (see :meth:`apply`).
+
+        Raises:
+            RegistryError: For an unknown skill.
+        """
+        skill = self._skills.get(skill_id)
+        if skill is None:
+            msg = f"{self.origin}: cannot apply unknown skill {skill_id!r}"
+            raise RegistryError(msg)
+        return skill.effects
+
+    def _valid_mask(self, columns: _Columns | _ArrayColumns, costs: np.ndarray) -> np.ndarray:
         valid = np.empty(costs.shape, dtype=bool)
         for j, (tenures, preconditions, limits) in enumerate(self._terms):
             cost = costs[:, j]
@@ -1097,6 +1127,32 @@ class _Columns:
         if condition.op in ("truthy", "not"):
             # bool() of each value, not a numpy cast: a string field is truthy when non-empty.
             truth = np.fromiter(map(bool, self.values(condition.field)), bool, len(self._states))
+            return truth if condition.op == "truthy" else ~truth
+        return np.asarray(_OPS[condition.op](self.array(condition.field), condition.value), bool)
+
+
+class _ArrayColumns:
+    """:class:`_Columns` of households held as columns: the entries of ``rows`` of each."""
+
+    __slots__ = ("_arrays", "_columns", "_rows")
+
+    def __init__(self, columns: Mapping[str, np.ndarray], rows: np.ndarray) -> None:
+        self._columns = columns
+        self._rows = rows
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def array(self, name: str) -> np.ndarray:
+        array = self._arrays.get(name)
+        if array is None:
+            array = self._arrays[name] = self._columns[name][self._rows]
+        return array
+
+    def holds(self, condition: Precondition) -> np.ndarray:
+        """Where ``condition`` holds, as :meth:`Precondition.check` decides it."""
+        if condition.op in ("truthy", "not"):
+            values = self.array(condition.field)
+            # bool() of each value: a string field is truthy when non-empty.
+            truth = values != "" if values.dtype.kind in "UO" else values.astype(bool)
             return truth if condition.op == "truthy" else ~truth
         return np.asarray(_OPS[condition.op](self.array(condition.field), condition.value), bool)
 

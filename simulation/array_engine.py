@@ -1,0 +1,670 @@
+"""ArrayEngine: the yearly cycle for all households at once, on columns instead of objects.
+
+:class:`~simulation.model.FloodAdaptationModel` runs a year household by household: every
+household's state is a :class:`~simulation.agents.state.HouseholdState` and its memory a
+:class:`~simulation.memory.CognitiveMemory`, and each step of the cycle calls them once per
+household. With ``engine: arrays`` the model hands its years to this engine instead, which
+holds the same state as one numpy column per field and the memories in a
+:class:`~simulation.memory.pool.MemoryPool`, and does each step of DESIGN.md section 2 for the
+whole population in a few array operations.
+
+The result is the object path's, exactly: equal seeds give equal metrics, states, memories and
+decisions (``tests/test_array_engine.py`` compares the two). That holds because every random
+stream is drawn in the same amounts and order, households decide in the same shuffled order
+(an elevation that moves the subsidy re-prices those after it, as one by one), and every sum
+that reaches a result is added in the object path's order.
+
+The engine covers the configurations whose every step it implements
+(:func:`simulation.config.array_engine_limits` names what it does not: another decision policy,
+weighted retrieval, other retention policies, reflection, an audit trail). The households'
+objects are brought up to date by :meth:`ArrayEngine.store`; the model does it whenever one of
+them is read.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, HouseholdState
+from simulation.decisions.base import DrawnUniform, Option
+from simulation.decisions.pmt import MEMORY_KINDS, PMTPolicy, kind_needs_amount, kind_of
+from simulation.hazard import Sites, compute_damage
+from simulation.memory.item import ScoredMemory
+from simulation.memory.pool import POOL_STORES, MemoryPool
+from simulation.skills.templates import render
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from simulation.config import EventTemplate
+    from simulation.model import FloodAdaptationModel
+
+__all__ = ["ArrayEngine"]
+
+# What neighbours notice, by adoption code (the order of _ADOPTIONS).
+_ADOPTIONS = ("insurance", "elevate_house", "relocate")
+_NONE = -1
+_INSURANCE_SKILLS = ("buy_insurance", "buy_contents_insurance")
+_POLICY_FLAGS = ("has_insurance", "has_contents_insurance")
+_DECISION_STATS = {
+    "buy_insurance": "decisions_buy_insurance",
+    "buy_contents_insurance": "decisions_buy_insurance",
+    "elevate_house": "decisions_elevate_house",
+    "relocate": "decisions_relocate",
+    "do_nothing": "decisions_do_nothing",
+}
+# Codes of the kinds table: a (source, tag set) pair not classified yet, or whose memories are
+# classified by their amount.
+_UNCLASSIFIED, _BY_AMOUNT = -3, -2
+
+
+def _kind_code(kind: str | None) -> int:
+    """A memory kind's position in MEMORY_KINDS, -1 for no threat cue."""
+    return _NONE if kind is None else MEMORY_KINDS.index(kind)
+
+
+class ArrayEngine:
+    """A model's households as columns and a memory pool, stepped a year at a time.
+
+    Built from the model's household objects as they are (so a model restored from a
+    checkpoint continues where it was); :meth:`store` writes the columns and memories back.
+
+    Args:
+        model: The model whose years this engine runs.
+    """
+
+    def __init__(self, model: FloodAdaptationModel):
+        self.model = model
+        households = model.households
+        states = [h.state for h in households]
+        self.columns: dict[str, np.ndarray] = {
+            name: np.array([getattr(s, name) for s in states]) for name in STATE_FIELDS
+        }
+        self.pool = MemoryPool.from_memories([h.memory for h in households])
+        n = len(households)
+        code = {name: c for c, name in enumerate(_ADOPTIONS)}
+        self.adopted_last = np.array(
+            [code.get(h.adopted_last_year, _NONE) for h in households], dtype=np.int8
+        )
+        self.adopted_this = np.full(n, _NONE, dtype=np.int8)
+        self.relocated_in = np.array(
+            [_NONE if h.relocated_in is None else h.relocated_in for h in households]
+        )
+        # The latest decision of each household (what DecisionSummary holds).
+        self.decided_in = np.array(
+            [_NONE if h.last_decision is None else h.last_decision.year for h in households]
+        )
+        skill_ids = model.registry.skill_ids
+        self.skill_ids = skill_ids
+        self.decided = np.array(
+            [
+                0 if h.last_decision is None else skill_ids.index(h.last_decision.skill_id)
+                for h in households
+            ]
+        )
+        self.decided_cost = np.array(
+            [0.0 if h.last_decision is None else h.last_decision.cost for h in households]
+        )
+        self.decided_tp = np.array(
+            [
+                math.nan
+                if h.last_decision is None or h.last_decision.threat is None
+                else h.last_decision.threat
+                for h in households
+            ]
+        )
+        position = {h: i for i, h in enumerate(households)}
+        width = max((len(h.neighbors) for h in households), default=0)
+        self.neighbors = np.full((n, width), _NONE, dtype=np.int64)
+        for i, household in enumerate(households):
+            self.neighbors[i, : len(household.neighbors)] = [
+                position[other] for other in household.neighbors
+            ]
+        self.floodplain = np.isin(self.columns["flood_zone"], list(SFHA_ZONES))
+        self._kinds = np.zeros(0, dtype=np.int64)  # kind code of each (tag set, source) pair
+
+    # ------------------------------------------------------------------ the year
+    def step(self, year: int) -> None:
+        """Run year ``year``: steps 1 to 8 of the cycle, then the metrics row."""
+        model = self.model
+        stats = model.year_stats
+        relocated = self.columns["relocated"]
+        active = np.flatnonzero(~relocated)
+        departed = relocated & (self.adopted_last >= 0)
+
+        damage_s, damage_c, depths = self._hazard_and_damage(year, active, stats)
+        claims_paid = self._claims_and_event_memories(
+            year, active, depths, damage_s, damage_c, stats
+        )
+        self._institutions(year, active, float(np.sum(damage_s + damage_c)), claims_paid)
+        self._observe_neighbours(year, active)
+        self.adopted_last[departed] = _NONE
+
+        model.premiums_collected = 0.0
+        order = list(range(len(active)))
+        model.random.shuffle(order)  # the permutation the object path draws
+        rows = active[np.array(order, dtype=np.int64)]
+        draws = model.decision_rng.random(len(rows))
+        tps = self._decide(year, rows, draws, stats)
+        self._end_year(year, active, tps, stats)
+
+    def _hazard_and_damage(
+        self, year: int, active: NDArray[np.int64], stats: dict[str, float]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Steps 1-2 (as the model's ``_hazard_and_damage``)."""
+        model, columns = self.model, self.columns
+        sites = Sites(
+            x=columns["x"][active].astype(float),
+            y=columns["y"][active].astype(float),
+            ground_elevation=columns["ground_elevation"][active].astype(float),
+        )
+        depths = model.hazard.depths(year, model.hazard_rng, sites)
+        raised = model.config.adaptation.elevation_height_ft
+        floor = columns["first_floor_height"][active] + np.where(
+            columns["elevated"][active], raised, 0.0
+        )
+        above_floor = np.where(depths > 0.0, depths - floor, -np.inf)
+        structure = columns["structure_value"][active].astype(float)
+        contents = columns["contents_value"][active].astype(float)
+        basis = model.config.damage.owner_contents_basis
+        if (basis if basis != "auto" else model.curves.contents_basis) == "structure":
+            contents_basis = np.where(structure > 0.0, structure, contents)
+        else:
+            contents_basis = contents
+        damage_s, damage_c = compute_damage(above_floor, structure, contents_basis, model.curves)
+        damage_c = np.minimum(damage_c, contents)
+        stats["flooded_households"] = int(np.count_nonzero(depths > 0.0))
+        return damage_s, damage_c, depths
+
+    def _claims_and_event_memories(
+        self,
+        year: int,
+        active: NDArray[np.int64],
+        depths: np.ndarray,
+        damage_s: np.ndarray,
+        damage_c: np.ndarray,
+        stats: dict[str, float],
+    ) -> float:
+        """Steps 3-4 (as the model's ``_claims_and_event_memories``). Returns the payout."""
+        config, columns = self.model.config, self.columns
+        ins, events = config.insurance, config.events
+        approval_draws = self.model.claims_rng.random(len(active))
+        total_damage = damage_s + damage_c
+        flooded = np.flatnonzero(depths > 0.0)
+        rows = active[flooded]
+        damage = total_damage[flooded]
+        damaged = damage > 0.0
+        hit = rows[damaged]
+        columns["cumulative_damage"][hit] += damage[damaged]
+        columns["last_damage"][hit] = damage[damaged]
+        stats["damaged_households"] += int(np.count_nonzero(damaged))
+        major = damage >= events.major_damage_threshold
+        for event, which in (
+            (events.flood_major, damaged & major),
+            (events.flood_minor, damaged & ~major),
+            (events.flood_no_damage, ~damaged),
+        ):
+            self._remember(
+                rows[which],
+                event,
+                year,
+                "flood",
+                damage[which],
+                damage=damage[which],
+                depth=depths[flooded][which],
+            )
+        has_insurance = columns["has_insurance"][rows]
+        insured = has_insurance | columns["has_contents_insurance"][rows]
+        covered = np.where(has_insurance, np.minimum(damage_s[flooded], ins.structure_limit), 0.0)
+        covered = covered + np.minimum(damage_c[flooded], ins.contents_limit)
+        claims = insured & damaged & (covered > ins.deductible)
+        stats["claims_filed"] += int(np.count_nonzero(claims))
+        approved = claims & (approval_draws[flooded] < ins.claim_approval_probability)
+        denied = claims & ~approved
+        payout = covered[approved] - ins.deductible
+        # Added claim by claim in the households' order, as the object path adds them.
+        paid_total = float(np.cumsum(np.concatenate(([0.0], payout)))[-1])
+        columns["claims_paid"][rows[approved]] += 1
+        columns["claims_denied"][rows[denied]] += 1
+        stats["claims_paid"] += int(np.count_nonzero(approved))
+        self._remember(
+            rows[approved],
+            events.claim_paid,
+            year,
+            "claim",
+            payout,
+            payout=payout,
+            damage=damage[approved],
+        )
+        self._remember(
+            rows[denied],
+            events.claim_denied,
+            year,
+            "claim",
+            np.zeros(np.count_nonzero(denied)),
+            payout=np.zeros(np.count_nonzero(denied)),
+            damage=damage[denied],
+        )
+        stats["total_damage"] = float(np.sum(total_damage))
+        stats["claims_paid_amount"] = paid_total
+        return paid_total
+
+    def _remember(
+        self,
+        rows: NDArray[np.int64],
+        event: EventTemplate,
+        year: int,
+        source: str,
+        amount: np.ndarray,
+        **values: np.ndarray,
+    ) -> None:
+        """Write ``event`` rendered with each row's ``values`` into the memories of ``rows``."""
+        if not len(rows):
+            return
+        names = list(values)
+        columns = [values[name].tolist() for name in names]
+        template = event.template
+        texts = [
+            render(template, {"year": year, **dict(zip(names, row, strict=True))})
+            for row in zip(*columns, strict=True)
+        ]
+        self.pool.write(
+            rows, texts, event.importance, year, event.tags, source=source, amount=amount
+        )
+
+    def _institutions(
+        self, year: int, active: NDArray[np.int64], total_damage: float, claims_paid: float
+    ) -> None:
+        """Step 5 (as the model's ``_institutions``)."""
+        model, events = self.model, self.model.config.events
+        changes = []
+        subsidy = model.government.review(total_damage / max(len(active), 1))
+        if subsidy is not None:
+            changes.append((events.subsidy_change, subsidy))
+        rate = model.insurer.review(model.premiums_collected, claims_paid)
+        if rate is not None:
+            changes.append((events.premium_change, rate))
+        for event, (old, new) in changes:
+            content = render(event.template, {"year": year, "old": old, "new": new})
+            self.pool.write(active, content, event.importance, year, event.tags, source="policy")
+
+    def _observe_neighbours(self, year: int, active: NDArray[np.int64]) -> None:
+        """Step 6 (as the model's ``_observe_neighbours``): last year's adoptions nearby.
+
+        A household remembers one memory per kind of adoption it saw, in the order its
+        neighbours first show each kind.
+        """
+        config = self.model.config
+        if not config.social.observe or not (self.adopted_last >= 0).any():
+            return
+        if not self.neighbors.shape[1]:
+            return
+        neighbors = self.neighbors[active]
+        present = neighbors >= 0
+        adopted = np.where(present, self.adopted_last[neighbors], _NONE)
+        total = ((adopted >= 0) | (present & ~self.columns["relocated"][neighbors])).sum(axis=1)
+        width = neighbors.shape[1]
+        counts = np.stack([(adopted == kind).sum(axis=1) for kind in range(len(_ADOPTIONS))], 1)
+        first = np.stack(
+            [
+                np.where(counts[:, kind] > 0, (adopted == kind).argmax(axis=1), width)
+                for kind in range(len(_ADOPTIONS))
+            ],
+            1,
+        )
+        ranked = np.argsort(first, axis=1, kind="stable")
+        event = config.events.neighbor_adaptation
+        phrases = {"insurance": "bought flood insurance", "elevate_house": "elevated their homes"}
+        phrases["relocate"] = "moved away"
+        for rank in range(len(_ADOPTIONS)):
+            kind_at = ranked[:, rank]
+            seen = np.take_along_axis(counts, kind_at[:, None], axis=1)[:, 0] > 0
+            for kind, name in enumerate(_ADOPTIONS):
+                which = np.flatnonzero(seen & (kind_at == kind))
+                if not len(which):
+                    continue
+                texts = [
+                    render(
+                        event.template,
+                        {"year": year, "count": count, "total": of, "action": phrases[name]},
+                    )
+                    for count, of in zip(
+                        counts[which, kind].tolist(), total[which].tolist(), strict=True
+                    )
+                ]
+                self.pool.write(
+                    active[which],
+                    texts,
+                    event.importance,
+                    year,
+                    (*event.tags, name),
+                    source="neighbor",
+                )
+
+    # ---------------------------------------------------------------- decisions
+    def _kind_codes(self, items: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The threat-cue kind of each retrieved item: a position in MEMORY_KINDS, or -1."""
+        pool = self.pool
+        threshold = self.model.policy.config.major_damage_threshold
+        flat = items.ravel()
+        got = np.flatnonzero(flat >= 0)
+        found = flat[got]
+        sources = len(pool.source_names)
+        key = pool.column("tags", found) * sources + pool.column("source", found)
+        table = self._kinds
+        if key.size and key.max() >= len(table):
+            grown = np.full(int(key.max()) + 1, _UNCLASSIFIED, dtype=np.int64)
+            grown[: len(table)] = table
+            table = self._kinds = grown
+        # Most memories share their source and tag set with thousands: each pair is classified
+        # once; only a flood without a severity tag is classified by its amount.
+        for k in np.unique(key[table[key] == _UNCLASSIFIED]).tolist():
+            tags, source = pool.tag_sets[k // sources], pool.source_names[k % sources]
+            if kind_needs_amount(source, tags):
+                table[k] = _BY_AMOUNT
+            else:
+                table[k] = _kind_code(kind_of(source, tags, None, threshold))
+        found_kinds = table[key]
+        by_amount = np.flatnonzero(found_kinds == _BY_AMOUNT)
+        if len(by_amount):
+            amounts = pool.column("amount", found[by_amount]).tolist()
+            found_kinds[by_amount] = [
+                _kind_code(kind_of("flood", (), None if math.isnan(a) else a, threshold))
+                for a in amounts
+            ]
+        kinds = np.full(flat.shape, _NONE, dtype=np.int64)
+        kinds[got] = found_kinds
+        return kinds.reshape(items.shape)
+
+    def _cost_matrix(self, rows: NDArray[np.int64]) -> np.ndarray:
+        """The model's ``cost_matrix`` for ``rows``, from the columns."""
+        model, columns = self.model, self.columns
+        config = model.config
+        ins, adapt = config.insurance, config.adaptation
+        zone_multiplier = model._zone_multiplier
+        rate = model.insurer.rate * np.array(
+            [zone_multiplier[z] for z in columns["flood_zone"][rows].tolist()], dtype=float
+        )
+        rate = np.where(columns["elevated"][rows], rate * ins.elevated_multiplier, rate)
+        contents_cover = np.minimum(
+            columns["contents_value"][rows].astype(float), ins.contents_limit
+        )
+        structure_cover = np.minimum(
+            columns["structure_value"][rows].astype(float), ins.structure_limit
+        )
+        subsidy = model.government.subsidy_for(adapt.elevation_cost)
+        owner = columns["tenure"][rows] == "owner"
+        n = len(rows)
+        by_skill = {
+            "buy_insurance": rate * (structure_cover + contents_cover) / 1000.0,
+            "buy_contents_insurance": rate * contents_cover / 1000.0,
+            "elevate_house": np.full(n, adapt.elevation_cost * (1.0 - subsidy)),
+            "relocate": np.where(owner, adapt.owner_relocation_cost, adapt.renter_relocation_cost),
+            "do_nothing": np.zeros(n),
+        }
+        return np.stack([by_skill[skill] for skill in self.skill_ids], axis=1)
+
+    def _decide(
+        self, year: int, rows: NDArray[np.int64], draws: np.ndarray, stats: dict[str, float]
+    ) -> np.ndarray:
+        """Step 7 for ``rows`` in their order: retrieve, appraise, choose, execute, remember.
+
+        Returns:
+            The households' threat appraisals, in decision order.
+        """
+        model, pool, columns = self.model, self.pool, self.columns
+        policy: PMTPolicy = model.policy  # type: ignore[assignment]
+        retrieved = pool.retrieve(rows, model.config.memory.retrieval.top_k, year)
+        kinds = self._kind_codes(retrieved.items)
+        zones = columns["flood_zone"][rows].tolist()
+        tp = policy.appraise_threats(kinds, retrieved.scores, zones)
+        elevation_cost = model.config.adaptation.elevation_cost
+        government = model.government
+        chosen = np.empty(len(rows), dtype=np.int64)
+        paid = np.empty(len(rows))
+        skills = self.skill_ids
+        elevate = skills.index("elevate_house") if "elevate_house" in skills else -1
+        start = 0
+        while start < len(rows):
+            subsidy = government.subsidy_for(elevation_cost)
+            part = slice(start, len(rows))
+            these = rows[part]
+            costs = self._cost_matrix(these)
+            valid = model.registry.valid_mask_columns(columns, these, costs)
+            picks, _, recheck = policy.choose_many(
+                tp[part],
+                zones[start:],
+                columns["income"][these].astype(float),
+                columns["claims_paid"][these].astype(float),
+                columns["claims_denied"][these].astype(float),
+                columns["has_insurance"][these] | columns["has_contents_insurance"][these],
+                self.skill_ids,
+                costs,
+                valid,
+                draws[part],
+            )
+            for i in np.flatnonzero(recheck).tolist():
+                picks[i] = self._decide_alone(
+                    these[i], retrieved, start + i, costs[i], valid[i], float(draws[start + i])
+                )
+            end = len(rows)
+            for i in np.flatnonzero(picks == elevate).tolist():
+                cost = float(costs[i, elevate])
+                spent = government.spent_this_year
+                government.pay(elevation_cost * (1.0 - cost / max(elevation_cost, 1e-9)))
+                if government.spent_this_year != spent and (
+                    government.subsidy_for(elevation_cost) != subsidy
+                ):
+                    end = start + i + 1  # the rest are priced at the new subsidy
+                    break
+            done = slice(start, end)
+            chosen[done] = picks[: end - start]
+            paid[done] = costs[np.arange(end - start), picks[: end - start]]
+            start = end
+        self._execute(year, rows, chosen, paid, tp, stats)
+        return tp
+
+    def _decide_alone(
+        self,
+        row: int,
+        retrieved: Any,
+        position: int,
+        costs: np.ndarray,
+        valid: np.ndarray,
+        draw: float,
+    ) -> int:
+        """The scalar decision of one household whose draw fell within rounding of a boundary."""
+        pool = self.pool
+        count = int(retrieved.counts[position])
+        memories = [
+            ScoredMemory(pool.item(int(item)), float(score), POOL_STORES[store])
+            for item, score, store in zip(
+                retrieved.items[position, :count].tolist(),
+                retrieved.scores[position, :count].tolist(),
+                retrieved.stores[position, :count].tolist(),
+                strict=True,
+            )
+        ]
+        options = [Option(self.skill_ids[j], float(costs[j])) for j in np.flatnonzero(valid)]
+        proposal = self.model.policy.decide(
+            self._state(row), memories, options, {}, DrawnUniform(draw), explain=False
+        )
+        return self.skill_ids.index(proposal.skill_id)
+
+    def _state(self, row: int) -> HouseholdState:
+        """Household ``row``'s state as an object (a copy)."""
+        columns = self.columns
+        return HouseholdState(**{name: columns[name][row].item() for name in STATE_FIELDS})
+
+    def _execute(
+        self,
+        year: int,
+        rows: NDArray[np.int64],
+        chosen: NDArray[np.int64],
+        paid: np.ndarray,
+        tp: np.ndarray,
+        stats: dict[str, float],
+    ) -> None:
+        """Execute every household's choice and write its decision memory (in order)."""
+        model, columns, registry = self.model, self.columns, self.model.registry
+        was_insured = columns["has_insurance"][rows] | columns["has_contents_insurance"][rows]
+        renews = model._renews
+        elevation_cost = model.config.adaptation.elevation_cost
+        for j, skill_id in enumerate(self.skill_ids):
+            which = chosen == j
+            if not which.any():
+                continue
+            these, cost, insured_before = rows[which], paid[which], was_insured[which]
+            renewed = renews[skill_id]
+            for name in _POLICY_FLAGS:
+                if name not in renewed:
+                    columns[name][these] = False
+            if not renewed:
+                columns["insured_years"][these[insured_before]] = 0
+            for name, value in registry.effects(skill_id).items():
+                columns[name][these] = value
+            if skill_id in _INSURANCE_SKILLS:
+                years = columns["insured_years"][these]
+                columns["insured_years"][these] = np.where(insured_before, years + 1, 1)
+                self.adopted_this[these[~insured_before]] = 0
+            elif skill_id == "elevate_house":
+                self.adopted_this[these] = 1
+            elif skill_id == "relocate":
+                self.adopted_this[these] = 2
+                self.relocated_in[these] = year
+            stat = _DECISION_STATS.get(skill_id)
+            if stat is not None:
+                stats[stat] += int(np.count_nonzero(which))
+            self._remember_decision(skill_id, these, cost, year, elevation_cost)
+        insurance = [j for j, skill in enumerate(self.skill_ids) if skill in _INSURANCE_SKILLS]
+        premiums = paid[np.isin(chosen, insurance)]
+        # Added premium by premium in the decision order, as the object path adds them.
+        model.premiums_collected = float(
+            np.cumsum(np.concatenate(([model.premiums_collected], premiums)))[-1]
+        )
+        self.decided_in[rows] = year
+        self.decided[rows] = chosen
+        self.decided_cost[rows] = paid
+        self.decided_tp[rows] = tp
+
+    def _remember_decision(
+        self,
+        skill_id: str,
+        rows: NDArray[np.int64],
+        cost: np.ndarray,
+        year: int,
+        elevation_cost: float,
+    ) -> None:
+        """Write the registry's memory of executing ``skill_id`` for each of ``rows``."""
+        registry = self.model.registry
+        fields = set(registry.template_fields(skill_id))
+        context_keys = {"year", "cost"}
+        if skill_id in _INSURANCE_SKILLS:
+            context_keys.add("premium")
+        elif skill_id == "elevate_house":
+            context_keys.add("subsidy_share")
+        if fields <= context_keys:  # one text per distinct cost, the household's fields unread
+            distinct, index = np.unique(cost, return_inverse=True)
+            rendered = [
+                registry.memory_update(
+                    skill_id, self._state(int(rows[0])), _context(skill_id, year, c, elevation_cost)
+                )
+                for c in distinct.tolist()
+            ]
+        else:
+            index = np.arange(len(rows))
+            rendered = [
+                registry.memory_update(
+                    skill_id, self._state(r), _context(skill_id, year, c, elevation_cost)
+                )
+                for r, c in zip(rows.tolist(), cost.tolist(), strict=True)
+            ]
+        _, importance, tags = rendered[0]
+        self.pool.write(
+            rows,
+            [text for text, _, _ in rendered],
+            importance,
+            year,
+            tags,
+            source="decision",
+            text_index=index,
+        )
+
+    # ----------------------------------------------------------------- year end
+    def _end_year(
+        self, year: int, active: NDArray[np.int64], tps: np.ndarray, stats: dict[str, float]
+    ) -> None:
+        """Step 8 (as the model's ``_end_year``) and the metrics row."""
+        model, columns = self.model, self.columns
+        self.pool.end_year(year, active)
+        self.adopted_last[active] = self.adopted_this[active]
+        self.adopted_this[active] = _NONE
+        here = active[~columns["relocated"][active]]
+        n = len(here)
+        covered = columns["has_insurance"][here] | columns["has_contents_insurance"][here]
+        inside = self.floodplain[here]
+        total = len(model.households)
+        nan = math.nan
+        stats["active_households"] = n
+        stats["premium_rate"] = model.insurer.rate
+        stats["subsidy_share"] = model.government.subsidy_share
+        stats["relocated_share"] = (total - n) / total if total else 0.0
+        insured = int(np.count_nonzero(covered))
+        stats["insured_share"] = insured / n if n else nan
+        stats["elevated_share"] = int(np.count_nonzero(columns["elevated"][here])) / n if n else nan
+        for zone, key in ((inside, "insured_share_ae"), (~inside, "insured_share_x")):
+            in_zone = int(np.count_nonzero(zone))
+            stats[key] = int(np.count_nonzero(covered & zone)) / in_zone if in_zone else nan
+        working = int(self.pool.working_sizes[here].sum())
+        episodic = int(self.pool.episodic_sizes[here].sum())
+        stats["mean_working"] = working / n if n else nan
+        stats["mean_episodic"] = episodic / n if n else nan
+        # Summed decision by decision, in order, as the object path's sum() adds them.
+        stats["mean_tp"] = float(np.cumsum(tps)[-1]) / len(tps) if len(tps) else nan
+
+    # --------------------------------------------------------------- write back
+    def store(self) -> None:
+        """Write the columns and memories back into the households' objects."""
+        from simulation.model import DecisionSummary  # noqa: PLC0415 - the model imports this
+
+        model = self.model
+        columns = self.columns
+        names = [name for name in STATE_FIELDS if name != "agent_id"]
+        values = {name: columns[name].tolist() for name in names}
+        for row, household in enumerate(model.households):
+            state = household.__dict__["_state"]
+            for name in names:
+                setattr(state, name, values[name][row])
+            self.pool.store_into(row, household.__dict__["_memory"])
+            last = int(self.adopted_last[row])
+            household.adopted_last_year = None if last < 0 else _ADOPTIONS[last]
+            now = int(self.adopted_this[row])
+            household.adopted_this_year = None if now < 0 else _ADOPTIONS[now]
+            moved = int(self.relocated_in[row])
+            household.relocated_in = None if moved < 0 else moved
+            if self.decided_in[row] >= 0:
+                skill_id = self.skill_ids[self.decided[row]]
+                tp = float(self.decided_tp[row])
+                household.last_decision = DecisionSummary(
+                    int(self.decided_in[row]),
+                    skill_id,
+                    skill_id,
+                    True,
+                    float(self.decided_cost[row]),
+                    None if math.isnan(tp) else tp,
+                    False,
+                    0,
+                )
+
+
+def _context(skill_id: str, year: int, cost: float, elevation_cost: float) -> dict[str, Any]:
+    """What a decision memory's template may name besides the household's fields."""
+    context: dict[str, Any] = {"year": year, "cost": cost}
+    if skill_id in _INSURANCE_SKILLS:
+        context["premium"] = cost
+    elif skill_id == "elevate_house":
+        context["subsidy_share"] = 1.0 - cost / max(elevation_cost, 1e-9)
+    return context
