@@ -568,9 +568,10 @@ class ArrayEngine:
             context_keys.add("subsidy_share")
         if fields <= context_keys:  # one text per distinct cost, the household's fields unread
             distinct, index = np.unique(cost, return_inverse=True)
+            anyone = self._state(int(rows[0]))
             rendered = [
                 registry.memory_update(
-                    skill_id, self._state(int(rows[0])), _context(skill_id, year, c, elevation_cost)
+                    skill_id, anyone, _context(skill_id, year, c, elevation_cost)
                 )
                 for c in distinct.tolist()
             ]

@@ -1,0 +1,180 @@
+"""engine: arrays gives the object path's results: metrics, states, memories and decisions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import pytest
+
+from simulation.config import ConfigError, load_config
+from simulation.runner import build_model, resume_run, run_simulation
+
+if TYPE_CHECKING:
+    from simulation.model import FloodAdaptationModel
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "configs" / "default.yaml"
+OFF = ["audit.level=off"]
+
+
+def _pair(*overrides: str, count: int = 300, years: int = 15, path: Path = DEFAULT):
+    """The same run on both engines, stepped to the end."""
+    models = []
+    for engine in ("objects", "arrays"):
+        config, base = load_config(
+            path,
+            [f"households.count={count}", f"years={years}", *OFF, f"engine={engine}", *overrides],
+        )
+        model = build_model(config, base)
+        for _ in range(years):
+            model.step()
+        models.append(model)
+    return models
+
+
+def _assert_same_households(
+    objects: FloodAdaptationModel, arrays: FloodAdaptationModel, *, decisions: bool = True
+):
+    for expected, got in zip(objects.households, arrays.households, strict=True):
+        assert got.state == expected.state
+        assert got.memory.to_dict() == expected.memory.to_dict()
+        if decisions:
+            assert got.last_decision == expected.last_decision
+        assert got.adopted_last_year == expected.adopted_last_year
+        assert got.relocated_in == expected.relocated_in
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        (),
+        # Seeded memories of past floods, some of them in working memory.
+        ("households.prior_flood_share=0.4", "households.prior_flood_importance=0.6"),
+        # Cheap, popular elevation against a small budget: each year the subsidy runs out
+        # part way through the decisions, and the households after are priced without it.
+        (
+            "decision.pmt.asc.elevate_house=-1.0",
+            "government.budget=300000",
+            "government.initial_subsidy=0.9",
+            "government.max_subsidy=0.95",
+        ),
+        ("social.neighborhood=small_world", "decision.pmt.asc.relocate=-3.0"),
+        ("social.neighborhood=von_neumann", "insurer.enabled=false", "hazard.loc=5.0"),
+        # Small episodic memory (forgetting every year), wide working memory, few retrieved.
+        (
+            "memory.working_capacity=10",
+            "memory.episodic_capacity=5",
+            "memory.retrieval.top_k=3",
+            "memory.consolidation_threshold=0.5",
+        ),
+        ("damage.curves=jrc_north_america", "social.observe=false"),
+    ],
+    ids=["default", "seeded", "subsidy-budget", "small-world", "von-neumann", "tiny-memory", "jrc"],
+)
+def test_both_engines_give_the_same_run(overrides):
+    objects, arrays = _pair(*overrides)
+    metrics = objects.metrics()
+    pd.testing.assert_frame_equal(arrays.metrics(), metrics)
+    assert metrics["flooded_households"].sum() > 0
+    assert metrics["decisions_buy_insurance"].sum() > 0
+    _assert_same_households(objects, arrays)
+
+
+def test_the_subsidy_budget_case_reprices_within_a_year():
+    """The budget case above does what it is there for: elevations outrun the budget."""
+    objects, _ = _pair(
+        "decision.pmt.asc.elevate_house=-1.0",
+        "government.budget=300000",
+        "government.initial_subsidy=0.9",
+        "government.max_subsidy=0.95",
+    )
+    elevations = objects.metrics()["decisions_elevate_house"]
+    assert (elevations > 3).any()  # the budget pays 3 subsidised elevations a year
+
+
+def test_both_engines_give_the_same_run_from_a_household_table_and_scripted_floods():
+    table = ROOT / "tests" / "data" / "households_small.csv"
+    objects, arrays = _pair(f"households.table={table}", "hazard.loc=6", count=10, years=12)
+    pd.testing.assert_frame_equal(arrays.metrics(), objects.metrics())
+    _assert_same_households(objects, arrays)
+    scenario = ROOT / "configs" / "scenarios" / "single_flood.yaml"
+    objects, arrays = _pair(path=scenario, years=14)
+    assert objects.metrics()["flooded_households"].iloc[9] > 0
+    pd.testing.assert_frame_equal(arrays.metrics(), objects.metrics())
+    _assert_same_households(objects, arrays)
+
+
+def test_changes_made_to_households_between_years_count():
+    models = []
+    for engine in ("objects", "arrays"):
+        config, base = load_config(
+            DEFAULT, ["households.count=200", "years=8", *OFF, f"engine={engine}"]
+        )
+        model = build_model(config, base)
+        for _ in range(3):
+            model.step()
+        for household in model.households[::2]:  # a campaign insures every other household
+            household.state.has_insurance = household.state.tenure == "owner"
+            household.state.has_contents_insurance = household.state.tenure == "renter"
+        for _ in range(5):
+            model.step()
+        models.append(model)
+    objects, arrays = models
+    pd.testing.assert_frame_equal(arrays.metrics(), objects.metrics())
+    _assert_same_households(objects, arrays)
+
+
+def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path):
+    settings = ["households.count=150", "years=9", *OFF]
+    runs = {}
+    for engine in ("objects", "arrays"):
+        config, base = load_config(DEFAULT, [*settings, f"engine={engine}"])
+        runs[engine] = run_simulation(config, base, tmp_path / engine, progress=False)
+    expected = runs["objects"].run_dir / "model_years.csv"
+    assert (runs["arrays"].run_dir / "model_years.csv").read_bytes() == expected.read_bytes()
+
+    config, base = load_config(DEFAULT, [*settings, "engine=arrays"])
+    model = build_model(config, base)
+    step = model.step
+
+    def crash_in_year_five() -> None:
+        step()
+        if model.steps == 5:
+            raise KeyboardInterrupt
+
+    model.step = crash_in_year_five
+    with pytest.raises(KeyboardInterrupt):
+        run_simulation(
+            config, base, tmp_path / "crash", progress=False, model=model, checkpoint_every=2
+        )
+    (run_dir,) = (tmp_path / "crash").iterdir()
+    resumed = resume_run(run_dir, progress=False)
+    assert (run_dir / "model_years.csv").read_bytes() == expected.read_bytes()
+    # A checkpoint keeps no household's last decision: those who moved before it have none.
+    _assert_same_households(runs["objects"].model, resumed.model, decisions=False)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ([], "audit.level standard"),
+        (["audit.level=off", "decision.policy=llm"], "decision.policy llm"),
+        (["audit.level=off", "memory.retrieval.strategy=weighted"], "strategy weighted"),
+        (["audit.level=off", "memory.retention.policy=fifo"], "retention.policy fifo"),
+        (["audit.level=off", "memory.reflection.enabled=true"], "reflection.enabled true"),
+    ],
+)
+def test_configs_the_array_engine_does_not_implement_are_refused(overrides, named):
+    with pytest.raises(ConfigError, match=r"--set engine=arrays: engine: .*") as err:
+        load_config(DEFAULT, [*overrides, "engine=arrays"])
+    assert named in str(err.value)
+    assert "use engine: objects" in str(err.value)
+
+
+def test_a_model_on_arrays_refuses_an_audit_trail(tmp_path):
+    config, base = load_config(DEFAULT, ["households.count=20", *OFF, "engine=arrays"])
+    model = build_model(config, base)
+    with pytest.raises(ValueError, match="engine arrays writes no audit trail"):
+        model.attach_audit(object())  # type: ignore[arg-type]
