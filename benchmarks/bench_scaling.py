@@ -1,7 +1,7 @@
 """Throughput and scaling of whole simulations against the empty-Mesa floor.
 
-For each (households, audit level) configuration this runs the default configuration for
-``--years`` years in a fresh process and reports:
+For each (households, audit level, engine) configuration this runs the default configuration
+for ``--years`` years in a fresh process and reports:
 
 * household-years per second of the yearly steps alone (building the model and a run's fixed
   costs, such as writing its folder, manifest and metrics, are reported apart; configurations
@@ -32,6 +32,10 @@ Usage:
     python benchmarks/bench_scaling.py --households 100000 --levels standard --full-memories
     python benchmarks/bench_scaling.py --households 1000 --levels off standard --years 30
     python benchmarks/bench_scaling.py --households 1000 100000 --levels off --rounds 3
+    python benchmarks/bench_scaling.py --households 10000 --levels off --engines arrays objects
+
+``engine: arrays`` (simulation/array_engine.py) runs ``audit.level: off`` only; the matrix
+measures it at ``off`` beside the object path.
 """
 
 from __future__ import annotations
@@ -56,12 +60,15 @@ if TYPE_CHECKING:
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 DEFAULT_JSON = Path("benchmarks/results/scaling.json")
-#: The issue's matrix: full audit only at the two smaller sizes.
+#: The issue's matrix, (audit level, engine) per size: full audit only at the two smaller
+#: sizes; the array engine, which writes no audit trail, at off.
 MATRIX = {
-    1_000: ("off", "standard", "full"),
-    10_000: ("off", "standard", "full"),
-    100_000: ("off", "standard"),
+    1_000: (("off", "objects"), ("off", "arrays"), ("standard", "objects"), ("full", "objects")),
+    10_000: (("off", "objects"), ("off", "arrays"), ("standard", "objects"), ("full", "objects")),
+    100_000: (("off", "objects"), ("off", "arrays"), ("standard", "objects")),
 }
+#: The engines there are (``engine`` in a run config).
+ENGINES = ("objects", "arrays")
 
 #: Configurations smaller than this many household-years run several times (at most
 #: MAX_REPEATS) and report their median: a 1,000-household run takes about a second, and one
@@ -70,7 +77,7 @@ MEASURED_HOUSEHOLD_YEARS = 1_000_000
 MAX_REPEATS = 5
 
 #: Peak RSS is judged with every household's memory full, at this size and audit level.
-FULL_MEMORIES = {100_000: ("standard",)}
+FULL_MEMORIES = {100_000: (("standard", "objects"),)}
 
 #: Targets of the performance issue: cost per household-year as a multiple of the floor, ...
 TARGET_RATIO = {"off": 15.0, "standard": 20.0}
@@ -183,6 +190,7 @@ def measure_one(
     full_memories: bool = False,
     repeats: int = 1,
     floor_seconds: float = FLOOR_MIN_SECONDS,
+    engine: str = "objects",
 ) -> dict[str, Any]:
     """Run one configuration here and return its figures (called in a child process).
 
@@ -193,6 +201,7 @@ def measure_one(
     from simulation.runner import build_model, run_simulation
 
     overrides = [f"households.count={households}", f"years={years}", f"audit.level={level}"]
+    overrides.append(f"engine={engine}")
     config, base = load_config(DEFAULT_CONFIG, overrides)
     times: list[float] = []
     whole: list[float] = []  # each run_simulation, steps and fixed costs
@@ -242,6 +251,7 @@ def measure_one(
         "households": households,
         "years": years,
         "audit": level,
+        "engine": engine,
         "memories": "full" if full_memories else "as run",
         # What the memories held at the end: with full_memories, that they stayed full.
         "mean_working_after": working,
@@ -294,6 +304,12 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--households", type=int, nargs="*", help="sizes (default: the matrix)")
     parser.add_argument("--levels", nargs="*", help="audit levels for --households sizes")
+    parser.add_argument(
+        "--engines",
+        nargs="*",
+        choices=ENGINES,
+        help="engines for --households sizes (default: objects)",
+    )
     parser.add_argument("--years", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="only 1,000 and 10,000 households")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
@@ -323,6 +339,7 @@ def parse_args() -> argparse.Namespace:
         f"(default: {FLOOR_MIN_SECONDS:g})",
     )
     parser.add_argument("--one", nargs=2, metavar=("HOUSEHOLDS", "LEVEL"), help=argparse.SUPPRESS)
+    parser.add_argument("--engine", choices=ENGINES, default="objects", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.repeats is not None and args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
@@ -342,48 +359,58 @@ def main() -> None:
             full_memories=args.full_memories,
             repeats=args.repeats or 1,
             floor_seconds=args.floor_seconds,
+            engine=args.engine,
         )
         print(json.dumps(row))
         return
-    runs: list[tuple[int, str, bool]]
+    runs: list[tuple[int, str, str, bool]]
     if args.households:
         levels = args.levels or ("off", "standard")
-        runs = [(n, level, args.full_memories) for n in args.households for level in levels]
+        engines = args.engines or ("objects",)
+        runs = [
+            (n, level, engine, args.full_memories)
+            for n in args.households
+            for level in levels
+            for engine in engines
+            if engine == "objects" or level == "off"  # the array engine writes no audit
+        ]
     else:
         runs = [
-            (n, level, full)
+            (n, level, engine, full)
             for full, matrix in ((False, MATRIX), (True, FULL_MEMORIES))
-            for n, levels in matrix.items()
+            for n, configurations in matrix.items()
             if not (args.quick and n > 10_000)
-            for level in levels
+            for level, engine in configurations
         ]
     results: list[list[dict[str, Any]]] = [[] for _ in runs]
     for round_ in range(1, args.rounds + 1):
-        for results_of_run, (households, level, full) in zip(results, runs, strict=True):
+        for results_of_run, (households, level, engine, full) in zip(results, runs, strict=True):
             memories = ", full memories" if full else ""
             progress = f" (round {round_} of {args.rounds})" if args.rounds > 1 else ""
             print(
-                f"running {households} households, audit {level}{memories}{progress} ...",
+                f"running {households} households, audit {level}, engine {engine}"
+                f"{memories}{progress} ...",
                 file=sys.stderr,
             )
             repeats = args.repeats or repeats_for(households, args.years)
             command = [sys.executable, __file__, "--one", str(households), level]
             command += ["--years", str(args.years), "--repeats", str(repeats)]
-            command += ["--floor-seconds", str(args.floor_seconds)]
+            command += ["--floor-seconds", str(args.floor_seconds), "--engine", engine]
             command += ["--full-memories"] if full else []
             # The child's stderr passes through: a configuration that fails says why.
             child = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
             results_of_run.append(json.loads(child.stdout.strip().splitlines()[-1]))
     rows = [combine_rounds(r) if args.rounds > 1 else r[0] for r in results]
     header = (
-        f"{'households':>10} {'audit':>8} {'memories':>8} {'hh-yr/s':>9} {'us/hh-yr':>9} "
+        f"{'households':>10} {'audit':>8} {'engine':>7} {'memories':>8} {'hh-yr/s':>9} "
+        f"{'us/hh-yr':>9} "
         f"{'floor us':>8} {'x floor':>7} {'RSS MB':>7} {'audit B/hh-yr':>13}"
     )
     print(header)
     print("-" * len(header))
     for r in rows:
         print(
-            f"{r['households']:>10} {r['audit']:>8} {r['memories']:>8} "
+            f"{r['households']:>10} {r['audit']:>8} {_engine(r):>7} {r['memories']:>8} "
             f"{r['household_years_per_s']:>9.0f} "
             f"{r['us_per_household_year']:>9.1f} {r['floor_us_per_agent_step']:>8.3f} "
             f"{r['ratio_to_floor']:>7.1f} {r['peak_rss_mb']:>7.0f} "
@@ -415,11 +442,14 @@ def target_checks(rows: list[dict[str, Any]]) -> list[str]:
         if limit is not None:
             verdict = "met" if r["ratio_to_floor"] <= limit else "MISSED"
             lines.append(
-                f"{int(r['households']):>7} households, audit {r['audit']}: "
+                f"{int(r['households']):>7} households, audit {r['audit']}{_on(r)}: "
                 f"{r['ratio_to_floor']}x floor (target <= {limit}x): {verdict}"
             )
-    for level in sorted({str(r["audit"]) for r in rows}):
-        sized = sorted((r for r in rows if r["audit"] == level), key=lambda r: r["households"])
+    for level, engine in sorted({(str(r["audit"]), _engine(r)) for r in rows}):
+        sized = sorted(
+            (r for r in rows if r["audit"] == level and _engine(r) == engine),
+            key=lambda r: r["households"],
+        )
         if len(sized) > 1:
             small, large = sized[0], sized[-1]
             grown = growth(small, large)
@@ -432,7 +462,8 @@ def target_checks(rows: list[dict[str, Any]]) -> list[str]:
             )
             verdict = "met" if grown <= TARGET_GROWTH else "MISSED"
             lines.append(
-                f"audit {level}: cost per household-year at {int(large['households'])} is "
+                f"audit {level}{_on(small)}: cost per household-year at "
+                f"{int(large['households'])} is "
                 f"{grown:.2f}x that at {int(small['households'])} "
                 + (
                     f"(target <= {TARGET_GROWTH}x): {verdict}"
@@ -450,14 +481,24 @@ def target_checks(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _engine(row: dict[str, Any]) -> str:
+    """A row's engine (rows written before engines were measured ran on objects)."""
+    return str(row.get("engine", "objects"))
+
+
+def _on(row: dict[str, Any]) -> str:
+    """How a verdict names a row's engine: nothing for the object path."""
+    return "" if _engine(row) == "objects" else f", engine {_engine(row)}"
+
+
 def plot_scaling(rows: list[dict[str, Any]]) -> Figure | None:
     """Cost per household-year by population size, against the floor and the targets.
 
     Runs with filled memories (``memories`` "full") measure memory, not cost, and are left out.
 
-    One line per audit level; the floor is drawn with the two ratio targets above it (15x for
-    ``off``, 20x for ``standard``), so a level meets its target where its line runs below the
-    target's. ``None`` when no row was measured.
+    One line per audit level and engine; the floor is drawn with the two ratio targets above
+    it (15x for ``off``, 20x for ``standard``), so a level meets its target where its line runs
+    below the target's. ``None`` when no row was measured.
     """
     # Imported here: the measuring child processes must not load it (it would add to their RSS).
     from matplotlib.figure import Figure
@@ -467,15 +508,23 @@ def plot_scaling(rows: list[dict[str, Any]]) -> Figure | None:
         return None
     figure = Figure(figsize=(10.0, 5.0), layout="constrained")
     ax = figure.add_subplot()
-    for level, colour in (("off", "tab:blue"), ("standard", "tab:orange"), ("full", "tab:red")):
-        sized = sorted((r for r in rows if r["audit"] == level), key=lambda r: r["households"])
+    for level, engine, colour in (
+        ("off", "objects", "tab:blue"),
+        ("off", "arrays", "tab:green"),
+        ("standard", "objects", "tab:orange"),
+        ("full", "objects", "tab:red"),
+    ):
+        sized = sorted(
+            (r for r in rows if r["audit"] == level and _engine(r) == engine),
+            key=lambda r: r["households"],
+        )
         if sized:
             ax.plot(
                 [r["households"] for r in sized],
                 [r["us_per_household_year"] for r in sized],
                 "o-",
                 color=colour,
-                label=f"floodsim, audit {level}",
+                label=f"floodsim, audit {level}{_on(sized[0])}",
             )
     # The floor is measured with every configuration; its median per size is drawn.
     sizes = sorted({int(r["households"]) for r in rows})

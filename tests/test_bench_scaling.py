@@ -177,14 +177,44 @@ def test_rounds_run_every_configuration_in_turn(bench, tmp_path, monkeypatch, ca
     bench.main()
     started = [x for x in capsys.readouterr().err.splitlines() if x.startswith("running")]
     assert started == [
-        "running 20 households, audit off (round 1 of 2) ...",
-        "running 40 households, audit off (round 1 of 2) ...",
-        "running 20 households, audit off (round 2 of 2) ...",
-        "running 40 households, audit off (round 2 of 2) ...",
+        "running 20 households, audit off, engine objects (round 1 of 2) ...",
+        "running 40 households, audit off, engine objects (round 1 of 2) ...",
+        "running 20 households, audit off, engine objects (round 2 of 2) ...",
+        "running 40 households, audit off, engine objects (round 2 of 2) ...",
     ]
     written = json.loads(out.read_text())
     assert [len(r["rounds_us_per_household_year"]) for r in written["rows"]] == [2, 2]
     assert any("cost per household-year at 40" in x for x in written["targets"])
+
+
+def test_the_array_engine_is_measured_where_it_runs_and_judged_by_its_level(
+    bench, tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "scaling.json"
+    argv = ["bench_scaling.py", "--households", "30", "--levels", "off", "standard"]
+    argv += ["--engines", "objects", "arrays", "--years", "2", "--repeats", "1"]
+    argv += ["--floor-seconds", "0", "--json", str(out)]
+    monkeypatch.setattr("sys.argv", argv)
+    bench.main()
+    started = [x for x in capsys.readouterr().err.splitlines() if x.startswith("running")]
+    # The array engine writes no audit trail: it runs at off only.
+    assert started == [
+        "running 30 households, audit off, engine objects ...",
+        "running 30 households, audit off, engine arrays ...",
+        "running 30 households, audit standard, engine objects ...",
+    ]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["audit"], r["engine"]) for r in rows] == [
+        ("off", "objects"),
+        ("off", "arrays"),
+        ("standard", "objects"),
+    ]
+    arrays = {**_row(1_000, "off", 5.0, 0.4), "engine": "arrays"}
+    (line,) = [x for x in bench.target_checks([arrays]) if "floor" in x]
+    assert (
+        line == "   1000 households, audit off, engine arrays: 12.5x floor (target <= 15.0x): met"
+    )
+    assert bench.MATRIX[100_000][1] == ("off", "arrays")
 
 
 def test_rounds_must_be_positive(bench, monkeypatch):
