@@ -229,7 +229,8 @@ def _validate(args: argparse.Namespace) -> int:
     model = build_model(config, base_dir, args.config, origin_of)
     print(
         f"{args.config}: ok ({len(model.households)} households, {config.years} years, "
-        f"hazard {config.hazard.source}, decisions {config.decision.policy})"
+        f"hazard {config.hazard.source}, decisions {config.decision.policy}, "
+        f"engine {config.engine})"
     )
     return 0
 

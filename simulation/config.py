@@ -923,7 +923,7 @@ class RunConfig(Section):
             return engine
         problems = array_engine_limits(info.data)
         if problems:
-            msg = f"engine arrays does not implement {'; '.join(problems)} (use engine: objects)"
+            msg = f"arrays does not implement {'; '.join(problems)}; use engine: objects"
             raise ValueError(msg)
         return engine
 
