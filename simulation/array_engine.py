@@ -83,7 +83,18 @@ class ArrayEngine:
         self.columns: dict[str, np.ndarray] = {
             name: np.array([getattr(s, name) for s in states]) for name in STATE_FIELDS
         }
-        self.pool = MemoryPool.from_memories([h.memory for h in households])
+        memories = [h.memory for h in households]
+        self.pool = MemoryPool.from_memories(memories)
+        for memory in memories:
+            # The pool holds the items now; until store() the objects' copies would only be
+            # stale, and at 100,000 households they take hundreds of MB.
+            memory._load(
+                [],
+                [],
+                next_seq=memory._next_seq,
+                clock=memory._clock,
+                since_reflection=memory._since_reflection,
+            )
         n = len(households)
         code = {name: c for c, name in enumerate(_ADOPTIONS)}
         self.adopted_last = np.array(

@@ -610,9 +610,11 @@ class FloodAdaptationModel(mesa.Model):
         stats = dict.fromkeys(METRIC_COLUMNS, 0.0)
         stats["year"] = year
         self.year_stats = stats
-        engine = self._engine if self._engine is not None else ArrayEngine(self)
-        engine.step(year)
-        self._engine = engine
+        if self._engine is None:
+            # Set before the year runs: should it fail, reading a household still stores what
+            # the engine holds (the objects' memories are emptied while it holds them).
+            self._engine = ArrayEngine(self)
+        self._engine.step(year)
         self.datacollector.collect(self)
 
     def warn_unused_inputs(self) -> None:

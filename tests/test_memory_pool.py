@@ -20,6 +20,7 @@ operation = st.one_of(
     st.tuples(st.just("write"), rows, st.lists(importance, min_size=HOUSEHOLDS), year),
     st.tuples(st.just("pinned"), rows, importance, year),
     st.tuples(st.just("consolidate"), rows),
+    st.tuples(st.just("compact")),
     st.tuples(
         st.just("retrieve"),
         rows,
@@ -33,6 +34,10 @@ def _build(working: int, episodic: int, threshold: float, decay: float):
     ids = [f"H{n}" for n in range(HOUSEHOLDS)]
     memories = [CognitiveMemory(i, working, episodic, threshold, decay) for i in ids]
     return memories, MemoryPool(ids, working, episodic, threshold, decay)
+
+
+def _held(pool: MemoryPool, row: int) -> set[int]:
+    return {*pool.working(row), *pool.episodic(row)}
 
 
 def _seqs(pool: MemoryPool, items) -> list[int]:
@@ -148,6 +153,10 @@ def test_pool_matches_cognitive_memory(ops, working, episodic, threshold, decay)
             _pin(memories, pool, *args, episodic)
         elif kind == "consolidate":
             _consolidate(memories, pool, *args)
+        elif kind == "compact":
+            held = {(r, pool.item(i).seq) for r in range(HOUSEHOLDS) for i in _held(pool, r)}
+            pool.compact()
+            assert pool._size == len(held)
         else:
             _retrieve(memories, pool, *args)
         _same_stores(memories, pool)
@@ -219,3 +228,16 @@ def test_pool_writes_distinct_texts_by_index():
         ["dear"],
         ["dear"],
     ]
+
+
+def test_year_ends_compact_forgotten_items_and_their_texts():
+    pool = MemoryPool([f"H{n}" for n in range(100)], working_capacity=2, episodic_capacity=2)
+    rows = np.arange(100)
+    for year in range(60):
+        pool.write(rows, [f"Year {year}: note {n}" for n in rows], 0.5, year)
+        pool.write(rows, f"Year {year}: flood", 0.9, year)
+        pool.end_year(year, rows)
+        assert pool._size <= 2 * 400 + 1024  # 4 live items a household
+    assert len(pool._texts) <= pool._size
+    assert pool.contents(pool.working(7)) == ["Year 58: note 7", "Year 59: note 7"]
+    assert pool.contents(pool.episodic(7)) == ["Year 58: flood", "Year 59: flood"]

@@ -634,7 +634,32 @@ class MemoryPool:
             else np.asarray(rows, dtype=np.int64).ravel()
         )
         self._clock[rows] = np.maximum(self._clock[rows], int(year))
-        return self.consolidate(rows)
+        moves = self.consolidate(rows)
+        live = int(self._working_size.sum() + self._episodic_size.sum())
+        if self._size > 2 * live + _INITIAL_ITEMS:
+            self.compact()
+        return moves
+
+    def compact(self) -> None:
+        """Drop the items no store holds any more, and the texts only they used.
+
+        Forgotten items stay in the item table until this runs (:meth:`end_year` runs it when
+        they outnumber the live ones), so item indices returned earlier are valid until then.
+        """
+        working, episodic = self._working, self._episodic
+        live = np.unique(np.concatenate((working[working >= 0], episodic[episodic >= 0])))
+        remap = np.full(self._size + 1, _EMPTY, dtype=np.int64)  # the last entry maps -1
+        remap[live] = np.arange(len(live))
+        for name in (*_COLUMNS, "text", "key"):
+            column = getattr(self, "_" + name)
+            column[: len(live)] = column[live]
+        texts, used = np.unique(self._text[: len(live)], return_inverse=True)
+        self._texts = [self._texts[t] for t in texts.tolist()]
+        self._text_ids = {text: i for i, text in enumerate(self._texts)}
+        self._text[: len(live)] = used.reshape(-1)
+        self._working = remap[working]
+        self._episodic = remap[episodic]
+        self._size = len(live)
 
     # ---------------------------------------------------------------- retrieval
     def retrieve(
