@@ -29,11 +29,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, HouseholdState
+from simulation.array_audit import ArrayAudit
+from simulation.audit.writer import DYNAMIC_FIELDS
 from simulation.decisions.base import DrawnUniform, Option
 from simulation.decisions.pmt import MEMORY_KINDS, PMTPolicy, kind_needs_amount, kind_of
 from simulation.hazard import Sites, compute_damage
 from simulation.memory.item import ScoredMemory
-from simulation.memory.pool import POOL_STORES, MemoryPool
+from simulation.memory.pool import POOL_STORES, MemoryPool, PoolWrite
 from simulation.skills.templates import render
 
 if TYPE_CHECKING:
@@ -136,6 +138,11 @@ class ArrayEngine:
             ]
         self.floodplain = np.isin(self.columns["flood_zone"], list(SFHA_ZONES))
         self._kinds = np.zeros(0, dtype=np.int64)  # kind code of each (tag set, source) pair
+        self.audit = (
+            None
+            if model.audit is None
+            else ArrayAudit(model.audit, self.pool, self.columns["agent_id"].tolist())
+        )
 
     # ------------------------------------------------------------------ the year
     def step(self, year: int) -> None:
@@ -220,6 +227,8 @@ class ArrayEngine:
         ):
             self._remember(
                 rows[which],
+                np.flatnonzero(which),
+                0,
                 event,
                 year,
                 "flood",
@@ -243,6 +252,8 @@ class ArrayEngine:
         stats["claims_paid"] += int(np.count_nonzero(approved))
         self._remember(
             rows[approved],
+            np.flatnonzero(approved),
+            1,
             events.claim_paid,
             year,
             "claim",
@@ -252,6 +263,8 @@ class ArrayEngine:
         )
         self._remember(
             rows[denied],
+            np.flatnonzero(denied),
+            1,
             events.claim_denied,
             year,
             "claim",
@@ -261,18 +274,25 @@ class ArrayEngine:
         )
         stats["total_damage"] = float(np.sum(total_damage))
         stats["claims_paid_amount"] = paid_total
+        if self.audit is not None:  # flood then claim, household by household
+            self.audit.flush()
         return paid_total
 
     def _remember(
         self,
         rows: NDArray[np.int64],
+        keys: np.ndarray,
+        rank: int,
         event: EventTemplate,
         year: int,
         source: str,
         amount: np.ndarray,
         **values: np.ndarray,
     ) -> None:
-        """Write ``event`` rendered with each row's ``values`` into the memories of ``rows``."""
+        """Write ``event`` rendered with each row's ``values`` into the memories of ``rows``.
+
+        ``keys`` and ``rank`` order the audit's lines (see :meth:`ArrayAudit.queue`).
+        """
         if not len(rows):
             return
         names = list(values)
@@ -282,9 +302,11 @@ class ArrayEngine:
             render(template, {"year": year, **dict(zip(names, row, strict=True))})
             for row in zip(*columns, strict=True)
         ]
-        self.pool.write(
+        done = self.pool.write(
             rows, texts, event.importance, year, event.tags, source=source, amount=amount
         )
+        if self.audit is not None:
+            self.audit.queue(rows, done, keys, rank)
 
     def _institutions(
         self, year: int, active: NDArray[np.int64], total_damage: float, claims_paid: float
@@ -300,7 +322,12 @@ class ArrayEngine:
             changes.append((events.premium_change, rate))
         for event, (old, new) in changes:
             content = render(event.template, {"year": year, "old": old, "new": new})
-            self.pool.write(active, content, event.importance, year, event.tags, source="policy")
+            done = self.pool.write(
+                active, content, event.importance, year, event.tags, source="policy"
+            )
+            if self.audit is not None:  # every household's note of one change, then the next
+                self.audit.queue(active, done, np.arange(len(active)))
+                self.audit.flush()
 
     def _observe_neighbours(self, year: int, active: NDArray[np.int64]) -> None:
         """Step 6 (as the model's ``_observe_neighbours``): last year's adoptions nearby.
@@ -346,7 +373,7 @@ class ArrayEngine:
                         counts[which, kind].tolist(), total[which].tolist(), strict=True
                     )
                 ]
-                self.pool.write(
+                done = self.pool.write(
                     active[which],
                     texts,
                     event.importance,
@@ -354,6 +381,10 @@ class ArrayEngine:
                     (*event.tags, name),
                     source="neighbor",
                 )
+                if self.audit is not None:
+                    self.audit.queue(active[which], done, which, rank)
+        if self.audit is not None:  # household by household, each in the order it saw them
+            self.audit.flush()
 
     # ---------------------------------------------------------------- decisions
     def _kind_codes(self, items: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -436,6 +467,7 @@ class ArrayEngine:
         government = model.government
         chosen = np.empty(len(rows), dtype=np.int64)
         paid = np.empty(len(rows))
+        cps = np.empty(len(rows))
         skills = self.skill_ids
         elevate = skills.index("elevate_house") if "elevate_house" in skills else -1
         start = 0
@@ -445,7 +477,7 @@ class ArrayEngine:
             these = rows[part]
             costs = self._cost_matrix(these)
             valid = model.registry.valid_mask_columns(columns, these, costs)
-            picks, _, recheck = policy.choose_many(
+            picks, cp, recheck = policy.choose_many(
                 tp[part],
                 zones[start:],
                 columns["income"][these].astype(float),
@@ -458,7 +490,7 @@ class ArrayEngine:
                 draws[part],
             )
             for i in np.flatnonzero(recheck).tolist():
-                picks[i] = self._decide_alone(
+                picks[i], cp[i] = self._decide_alone(
                     these[i], retrieved, start + i, costs[i], valid[i], float(draws[start + i])
                 )
             end = len(rows)
@@ -474,9 +506,55 @@ class ArrayEngine:
             done = slice(start, end)
             chosen[done] = picks[: end - start]
             paid[done] = costs[np.arange(end - start), picks[: end - start]]
+            cps[done] = cp[: end - start]
             start = end
-        self._execute(year, rows, chosen, paid, tp, stats)
+        audit = self.audit
+        if audit is None:
+            self._execute(year, rows, chosen, paid, tp, stats)
+            return tp
+        audited = np.flatnonzero(audit.audited[rows])
+        before = (
+            {name: columns[name][rows[audited]].tolist() for name in DYNAMIC_FIELDS}
+            if audit.memory_streams
+            else None
+        )
+        changes = self._state_changes(rows[audited], chosen[audited])
+        written = self._execute(year, rows, chosen, paid, tp, stats)
+        audit.decisions(
+            year,
+            rows,
+            retrieved,
+            before,
+            {"skill_ids": self.skill_ids, "skill": chosen, "cost": paid, "tp": tp, "cp": cps},
+            changes,
+            written,
+            model.config.memory.retrieval.top_k,
+        )
         return tp
+
+    def _state_changes(
+        self, rows: NDArray[np.int64], chosen: NDArray[np.int64]
+    ) -> list[dict[str, tuple[Any, Any]]]:
+        """What executing each choice will change (``Decision.state_changes``), before it does."""
+        columns, renews, registry = self.columns, self.model._renews, self.model.registry
+        flags = [columns[name][rows].tolist() for name in _POLICY_FLAGS]
+        out = []
+        for n, (row, j) in enumerate(zip(rows.tolist(), chosen.tolist(), strict=True)):
+            skill_id = self.skill_ids[j]
+            changes: dict[str, tuple[Any, Any]] = {}
+            current: dict[str, Any] = {}
+            if flags[0][n] or flags[1][n]:  # annual policies lapse unless the skill renews them
+                renewed = renews[skill_id]
+                for k, name in enumerate(_POLICY_FLAGS):
+                    if name not in renewed and flags[k][n]:
+                        changes[name] = (True, False)
+                        current[name] = False
+            for name, value in registry.effects(skill_id).items():
+                before = current[name] if name in current else columns[name][row].item()
+                if before != value:
+                    changes[name] = (before, value)
+            out.append(changes)
+        return out
 
     def _decide_alone(
         self,
@@ -486,8 +564,12 @@ class ArrayEngine:
         costs: np.ndarray,
         valid: np.ndarray,
         draw: float,
-    ) -> int:
-        """The scalar decision of one household whose draw fell within rounding of a boundary."""
+    ) -> tuple[int, float]:
+        """The scalar decision of one household whose draw fell within rounding of a boundary.
+
+        Returns:
+            The chosen column and the CP reported with it.
+        """
         pool = self.pool
         count = int(retrieved.counts[position])
         memories = [
@@ -503,7 +585,7 @@ class ArrayEngine:
         proposal = self.model.policy.decide(
             self._state(row), memories, options, {}, DrawnUniform(draw), explain=False
         )
-        return self.skill_ids.index(proposal.skill_id)
+        return self.skill_ids.index(proposal.skill_id), proposal.constructs["CP"].value
 
     def _state(self, row: int) -> HouseholdState:
         """Household ``row``'s state as an object (a copy)."""
@@ -518,12 +600,23 @@ class ArrayEngine:
         paid: np.ndarray,
         tp: np.ndarray,
         stats: dict[str, float],
-    ) -> None:
-        """Execute every household's choice and write its decision memory (in order)."""
+    ) -> PoolWrite:
+        """Execute every household's choice and write its decision memory (in order).
+
+        Returns:
+            The decision memory writes, an entry per household in decision order.
+        """
         model, columns, registry = self.model, self.columns, self.model.registry
         was_insured = columns["has_insurance"][rows] | columns["has_contents_insurance"][rows]
         renews = model._renews
         elevation_cost = model.config.adaptation.elevation_cost
+        m = len(rows)
+        written = PoolWrite(
+            np.empty(m, dtype=np.int64),
+            np.empty(m, dtype=np.int8),
+            np.empty(m, dtype=np.int64),
+            np.empty(m, dtype=np.int8),
+        )
         for j, skill_id in enumerate(self.skill_ids):
             which = chosen == j
             if not which.any():
@@ -549,7 +642,9 @@ class ArrayEngine:
             stat = _DECISION_STATS.get(skill_id)
             if stat is not None:
                 stats[stat] += int(np.count_nonzero(which))
-            self._remember_decision(skill_id, these, cost, year, elevation_cost)
+            done = self._remember_decision(skill_id, these, cost, year, elevation_cost)
+            for whole, part in zip(written, done, strict=True):
+                whole[which] = part
         insurance = [j for j, skill in enumerate(self.skill_ids) if skill in _INSURANCE_SKILLS]
         premiums = paid[np.isin(chosen, insurance)]
         # Added premium by premium in the decision order, as the object path adds them.
@@ -560,6 +655,7 @@ class ArrayEngine:
         self.decided[rows] = chosen
         self.decided_cost[rows] = paid
         self.decided_tp[rows] = tp
+        return written
 
     def _remember_decision(
         self,
@@ -568,7 +664,7 @@ class ArrayEngine:
         cost: np.ndarray,
         year: int,
         elevation_cost: float,
-    ) -> None:
+    ) -> PoolWrite:
         """Write the registry's memory of executing ``skill_id`` for each of ``rows``."""
         registry = self.model.registry
         fields = set(registry.template_fields(skill_id))
@@ -595,7 +691,7 @@ class ArrayEngine:
                 for r, c in zip(rows.tolist(), cost.tolist(), strict=True)
             ]
         _, importance, tags = rendered[0]
-        self.pool.write(
+        return self.pool.write(
             rows,
             [text for text, _, _ in rendered],
             importance,
@@ -611,7 +707,9 @@ class ArrayEngine:
     ) -> None:
         """Step 8 (as the model's ``_end_year``) and the metrics row."""
         model, columns = self.model, self.columns
-        self.pool.end_year(year, active)
+        moves = self.pool.end_year(year, active)
+        if self.audit is not None:
+            self.audit.year_end(active, moves)
         self.adopted_last[active] = self.adopted_this[active]
         self.adopted_this[active] = _NONE
         here = active[~columns["relocated"][active]]

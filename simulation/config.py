@@ -913,7 +913,7 @@ class RunConfig(Section):
         "state and CognitiveMemory objects (every feature). arrays: all households at once on "
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
         "faster, for the pmt policy with spec retrieval, decayed_importance retention, no "
-        "reflection and audit.level off.",
+        "reflection and audit levels off, minimal or standard.",
     )
 
     @field_validator("engine", mode="after")
@@ -964,8 +964,8 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
             problems.append(f"memory.retention.policy {memory.retention.policy}")
         if memory.reflection.enabled:
             problems.append("memory.reflection.enabled true")
-    if audit is not None and audit.level != "off":
-        problems.append(f"audit.level {audit.level} (it writes no audit trail)")
+    if audit is not None and audit.level == "full":
+        problems.append("audit.level full (its traces explain each decision)")
     return problems
 
 

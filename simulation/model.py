@@ -467,10 +467,13 @@ class FloodAdaptationModel(mesa.Model):
         """Stream this run's audit trail to ``writer`` (logs the households' initial memories).
 
         Raises:
-            ValueError: If the model runs on ``engine: arrays``, which writes no audit trail.
+            ValueError: If the model runs on ``engine: arrays`` and the writer's level is
+                ``full``, whose traces explain each decision: the engine does not.
         """
-        if self.config.engine == "arrays":
-            msg = "engine arrays writes no audit trail: use engine objects to audit a run"
+        if self.config.engine == "arrays" and writer.level == "full":
+            msg = (
+                "engine arrays writes no full audit trail: use engine objects for audit.level full"
+            )
             raise ValueError(msg)
         self.audit = writer
         for household in self.households:
@@ -607,6 +610,9 @@ class FloodAdaptationModel(mesa.Model):
     def _step_arrays(self) -> None:
         """:meth:`step` on the array engine (``engine: arrays``): the same year, all at once."""
         year = self.steps
+        audit = self.audit
+        if audit is not None:
+            audit.begin_year(year)
         stats = dict.fromkeys(METRIC_COLUMNS, 0.0)
         stats["year"] = year
         self.year_stats = stats
@@ -616,6 +622,8 @@ class FloodAdaptationModel(mesa.Model):
             self._engine = ArrayEngine(self)
         self._engine.step(year)
         self.datacollector.collect(self)
+        if audit is not None:
+            audit.end_year()
 
     def warn_unused_inputs(self) -> None:
         """Warn about what the inputs asked of the years run that the run could not do.

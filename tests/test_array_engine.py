@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import orjson
 import pandas as pd
 import pytest
 
@@ -159,7 +161,7 @@ def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [
-        ([], "audit.level standard"),
+        (["audit.level=full"], "audit.level full"),
         (["audit.level=off", "decision.policy=llm"], "decision.policy llm"),
         (["audit.level=off", "memory.retrieval.strategy=weighted"], "strategy weighted"),
         (["audit.level=off", "memory.retention.policy=fifo"], "retention.policy fifo"),
@@ -173,8 +175,61 @@ def test_configs_the_array_engine_does_not_implement_are_refused(overrides, name
     assert "use engine: objects" in str(err.value)
 
 
-def test_a_model_on_arrays_refuses_an_audit_trail(tmp_path):
+def test_a_model_on_arrays_refuses_a_full_audit_trail():
     config, base = load_config(DEFAULT, ["households.count=20", *OFF, "engine=arrays"])
     model = build_model(config, base)
-    with pytest.raises(ValueError, match="engine arrays writes no audit trail"):
-        model.attach_audit(object())  # type: ignore[arg-type]
+
+    class FullWriter:
+        level = "full"
+
+    with pytest.raises(ValueError, match="engine arrays writes no full audit trail"):
+        model.attach_audit(FullWriter())  # type: ignore[arg-type]
+
+
+def _streams(run_dir: Path) -> dict[str, bytes]:
+    """Every audit stream of a run, decompressed, with the run's id taken out."""
+    run_id = orjson.loads((run_dir / "manifest.json").read_bytes())["run_id"].encode()
+    out = {}
+    for path in sorted(run_dir.glob("*.jsonl*")):
+        data = path.read_bytes()
+        if path.suffix == ".gz":
+            data = gzip.decompress(data)
+        out[path.name] = data.replace(run_id, b"RUN")
+    return out
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        (),
+        # Consolidation moves working items and forgets episodic ones; seeded memories are
+        # logged before the first year.
+        (
+            "households.prior_flood_share=0.4",
+            "households.prior_flood_importance=0.6",
+            "memory.consolidation_threshold=0.5",
+            "memory.episodic_capacity=4",
+        ),
+        # Elevations and moves change state; a third of the households audited; gzip.
+        (
+            "decision.pmt.asc.elevate_house=-1.0",
+            "government.budget=300000",
+            "government.initial_subsidy=0.9",
+            "decision.pmt.asc.relocate=-3.0",
+            "audit.sample=0.3",
+            "audit.gzip=true",
+        ),
+        ("audit.level=minimal", "social.neighborhood=small_world"),
+    ],
+    ids=["standard", "consolidating", "sampled-gzip", "minimal"],
+)
+def test_both_engines_write_the_same_audit_trail(tmp_path, overrides):
+    settings = ["households.count=200", "years=12", "audit.timestamps=false", *overrides]
+    runs = {}
+    for engine in ("objects", "arrays"):
+        config, base = load_config(DEFAULT, [*settings, f"engine={engine}"])
+        runs[engine] = run_simulation(config, base, tmp_path / engine, progress=False)
+    expected = _streams(runs["objects"].run_dir)
+    assert expected  # the level writes streams
+    assert all(len(data) > 1000 for data in expected.values())
+    assert _streams(runs["arrays"].run_dir) == expected

@@ -51,6 +51,21 @@ _WORKING, _EPISODIC = 0, 1
 _SOURCE_NAMES: tuple[str, ...] = tuple(sorted(SOURCES))
 _SOURCE_CODES = {name: code for code, name in enumerate(_SOURCE_NAMES)}
 _EMPTY = -1
+# The item table's columns in the order MemoryItem takes them (those it has).
+_ITEM_FIELDS = (
+    "owner",
+    "seq",
+    "text",
+    "importance",
+    "year",
+    "tags",
+    "source",
+    "pinned",
+    "amount",
+    "last_access",
+    "access_count",
+    "consolidated",
+)
 _COLUMNS = (
     "owner",
     "seq",
@@ -406,6 +421,56 @@ class MemoryPool:
             None,
         )
 
+    def items(self, indices: ArrayLike) -> list[MemoryItem]:
+        """:meth:`item` of many items at once (each field gathered in one call)."""
+        index = np.asarray(indices, dtype=np.int64).ravel()
+        agent_ids, texts, tag_sets = self.agent_ids, self._texts, self._tag_sets
+
+        def snapshot(
+            owner: int,
+            seq: int,
+            text: int,
+            importance: float,
+            year: int,
+            tags: int,
+            source: int,
+            pinned: bool,
+            amount: float,
+            last_access: int,
+            access_count: int,
+            consolidated: bool,
+        ) -> MemoryItem:
+            return MemoryItem(
+                agent_ids[owner],
+                seq,
+                texts[text],
+                importance,
+                year,
+                tag_sets[tags],
+                _SOURCE_NAMES[source],
+                pinned,
+                (),
+                None if math.isnan(amount) else amount,
+                last_access,
+                access_count,
+                consolidated,
+                None,
+            )
+
+        columns = (getattr(self, "_" + name)[index].tolist() for name in _ITEM_FIELDS)
+        return [snapshot(*fields) for fields in zip(*columns, strict=True)]
+
+    def ids(self, indices: ArrayLike) -> list[str]:
+        """The ids (``"<agent_id>:<seq>"``) of many items at once."""
+        index = np.asarray(indices, dtype=np.int64).ravel()
+        agent_ids = self.agent_ids
+        return [
+            f"{agent_ids[owner]}:{seq}"
+            for owner, seq in zip(
+                self._owner[index].tolist(), self._seq[index].tolist(), strict=True
+            )
+        ]
+
     # ------------------------------------------------------------------ writes
     def write(
         self,
@@ -621,6 +686,9 @@ class MemoryPool:
     def end_year(self, year: int, rows: ArrayLike | None = None) -> tuple[PoolWrite, ...]:
         """``CognitiveMemory.end_year`` without tiering or reflection: the clock, consolidation.
 
+        Item indices returned before this call may be invalid after it (:meth:`compact`);
+        those it returns stay valid until the next year end.
+
         Args:
             year: The year that is ending.
             rows: The households whose year ends; all when ``None``.
@@ -628,23 +696,22 @@ class MemoryPool:
         Returns:
             What :meth:`consolidate` moved.
         """
+        live = int(self._working_size.sum() + self._episodic_size.sum())
+        if self._size > 2 * live + _INITIAL_ITEMS:
+            self.compact()
         rows = (
             np.arange(len(self), dtype=np.int64)
             if rows is None
             else np.asarray(rows, dtype=np.int64).ravel()
         )
         self._clock[rows] = np.maximum(self._clock[rows], int(year))
-        moves = self.consolidate(rows)
-        live = int(self._working_size.sum() + self._episodic_size.sum())
-        if self._size > 2 * live + _INITIAL_ITEMS:
-            self.compact()
-        return moves
+        return self.consolidate(rows)
 
     def compact(self) -> None:
         """Drop the items no store holds any more, and the texts only they used.
 
-        Forgotten items stay in the item table until this runs (:meth:`end_year` runs it when
-        they outnumber the live ones), so item indices returned earlier are valid until then.
+        Forgotten items stay in the item table until this runs (:meth:`end_year` runs it first
+        when they outnumber the live ones), so item indices are valid until then.
         """
         working, episodic = self._working, self._episodic
         live = np.unique(np.concatenate((working[working >= 0], episodic[episodic >= 0])))
