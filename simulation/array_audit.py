@@ -17,12 +17,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from simulation.audit.writer import DYNAMIC_FIELDS
-from simulation.decisions.base import Construct, Proposal, level_of
+from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines
 from simulation.memory.cognitive import Eviction, WriteResult, YearEnd
-from simulation.memory.item import ScoredMemory
 from simulation.memory.pool import POOL_STORES, PoolWrite
-from simulation.skills.registry import VALID
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,13 +29,7 @@ if TYPE_CHECKING:
     from simulation.audit.writer import AuditWriter
     from simulation.memory.pool import MemoryPool, PoolRetrieval
 
-__all__ = ["ArrayAudit", "DecisionRecord"]
-
-
-class _Recalled(NamedTuple):
-    """What the writer reads of a retrieved item at ``standard``: its id."""
-
-    id: str
+__all__ = ["ArrayAudit"]
 
 
 class _Sizes(NamedTuple):
@@ -46,22 +37,6 @@ class _Sizes(NamedTuple):
 
     working_size: int
     episodic_size: int
-
-
-class DecisionRecord(NamedTuple):
-    """What one household's trace says of its decision (as the object path's ``Decision``)."""
-
-    year: int
-    proposal: Proposal
-    skill_id: str
-    validation: Any
-    retrieved: list[ScoredMemory]
-    state_changes: dict[str, tuple[Any, Any]]
-    memory_update: WriteResult | None
-    cost: float
-    retries: int = 0
-    via_llm: bool = False
-    rejected_skill_id: str | None = None
 
 
 class ArrayAudit:
@@ -161,64 +136,47 @@ class ArrayAudit:
             written: Each household's decision memory write, in decision order.
             top_k: The retrieval's ``top_k``.
         """
-        writer, pool = self.writer, self.pool
+        pool = self.pool
         audited = np.flatnonzero(self.audited[rows])
         if not len(audited):
             return
-        skill_ids = choices["skill_ids"]
-        columns = {name: choices[name][audited].tolist() for name in ("skill", "cost", "tp", "cp")}
         households = rows[audited]
-        sizes = zip(
-            pool.working_sizes[households].tolist(),
-            pool.episodic_sizes[households].tolist(),
-            strict=True,
-        )
-        updates = self._results(PoolWrite(*(part[audited] for part in written)))
-        counts = retrieved.counts[audited].tolist()
-        found = retrieved.items[audited]
-        # Retrieved items are named by id only (the streams carry the contents).
-        ids = iter(pool.ids(found[found >= 0]))
-        scores = retrieved.scores[audited].tolist()
-        stores = retrieved.stores[audited].tolist()
-        states = (
-            zip(*(before[name] for name in DYNAMIC_FIELDS), strict=True)
-            if before is not None
-            else None
-        )
-        parameters = {"top_k": top_k, "current_year": year}
-        for n, row in enumerate(households.tolist()):
-            agent_id = self.agent_ids[row]
-            hits = [
-                ScoredMemory(_Recalled(next(ids)), scores[n][k], POOL_STORES[stores[n][k]])
-                for k in range(counts[n])
+        standard = self.memory_streams
+        skill_ids = choices["skill_ids"]
+        retrieved_ids: list[list[str]] = []
+        if standard:
+            found = retrieved.items[audited]
+            # Retrieved items are named by id only (the memory streams carry the contents).
+            ids = pool.ids(found[found >= 0])
+            start = 0
+            for count in retrieved.counts[audited].tolist():
+                retrieved_ids.append(ids[start : start + count])
+                start += count
+        states_before = (
+            [
+                {k: v for k, v in zip(DYNAMIC_FIELDS, values, strict=True) if v}
+                for values in zip(*(before[name] for name in DYNAMIC_FIELDS), strict=True)
             ]
-            state_before = None
-            if states is not None:
-                values = next(states)
-                state_before = {k: v for k, v in zip(DYNAMIC_FIELDS, values, strict=True) if v}
-                writer.tool_invocation(agent_id, parameters, hits)
-                writer.memory_update(agent_id, updates[n])
-            skill_id = skill_ids[columns["skill"][n]]
-            tp, cp = columns["tp"][n], columns["cp"][n]
-            proposal = Proposal(
-                skill_id=skill_id,
-                parameters={},
-                constructs={
-                    "TP": Construct(level_of(tp), tp, ""),
-                    "CP": Construct(level_of(cp), cp, ""),
-                },
-            )
-            decision = DecisionRecord(
-                year,
-                proposal,
-                skill_id,
-                VALID,
-                hits,  # type: ignore[arg-type]
-                state_changes[n],
-                updates[n],
-                columns["cost"][n],
-            )
-            writer.trace(agent_id, decision, state_before, None, _Sizes(*next(sizes)))  # type: ignore[arg-type]
+            if before is not None
+            else []
+        )
+        self.writer.decisions(
+            DecisionLines(
+                [self.agent_ids[row] for row in households.tolist()],
+                retrieved_ids,
+                retrieved.scores[audited],
+                self._results(PoolWrite(*(part[audited] for part in written))) if standard else [],
+                states_before,
+                pool.working_sizes[households].tolist(),
+                pool.episodic_sizes[households].tolist(),
+                [skill_ids[j] for j in choices["skill"][audited].tolist()],
+                choices["cost"][audited],
+                choices["tp"][audited],
+                choices["cp"][audited],
+                state_changes,
+            ),
+            {"top_k": top_k, "current_year": year},
+        )
 
     # ------------------------------------------------------------------ year end
     def year_end(self, active: NDArray[np.int64], moves: Sequence[PoolWrite]) -> None:

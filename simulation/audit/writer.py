@@ -25,10 +25,13 @@ import operator
 import os
 import zlib
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
+import numpy as np
 import orjson
 from isal import igzip
+
+from simulation.decisions.base import LEVELS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -52,6 +55,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "STREAMS",
     "AuditWriter",
+    "DecisionLines",
     "changed_state",
     "dynamic_state",
 ]
@@ -156,6 +160,59 @@ def _ids_and_scores(
             scores.append(_rounded(score, scale))
             trace_scores.append(_rounded(score, trace_scale))
     return ids, scores, trace_scores
+
+
+def _rounded_array(values: np.ndarray, scale: float) -> list[Any]:
+    """:func:`_rounded` of every entry of ``values`` (a list of the same shape)."""
+    scaled = values * scale
+    with np.errstate(invalid="ignore"):
+        exact = np.abs(scaled) < _EXACT_BELOW
+    # The same two float operations as _rounded, in the same order, for every entry at once.
+    # NaN (padding) and infinities stay as they are, as _rounded leaves them.
+    rounded = np.where(exact, ((scaled + _TO_INTEGER) - _TO_INTEGER) / scale, values)
+    huge = np.flatnonzero((~exact & np.isfinite(scaled)).reshape(-1))
+    if len(huge):  # too large to round by adding: as _rounded rounds them
+        flat, given = rounded.reshape(-1), values.reshape(-1)
+        for i in huge.tolist():
+            flat[i] = _rounded(float(given[i]), scale)
+    return rounded.tolist()
+
+
+def _levels(values: np.ndarray) -> list[str]:
+    """:func:`~simulation.decisions.base.level_of` of finite values in [0, 1], all at once."""
+    return [LEVELS[i] for i in np.clip((values * 5).astype(np.int64), 0, 4).tolist()]
+
+
+class DecisionLines(NamedTuple):
+    """Many households' decisions, in decision order, as :meth:`AuditWriter.decisions` logs them.
+
+    Attributes:
+        agent_ids: The households.
+        retrieved: The ids of each one's retrieved memories, best first.
+        scores: Their retrieval scores, a row per household (padded past its count).
+        updates: Each one's decision memory write.
+        states_before: Each one's :func:`changed_state` before deciding (``standard``).
+        working: Each one's working memory size after its write.
+        episodic: Each one's episodic memory size after its write.
+        skills: The skill each executed (as proposed: these decisions are never rejected).
+        costs: What each paid.
+        tp: Each one's threat appraisal.
+        cp: The coping appraisal reported with each choice.
+        state_changes: What executing changed, ``{field: (before, after)}`` each.
+    """
+
+    agent_ids: list[str]
+    retrieved: list[list[str]]
+    scores: np.ndarray
+    updates: list[WriteResult]
+    states_before: list[dict[str, Any]]
+    working: list[int]
+    episodic: list[int]
+    skills: list[str]
+    costs: np.ndarray
+    tp: np.ndarray
+    cp: np.ndarray
+    state_changes: list[dict[str, tuple[Any, Any]]]
 
 
 def _consolidation(report: YearEnd, sizes: tuple[int, int]) -> dict[str, Any]:
@@ -545,6 +602,67 @@ class AuditWriter:
         elif full:
             _add_full_details(record, decision, state, memory)
         self.traces.write(record)
+
+    def decisions(self, lines: DecisionLines, parameters: dict[str, Any]) -> None:
+        """Log many audited households' policy decisions at once, in order.
+
+        Writes, household by household, what :meth:`tool_invocation`, :meth:`memory_update` and
+        :meth:`trace` write for a validated decision of the PMT policy (no LLM, no parameters,
+        never rejected) at the ``standard`` or ``minimal`` level; its arithmetic is theirs, on
+        arrays (tests/test_array_engine.py holds the lines to theirs, byte for byte).
+
+        Args:
+            lines: The decisions.
+            parameters: The ``retrieve_memory`` call's parameters (the same for all).
+        """
+        if self.traces is None or not lines.agent_ids:
+            return
+        standard = self.level == "standard"
+        tp_values, cp_values = _rounded_array(lines.tp, 1e3), _rounded_array(lines.cp, 1e3)
+        tp_levels, cp_levels = _levels(lines.tp), _levels(lines.cp)
+        costs = _rounded_array(lines.costs, 1e2)
+        if standard:
+            call_scores = _rounded_array(lines.scores, 1e6)
+            trace_scores = _rounded_array(lines.scores, 1e3)
+        for n, agent_id in enumerate(lines.agent_ids):
+            record = self._head(agent_id)
+            action: dict[str, Any] = {"decision_skill": lines.skills[n]}
+            if standard:
+                ids = lines.retrieved[n]
+                count = len(ids)
+                call = self._head(agent_id)
+                call["tool_invocation"] = {
+                    "tool_id": "retrieve_memory",
+                    "parameters": parameters,
+                    "result": ids,
+                    "result_count": count,
+                    "scores": call_scores[n][:count],
+                }
+                self.tools.write(call)  # type: ignore[union-attr]
+                update = lines.updates[n]
+                self.memory_update(agent_id, update)
+                record["state_before"] = lines.states_before[n]
+                record["memory"] = {
+                    "retrieved": ids,
+                    "retrieval_scores": trace_scores[n][:count],
+                    "working_count": lines.working[n],
+                    "episodic_count": lines.episodic[n],
+                }
+                if lines.costs[n]:
+                    action["cost"] = costs[n]
+                record["memory_update"] = {"id": update.item.id}
+            record["reasoning"] = {
+                "constructs": {
+                    "TP": {"level": tp_levels[n], "value": tp_values[n]},
+                    "CP": {"level": cp_levels[n], "value": cp_values[n]},
+                }
+            }
+            record["action"] = action
+            record["validation"] = {"valid": True}
+            if standard and lines.state_changes[n]:
+                changes = lines.state_changes[n]
+                record["state_after"] = {k: new for k, (_, new) in changes.items()}
+            self.traces.write(record)
 
     def _retrieval(self, hits: list[ScoredMemory], scale: float) -> tuple[list[str], list[float]]:
         """The ids of ``hits`` and their scores rounded to ``1/scale``, as last logged if so."""
