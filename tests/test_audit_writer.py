@@ -8,13 +8,14 @@ import math
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from simulation.audit import STREAMS, load_schema
-from simulation.audit.writer import _ids_and_scores, _rounded, _rounded_scores
+from simulation.audit.writer import _ids_and_scores, _rounded, _rounded_array, _rounded_scores
 from simulation.config import load_config
 from simulation.memory import MemoryItem, ScoredMemory
 from simulation.runner import run_simulation
@@ -267,3 +268,5 @@ def test_scores_are_rounded_half_to_even_like_round(scores: list[float], scale: 
     assert orjson.dumps(coarse) == orjson.dumps(want)
     assert orjson.dumps(fine) == orjson.dumps(_rounded_scores(hits, 1e6))
     assert [orjson.dumps(_rounded(v, scale)) for v in scores] == [orjson.dumps(v) for v in want]
+    # The engine's arrays are rounded all at once, to the same values.
+    assert orjson.dumps(_rounded_array(np.array(scores, dtype=float), scale)) == orjson.dumps(want)
