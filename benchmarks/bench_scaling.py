@@ -481,8 +481,8 @@ def target_checks(rows: list[dict[str, Any]]) -> list[str]:
         if r["households"] >= 100_000:
             verdict = "met" if r["peak_rss_mb"] <= TARGET_RSS_MB else "MISSED"
             lines.append(
-                f"{int(r['households'])} households, audit {r['audit']}, full memories: peak "
-                f"RSS {r['peak_rss_mb']:.0f} MB (target <= {TARGET_RSS_MB} MB): {verdict}"
+                f"{int(r['households'])} households, audit {r['audit']}{_on(r)}, full memories: "
+                f"peak RSS {r['peak_rss_mb']:.0f} MB (target <= {TARGET_RSS_MB} MB): {verdict}"
             )
     return lines
 

@@ -241,3 +241,18 @@ def test_year_ends_compact_forgotten_items_and_their_texts():
     assert len(pool._texts) <= pool._size
     assert pool.contents(pool.working(7)) == ["Year 58: note 7", "Year 59: note 7"]
     assert pool.contents(pool.episodic(7)) == ["Year 58: flood", "Year 59: flood"]
+
+
+def test_many_full_memories_are_copied_in_batches():
+    """More items than one copying batch: every household still gets its own items back."""
+    memories = [CognitiveMemory(f"H{n}", 2, 40, 0.7, 0.9) for n in range(1_700)]
+    for n, memory in enumerate(memories):
+        for year in range(41):
+            memory.write(f"Year {year}: flood {n}", 0.8 + (year % 3) / 20, year, ("flood",))
+        memory.write(f"note {n}", 0.2, 41)
+    pool = MemoryPool.from_memories(memories)
+    assert pool._size == 1_700 * 41 > 65_536
+    for row in (0, 900, 1_699):
+        fresh = CognitiveMemory(f"H{row}", 2, 40, 0.7, 0.9)
+        pool.store_into(row, fresh)
+        assert fresh.to_dict() == memories[row].to_dict()

@@ -80,6 +80,7 @@ _COLUMNS = (
     "access_count",
 )
 _INITIAL_ITEMS = 1024
+_LOAD_BATCH = 65_536  # items copied from object memories at a time (see from_memories)
 
 
 class PoolWrite(NamedTuple):
@@ -274,34 +275,36 @@ class MemoryPool:
             first.consolidation_threshold,
             first.decay_rate,
         )
+        for memory in memories:
+            _check_poolable(memory, first)
+        # The table is sized once, and items are copied a batch at a time: at 100,000 full
+        # memories a column of Python values for every item at once would take gigabytes.
+        pool._allocate(max(_INITIAL_ITEMS, sum(_distinct_count(m) for m in memories)))
         items: list[MemoryItem] = []
         owners: list[int] = []
-        working: list[tuple[int, int, int]] = []  # (row, slot, item)
-        episodic: list[tuple[int, int, int]] = []
         for row, memory in enumerate(memories):
-            _check_poolable(memory, first)
             index = {}
+            base = pool._size + len(items)
             for item in (*memory.working, *memory.episodic):
                 if item.seq not in index:
-                    index[item.seq] = len(items)
+                    index[item.seq] = base + len(index)
                     items.append(item)
                     owners.append(row)
-            working += [(row, slot, index[i.seq]) for slot, i in enumerate(memory.working)]
+            working = [index[i.seq] for i in memory.working]
             ranked = memory._episodic.ranked()
-            episodic += [(row, slot, index[i.seq]) for slot, i in enumerate(ranked)]
+            episodic = [index[i.seq] for i in ranked]
+            pool._working[row, : len(working)] = working
+            pool._working_size[row] = len(working)
+            pool._episodic[row, : len(episodic)] = episodic
+            pool._episodic_size[row] = len(episodic)
             pool._next_seq[row] = memory._next_seq
             pool._clock[row] = memory._clock
             pool._since_reflection[row] = memory._since_reflection
             pool._episodic_pinned[row] = sum(i.pinned for i in ranked)
+            if len(items) >= _LOAD_BATCH:
+                pool._load_items(items, owners)
+                items, owners = [], []
         pool._load_items(items, owners)
-        for target, sizes, placed in (
-            (pool._working, pool._working_size, working),
-            (pool._episodic, pool._episodic_size, episodic),
-        ):
-            if placed:
-                row, slot, item = np.array(placed, dtype=np.int64).T
-                target[row, slot] = item
-                np.add.at(sizes, row, 1)
         return pool
 
     def _load_items(self, items: Sequence[MemoryItem], owners: Sequence[int]) -> None:
@@ -853,3 +856,8 @@ def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
     if problems:
         msg = f"memory of {memory.agent_id}: a pool does not implement {', '.join(problems)}"
         raise ValueError(msg)
+
+
+def _distinct_count(memory: CognitiveMemory) -> int:
+    """How many distinct items a memory's working and episodic stores hold."""
+    return len({item.seq for item in (*memory.working, *memory.episodic)})
