@@ -34,7 +34,7 @@ from simulation.array_audit import ArrayAudit
 from simulation.audit.writer import DYNAMIC_FIELDS
 from simulation.decisions.base import DrawnUniform, Option
 from simulation.decisions.pmt import MEMORY_KINDS, PMTPolicy, kind_needs_amount, kind_of
-from simulation.hazard import Sites, compute_damage
+from simulation.hazard import Sites
 from simulation.memory.item import ScoredMemory
 from simulation.memory.pool import POOL_STORES, MemoryPool, PoolWrite
 from simulation.skills.templates import render
@@ -154,7 +154,7 @@ class ArrayEngine:
         active = np.flatnonzero(~relocated)
         departed = relocated & (self.adopted_last >= 0)
 
-        damage_s, damage_c, depths = self._hazard_and_damage(year, active, stats)
+        damage_s, damage_c, depths = self._hazard_and_damage(year, active)
         claims_paid = self._claims_and_event_memories(
             year, active, depths, damage_s, damage_c, stats
         )
@@ -171,7 +171,7 @@ class ArrayEngine:
         self._end_year(year, active, tps, stats)
 
     def _hazard_and_damage(
-        self, year: int, active: NDArray[np.int64], stats: dict[str, float]
+        self, year: int, active: NDArray[np.int64]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Steps 1-2 (as the model's ``_hazard_and_damage``)."""
         model, columns = self.model, self.columns
@@ -181,21 +181,13 @@ class ArrayEngine:
             ground_elevation=columns["ground_elevation"][active].astype(float),
         )
         depths = model.hazard.depths(year, model.hazard_rng, sites)
-        raised = model.config.adaptation.elevation_height_ft
-        floor = columns["first_floor_height"][active] + np.where(
-            columns["elevated"][active], raised, 0.0
+        damage_s, damage_c = model.damage(
+            depths,
+            columns["first_floor_height"][active].astype(float),
+            columns["elevated"][active],
+            columns["structure_value"][active].astype(float),
+            columns["contents_value"][active].astype(float),
         )
-        above_floor = np.where(depths > 0.0, depths - floor, -np.inf)
-        structure = columns["structure_value"][active].astype(float)
-        contents = columns["contents_value"][active].astype(float)
-        basis = model.config.damage.owner_contents_basis
-        if (basis if basis != "auto" else model.curves.contents_basis) == "structure":
-            contents_basis = np.where(structure > 0.0, structure, contents)
-        else:
-            contents_basis = contents
-        damage_s, damage_c = compute_damage(above_floor, structure, contents_basis, model.curves)
-        damage_c = np.minimum(damage_c, contents)
-        stats["flooded_households"] = int(np.count_nonzero(depths > 0.0))
         return damage_s, damage_c, depths
 
     def _claims_and_event_memories(
@@ -313,16 +305,8 @@ class ArrayEngine:
         self, year: int, active: NDArray[np.int64], total_damage: float, claims_paid: float
     ) -> None:
         """Step 5 (as the model's ``_institutions``)."""
-        model, events = self.model, self.model.config.events
-        changes = []
-        subsidy = model.government.review(total_damage / max(len(active), 1))
-        if subsidy is not None:
-            changes.append((events.subsidy_change, subsidy))
-        rate = model.insurer.review(model.premiums_collected, claims_paid)
-        if rate is not None:
-            changes.append((events.premium_change, rate))
-        for event, (old, new) in changes:
-            content = render(event.template, {"year": year, "old": old, "new": new})
+        changes = self.model.policy_changes(year, len(active), total_damage, claims_paid)
+        for event, content in changes:
             done = self.pool.write(
                 active, content, event.importance, year, event.tags, source="policy"
             )
@@ -424,31 +408,14 @@ class ArrayEngine:
 
     def _cost_matrix(self, rows: NDArray[np.int64]) -> np.ndarray:
         """The model's ``cost_matrix`` for ``rows``, from the columns."""
-        model, columns = self.model, self.columns
-        config = model.config
-        ins, adapt = config.insurance, config.adaptation
-        zone_multiplier = model._zone_multiplier
-        rate = model.insurer.rate * np.array(
-            [zone_multiplier[z] for z in columns["flood_zone"][rows].tolist()], dtype=float
+        columns = self.columns
+        return self.model.costs_of(
+            columns["flood_zone"][rows].tolist(),
+            columns["elevated"][rows],
+            columns["structure_value"][rows].astype(float),
+            columns["contents_value"][rows].astype(float),
+            columns["tenure"][rows] == "owner",
         )
-        rate = np.where(columns["elevated"][rows], rate * ins.elevated_multiplier, rate)
-        contents_cover = np.minimum(
-            columns["contents_value"][rows].astype(float), ins.contents_limit
-        )
-        structure_cover = np.minimum(
-            columns["structure_value"][rows].astype(float), ins.structure_limit
-        )
-        subsidy = model.government.subsidy_for(adapt.elevation_cost)
-        owner = columns["tenure"][rows] == "owner"
-        n = len(rows)
-        by_skill = {
-            "buy_insurance": rate * (structure_cover + contents_cover) / 1000.0,
-            "buy_contents_insurance": rate * contents_cover / 1000.0,
-            "elevate_house": np.full(n, adapt.elevation_cost * (1.0 - subsidy)),
-            "relocate": np.where(owner, adapt.owner_relocation_cost, adapt.renter_relocation_cost),
-            "do_nothing": np.zeros(n),
-        }
-        return np.stack([by_skill[skill] for skill in self.skill_ids], axis=1)
 
     def _decide(
         self, year: int, rows: NDArray[np.int64], draws: np.ndarray, stats: dict[str, float]

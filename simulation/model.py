@@ -128,6 +128,7 @@ _COUNT_DTYPES = dict.fromkeys(
 _X, _Y, _GROUND_ELEVATION = attrgetter("x"), attrgetter("y"), attrgetter("ground_elevation")
 _STRUCTURE_VALUE, _CONTENTS_VALUE = attrgetter("structure_value"), attrgetter("contents_value")
 _FLOOD_ZONE, _ELEVATED = attrgetter("flood_zone"), attrgetter("elevated")
+_FIRST_FLOOR_HEIGHT = attrgetter("first_floor_height")
 _TENURE = attrgetter("tenure")
 #: A memory's text, importance and tags, as the registry renders it.
 _Remembered = tuple[str, float, tuple[str, ...]]
@@ -676,15 +677,31 @@ class FloodAdaptationModel(mesa.Model):
             ground_elevation=np.fromiter(map(_GROUND_ELEVATION, states), float, n),
         )
         depths = self.hazard.depths(year, self.hazard_rng, sites)
-        raised = self.config.adaptation.elevation_height_ft
-        floor = np.fromiter(
-            (s.first_floor_height + (raised if s.elevated else 0.0) for s in states),
-            float,
-            len(states),
+        damage_s, damage_c = self.damage(
+            depths,
+            np.fromiter(map(_FIRST_FLOOR_HEIGHT, states), float, n),
+            np.fromiter(map(_ELEVATED, states), bool, n),
+            np.fromiter(map(_STRUCTURE_VALUE, states), float, n),
+            np.fromiter(map(_CONTENTS_VALUE, states), float, n),
         )
+        return depths, damage_s, damage_c
+
+    def damage(
+        self,
+        depths: np.ndarray,
+        first_floor_height: np.ndarray,
+        elevated: np.ndarray,
+        structure: np.ndarray,
+        contents: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Step 2 for many homes: structure and contents damage of ``depths`` (ft above ground).
+
+        Also counts this year's flooded households. Both engines price floods through this.
+        """
+        raised = self.config.adaptation.elevation_height_ft
+        # An elevated home's floor is raised; + 0.0 for the others, as one by one.
+        floor = first_floor_height + np.where(elevated, raised, 0.0)
         above_floor = np.where(depths > 0.0, depths - floor, -np.inf)
-        structure = np.fromiter(map(_STRUCTURE_VALUE, states), float, n)
-        contents = np.fromiter(map(_CONTENTS_VALUE, states), float, n)
         basis = self.config.damage.owner_contents_basis
         if (basis if basis != "auto" else self.curves.contents_basis) == "structure":
             contents_basis = np.where(structure > 0.0, structure, contents)
@@ -694,7 +711,7 @@ class FloodAdaptationModel(mesa.Model):
         # The curves' contents share of structure value cannot exceed what the contents are worth.
         damage_c = np.minimum(damage_c, contents)
         self.year_stats["flooded_households"] = int(np.count_nonzero(depths > 0.0))
-        return depths, damage_s, damage_c
+        return damage_s, damage_c
 
     def _claims_and_event_memories(
         self,
@@ -759,21 +776,39 @@ class FloodAdaptationModel(mesa.Model):
         self, year: int, active: list[HouseholdAgent], total_damage: float, claims_paid: float
     ) -> None:
         """Step 5: subsidy and premium reviews; changes become policy memories."""
-        events = self.config.events
-        changes = []
-        subsidy = self.government.review(total_damage / max(len(active), 1))
-        if subsidy is not None:
-            changes.append((events.subsidy_change, subsidy))
-        rate = self.insurer.review(self.premiums_collected, claims_paid)
-        if rate is not None:
-            changes.append((events.premium_change, rate))
-        for event, (old, new) in changes:
-            content = render(event.template, {"year": year, "old": old, "new": new})
+        for event, content in self.policy_changes(year, len(active), total_damage, claims_paid):
             for household in active:
                 result = household.memory.write(
                     content, event.importance, year, event.tags, source="policy"
                 )
                 self._log(household, result)
+
+    def policy_changes(
+        self, year: int, active: int, total_damage: float, claims_paid: float
+    ) -> list[tuple[EventTemplate, str]]:
+        """Step 5's reviews: the subsidy's, then the premium rate's; what every household notes.
+
+        Args:
+            year: The year.
+            active: How many households take part this year.
+            total_damage: This year's flood damage, all households.
+            claims_paid: This year's claim payouts.
+
+        Returns:
+            The event and its text for each change, in that order.
+        """
+        events = self.config.events
+        changes = []
+        subsidy = self.government.review(total_damage / max(active, 1))
+        if subsidy is not None:
+            changes.append((events.subsidy_change, subsidy))
+        rate = self.insurer.review(self.premiums_collected, claims_paid)
+        if rate is not None:
+            changes.append((events.premium_change, rate))
+        return [
+            (event, render(event.template, {"year": year, "old": old, "new": new}))
+            for event, (old, new) in changes
+        ]
 
     def _observe_neighbours(
         self, year: int, active: list[HouseholdAgent], adopters: set[HouseholdAgent]
@@ -841,19 +876,37 @@ class FloodAdaptationModel(mesa.Model):
         Raises:
             KeyError: If the registry has a skill this model cannot price.
         """
-        ins, adapt = self.config.insurance, self.config.adaptation
         n = len(states)
-        rate = self.insurer.rate * np.fromiter(
-            map(self._zone_multiplier.__getitem__, map(_FLOOD_ZONE, states)), float, n
+        return self.costs_of(
+            list(map(_FLOOD_ZONE, states)),
+            np.fromiter(map(_ELEVATED, states), bool, n),
+            np.fromiter(map(_STRUCTURE_VALUE, states), float, n),
+            np.fromiter(map(_CONTENTS_VALUE, states), float, n),
+            np.fromiter(map(eq, map(_TENURE, states), repeat("owner")), bool, n),
         )
-        elevated = np.fromiter(map(_ELEVATED, states), bool, n)
+
+    def costs_of(
+        self,
+        zones: Sequence[str],
+        elevated: np.ndarray,
+        structure: np.ndarray,
+        contents: np.ndarray,
+        owner: np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`cost_matrix` of households given as columns (both engines price with it).
+
+        Raises:
+            KeyError: If the registry has a skill this model cannot price.
+        """
+        ins, adapt = self.config.insurance, self.config.adaptation
+        n = len(zones)
+        rate = self.insurer.rate * np.fromiter(
+            map(self._zone_multiplier.__getitem__, zones), float, n
+        )
         rate = np.where(elevated, rate * ins.elevated_multiplier, rate)
-        contents = np.fromiter(map(_CONTENTS_VALUE, states), float, n)
-        structure = np.fromiter(map(_STRUCTURE_VALUE, states), float, n)
         contents_cover = np.minimum(contents, ins.contents_limit)
         structure_cover = np.minimum(structure, ins.structure_limit)
         subsidy = self.government.subsidy_for(adapt.elevation_cost)
-        owner = np.fromiter(map(eq, map(_TENURE, states), repeat("owner")), bool, n)
         columns = {
             "buy_insurance": rate * (structure_cover + contents_cover) / 1000.0,
             "buy_contents_insurance": rate * contents_cover / 1000.0,
