@@ -32,6 +32,7 @@ import numpy as np
 from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, HouseholdState
 from simulation.array_audit import ArrayAudit
 from simulation.audit.writer import DYNAMIC_FIELDS
+from simulation.cycle import ADOPTION_PHRASES, DECISION_STATS, INSURANCE_SKILLS, POLICY_FLAGS
 from simulation.decisions.base import DrawnUniform, Option
 from simulation.decisions.pmt import MEMORY_KINDS, PMTPolicy, kind_needs_amount, kind_of
 from simulation.hazard import Sites
@@ -47,18 +48,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ArrayEngine"]
 
-# What neighbours notice, by adoption code (the order of _ADOPTIONS).
-_ADOPTIONS = ("insurance", "elevate_house", "relocate")
+# The adoptions neighbours notice, by their code in the adoption columns.
+_ADOPTIONS = tuple(ADOPTION_PHRASES)
 _NONE = -1
-_INSURANCE_SKILLS = ("buy_insurance", "buy_contents_insurance")
-_POLICY_FLAGS = ("has_insurance", "has_contents_insurance")
-_DECISION_STATS = {
-    "buy_insurance": "decisions_buy_insurance",
-    "buy_contents_insurance": "decisions_buy_insurance",
-    "elevate_house": "decisions_elevate_house",
-    "relocate": "decisions_relocate",
-    "do_nothing": "decisions_do_nothing",
-}
 # Codes of the kinds table: a (source, tag set) pair not classified yet, or whose memories are
 # classified by their amount.
 _UNCLASSIFIED, _BY_AMOUNT = -3, -2
@@ -340,8 +332,6 @@ class ArrayEngine:
         )
         ranked = np.argsort(first, axis=1, kind="stable")
         event = config.events.neighbor_adaptation
-        phrases = {"insurance": "bought flood insurance", "elevate_house": "elevated their homes"}
-        phrases["relocate"] = "moved away"
         for rank in range(len(_ADOPTIONS)):
             kind_at = ranked[:, rank]
             seen = np.take_along_axis(counts, kind_at[:, None], axis=1)[:, 0] > 0
@@ -352,7 +342,12 @@ class ArrayEngine:
                 texts = [
                     render(
                         event.template,
-                        {"year": year, "count": count, "total": of, "action": phrases[name]},
+                        {
+                            "year": year,
+                            "count": count,
+                            "total": of,
+                            "action": ADOPTION_PHRASES[name],
+                        },
                     )
                     for count, of in zip(
                         counts[which, kind].tolist(), total[which].tolist(), strict=True
@@ -505,7 +500,7 @@ class ArrayEngine:
     ) -> list[dict[str, tuple[Any, Any]]]:
         """What executing each choice will change (``Decision.state_changes``), before it does."""
         columns, renews, registry = self.columns, self.model._renews, self.model.registry
-        flags = [columns[name][rows].tolist() for name in _POLICY_FLAGS]
+        flags = [columns[name][rows].tolist() for name in POLICY_FLAGS]
         out = []
         for n, (row, j) in enumerate(zip(rows.tolist(), chosen.tolist(), strict=True)):
             skill_id = self.skill_ids[j]
@@ -513,7 +508,7 @@ class ArrayEngine:
             current: dict[str, Any] = {}
             if flags[0][n] or flags[1][n]:  # annual policies lapse unless the skill renews them
                 renewed = renews[skill_id]
-                for k, name in enumerate(_POLICY_FLAGS):
+                for k, name in enumerate(POLICY_FLAGS):
                     if name not in renewed and flags[k][n]:
                         changes[name] = (True, False)
                         current[name] = False
@@ -591,14 +586,14 @@ class ArrayEngine:
                 continue
             these, cost, insured_before = rows[which], paid[which], was_insured[which]
             renewed = renews[skill_id]
-            for name in _POLICY_FLAGS:
+            for name in POLICY_FLAGS:
                 if name not in renewed:
                     columns[name][these] = False
             if not renewed:
                 columns["insured_years"][these[insured_before]] = 0
             for name, value in registry.effects(skill_id).items():
                 columns[name][these] = value
-            if skill_id in _INSURANCE_SKILLS:
+            if skill_id in INSURANCE_SKILLS:
                 years = columns["insured_years"][these]
                 columns["insured_years"][these] = np.where(insured_before, years + 1, 1)
                 self.adopted_this[these[~insured_before]] = 0
@@ -607,13 +602,13 @@ class ArrayEngine:
             elif skill_id == "relocate":
                 self.adopted_this[these] = 2
                 self.relocated_in[these] = year
-            stat = _DECISION_STATS.get(skill_id)
+            stat = DECISION_STATS.get(skill_id)
             if stat is not None:
                 stats[stat] += int(np.count_nonzero(which))
             done = self._remember_decision(skill_id, these, cost, year, elevation_cost)
             for whole, part in zip(written, done, strict=True):
                 whole[which] = part
-        insurance = [j for j, skill in enumerate(self.skill_ids) if skill in _INSURANCE_SKILLS]
+        insurance = [j for j, skill in enumerate(self.skill_ids) if skill in INSURANCE_SKILLS]
         premiums = paid[np.isin(chosen, insurance)]
         # Added premium by premium in the decision order, as the object path adds them.
         model.premiums_collected = float(
@@ -637,7 +632,7 @@ class ArrayEngine:
         registry = self.model.registry
         fields = set(registry.template_fields(skill_id))
         context_keys = {"year", "cost"}
-        if skill_id in _INSURANCE_SKILLS:
+        if skill_id in INSURANCE_SKILLS:
             context_keys.add("premium")
         elif skill_id == "elevate_house":
             context_keys.add("subsidy_share")
@@ -741,7 +736,7 @@ class ArrayEngine:
 def _context(skill_id: str, year: int, cost: float, elevation_cost: float) -> dict[str, Any]:
     """What a decision memory's template may name besides the household's fields."""
     context: dict[str, Any] = {"year": year, "cost": cost}
-    if skill_id in _INSURANCE_SKILLS:
+    if skill_id in INSURANCE_SKILLS:
         context["premium"] = cost
     elif skill_id == "elevate_house":
         context["subsidy_share"] = 1.0 - cost / max(elevation_cost, 1e-9)

@@ -47,6 +47,7 @@ from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, TENURES, by_zone
 from simulation.array_engine import ArrayEngine
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError, ConfigWarning, is_curve_file, warn_ignored_keys
+from simulation.cycle import ADOPTION_PHRASES, DECISION_STATS, INSURANCE_SKILLS, POLICY_FLAGS
 from simulation.decisions.base import DrawnUniform
 from simulation.decisions.llm import (
     CacheMiss,
@@ -132,17 +133,6 @@ _FIRST_FLOOR_HEIGHT = attrgetter("first_floor_height")
 _TENURE = attrgetter("tenure")
 #: A memory's text, importance and tags, as the registry renders it.
 _Remembered = tuple[str, float, tuple[str, ...]]
-_INSURANCE_SKILLS = frozenset({"buy_insurance", "buy_contents_insurance"})
-# The annual policies a household can hold: each lapses unless the year's skill renews it.
-_POLICY_FLAGS = ("has_insurance", "has_contents_insurance")
-# The metrics column counting each skill's decisions (both insurance skills count as one).
-_DECISION_STATS = {
-    "buy_insurance": "decisions_buy_insurance",
-    "buy_contents_insurance": "decisions_buy_insurance",
-    "elevate_house": "decisions_elevate_house",
-    "relocate": "decisions_relocate",
-    "do_nothing": "decisions_do_nothing",
-}
 # What executing each skill does to the household: the yearly cycle's bookkeeping (premiums,
 # subsidies, adoptions, moves, metrics) follows from it, so a registry may not say otherwise.
 _EFFECTS: dict[str, dict[str, object]] = {
@@ -154,12 +144,6 @@ _EFFECTS: dict[str, dict[str, object]] = {
 }
 # Skills only an owner can take: renters do not own the building they would raise.
 _OWNERS_ONLY = ("elevate_house",)
-# What neighbours notice, per adopted skill: the action phrase of the neighbour template.
-_ADOPTION_PHRASES = {
-    "insurance": "bought flood insurance",
-    "elevate_house": "elevated their homes",
-    "relocate": "moved away",
-}
 
 
 @dataclass(slots=True)
@@ -842,7 +826,7 @@ class FloodAdaptationModel(mesa.Model):
                         "year": year,
                         "count": count,
                         "total": total,
-                        "action": _ADOPTION_PHRASES[adopted],
+                        "action": ADOPTION_PHRASES[adopted],
                     },
                 )
                 result = household.memory.write(
@@ -1205,7 +1189,7 @@ class FloodAdaptationModel(mesa.Model):
         changes = decision.state_changes
         if was_insured:  # annual policies lapse unless this skill renews them
             renewed = self._renews[skill_id]
-            for name in _POLICY_FLAGS:
+            for name in POLICY_FLAGS:
                 if name not in renewed and getattr(state, name):
                     setattr(state, name, False)
                     changes[name] = (True, False)
@@ -1213,7 +1197,7 @@ class FloodAdaptationModel(mesa.Model):
                 state.insured_years = 0
         changes.update(self.registry.apply(skill_id, state))
         cost = costs[skill_id]
-        if skill_id in _INSURANCE_SKILLS:
+        if skill_id in INSURANCE_SKILLS:
             state.insured_years = state.insured_years + 1 if was_insured else 1
             self.premiums_collected += cost
             if not was_insured:
@@ -1225,7 +1209,7 @@ class FloodAdaptationModel(mesa.Model):
         elif skill_id == "relocate":
             household.adopted_this_year = skill_id
             household.relocated_in = year
-        stat = _DECISION_STATS.get(skill_id)
+        stat = DECISION_STATS.get(skill_id)
         if stat is not None:
             self.year_stats[stat] += 1
         key = (skill_id, year, cost)
@@ -1251,7 +1235,7 @@ class FloodAdaptationModel(mesa.Model):
         most households make one of a few choices at one of a few prices.
         """
         context: dict[str, Any] = {"year": year, "cost": cost}
-        if skill_id in _INSURANCE_SKILLS:
+        if skill_id in INSURANCE_SKILLS:
             context["premium"] = cost
         elif skill_id == "elevate_house":
             context["subsidy_share"] = self._subsidy_share(cost)
@@ -1372,11 +1356,11 @@ def _load_registry(path: Path, origin: str) -> SkillRegistry:
         raise ConfigError(f"{origin}: registry: {err}") from None
     # The yearly cycle prices every skill (costs_for) and knows each one's effect on the
     # institutions and the metrics: a skill added to the registry alone cannot run.
-    unknown = [s for s in registry.skill_ids if s not in _DECISION_STATS]
+    unknown = [s for s in registry.skill_ids if s not in DECISION_STATS]
     if unknown:
         msg = (
             f"{origin}: registry: {path}: skill {unknown[0]!r} is not one the model can price "
-            f"and execute (it knows {', '.join(_DECISION_STATS)})"
+            f"and execute (it knows {', '.join(DECISION_STATS)})"
         )
         raise ConfigError(msg)
     for skill_id, skill in registry.skills.items():
@@ -1432,7 +1416,7 @@ def _flow(effects: Mapping[str, object]) -> str:
 def _renewed_policies(registry: SkillRegistry) -> dict[str, frozenset[str]]:
     """The annual policies each skill renews: those its effects set (the others lapse)."""
     return {
-        skill_id: frozenset(name for name in _POLICY_FLAGS if skill.effects.get(name) is True)
+        skill_id: frozenset(name for name in POLICY_FLAGS if skill.effects.get(name) is True)
         for skill_id, skill in registry.skills.items()
     }
 
@@ -1499,7 +1483,7 @@ def _warn_after_last_year(
 
 def _template_context(skill_id: str) -> frozenset[str]:
     """The values ``_execute`` gives ``skill_id``'s memory template besides the state fields."""
-    if skill_id in _INSURANCE_SKILLS:
+    if skill_id in INSURANCE_SKILLS:
         return frozenset({"year", "cost", "premium"})
     if skill_id == "elevate_house":
         return frozenset({"year", "cost", "subsidy_share"})
