@@ -73,12 +73,7 @@ class ArrayAudit:
             return
         audited = self.audited[rows]
         if audited.any():
-            picked = done._replace(
-                items=done.items[audited],
-                stores=done.stores[audited],
-                evicted=done.evicted[audited],
-                evicted_from=done.evicted_from[audited],
-            )
+            picked = PoolWrite(*(part[audited] for part in done))
             self._queued.append((np.asarray(keys)[audited], rank, rows[audited], picked))
 
     def flush(self) -> None:
