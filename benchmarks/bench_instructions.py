@@ -20,6 +20,7 @@ Usage:
     python benchmarks/bench_instructions.py                # 1,000 x 12 years, off and standard
     python benchmarks/bench_instructions.py --levels off --years 6
     python benchmarks/bench_instructions.py --against ../other   # this checkout vs another
+    python benchmarks/bench_instructions.py --engine arrays --households 2000
 """
 
 from __future__ import annotations
@@ -63,13 +64,16 @@ def collected(valgrind_output: str) -> int:
     return count
 
 
-def count(households: int, years: int, level: str, source: Path | None = None) -> int:
+def count(
+    households: int, years: int, level: str, source: Path | None = None, engine: str = "objects"
+) -> int:
     """Instructions of ``years`` yearly steps of the default configuration (after a warm-up).
 
     Args:
         households: Population size.
         years: Counted years (the warm-up year before them is not counted).
         level: Audit level (streams go to a temporary folder).
+        engine: ``objects`` or ``arrays`` (the run config's ``engine``).
         source: Another checkout whose ``simulation`` package to count (default: this one).
     """
     valgrind = shutil.which("valgrind")
@@ -92,6 +96,7 @@ def count(households: int, years: int, level: str, source: Path | None = None) -
             str(households),
             str(years),
             level,
+            engine,
             tmp,
         ]
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -101,7 +106,7 @@ def count(households: int, years: int, level: str, source: Path | None = None) -
     return collected(done.stderr)
 
 
-def child(households: int, years: int, level: str, out: Path) -> None:
+def child(households: int, years: int, level: str, engine: str, out: Path) -> None:
     """Build the model, step a warm-up year, then step ``years`` years inside ``ffi_call``."""
     import ctypes
 
@@ -110,7 +115,8 @@ def child(households: int, years: int, level: str, out: Path) -> None:
     from simulation.runner import _writer, build_model
 
     config, base = load_config(
-        DEFAULT_CONFIG, [f"households.count={households}", f"audit.level={level}"]
+        DEFAULT_CONFIG,
+        [f"households.count={households}", f"audit.level={level}", f"engine={engine}"],
     )
     model = build_model(config, base)
     writer = _writer(out, "instructions", config, resume=None)
@@ -134,13 +140,14 @@ def main() -> None:
     parser.add_argument("--households", type=int, default=1_000)
     parser.add_argument("--years", type=int, default=12, help="counted years (after a warm-up)")
     parser.add_argument("--levels", nargs="*", default=["off", "standard"])
+    parser.add_argument("--engine", choices=("objects", "arrays"), default="objects")
     parser.add_argument("--against", type=Path, help="another checkout to count side by side")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        households, years, level, out = args.child
-        child(int(households), int(years), level, Path(out))
+        households, years, level, engine, out = args.child
+        child(int(households), int(years), level, engine, Path(out))
         return
     if args.against is not None and not (args.against / "simulation").is_dir():
         parser.error(f"--against {args.against}: no simulation/ package there")
@@ -151,12 +158,16 @@ def main() -> None:
         sources = [None] if args.against is None else [None, args.against.resolve()]
         with ThreadPoolExecutor(max_workers=len(sources)) as pool:
             counts = list(
-                pool.map(lambda s, lv=level: count(args.households, args.years, lv, s), sources)
+                pool.map(
+                    lambda s, lv=level: count(args.households, args.years, lv, s, args.engine),
+                    sources,
+                )
             )
         row: dict[str, Any] = {
             "households": args.households,
             "years": args.years,
             "audit": level,
+            "engine": args.engine,
             "instructions_per_household_year": round(counts[0] / household_years),
         }
         if args.against is not None:
@@ -164,7 +175,7 @@ def main() -> None:
             row["against_instructions_per_household_year"] = round(counts[1] / household_years)
             row["ratio"] = round(counts[0] / counts[1], 4)
         rows.append(row)
-        line = f"{args.households:>10,} hh x {args.years} y  {level:<9}"
+        line = f"{args.households:>10,} hh x {args.years} y  {level:<9}{args.engine:<8}"
         line += f"{row['instructions_per_household_year']:>10,} instructions per household-year"
         if args.against is not None:
             line += (

@@ -22,8 +22,9 @@ def test_no_count_is_an_error_not_a_zero(bench, output):
         bench.collected(output)
 
 
-def test_the_counted_child_steps_its_years_through_ctypes(bench, tmp_path):
-    bench.child(12, 2, "standard", tmp_path)
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_the_counted_child_steps_its_years_through_ctypes(bench, tmp_path, engine):
+    bench.child(12, 2, "standard", engine, tmp_path)
     lines = (tmp_path / "household_traces.jsonl").read_bytes().splitlines()
     # The warm-up year and both counted years ran and were written out.
     assert {orjson.loads(line)["year"] for line in lines} == {1, 2, 3}
