@@ -13,12 +13,11 @@ dropped before a single object is built.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines
-from simulation.memory.cognitive import Eviction, WriteResult, YearEnd
+from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines, MemoryLines
 from simulation.memory.pool import POOL_STORES, PoolWrite
 
 if TYPE_CHECKING:
@@ -30,13 +29,6 @@ if TYPE_CHECKING:
     from simulation.memory.pool import MemoryPool, PoolRetrieval
 
 __all__ = ["ArrayAudit"]
-
-
-class _Sizes(NamedTuple):
-    """What the writer reads of a household's memory: its two store sizes."""
-
-    working_size: int
-    episodic_size: int
 
 
 class ArrayAudit:
@@ -87,24 +79,48 @@ class ArrayAudit:
         rows = np.concatenate([q[2] for q in queued])[order]
         parts = zip(*(q[3] for q in queued), strict=True)
         done = PoolWrite(*(np.concatenate(part)[order] for part in parts))
-        write, agent_ids = self.writer.memory_update, self.agent_ids
-        for row, result in zip(rows.tolist(), self._results(done), strict=True):
-            write(agent_ids[row], result)
+        self.writer.memory_updates(self._lines(rows, done))
 
-    def _results(self, done: PoolWrite) -> list[WriteResult]:
-        """Each write of ``done`` as the object path's ``WriteResult``."""
-        pool = self.pool
-        items = pool.items(done.items)
-        evicting = np.flatnonzero(done.evicted >= 0)
-        evicted = dict(zip(evicting.tolist(), pool.items(done.evicted[evicting]), strict=True))
-        results = []
-        for n, (item, store, source) in enumerate(
-            zip(items, done.stores.tolist(), done.evicted_from.tolist(), strict=True)
-        ):
-            gone = evicted.get(n)
-            evictions = () if gone is None else (Eviction(gone, POOL_STORES[source], None),)
-            results.append(WriteResult(item, POOL_STORES[store], evictions))
-        return results
+    def _lines(self, rows: NDArray[np.int64], done: PoolWrite) -> MemoryLines:
+        """The writes of ``done`` (to ``rows``) as the writer logs them, from the pool's columns."""
+        pool, agent_ids = self.pool, self.agent_ids
+        items = done.items
+        amounts = pool.column("amount", items)
+        has_amount = ~np.isnan(amounts)
+        pinned = pool.column("pinned", items)
+        tag_sets, sources = pool.tag_sets, pool.source_names
+        evicting = done.evicted >= 0
+        evicted: list[str | None] = [None] * len(items)
+        evicted_from: list[str | None] = [None] * len(items)
+        if evicting.any():
+            where = np.flatnonzero(evicting).tolist()
+            for n, gone, store in zip(
+                where,
+                pool.ids(done.evicted[evicting]),
+                done.evicted_from[evicting].tolist(),
+                strict=True,
+            ):
+                evicted[n] = gone
+                evicted_from[n] = POOL_STORES[store]
+        return MemoryLines(
+            [agent_ids[row] for row in rows.tolist()],
+            pool.ids(items),
+            pool.contents(items),
+            pool.column("importance", items).tolist(),
+            pool.column("year", items).tolist(),
+            [tag_sets[code] for code in pool.column("tags", items).tolist()],
+            [sources[code] for code in pool.column("source", items).tolist()],
+            [
+                amount if present else None
+                for amount, present in zip(amounts.tolist(), has_amount.tolist(), strict=True)
+            ]
+            if has_amount.any()
+            else None,
+            pinned.tolist() if pinned.any() else None,
+            [POOL_STORES[store] for store in done.stores.tolist()],
+            evicted,
+            evicted_from,
+        )
 
     # ------------------------------------------------------------------ decisions
     def decisions(
@@ -148,10 +164,7 @@ class ArrayAudit:
                 retrieved_ids.append(ids[start : start + count])
                 start += count
         states_before = (
-            [
-                {k: v for k, v in zip(DYNAMIC_FIELDS, values, strict=True) if v}
-                for values in zip(*(before[name] for name in DYNAMIC_FIELDS), strict=True)
-            ]
+            list(zip(*(before[name] for name in DYNAMIC_FIELDS), strict=True))
             if before is not None
             else []
         )
@@ -160,7 +173,9 @@ class ArrayAudit:
                 [self.agent_ids[row] for row in households.tolist()],
                 retrieved_ids,
                 retrieved.scores[audited],
-                self._results(PoolWrite(*(part[audited] for part in written))) if standard else [],
+                self._lines(households, PoolWrite(*(part[audited] for part in written)))
+                if standard
+                else None,
                 states_before,
                 pool.working_sizes[households].tolist(),
                 pool.episodic_sizes[households].tolist(),
@@ -179,29 +194,26 @@ class ArrayAudit:
         if not self.memory_streams:
             return
         pool = self.pool
-        transferred: dict[int, list[Any]] = {}
-        evictions: dict[int, list[Eviction]] = {}
+        rows = active[self.audited[active]]
+        position = np.full(len(pool), -1, dtype=np.int64)
+        position[rows] = np.arange(len(rows))
+        moved: dict[int, tuple[list[str], list[tuple[str, str]]]] = {}
         for move in moves:  # one working slot after another: each household's own order
             owners = pool.column("owner", move.items)
             keep = self.audited[owners]
             if not keep.any():
                 continue
-            picked = PoolWrite(*(part[keep] for part in move))
-            for row, result in zip(owners[keep].tolist(), self._results(picked), strict=True):
-                transferred.setdefault(row, []).append(result.item)
-                if result.evictions:
-                    evictions.setdefault(row, []).extend(result.evictions)
-        quiet = YearEnd((), (), (), ())
-        rows = active[self.audited[active]]
-        sizes = zip(
-            pool.working_sizes[rows].tolist(), pool.episodic_sizes[rows].tolist(), strict=True
+            lines = self._lines(owners[keep], PoolWrite(*(part[keep] for part in move)))
+            for row, item_id, gone, gone_from in zip(
+                owners[keep].tolist(), lines.ids, lines.evicted, lines.evicted_from, strict=True
+            ):
+                transferred, forgotten = moved.setdefault(int(position[row]), ([], []))
+                transferred.append(item_id)
+                if gone is not None:
+                    forgotten.append((gone, gone_from))  # type: ignore[arg-type]
+        self.writer.year_ends(
+            [self.agent_ids[row] for row in rows.tolist()],
+            pool.working_sizes[rows].tolist(),
+            pool.episodic_sizes[rows].tolist(),
+            moved,
         )
-        consolidation = self.writer.consolidation
-        for row in rows.tolist():
-            moved = transferred.get(row)
-            report = (
-                quiet
-                if moved is None
-                else YearEnd(tuple(moved), tuple(evictions.get(row, ())), (), ())
-            )
-            consolidation(self.agent_ids[row], report, _Sizes(*next(sizes)))  # type: ignore[arg-type]

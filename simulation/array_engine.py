@@ -498,26 +498,47 @@ class ArrayEngine:
     def _state_changes(
         self, rows: NDArray[np.int64], chosen: NDArray[np.int64]
     ) -> list[dict[str, tuple[Any, Any]]]:
-        """What executing each choice will change (``Decision.state_changes``), before it does."""
+        """What executing each choice will change (``Decision.state_changes``), before it does.
+
+        The changes follow from the skill and the fields it reads (the policy flags and the
+        fields skills set), so households alike in these share one dict, worked out once.
+        """
         columns, renews, registry = self.columns, self.model._renews, self.model.registry
-        flags = [columns[name][rows].tolist() for name in POLICY_FLAGS]
-        out = []
-        for n, (row, j) in enumerate(zip(rows.tolist(), chosen.tolist(), strict=True)):
-            skill_id = self.skill_ids[j]
+        if not len(rows):
+            return []
+        read = list(POLICY_FLAGS)
+        for skill_id in self.skill_ids:
+            read += [name for name in registry.effects(skill_id) if name not in read]
+        values = [columns[name][rows] for name in read]
+        if all(column.dtype == np.bool_ for column in values):  # the usual: flags only
+            code = chosen.astype(np.int64)
+            for column in values:
+                code = 2 * code + column
+            _, first, which = np.unique(code, return_index=True, return_inverse=True)
+            alike = np.column_stack([chosen[first], *(column[first] for column in values)])
+        else:
+            alike, which = np.unique(
+                np.column_stack([chosen, *values]).astype(np.float64),
+                axis=0,
+                return_inverse=True,
+            )
+        kinds = []
+        for j, *values in alike.tolist():
+            skill_id = self.skill_ids[int(j)]
+            state = {
+                name: columns[name].dtype.type(v).item()
+                for name, v in zip(read, values, strict=True)
+            }
             changes: dict[str, tuple[Any, Any]] = {}
-            current: dict[str, Any] = {}
-            if flags[0][n] or flags[1][n]:  # annual policies lapse unless the skill renews them
-                renewed = renews[skill_id]
-                for k, name in enumerate(POLICY_FLAGS):
-                    if name not in renewed and flags[k][n]:
-                        changes[name] = (True, False)
-                        current[name] = False
+            for name in POLICY_FLAGS:  # annual policies lapse unless the skill renews them
+                if state[name] and name not in renews[skill_id]:
+                    changes[name] = (True, False)
+                    state[name] = False
             for name, value in registry.effects(skill_id).items():
-                before = current[name] if name in current else columns[name][row].item()
-                if before != value:
-                    changes[name] = (before, value)
-            out.append(changes)
-        return out
+                if state[name] != value:
+                    changes[name] = (state[name], value)
+            kinds.append(changes)
+        return [kinds[k] for k in which.reshape(-1).tolist()]
 
     def _decide_alone(
         self,

@@ -31,9 +31,18 @@ import numpy as np
 import orjson
 from isal import igzip
 
+from simulation.audit.lines import (
+    HOLE,
+    NUMBER,
+    EncodedStrings,
+    encoded_number_lists,
+    encoded_numbers,
+    line_format,
+)
 from simulation.decisions.base import LEVELS
 
 if TYPE_CHECKING:
+    from collections.abc import Hashable
     from pathlib import Path
 
     from simulation.agents.state import HouseholdState
@@ -56,6 +65,7 @@ __all__ = [
     "STREAMS",
     "AuditWriter",
     "DecisionLines",
+    "MemoryLines",
     "changed_state",
     "dynamic_state",
 ]
@@ -86,6 +96,13 @@ _dynamic_values = operator.attrgetter(*DYNAMIC_FIELDS)  # all of them in one C c
 #: How many (working, episodic) size pairs a writer keeps the quiet year-end entry of: at most
 #: 255 occur with the default capacities (4 and 50); the bound holds for any capacities.
 _QUIET_KEPT = 4096
+#: The shapes of the lines the batch methods write (keys of their line formats).
+_UPDATE, _EVICTED, _ACTION, _YEAR_END, _CALL, _TRACE, _MINIMAL_TRACE = range(7)
+_NO_EVICTIONS = b"[]"
+#: Distinct ``state_before`` encodings a writer keeps per year.
+_STATES_KEPT = 100_000
+#: The parts of a year end that changed nothing (a YearEnd's fields: see _consolidation).
+_QUIET_YEAR_END: Any = ((), (), (), ())
 
 
 def dynamic_state(state: HouseholdState) -> dict[str, Any]:
@@ -183,6 +200,38 @@ def _levels(values: np.ndarray) -> list[str]:
     return [LEVELS[i] for i in np.clip((values * 5).astype(np.int64), 0, 4).tolist()]
 
 
+class MemoryLines(NamedTuple):
+    """Many memory writes, in order, as :meth:`AuditWriter.memory_updates` logs them.
+
+    Attributes:
+        agent_ids: The household of each write.
+        ids: The id of each written item.
+        contents: Its text.
+        importance: Its importance.
+        years: Its year.
+        tags: Its tags.
+        sources: Its source (also the line's ``update_type``).
+        amounts: Its dollar amount or ``None``; ``None`` throughout when no item has one.
+        pinned: Whether it is pinned; ``None`` throughout when none is.
+        stores: Where it went (``working`` or ``episodic``).
+        evicted: The id of the item it displaced (forgotten), or ``None``.
+        evicted_from: The store that item left (``None`` when nothing was displaced).
+    """
+
+    agent_ids: list[str]
+    ids: list[str]
+    contents: list[str]
+    importance: list[float]
+    years: list[int]
+    tags: list[tuple[str, ...]]
+    sources: list[str]
+    amounts: list[float | None] | None
+    pinned: list[bool] | None
+    stores: list[str]
+    evicted: list[str | None]
+    evicted_from: list[str | None]
+
+
 class DecisionLines(NamedTuple):
     """Many households' decisions, in decision order, as :meth:`AuditWriter.decisions` logs them.
 
@@ -190,8 +239,8 @@ class DecisionLines(NamedTuple):
         agent_ids: The households.
         retrieved: The ids of each one's retrieved memories, best first.
         scores: Their retrieval scores, a row per household (padded past its count).
-        updates: Each one's decision memory write.
-        states_before: Each one's :func:`changed_state` before deciding (``standard``).
+        updates: Each one's decision memory write (``None`` at ``minimal``).
+        states_before: Each one's :data:`DYNAMIC_FIELDS` values before deciding (``standard``).
         working: Each one's working memory size after its write.
         episodic: Each one's episodic memory size after its write.
         skills: The skill each executed (as proposed: these decisions are never rejected).
@@ -204,8 +253,8 @@ class DecisionLines(NamedTuple):
     agent_ids: list[str]
     retrieved: list[list[str]]
     scores: np.ndarray
-    updates: list[WriteResult]
-    states_before: list[dict[str, Any]]
+    updates: MemoryLines | None
+    states_before: list[tuple[Any, ...]]
     working: list[int]
     episodic: list[int]
     skills: list[str]
@@ -344,6 +393,13 @@ class _Stream:
         if self.size >= self.limit:
             self.flush()
 
+    def write_lines(self, lines: list[bytes]) -> None:
+        """Write lines already encoded (each ending in a newline), in order."""
+        self.size += self.buffer.write(b"".join(lines))
+        self.lines += len(lines)
+        if self.size >= self.limit:
+            self.flush()
+
     def flush(self) -> None:
         if self.size:
             if self.file is None:
@@ -420,10 +476,17 @@ class AuditWriter:
         # The last logged retrieval, its ids and its scores as its trace shows them.
         self._retrieved: tuple[object, list[str], list[float]] = (None, [], [])
         # The encoded entry of a year end that changed nothing, by (working, episodic) sizes.
-        self._quiet: dict[tuple[int, int], orjson.Fragment] = {}
+        self._quiet: dict[tuple[int, int], tuple[bytes, orjson.Fragment]] = {}
         self._year = 0
         self._stamp: str | None = None
         self._template = self._head_template()
+        # For the batch methods (simulation/audit/lines.py): this year's line formats by
+        # shape, and encodings of the strings that recur.
+        self._formats: dict[Any, bytes] = {}
+        self._agents = EncodedStrings()
+        self._labels = EncodedStrings()  # sources, stores, skills, levels, tag sets
+        self._texts = EncodedStrings()  # memory contents: emptied each year
+        self._states: dict[tuple[Any, ...], bytes] = {}  # state_before encodings: likewise
 
     # ------------------------------------------------------------------ helpers
     def audits(self, agent_id: str) -> bool:
@@ -445,6 +508,21 @@ class AuditWriter:
         if self.config.timestamps:
             self._stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._template = self._head_template()
+        self._formats = {}
+        self._texts = EncodedStrings()
+        self._states = {}
+
+    def _line_format(self, shape: Hashable, body: dict[str, Any]) -> bytes:
+        """This year's format of the lines whose fields after ``agent_id`` are ``body``.
+
+        Args:
+            shape: What tells ``body`` apart from the other bodies of this year's lines.
+            body: The fields, with placeholders (simulation/audit/lines.py) for the values.
+        """
+        fmt = self._formats.get(shape)
+        if fmt is None:
+            fmt = self._formats[shape] = line_format({**self._template, "agent_id": HOLE, **body})
+        return fmt
 
     def _head_template(self) -> dict[str, Any]:
         """The fields every line of this year starts with; ``agent_id`` is filled per line."""
@@ -527,15 +605,22 @@ class AuditWriter:
         if transferred or evictions or promoted or reflections:
             record["consolidation"] = _consolidation(report, sizes)
         else:
-            # Most year ends change nothing, and their entries differ only in the two sizes:
-            # each pair is encoded once.
-            quiet = self._quiet.get(sizes)
-            if quiet is None:
-                quiet = orjson.Fragment(orjson.dumps(_consolidation(report, sizes)))
-                if len(self._quiet) < _QUIET_KEPT:
-                    self._quiet[sizes] = quiet
-            record["consolidation"] = quiet
+            record["consolidation"] = self._quiet_entry(*sizes)[1]
         self.consolidations.write(record)
+
+    def _quiet_entry(self, working: int, episodic: int) -> tuple[bytes, orjson.Fragment]:
+        """The encoded ``consolidation`` entry of a year end that changed nothing.
+
+        Most year ends change nothing, and their entries differ only in the two sizes: each
+        pair is encoded once, and kept as bytes and as a fragment of a record to encode.
+        """
+        entry = self._quiet.get((working, episodic))
+        if entry is None:
+            encoded = orjson.dumps(_consolidation(_QUIET_YEAR_END, (working, episodic)))
+            entry = (encoded, orjson.Fragment(encoded))
+            if len(self._quiet) < _QUIET_KEPT:
+                self._quiet[working, episodic] = entry
+        return entry
 
     def trace(
         self,
@@ -603,6 +688,125 @@ class AuditWriter:
             _add_full_details(record, decision, state, memory)
         self.traces.write(record)
 
+    def memory_updates(self, lines: MemoryLines) -> None:
+        """Log many memory writes at once, in order: :meth:`memory_update` of each.
+
+        The caller has already left out households outside the audited sample.
+        """
+        if self.updates is not None and lines.ids:
+            self.updates.write_lines(self._update_lines(lines))
+
+    def _update_lines(self, lines: MemoryLines) -> list[bytes]:
+        """The ``memory_updates`` lines of ``lines``, as :meth:`memory_update` writes them."""
+        labels, dumps = self._labels, orjson.dumps
+        sources = labels.many(lines.sources)
+        evicted = self._evicted(lines)
+        columns = (
+            self._agents.many(lines.agent_ids),
+            sources,
+            [dumps(i) for i in lines.ids],
+            self._texts.many(lines.contents),
+            encoded_numbers(lines.importance),
+            lines.years,
+            labels.many(lines.tags),
+            sources,
+        )
+        stores = labels.many(lines.stores)
+        if lines.amounts is None and lines.pinned is None:  # writes of most kinds
+            fmt = self._update_format(amount=False, pinned=False)
+            return [fmt % values for values in zip(*columns, stores, evicted, strict=True)]
+        # Flood and claim memories have amounts; pinned items say so: the optional keys of
+        # _item(), in its order, where present.
+        n = len(lines.ids)
+        given = lines.amounts if lines.amounts is not None else [None] * n
+        amounts = encoded_numbers([0.0 if a is None else a for a in given])  # 0: not used
+        pinned = lines.pinned if lines.pinned is not None else [False] * n
+        out = []
+        for values, amount, encoded, pin, store, gone in zip(
+            zip(*columns, strict=True), given, amounts, pinned, stores, evicted, strict=True
+        ):
+            fmt = self._update_format(amount=amount is not None, pinned=pin)
+            extra = (encoded, store, gone) if amount is not None else (store, gone)
+            out.append(fmt % (*values, *extra))
+        return out
+
+    def _evicted(self, lines: MemoryLines) -> list[bytes]:
+        """Each write's encoded ``evicted`` list: empty, or the one item it displaced."""
+        fmt = self._formats.get(_EVICTED)
+        if fmt is None:
+            fmt = self._formats[_EVICTED] = line_format(
+                [{"id": HOLE, "from": HOLE, "to": None}], line=False
+            )
+        labels, dumps = self._labels, orjson.dumps
+        return [
+            _NO_EVICTIONS if gone is None else fmt % (dumps(gone), labels(store))
+            for gone, store in zip(lines.evicted, lines.evicted_from, strict=True)
+        ]
+
+    def _update_format(self, *, amount: bool, pinned: bool) -> bytes:
+        """The format of a ``memory_updates`` line with or without the optional parts."""
+        shape = (_UPDATE, amount, pinned)
+        fmt = self._formats.get(shape)
+        if fmt is not None:
+            return fmt
+        item: dict[str, Any] = {
+            "id": HOLE,
+            "content": HOLE,
+            "importance": HOLE,
+            "year": NUMBER,
+            "tags": HOLE,
+            "source": HOLE,
+        }
+        if amount:
+            item["amount"] = HOLE
+        if pinned:
+            item["pinned"] = True
+        item["destination"] = HOLE
+        body = {"update_type": HOLE, "memory_item": item, "evicted": HOLE}
+        return self._line_format(shape, body)
+
+    def year_ends(
+        self,
+        agent_ids: list[str],
+        working: list[int],
+        episodic: list[int],
+        moved: dict[int, tuple[list[str], list[tuple[str, str]]]],
+    ) -> None:
+        """Log many audited households' year ends at once, in order.
+
+        Writes what :meth:`consolidation` writes for a year end without promotions or
+        reflections.
+
+        Args:
+            agent_ids: The households.
+            working: Each one's working memory size after its year end.
+            episodic: Each one's episodic memory size after it.
+            moved: For the households (by position in ``agent_ids``) whose year end moved
+                anything: the ids of the items it transferred, and the ``(id, store)`` of each
+                item it forgot.
+        """
+        if self.consolidations is None or not agent_ids:
+            return
+        fmt = self._line_format(_YEAR_END, {"consolidation": HOLE})
+        sizes = list(zip(working, episodic, strict=True))
+        entries = {pair: self._quiet_entry(*pair)[0] for pair in set(sizes)}
+        lines = [
+            fmt % (agent, entries[pair])
+            for agent, pair in zip(self._agents.many(agent_ids), sizes, strict=True)
+        ]
+        for n, (transferred, forgotten) in moved.items():
+            entry = {
+                "transferred_count": len(transferred),
+                "transferred_items": transferred,
+                "evicted": [{"id": i, "from": store, "to": None} for i, store in forgotten],
+                "promoted": [],
+                "reflections": [],
+                "working_after": working[n],
+                "episodic_after": episodic[n],
+            }
+            lines[n] = fmt % (self._agents(agent_ids[n]), orjson.dumps(entry))
+        self.consolidations.write_lines(lines)
+
     def decisions(self, lines: DecisionLines, parameters: dict[str, Any]) -> None:
         """Log many audited households' policy decisions at once, in order.
 
@@ -617,52 +821,149 @@ class AuditWriter:
         """
         if self.traces is None or not lines.agent_ids:
             return
-        standard = self.level == "standard"
-        tp_values, cp_values = _rounded_array(lines.tp, 1e3), _rounded_array(lines.cp, 1e3)
-        tp_levels, cp_levels = _levels(lines.tp), _levels(lines.cp)
-        costs = _rounded_array(lines.costs, 1e2)
-        if standard:
-            call_scores = _rounded_array(lines.scores, 1e6)
-            trace_scores = _rounded_array(lines.scores, 1e3)
-        for n, agent_id in enumerate(lines.agent_ids):
-            record = self._head(agent_id)
-            action: dict[str, Any] = {"decision_skill": lines.skills[n]}
-            if standard:
-                ids = lines.retrieved[n]
-                count = len(ids)
-                call = self._head(agent_id)
-                call["tool_invocation"] = {
+        labels = self._labels
+        agents = self._agents.many(lines.agent_ids)
+        skills = labels.many(lines.skills)
+        tp_levels, cp_levels = labels.many(_levels(lines.tp)), labels.many(_levels(lines.cp))
+        tp_values = encoded_numbers(_rounded_array(lines.tp, 1e3))
+        cp_values = encoded_numbers(_rounded_array(lines.cp, 1e3))
+        reasoning = {
+            "constructs": {
+                "TP": {"level": HOLE, "value": HOLE},
+                "CP": {"level": HOLE, "value": HOLE},
+            }
+        }
+        valid = {"valid": True}
+        if lines.updates is None:  # minimal: the trace alone
+            fmt = self._line_format(
+                _MINIMAL_TRACE,
+                {"reasoning": reasoning, "action": {"decision_skill": HOLE}, "validation": valid},
+            )
+            self.traces.write_lines(
+                [
+                    fmt % values
+                    for values in zip(
+                        agents, tp_levels, tp_values, cp_levels, cp_values, skills, strict=True
+                    )
+                ]
+            )
+            return
+        counts = [len(ids) for ids in lines.retrieved]
+        call_scores = encoded_number_lists(
+            [
+                row[:count]
+                for row, count in zip(_rounded_array(lines.scores, 1e6), counts, strict=True)
+            ]
+        )
+        trace_scores = encoded_number_lists(
+            [
+                row[:count]
+                for row, count in zip(_rounded_array(lines.scores, 1e3), counts, strict=True)
+            ]
+        )
+        dumps, updates = orjson.dumps, lines.updates
+        retrieved = [dumps(ids) for ids in lines.retrieved]
+        call_format = self._line_format(
+            (_CALL, dumps(parameters)),
+            {
+                "tool_invocation": {
                     "tool_id": "retrieve_memory",
                     "parameters": parameters,
-                    "result": ids,
-                    "result_count": count,
-                    "scores": call_scores[n][:count],
+                    "result": HOLE,
+                    "result_count": NUMBER,
+                    "scores": [HOLE],
                 }
-                self.tools.write(call)  # type: ignore[union-attr]
-                update = lines.updates[n]
-                self.memory_update(agent_id, update)
-                record["state_before"] = lines.states_before[n]
-                record["memory"] = {
-                    "retrieved": ids,
-                    "retrieval_scores": trace_scores[n][:count],
-                    "working_count": lines.working[n],
-                    "episodic_count": lines.episodic[n],
-                }
-                if lines.costs[n]:
-                    action["cost"] = costs[n]
-                record["memory_update"] = {"id": update.item.id}
-            record["reasoning"] = {
-                "constructs": {
-                    "TP": {"level": tp_levels[n], "value": tp_values[n]},
-                    "CP": {"level": cp_levels[n], "value": cp_values[n]},
-                }
-            }
-            record["action"] = action
-            record["validation"] = {"valid": True}
-            if standard and lines.state_changes[n]:
-                changes = lines.state_changes[n]
-                record["state_after"] = {k: new for k, (_, new) in changes.items()}
-            self.traces.write(record)
+            },
+        )
+        self.tools.write_lines(  # type: ignore[union-attr]
+            [
+                call_format % values
+                for values in zip(agents, retrieved, counts, call_scores, strict=True)
+            ]
+        )
+        self.memory_updates(updates)
+        # The action shows a cost where one was paid; a trace shows what changed, if anything.
+        action_format = self._formats.get(_ACTION)
+        if action_format is None:
+            action_format = self._formats[_ACTION] = line_format(
+                {"decision_skill": HOLE, "cost": HOLE}, line=False
+            )
+        plain = {skill: dumps({"decision_skill": skill}) for skill in set(lines.skills)}
+        actions = [plain[skill] for skill in lines.skills]
+        for n, (paid, cost) in enumerate(
+            zip(
+                lines.costs.tolist(), encoded_numbers(_rounded_array(lines.costs, 1e2)), strict=True
+            )
+        ):
+            if paid:
+                actions[n] = action_format % (skills[n], cost)
+        columns = zip(
+            agents,
+            self._states_before(lines.states_before),
+            retrieved,
+            trace_scores,
+            lines.working,
+            lines.episodic,
+            [dumps(i) for i in updates.ids],
+            tp_levels,
+            tp_values,
+            cp_levels,
+            cp_values,
+            actions,
+            strict=True,
+        )
+        fmt = self._trace_format(reasoning, changed=False)
+        changed_format = self._trace_format(reasoning, changed=True)
+        traces = [
+            fmt % values
+            if not changes
+            else changed_format % (*values, dumps({k: new for k, (_, new) in changes.items()}))
+            for values, changes in zip(columns, lines.state_changes, strict=True)
+        ]
+        self.traces.write_lines(traces)
+
+    def _states_before(self, states: list[tuple[Any, ...]]) -> list[bytes]:
+        """Each household's encoded ``state_before``, from its :data:`DYNAMIC_FIELDS` values.
+
+        Households in equal states are frequent (none insured, or insured for the same number
+        of years), so each distinct state of a year is encoded once.
+        """
+        cache = self._states
+        out = []
+        for values in states:
+            encoded = cache.get(values)
+            if encoded is None:
+                encoded = orjson.dumps(
+                    {k: v for k, v in zip(DYNAMIC_FIELDS, values, strict=True) if v}
+                )
+                if len(cache) < _STATES_KEPT:
+                    cache[values] = encoded
+            out.append(encoded)
+        return out
+
+    def _trace_format(self, reasoning: dict[str, Any], *, changed: bool) -> bytes:
+        """The format of a ``standard`` trace of :meth:`decisions`.
+
+        Args:
+            reasoning: The trace's ``reasoning`` (with placeholders).
+            changed: Whether the trace has a ``state_after``.
+        """
+        body: dict[str, Any] = {
+            "state_before": HOLE,
+            "memory": {
+                "retrieved": HOLE,
+                "retrieval_scores": [HOLE],
+                "working_count": NUMBER,
+                "episodic_count": NUMBER,
+            },
+            "memory_update": {"id": HOLE},
+            "reasoning": reasoning,
+            "action": HOLE,
+            "validation": {"valid": True},
+        }
+        if changed:
+            body["state_after"] = HOLE
+        return self._line_format((_TRACE, changed), body)
 
     def _retrieval(self, hits: list[ScoredMemory], scale: float) -> tuple[list[str], list[float]]:
         """The ids of ``hits`` and their scores rounded to ``1/scale``, as last logged if so."""
