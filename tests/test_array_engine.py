@@ -233,3 +233,24 @@ def test_both_engines_write_the_same_audit_trail(tmp_path, overrides):
     assert expected  # the level writes streams
     assert all(len(data) > 1000 for data in expected.values())
     assert _streams(runs["arrays"].run_dir) == expected
+
+
+def test_audit_lines_made_in_batches_are_the_same_lines(tmp_path, monkeypatch):
+    # Large populations have their lines made a batch at a time; batches of 7 lines here.
+    monkeypatch.setattr("simulation.audit.writer._LINES_PER_BATCH", 7)
+    settings = [
+        "households.count=200",
+        "years=12",
+        "audit.timestamps=false",
+        "households.prior_flood_share=0.4",
+        "households.prior_flood_importance=0.6",
+        "memory.consolidation_threshold=0.5",
+        "memory.episodic_capacity=4",
+    ]
+    runs = {}
+    for engine in ("objects", "arrays"):
+        config, base = load_config(DEFAULT, [*settings, f"engine={engine}"])
+        runs[engine] = run_simulation(config, base, tmp_path / engine, progress=False)
+    expected = _streams(runs["objects"].run_dir)
+    assert b'"evicted":[{' in expected["memory_updates.jsonl"]
+    assert _streams(runs["arrays"].run_dir) == expected

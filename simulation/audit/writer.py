@@ -35,6 +35,7 @@ from simulation.audit.lines import (
     HOLE,
     NUMBER,
     EncodedStrings,
+    encoded,
     encoded_number_lists,
     encoded_numbers,
     line_format,
@@ -99,8 +100,12 @@ _QUIET_KEPT = 4096
 #: The shapes of the lines the batch methods write (keys of their line formats).
 _UPDATE, _EVICTED, _ACTION, _YEAR_END, _CALL, _TRACE, _MINIMAL_TRACE = range(7)
 _NO_EVICTIONS = b"[]"
-#: Distinct ``state_before`` encodings a writer keeps per year.
+#: Lines the batch methods make before writing them: a year's lines of a stream at once
+#: would take hundreds of MB at 100,000 households (and the stream's buffer would keep them).
+_LINES_PER_BATCH = 8192
+#: Distinct ``state_before`` encodings and memory texts a writer keeps per year.
 _STATES_KEPT = 100_000
+_TEXTS_KEPT = 100_000
 #: The parts of a year end that changed nothing (a YearEnd's fields: see _consolidation).
 _QUIET_YEAR_END: Any = ((), (), (), ())
 
@@ -262,6 +267,20 @@ class DecisionLines(NamedTuple):
     tp: np.ndarray
     cp: np.ndarray
     state_changes: list[dict[str, tuple[Any, Any]]]
+
+
+def _rows(lines: Any, start: int, stop: int) -> Any:
+    """The rows ``start:stop`` of ``lines`` (a :class:`MemoryLines` or :class:`DecisionLines`)."""
+    return type(lines)(
+        *(
+            None
+            if part is None
+            else _rows(part, start, stop)
+            if isinstance(part, MemoryLines)
+            else part[start:stop]
+            for part in lines
+        )
+    )
 
 
 def _consolidation(report: YearEnd, sizes: tuple[int, int]) -> dict[str, Any]:
@@ -485,7 +504,7 @@ class AuditWriter:
         self._formats: dict[Any, bytes] = {}
         self._agents = EncodedStrings()
         self._labels = EncodedStrings()  # sources, stores, skills, levels, tag sets
-        self._texts = EncodedStrings()  # memory contents: emptied each year
+        self._texts = EncodedStrings(_TEXTS_KEPT)  # memory contents: emptied each year
         self._states: dict[tuple[Any, ...], bytes] = {}  # state_before encodings: likewise
 
     # ------------------------------------------------------------------ helpers
@@ -509,7 +528,7 @@ class AuditWriter:
             self._stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._template = self._head_template()
         self._formats = {}
-        self._texts = EncodedStrings()
+        self._texts = EncodedStrings(_TEXTS_KEPT)
         self._states = {}
 
     def _line_format(self, shape: Hashable, body: dict[str, Any]) -> bytes:
@@ -616,8 +635,8 @@ class AuditWriter:
         """
         entry = self._quiet.get((working, episodic))
         if entry is None:
-            encoded = orjson.dumps(_consolidation(_QUIET_YEAR_END, (working, episodic)))
-            entry = (encoded, orjson.Fragment(encoded))
+            quiet = encoded(_consolidation(_QUIET_YEAR_END, (working, episodic)))
+            entry = (quiet, orjson.Fragment(quiet))
             if len(self._quiet) < _QUIET_KEPT:
                 self._quiet[working, episodic] = entry
         return entry
@@ -693,18 +712,24 @@ class AuditWriter:
 
         The caller has already left out households outside the audited sample.
         """
-        if self.updates is not None and lines.ids:
-            self.updates.write_lines(self._update_lines(lines))
+        if self.updates is None:
+            return
+        for start in range(0, len(lines.ids), _LINES_PER_BATCH):
+            self.updates.write_lines(
+                self._update_lines(_rows(lines, start, start + _LINES_PER_BATCH))
+            )
 
     def _update_lines(self, lines: MemoryLines) -> list[bytes]:
         """The ``memory_updates`` lines of ``lines``, as :meth:`memory_update` writes them."""
         labels, dumps = self._labels, orjson.dumps
         sources = labels.many(lines.sources)
         evicted = self._evicted(lines)
+        # Each id is encoded where its line is made: orjson's encodings are not kept (see
+        # simulation.audit.lines.encoded).
         columns = (
             self._agents.many(lines.agent_ids),
             sources,
-            [dumps(i) for i in lines.ids],
+            lines.ids,
             self._texts.many(lines.contents),
             encoded_numbers(lines.importance),
             lines.years,
@@ -714,7 +739,10 @@ class AuditWriter:
         stores = labels.many(lines.stores)
         if lines.amounts is None and lines.pinned is None:  # writes of most kinds
             fmt = self._update_format(amount=False, pinned=False)
-            return [fmt % values for values in zip(*columns, stores, evicted, strict=True)]
+            return [
+                fmt % (agent, source, dumps(item_id), *values)
+                for agent, source, item_id, *values in zip(*columns, stores, evicted, strict=True)
+            ]
         # Flood and claim memories have amounts; pinned items say so: the optional keys of
         # _item(), in its order, where present.
         n = len(lines.ids)
@@ -722,12 +750,12 @@ class AuditWriter:
         amounts = encoded_numbers([0.0 if a is None else a for a in given])  # 0: not used
         pinned = lines.pinned if lines.pinned is not None else [False] * n
         out = []
-        for values, amount, encoded, pin, store, gone in zip(
+        for (agent, source, item_id, *values), amount, number, pin, store, gone in zip(
             zip(*columns, strict=True), given, amounts, pinned, stores, evicted, strict=True
         ):
             fmt = self._update_format(amount=amount is not None, pinned=pin)
-            extra = (encoded, store, gone) if amount is not None else (store, gone)
-            out.append(fmt % (*values, *extra))
+            extra = (number, store, gone) if amount is not None else (store, gone)
+            out.append(fmt % (agent, source, dumps(item_id), *values, *extra))
         return out
 
     def _evicted(self, lines: MemoryLines) -> list[bytes]:
@@ -790,22 +818,27 @@ class AuditWriter:
         fmt = self._line_format(_YEAR_END, {"consolidation": HOLE})
         sizes = list(zip(working, episodic, strict=True))
         entries = {pair: self._quiet_entry(*pair)[0] for pair in set(sizes)}
-        lines = [
-            fmt % (agent, entries[pair])
-            for agent, pair in zip(self._agents.many(agent_ids), sizes, strict=True)
-        ]
-        for n, (transferred, forgotten) in moved.items():
-            entry = {
-                "transferred_count": len(transferred),
-                "transferred_items": transferred,
-                "evicted": [{"id": i, "from": store, "to": None} for i, store in forgotten],
-                "promoted": [],
-                "reflections": [],
-                "working_after": working[n],
-                "episodic_after": episodic[n],
-            }
-            lines[n] = fmt % (self._agents(agent_ids[n]), orjson.dumps(entry))
-        self.consolidations.write_lines(lines)
+        for start in range(0, len(agent_ids), _LINES_PER_BATCH):
+            stop = start + _LINES_PER_BATCH
+            lines = [
+                fmt % (agent, entries[pair])
+                for agent, pair in zip(
+                    self._agents.many(agent_ids[start:stop]), sizes[start:stop], strict=True
+                )
+            ]
+            for n in (n for n in moved if start <= n < stop):
+                transferred, forgotten = moved[n]
+                entry = {
+                    "transferred_count": len(transferred),
+                    "transferred_items": transferred,
+                    "evicted": [{"id": i, "from": store, "to": None} for i, store in forgotten],
+                    "promoted": [],
+                    "reflections": [],
+                    "working_after": working[n],
+                    "episodic_after": episodic[n],
+                }
+                lines[n - start] = fmt % (self._agents(agent_ids[n]), orjson.dumps(entry))
+            self.consolidations.write_lines(lines)
 
     def decisions(self, lines: DecisionLines, parameters: dict[str, Any]) -> None:
         """Log many audited households' policy decisions at once, in order.
@@ -819,8 +852,13 @@ class AuditWriter:
             lines: The decisions.
             parameters: The ``retrieve_memory`` call's parameters (the same for all).
         """
-        if self.traces is None or not lines.agent_ids:
+        if self.traces is None:
             return
+        for start in range(0, len(lines.agent_ids), _LINES_PER_BATCH):
+            self._decisions(_rows(lines, start, start + _LINES_PER_BATCH), parameters)
+
+    def _decisions(self, lines: DecisionLines, parameters: dict[str, Any]) -> None:
+        """:meth:`decisions` of at most :data:`_LINES_PER_BATCH` households."""
         labels = self._labels
         agents = self._agents.many(lines.agent_ids)
         skills = labels.many(lines.skills)
@@ -862,7 +900,6 @@ class AuditWriter:
             ]
         )
         dumps, updates = orjson.dumps, lines.updates
-        retrieved = [dumps(ids) for ids in lines.retrieved]
         call_format = self._line_format(
             (_CALL, dumps(parameters)),
             {
@@ -875,13 +912,6 @@ class AuditWriter:
                 }
             },
         )
-        self.tools.write_lines(  # type: ignore[union-attr]
-            [
-                call_format % values
-                for values in zip(agents, retrieved, counts, call_scores, strict=True)
-            ]
-        )
-        self.memory_updates(updates)
         # The action shows a cost where one was paid; a trace shows what changed, if anything.
         action_format = self._formats.get(_ACTION)
         if action_format is None:
@@ -897,29 +927,68 @@ class AuditWriter:
         ):
             if paid:
                 actions[n] = action_format % (skills[n], cost)
-        columns = zip(
+        fmt = self._trace_format(reasoning, changed=False)
+        changed_format = self._trace_format(reasoning, changed=True)
+        calls, traces = [], []
+        # orjson's encodings are used where they are made, not kept (see
+        # simulation.audit.lines.encoded): the retrieved ids serve the call and the trace.
+        for (
+            agent,
+            ids,
+            count,
+            call_score,
+            state,
+            trace_score,
+            working,
+            episodic,
+            update_id,
+            tp_level,
+            tp,
+            cp_level,
+            cp,
+            action,
+            changes,
+        ) in zip(
             agents,
+            lines.retrieved,
+            counts,
+            call_scores,
             self._states_before(lines.states_before),
-            retrieved,
             trace_scores,
             lines.working,
             lines.episodic,
-            [dumps(i) for i in updates.ids],
+            updates.ids,
             tp_levels,
             tp_values,
             cp_levels,
             cp_values,
             actions,
+            lines.state_changes,
             strict=True,
-        )
-        fmt = self._trace_format(reasoning, changed=False)
-        changed_format = self._trace_format(reasoning, changed=True)
-        traces = [
-            fmt % values
-            if not changes
-            else changed_format % (*values, dumps({k: new for k, (_, new) in changes.items()}))
-            for values, changes in zip(columns, lines.state_changes, strict=True)
-        ]
+        ):
+            found = dumps(ids)
+            calls.append(call_format % (agent, found, count, call_score))
+            values = (
+                agent,
+                state,
+                found,
+                trace_score,
+                working,
+                episodic,
+                dumps(update_id),
+                tp_level,
+                tp,
+                cp_level,
+                cp,
+                action,
+            )
+            if changes:
+                after = dumps({k: new for k, (_, new) in changes.items()})
+                traces.append(changed_format % (*values, after))
+            else:
+                traces.append(fmt % values)
+        self.tools.write_lines(calls)  # type: ignore[union-attr]
+        self.memory_updates(updates)
         self.traces.write_lines(traces)
 
     def _states_before(self, states: list[tuple[Any, ...]]) -> list[bytes]:
@@ -931,14 +1000,12 @@ class AuditWriter:
         cache = self._states
         out = []
         for values in states:
-            encoded = cache.get(values)
-            if encoded is None:
-                encoded = orjson.dumps(
-                    {k: v for k, v in zip(DYNAMIC_FIELDS, values, strict=True) if v}
-                )
+            state = cache.get(values)
+            if state is None:
+                state = encoded({k: v for k, v in zip(DYNAMIC_FIELDS, values, strict=True) if v})
                 if len(cache) < _STATES_KEPT:
-                    cache[values] = encoded
-            out.append(encoded)
+                    cache[values] = state
+            out.append(state)
         return out
 
     def _trace_format(self, reasoning: dict[str, Any], *, changed: bool) -> bytes:

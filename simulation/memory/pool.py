@@ -80,6 +80,14 @@ _COLUMNS = (
     "access_count",
 )
 _INITIAL_ITEMS = 1024
+#: The item table grows by this share of its size when full: a table that doubled would, at
+#: 100,000 full memories, claim 900 MB more at the first write for a year's few hundred
+#: thousand new items (and copy the old 450 MB alongside).
+_GROWTH = 0.25
+#: Forgotten items are dropped (:meth:`MemoryPool.compact`) once they reach this share of the
+#: live ones: each compaction copies the table once, and the table stays within this share
+#: above what the memories hold.
+_SLACK = 0.25
 _LOAD_BATCH = 65_536  # items copied from object memories at a time (see from_memories)
 
 
@@ -176,19 +184,23 @@ class MemoryPool:
     def _allocate(self, capacity: int) -> None:
         """Grow the item table's columns to ``capacity`` rows, keeping what they hold."""
         size = self._size
+        # 32-bit integers: a table of 100,000 full memories (5.4 million items) is 190 MB
+        # smaller than with 64-bit ones. Rows, sequence numbers, text and tag codes, years and
+        # access counts of a simulation stay far below 2**31 (years in the thousands, a few
+        # writes per household-year).
         columns = {
-            "owner": np.int64,
-            "seq": np.int64,
-            "text": np.int64,
-            "tags": np.int64,
+            "owner": np.int32,
+            "seq": np.int32,
+            "text": np.int32,
+            "tags": np.int32,
             "source": np.int8,
             "importance": np.float64,
-            "year": np.int64,
+            "year": np.int32,
             "amount": np.float64,  # NaN: no amount
             "pinned": np.bool_,
             "consolidated": np.bool_,
-            "last_access": np.int64,
-            "access_count": np.int64,
+            "last_access": np.int32,
+            "access_count": np.int32,
             "key": np.float64,  # retrieval key: year * log(decay) - log(importance)
         }
         for name, dtype in columns.items():
@@ -202,7 +214,7 @@ class MemoryPool:
         """Reserve ``count`` rows of the item table and return their indices."""
         start, end = self._size, self._size + count
         if end > self._capacity:
-            self._allocate(max(end, 2 * self._capacity))
+            self._allocate(max(end, int(self._capacity * (1 + _GROWTH))))
         self._size = end
         return np.arange(start, end, dtype=np.int64)
 
@@ -279,7 +291,8 @@ class MemoryPool:
             _check_poolable(memory, first)
         # The table is sized once, and items are copied a batch at a time: at 100,000 full
         # memories a column of Python values for every item at once would take gigabytes.
-        pool._allocate(max(_INITIAL_ITEMS, sum(_distinct_count(m) for m in memories)))
+        items = sum(_distinct_count(m) for m in memories)
+        pool._allocate(max(_INITIAL_ITEMS, int(items * (1 + _GROWTH))))
         items: list[MemoryItem] = []
         owners: list[int] = []
         for row, memory in enumerate(memories):
@@ -700,7 +713,7 @@ class MemoryPool:
             What :meth:`consolidate` moved.
         """
         live = int(self._working_size.sum() + self._episodic_size.sum())
-        if self._size > 2 * live + _INITIAL_ITEMS:
+        if self._size > live * (1 + _SLACK) + _INITIAL_ITEMS:
             self.compact()
         rows = (
             np.arange(len(self), dtype=np.int64)
@@ -723,13 +736,20 @@ class MemoryPool:
         for name in (*_COLUMNS, "text", "key"):
             column = getattr(self, "_" + name)
             column[: len(live)] = column[live]
-        texts, used = np.unique(self._text[: len(live)], return_inverse=True)
-        self._texts = [self._texts[t] for t in texts.tolist()]
-        self._text_ids = {text: i for i, text in enumerate(self._texts)}
-        self._text[: len(live)] = used.reshape(-1)
+        self._size = len(live)
         self._working = remap[working]
         self._episodic = remap[episodic]
-        self._size = len(live)
+        del remap, working, episodic, live
+        texts, used = np.unique(self._text[: self._size], return_inverse=True)
+        self._text[: len(used)] = used.reshape(-1)
+        del used
+        # The old text map goes before the new one is built: at 100,000 households each holds
+        # over a million texts, and both at once would be the year's peak of memory.
+        self._text_ids = {}
+        kept = self._texts
+        self._texts = [kept[t] for t in texts.tolist()]
+        del kept
+        self._text_ids = {text: i for i, text in enumerate(self._texts)}
 
     # ---------------------------------------------------------------- retrieval
     def retrieve(
