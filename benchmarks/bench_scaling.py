@@ -16,6 +16,8 @@ for ``--years`` years in a fresh process and reports:
 Peak RSS is judged on its own configuration: 100,000 households whose working and episodic
 memories are at capacity before the first year (:func:`fill_memories`) and stay there, since in
 a default run most memories are far from full (a mean of 7 episodic items of 50 after 30 years).
+It is the peak up to the end of the runs, before the benchmark reads every household's memory
+to report what they held (on engine arrays that read writes the pool back into objects).
 
 It prints a table and the targets' verdicts, writes them as JSON and draws the costs against
 the floor and the targets as a PNG beside the JSON (``scaling.png``).
@@ -83,7 +85,7 @@ MEASURED_HOUSEHOLD_YEARS = 1_000_000
 MAX_REPEATS = 5
 
 #: Peak RSS is judged with every household's memory full, at this size and audit level.
-FULL_MEMORIES = {100_000: (("standard", "objects"),)}
+FULL_MEMORIES = {100_000: (("standard", "objects"), ("standard", "arrays"))}
 
 #: Targets of the performance issue: cost per household-year as a multiple of the floor, ...
 TARGET_RATIO = {"off": 15.0, "standard": 20.0}
@@ -241,6 +243,10 @@ def measure_one(
             audit_bytes = sum(p.stat().st_size for p in result.run_dir.glob("*.jsonl*"))
         if attempt < repeats - 1:
             model.release()
+    # The runs' peak, taken before the figures below read every household's memory: on
+    # engine arrays that read writes the memories back into objects beside the pool, which
+    # the run itself never does.
+    peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     elapsed = statistics.median(times)
     household_years = households * years
     per_hy = elapsed / household_years
@@ -274,7 +280,7 @@ def measure_one(
         "us_per_household_year": round(per_hy * 1e6, 2),
         "floor_us_per_agent_step": round(floor * 1e6, 3),
         "ratio_to_floor": round(per_hy / floor, 1),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": peak_rss_mb,
         "audit_bytes_per_household_year": round(audit_bytes / household_years, 1),
     }
 
