@@ -729,8 +729,14 @@ class MemoryPool:
         Forgotten items stay in the item table until this runs (:meth:`end_year` runs it first
         when they outnumber the live ones), so item indices are valid until then.
         """
+        # Marks rather than np.unique: no sort, and no copies of the table's size beyond one
+        # column at a time (at 100,000 full memories the table holds millions of items).
         working, episodic = self._working, self._episodic
-        live = np.unique(np.concatenate((working[working >= 0], episodic[episodic >= 0])))
+        alive = np.zeros(self._size, dtype=bool)
+        alive[working[working >= 0]] = True
+        alive[episodic[episodic >= 0]] = True
+        live = np.flatnonzero(alive)
+        del alive
         remap = np.full(self._size + 1, _EMPTY, dtype=np.int64)  # the last entry maps -1
         remap[live] = np.arange(len(live))
         for name in (*_COLUMNS, "text", "key"):
@@ -740,15 +746,20 @@ class MemoryPool:
         self._working = remap[working]
         self._episodic = remap[episodic]
         del remap, working, episodic, live
-        texts, used = np.unique(self._text[: self._size], return_inverse=True)
-        self._text[: len(used)] = used.reshape(-1)
-        del used
+        text = self._text[: self._size]
+        used = np.zeros(len(self._texts), dtype=bool)
+        used[text] = True
+        kept = np.flatnonzero(used)
+        renumber = np.full(len(used), _EMPTY, dtype=self._text.dtype)
+        renumber[kept] = np.arange(len(kept))
+        text[:] = renumber[text]
+        del used, renumber
         # The old text map goes before the new one is built: at 100,000 households each holds
         # over a million texts, and both at once would be the year's peak of memory.
         self._text_ids = {}
-        kept = self._texts
-        self._texts = [kept[t] for t in texts.tolist()]
-        del kept
+        texts = self._texts
+        self._texts = [texts[t] for t in kept.tolist()]
+        del texts
         self._text_ids = {text: i for i, text in enumerate(self._texts)}
 
     # ---------------------------------------------------------------- retrieval
