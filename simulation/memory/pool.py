@@ -84,10 +84,10 @@ _INITIAL_ITEMS = 1024
 #: 100,000 full memories, claim 900 MB more at the first write for a year's few hundred
 #: thousand new items (and copy the old 450 MB alongside).
 _GROWTH = 0.25
-#: Forgotten items are dropped (:meth:`MemoryPool.compact`) once they reach this share of the
-#: live ones: each compaction copies the table once, and the table stays within this share
-#: above what the memories hold.
-_SLACK = 0.25
+#: Forgotten items are dropped (:meth:`MemoryPool.compact`) at a year end once they reach this
+#: share of the live ones: half the room the table is given, so that a table sized for its
+#: memories need not grow (growing copies it, and keeps the larger size).
+_SLACK = _GROWTH / 2
 _LOAD_BATCH = 65_536  # items copied from object memories at a time (see from_memories)
 
 
