@@ -98,7 +98,10 @@ _dynamic_values = operator.attrgetter(*DYNAMIC_FIELDS)  # all of them in one C c
 #: 255 occur with the default capacities (4 and 50); the bound holds for any capacities.
 _QUIET_KEPT = 4096
 #: The shapes of the lines the batch methods write (keys of their line formats).
-_UPDATE, _EVICTED, _ACTION, _YEAR_END, _CALL, _TRACE, _MINIMAL_TRACE = range(7)
+_UPDATE, _YEAR_END, _CALL, _TRACE, _MINIMAL_TRACE = range(5)
+#: The ``evicted`` list of a write that displaced an item, and the action of a paid decision.
+_EVICTED_FORMAT = line_format([{"id": HOLE, "from": HOLE, "to": None}], line=False)
+_PAID_ACTION_FORMAT = line_format({"decision_skill": HOLE, "cost": HOLE}, line=False)
 _NO_EVICTIONS = b"[]"
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
 #: would take hundreds of MB at 100,000 households (and the stream's buffer would keep them).
@@ -760,12 +763,7 @@ class AuditWriter:
 
     def _evicted(self, lines: MemoryLines) -> list[bytes]:
         """Each write's encoded ``evicted`` list: empty, or the one item it displaced."""
-        fmt = self._formats.get(_EVICTED)
-        if fmt is None:
-            fmt = self._formats[_EVICTED] = line_format(
-                [{"id": HOLE, "from": HOLE, "to": None}], line=False
-            )
-        labels, dumps = self._labels, orjson.dumps
+        fmt, labels, dumps = _EVICTED_FORMAT, self._labels, orjson.dumps
         return [
             _NO_EVICTIONS if gone is None else fmt % (dumps(gone), labels(store))
             for gone, store in zip(lines.evicted, lines.evicted_from, strict=True)
@@ -913,11 +911,6 @@ class AuditWriter:
             },
         )
         # The action shows a cost where one was paid; a trace shows what changed, if anything.
-        action_format = self._formats.get(_ACTION)
-        if action_format is None:
-            action_format = self._formats[_ACTION] = line_format(
-                {"decision_skill": HOLE, "cost": HOLE}, line=False
-            )
         plain = {skill: dumps({"decision_skill": skill}) for skill in set(lines.skills)}
         actions = [plain[skill] for skill in lines.skills]
         for n, (paid, cost) in enumerate(
@@ -926,7 +919,7 @@ class AuditWriter:
             )
         ):
             if paid:
-                actions[n] = action_format % (skills[n], cost)
+                actions[n] = _PAID_ACTION_FORMAT % (skills[n], cost)
         fmt = self._trace_format(reasoning, changed=False)
         changed_format = self._trace_format(reasoning, changed=True)
         calls, traces = [], []
