@@ -291,8 +291,8 @@ class MemoryPool:
             _check_poolable(memory, first)
         # The table is sized once, and items are copied a batch at a time: at 100,000 full
         # memories a column of Python values for every item at once would take gigabytes.
-        items = sum(_distinct_count(m) for m in memories)
-        pool._allocate(max(_INITIAL_ITEMS, int(items * (1 + _GROWTH))))
+        count = sum(_distinct_count(m) for m in memories)
+        pool._allocate(max(_INITIAL_ITEMS, int(count * (1 + _GROWTH))))
         items: list[MemoryItem] = []
         owners: list[int] = []
         for row, memory in enumerate(memories):
@@ -727,7 +727,7 @@ class MemoryPool:
         """Drop the items no store holds any more, and the texts only they used.
 
         Forgotten items stay in the item table until this runs (:meth:`end_year` runs it first
-        when they outnumber the live ones), so item indices are valid until then.
+        once they reach an eighth of the live ones), so item indices are valid until then.
         """
         # Marks rather than np.unique: no sort, and no copies of the table's size beyond one
         # column at a time (at 100,000 full memories the table holds millions of items).
@@ -746,13 +746,13 @@ class MemoryPool:
         self._working = remap[working]
         self._episodic = remap[episodic]
         del remap, working, episodic, live
-        text = self._text[: self._size]
+        codes = self._text[: self._size]  # a view: renumbered in place
         used = np.zeros(len(self._texts), dtype=bool)
-        used[text] = True
+        used[codes] = True
         kept = np.flatnonzero(used)
         renumber = np.full(len(used), _EMPTY, dtype=self._text.dtype)
         renumber[kept] = np.arange(len(kept))
-        text[:] = renumber[text]
+        codes[:] = renumber[codes]
         del used, renumber
         # The old text map goes before the new one is built: at 100,000 households each holds
         # over a million texts, and both at once would be the year's peak of memory.
