@@ -16,7 +16,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from simulation.audit.lines import numbers, strings
 from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines, MemoryLines
 from simulation.memory.pool import POOL_STORES, PoolWrite
 
@@ -29,6 +32,10 @@ if TYPE_CHECKING:
     from simulation.memory.pool import MemoryPool, PoolRetrieval
 
 __all__ = ["ArrayAudit"]
+
+_BINARY = pa.binary()
+_TRUE = pa.scalar(b"true", _BINARY)
+_NULL = pa.scalar(None, _BINARY)
 
 
 class ArrayAudit:
@@ -48,6 +55,12 @@ class ArrayAudit:
         self.memory_streams = writer.level == "standard"
         # Writes waiting for their phase's end: (order keys, rank, rows, write), all audited.
         self._queued: list[tuple[np.ndarray, int, np.ndarray, PoolWrite]] = []
+        # Encoded once, taken from by row or code (see simulation/audit/lines.py): each
+        # household's id, and the start of its items' ids ('"H00001:' of "H00001:7").
+        self._agents = strings(self.agent_ids)
+        self._id_starts = pc.binary_slice(strings([f"{a}:" for a in self.agent_ids]), 0, -1)
+        self._stores = strings(POOL_STORES)
+        self._sources = strings(pool.source_names)
 
     # ------------------------------------------------------------------ memory writes
     def queue(
@@ -81,43 +94,49 @@ class ArrayAudit:
         done = PoolWrite(*(np.concatenate(part)[order] for part in parts))
         self.writer.memory_updates(self._lines(rows, done))
 
+    def _item_ids(self, items: NDArray[np.int64]) -> pa.Array:
+        """The encoded ids of ``items`` (``"<agent_id>:<seq>"``, as :meth:`MemoryPool.ids`)."""
+        pool = self.pool
+        starts = self._id_starts.take(pool.column("owner", items))
+        # A sequence number's digits need no escaping: the id's encoding is its start's, the
+        # digits and the closing quote.
+        return pc.binary_join_element_wise(starts, numbers(pool.column("seq", items)), b'"', b"")
+
     def _lines(self, rows: NDArray[np.int64], done: PoolWrite) -> MemoryLines:
         """The writes of ``done`` (to ``rows``) as the writer logs them, from the pool's columns."""
-        pool, agent_ids = self.pool, self.agent_ids
+        pool = self.pool
         items = done.items
+        count = len(items)
         amounts = pool.column("amount", items)
         has_amount = ~np.isnan(amounts)
         pinned = pool.column("pinned", items)
-        tag_sets, sources = pool.tag_sets, pool.source_names
         evicting = done.evicted >= 0
-        evicted: list[str | None] = [None] * len(items)
-        evicted_from: list[str | None] = [None] * len(items)
         if evicting.any():
-            where = np.flatnonzero(evicting).tolist()
-            for n, gone, store in zip(
-                where,
-                pool.ids(done.evicted[evicting]),
-                done.evicted_from[evicting].tolist(),
-                strict=True,
-            ):
-                evicted[n] = gone
-                evicted_from[n] = POOL_STORES[store]
+            mask = pa.array(evicting)
+            gone = done.evicted[evicting]
+            evicted = pc.replace_with_mask(pa.nulls(count, _BINARY), mask, self._item_ids(gone))
+            evicted_from = pc.replace_with_mask(
+                pa.nulls(count, _BINARY),
+                mask,
+                self._stores.take(done.evicted_from[evicting]),
+            )
+        else:
+            evicted = evicted_from = pa.nulls(count, _BINARY)
         return MemoryLines(
-            [agent_ids[row] for row in rows.tolist()],
-            pool.ids(items),
-            pool.contents(items),
-            pool.column("importance", items).tolist(),
-            pool.column("year", items).tolist(),
-            [tag_sets[code] for code in pool.column("tags", items).tolist()],
-            [sources[code] for code in pool.column("source", items).tolist()],
-            [
-                amount if present else None
-                for amount, present in zip(amounts.tolist(), has_amount.tolist(), strict=True)
-            ]
+            self._agents.take(rows),
+            self._item_ids(items),
+            _labels(pool.column("text", items), pool.texts),
+            numbers(pool.column("importance", items)),
+            numbers(pool.column("year", items)),
+            _labels(pool.column("tags", items), pool.tag_sets),
+            self._sources.take(pool.column("source", items)),
+            pc.if_else(pa.array(has_amount), numbers(np.where(has_amount, amounts, 0.0)), _NULL)
             if has_amount.any()
-            else None,
-            pinned.tolist() if pinned.any() else None,
-            [POOL_STORES[store] for store in done.stores.tolist()],
+            else pa.nulls(count, _BINARY),
+            pc.if_else(pa.array(pinned), _TRUE, _NULL)
+            if pinned.any()
+            else pa.nulls(count, _BINARY),
+            self._stores.take(done.stores),
             evicted,
             evicted_from,
         )
@@ -153,16 +172,16 @@ class ArrayAudit:
             return
         households = rows[audited]
         standard = self.memory_streams
-        skill_ids = choices["skill_ids"]
-        retrieved_ids: list[list[str]] = []
+        counts = retrieved.counts[audited] if standard else np.zeros(len(audited), np.int64)
+        offsets = np.zeros(len(audited) + 1, dtype=np.int32)
+        np.cumsum(counts, out=offsets[1:])
         if standard:
             found = retrieved.items[audited]
             # Retrieved items are named by id only (the memory streams carry the contents).
-            ids = pool.ids(found[found >= 0])
-            start = 0
-            for count in retrieved.counts[audited].tolist():
-                retrieved_ids.append(ids[start : start + count])
-                start += count
+            ids = self._item_ids(found[found >= 0])
+        else:
+            ids = pa.array([], _BINARY)
+        retrieved_ids = pa.ListArray.from_arrays(pa.array(offsets), ids)
         states_before = (
             list(zip(*(before[name] for name in DYNAMIC_FIELDS), strict=True))
             if before is not None
@@ -170,16 +189,16 @@ class ArrayAudit:
         )
         self.writer.decisions(
             DecisionLines(
-                [self.agent_ids[row] for row in households.tolist()],
+                self._agents.take(households),
                 retrieved_ids,
                 retrieved.scores[audited],
                 self._lines(households, PoolWrite(*(part[audited] for part in written)))
                 if standard
                 else None,
                 states_before,
-                pool.working_sizes[households].tolist(),
-                pool.episodic_sizes[households].tolist(),
-                [skill_ids[j] for j in choices["skill"][audited].tolist()],
+                pool.working_sizes[households],
+                pool.episodic_sizes[households],
+                strings(choices["skill_ids"]).take(choices["skill"][audited]),
                 choices["cost"][audited],
                 choices["tp"][audited],
                 choices["cp"][audited],
@@ -203,17 +222,26 @@ class ArrayAudit:
             keep = self.audited[owners]
             if not keep.any():
                 continue
-            lines = self._lines(owners[keep], PoolWrite(*(part[keep] for part in move)))
             for row, item_id, gone, gone_from in zip(
-                owners[keep].tolist(), lines.ids, lines.evicted, lines.evicted_from, strict=True
+                owners[keep].tolist(),
+                pool.ids(move.items[keep]),
+                move.evicted[keep].tolist(),
+                move.evicted_from[keep].tolist(),
+                strict=True,
             ):
                 transferred, forgotten = moved.setdefault(int(position[row]), ([], []))
                 transferred.append(item_id)
-                if gone is not None:
-                    forgotten.append((gone, gone_from))  # type: ignore[arg-type]
+                if gone >= 0:
+                    forgotten.append((pool.ids([gone])[0], POOL_STORES[gone_from]))
         self.writer.year_ends(
-            [self.agent_ids[row] for row in rows.tolist()],
-            pool.working_sizes[rows].tolist(),
-            pool.episodic_sizes[rows].tolist(),
+            self._agents.take(rows),
+            pool.working_sizes[rows],
+            pool.episodic_sizes[rows],
             moved,
         )
+
+
+def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.Array:
+    """The encodings of ``names[code]`` for each of ``codes``, each distinct one encoded once."""
+    used, which = np.unique(codes, return_inverse=True)
+    return strings([names[code] for code in used.tolist()]).take(which.ravel())

@@ -1,56 +1,124 @@
-"""Tests for simulation/audit/lines.py: formats filled in give the bytes orjson gives."""
+"""Tests for simulation/audit/lines.py: lines filled column by column are orjson's lines."""
 
 from __future__ import annotations
 
-import math
-
+import numpy as np
 import orjson
+import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from simulation.audit.lines import (
     HOLE,
-    NUMBER,
-    EncodedStrings,
-    encoded_number_lists,
-    encoded_numbers,
-    line_format,
+    OPTIONAL,
+    LineTemplate,
+    joined,
+    line_bytes,
+    numbers,
+    optional,
+    strings,
 )
 
 # Any text, including quotes, backslashes, percent signs, control characters and non-ASCII.
 texts = st.text()
-numbers = st.one_of(st.integers(-(2**53), 2**53), st.floats(allow_nan=False, allow_infinity=False))
+floats = st.floats(allow_nan=False, allow_infinity=False)
+ints = st.integers(-(2**53), 2**53)
 
 
-@given(texts, texts, st.integers(0, 10**6), st.lists(numbers, max_size=8))
-def test_a_filled_format_is_the_line_orjson_writes(run_id, agent_id, year, scores):
-    record = {"run_id": run_id, "agent_id": agent_id, "year": year, "scores": scores}
-    fmt = line_format({"run_id": run_id, "agent_id": HOLE, "year": NUMBER, "scores": [HOLE]})
-    line = fmt % (orjson.dumps(agent_id), year, b",".join(encoded_numbers(scores)))
-    assert line == orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+def _values(column: pa.Array) -> list[bytes | None]:
+    return column.to_pylist()
 
 
-def test_a_value_format_has_no_newline():
-    fmt = line_format([{"id": HOLE, "to": None}], line=False)
-    assert fmt % b'"a"' == b'[{"id":"a","to":null}]'
+@st.composite
+def records(draw: st.DrawFn) -> list[dict]:
+    """Lines of one shape: an id, a year, a list of scores, and an optional amount."""
+    count = draw(st.integers(1, 6))
+    return [
+        {
+            "agent_id": draw(texts),
+            "year": draw(ints),
+            "scores": draw(st.lists(floats, max_size=5)),
+            "amount": draw(st.one_of(st.none(), floats)),
+        }
+        for _ in range(count)
+    ]
 
 
-@given(st.lists(numbers))
-def test_numbers_are_encoded_one_by_one_as_orjson_encodes_them(values):
-    assert encoded_numbers(values) == [orjson.dumps(v) for v in values]
+@given(texts, records())
+def test_filled_lines_are_the_lines_orjson_writes(run_id, lines):
+    template = LineTemplate(
+        {"run_id": run_id, "agent_id": HOLE, "year": HOLE, "scores": [HOLE], "amount": OPTIONAL}
+    )
+    scores = [line["scores"] for line in lines]
+    amounts = [line["amount"] for line in lines]
+    filled = template.fill(
+        strings(line["agent_id"] for line in lines),
+        numbers(np.array([line["year"] for line in lines], dtype=np.int64)),
+        joined(
+            numbers(np.array([s for row in scores for s in row], dtype=float)),
+            [len(row) for row in scores],
+        ),
+        optional(
+            "amount",
+            pa.array([None if a is None else orjson.dumps(a) for a in amounts], pa.binary()),
+        ),
+    )
+    expected = b"".join(
+        orjson.dumps(
+            {
+                "run_id": run_id,
+                **{k: v for k, v in line.items() if k != "amount" or v is not None},
+            },
+            option=orjson.OPT_APPEND_NEWLINE,
+        )
+        for line in lines
+    )
+    assert bytes(line_bytes(filled)) == expected
+
+
+@given(st.lists(floats))
+def test_floats_are_encoded_one_by_one_as_orjson_encodes_them(values):
+    assert _values(numbers(np.array(values, dtype=float))) == [orjson.dumps(v) for v in values]
+
+
+@given(st.lists(ints))
+def test_ints_are_encoded_as_orjson_encodes_them(values):
+    assert _values(numbers(np.array(values, dtype=np.int64))) == [orjson.dumps(v) for v in values]
 
 
 def test_nan_is_encoded_as_orjson_encodes_it():
-    assert encoded_numbers([math.nan, 1.5]) == [b"null", b"1.5"]
-
-
-@given(st.lists(st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=6)))
-def test_lists_of_numbers_are_encoded_row_by_row(rows):
-    assert encoded_number_lists(rows) == [orjson.dumps(row)[1:-1] for row in rows]
+    assert _values(numbers(np.array([np.nan, 1.5]))) == [b"null", b"1.5"]
 
 
 @given(st.lists(st.one_of(texts, st.tuples(texts, texts))))
 def test_strings_and_tags_are_encoded_as_orjson_encodes_them(values):
-    encode = EncodedStrings(limit=3)
-    assert encode.many(values) == [orjson.dumps(v) for v in values]
-    assert [encode(v) for v in values] == [orjson.dumps(v) for v in values]
+    assert _values(strings(values)) == [orjson.dumps(v) for v in values]
+
+
+@given(st.lists(st.lists(floats, max_size=6)))
+def test_lists_are_joined_row_by_row(rows):
+    flat = numbers(np.array([v for row in rows for v in row], dtype=float))
+    got = _values(joined(flat, np.array([len(row) for row in rows], dtype=np.int64)))
+    assert got == [orjson.dumps(row)[1:-1] for row in rows]
+
+
+def test_the_lines_of_a_slice_are_its_own():
+    lines = LineTemplate({"n": HOLE}).fill(numbers(np.arange(5)))
+    assert bytes(line_bytes(lines[2:4])) == b'{"n":2}\n{"n":3}\n'
+    assert bytes(line_bytes(lines[:0])) == b""
+
+
+def test_a_value_template_has_no_newline():
+    template = LineTemplate([{"id": HOLE, "to": None}], line=False)
+    assert _values(template.fill(strings(["a"]))) == [b'[{"id":"a","to":null}]']
+
+
+def test_a_template_takes_one_column_per_hole():
+    with pytest.raises(ValueError, match="2 holes, given 1"):
+        LineTemplate({"a": HOLE, "b": HOLE}).fill(strings(["x"]))
+
+
+def test_an_optional_entry_cannot_open_an_object():
+    with pytest.raises(ValueError, match="after its first"):
+        LineTemplate({"a": OPTIONAL, "b": HOLE})

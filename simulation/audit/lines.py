@@ -1,121 +1,175 @@
-r"""Audit lines of one shape, encoded once per shape and filled in line by line.
+r"""Audit lines made a column at a time: one shape, many lines, no Python loop per line.
 
 :class:`~simulation.audit.writer.AuditWriter` logs the lines of ``engine: arrays`` many at a
-time, and most of them share a few shapes: a household's retrieval, its decision, a memory
-write, a quiet year end. Building a dict for each line and encoding it costs far more than the
-line's bytes. Here orjson encodes each shape once, with a placeholder where a value varies,
-into a bytes format (:func:`line_format`); a line is then one ``%`` of that format with the
-line's values, each already encoded by orjson (numbers a batch at a time:
-:func:`encoded_numbers`). The bytes are those orjson gives for the line's dict, since every
-byte of them comes from orjson; ``tests/test_audit_lines.py`` and ``tests/test_array_engine.py``
-compare them.
+time, and they share a few shapes: a household's retrieval, its decision, a memory write, a
+quiet year end. Building a dict for each line and encoding it, or even filling a bytes format
+line by line, costs far more than the line's bytes. Here orjson encodes each shape once, with a
+placeholder where a value varies, into a :class:`LineTemplate`; its lines are then filled in
+by pyarrow, column by column, from columns of values that orjson has already encoded: numbers
+a whole array at a time (:func:`numbers`), recurring strings once each (:func:`strings`).
+Every byte of a line comes from orjson, so the lines are those orjson gives for the lines'
+dicts; ``tests/test_audit_lines.py`` and ``tests/test_array_engine.py`` compare them.
+
+A column is a pyarrow binary array of encoded JSON values. A null in a column leaves the
+line's entry out where the template marks it :data:`OPTIONAL` (see :func:`optional`).
 
 Example:
-    >>> fmt = line_format({"agent_id": HOLE, "year": NUMBER, "scores": [HOLE]})
-    >>> fmt % (b'"H1"', 3, b",".join(encoded_numbers([0.5, 0.25])))
-    b'{"agent_id":"H1","year":3,"scores":[0.5,0.25]}\n'
+    >>> import numpy as np
+    >>> template = LineTemplate({"agent_id": HOLE, "year": HOLE, "scores": [HOLE]})
+    >>> lines = template.fill(
+    ...     strings(["H1", "H2"]),
+    ...     numbers(np.array([3, 4])),
+    ...     joined(numbers(np.array([0.5, 0.25, 1.0])), np.array([2, 1])),
+    ... )
+    >>> bytes(line_bytes(lines))
+    b'{"agent_id":"H1","year":3,"scores":[0.5,0.25]}\n{"agent_id":"H2","year":4,"scores":[1.0]}\n'
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Hashable
+    from collections.abc import Iterable
+
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "HOLE",
-    "NUMBER",
-    "EncodedStrings",
+    "OPTIONAL",
+    "LineTemplate",
     "encoded",
-    "encoded_number_lists",
-    "encoded_numbers",
-    "line_format",
+    "joined",
+    "line_bytes",
+    "numbers",
+    "optional",
+    "strings",
 ]
 
 # orjson escapes control characters inside strings (\u0001), so these bytes occur in its output
 # only where a placeholder put them.
-_HOLE_MARK, _NUMBER_MARK = b"\x01", b"\x02"
-#: Placeholder for a value given already encoded (bytes), filled by ``%s``.
+_HOLE_MARK, _OPTIONAL_MARK = b"\x01", b"\x02"
+#: Placeholder for a value, filled from a column of encoded values.
 HOLE = orjson.Fragment(_HOLE_MARK)
-#: Placeholder for an int, filled by ``%d`` (which writes ints as orjson does).
-NUMBER = orjson.Fragment(_NUMBER_MARK)
+#: Placeholder for an entry of an object that some lines leave out: ``{"k": OPTIONAL}`` is
+#: filled from a column holding ``,"k":<value>`` or nothing (see :func:`optional`).
+OPTIONAL = orjson.Fragment(_OPTIONAL_MARK)
+# An optional entry with its comma and key (keys are orjson-encoded: no bare quote inside);
+# the entry is never an object's first, which is all the templates need.
+_OPTIONAL_ENTRY = re.compile(rb',"(?:[^"\\]|\\.)*":\x02')
+_COMMA = ord(",")
+_BINARY = pa.binary()
 
 
 def encoded(value: Any) -> bytes:
     """The orjson encoding of ``value``, in a bytes object of its own size, to keep.
 
     orjson returns each encoding in an object allocated for 4 KB: fine for a line written at
-    once, but cached for 100,000 households, or held for every line of a year, those 4 KB add
-    up to gigabytes.
+    once, but kept for 100,000 households those 4 KB add up to gigabytes.
     """
     return bytes(memoryview(orjson.dumps(value)))
 
 
-def line_format(record: Any, *, line: bool = True) -> bytes:
-    """``record`` encoded as a line, its placeholders turned into ``%s`` and ``%d``.
+class LineTemplate:
+    """Lines of one shape: the encoded record split at its placeholders.
 
     Args:
-        record: A line's dict, with :data:`HOLE` or :data:`NUMBER` where values vary.
-        line: End with a newline (``False``: a format of one value within a line).
-
-    Returns:
-        A bytes format: ``line_format(r) % values`` is the line of ``r`` with the values in
-        the placeholders' order (literal ``%`` of the fixed parts is escaped).
-    """
-    encoded = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE if line else None)
-    return encoded.replace(b"%", b"%%").replace(_HOLE_MARK, b"%s").replace(_NUMBER_MARK, b"%d")
-
-
-def encoded_numbers(values: list[float] | list[int]) -> list[bytes]:
-    """Each of ``values`` as orjson encodes it, from one orjson call for all of them.
-
-    A number's encoding holds no comma, so the encoded list splits into its entries.
-    """
-    if not values:
-        return []
-    return orjson.dumps(values)[1:-1].split(b",")
-
-
-def encoded_number_lists(rows: list[list[float]]) -> list[bytes]:
-    """The inside of each row's JSON array (``b"0.5,0.25"`` for ``[0.5, 0.25]``), all at once.
-
-    Numbers hold neither brackets nor commas, so ``],[`` occurs only between two rows.
-    """
-    if not rows:
-        return []
-    return orjson.dumps(rows)[2:-2].split(b"],[")
-
-
-class EncodedStrings:
-    """The orjson encodings of strings (or tuples of strings) that recur, each encoded once.
-
-    The encodings are kept in objects of their own size (see :func:`encoded`).
-
-    Args:
-        limit: Encodings kept at most; past it, further values are encoded on every call.
+        record: A line's dict, with :data:`HOLE` (or :data:`OPTIONAL`) where values vary.
+        line: End each line with a newline (``False``: values within a line).
     """
 
-    __slots__ = ("_cache", "_limit")
+    __slots__ = ("_parts",)
 
-    def __init__(self, limit: int = 1_000_000):
-        self._cache: dict[Hashable, bytes] = {}
-        self._limit = limit
+    def __init__(self, record: Any, *, line: bool = True):
+        text = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE if line else None)
+        text = _OPTIONAL_ENTRY.sub(_HOLE_MARK, text)
+        if _OPTIONAL_MARK in text:
+            raise ValueError("OPTIONAL stands only for a value of an object, after its first")
+        self._parts = text.split(_HOLE_MARK)
 
-    def __call__(self, value: Hashable) -> bytes:
-        """The JSON encoding of ``value``."""
-        known = self._cache.get(value)
-        if known is None:
-            known = encoded(value)
-            if len(self._cache) < self._limit:
-                self._cache[value] = known
-        return known
+    @property
+    def holes(self) -> int:
+        """How many columns :meth:`fill` takes."""
+        return len(self._parts) - 1
 
-    def many(self, values: Collection[Hashable]) -> list[bytes]:
-        """The JSON encoding of each of ``values``."""
-        # A batch repeats a few values (a source, a store, a skill) many times over: each
-        # distinct one is looked up once, the rest is indexing.
-        encoded = {value: self(value) for value in set(values)}
-        return [encoded[value] for value in values]
+    def fill(self, *columns: pa.Array) -> pa.Array:
+        """The lines whose values are the columns' entries, in the placeholders' order.
+
+        Args:
+            *columns: Binary arrays of encoded values, all of one length (a line per entry).
+
+        Returns:
+            A binary array of the lines (see :func:`line_bytes` to write them).
+        """
+        if len(columns) != self.holes:
+            raise ValueError(f"the template has {self.holes} holes, given {len(columns)} columns")
+        parts = self._parts
+        if not columns:
+            return pa.array([parts[0]], _BINARY)
+        pieces: list[Any] = [parts[0]] if parts[0] else []
+        for column, part in zip(columns, parts[1:], strict=True):
+            pieces.append(column)
+            if part:
+                pieces.append(part)
+        # binary_join_element_wise takes its last argument as the separator.
+        return pc.binary_join_element_wise(*pieces, b"")
+
+
+def numbers(values: ArrayLike) -> pa.Array:
+    """Each of ``values`` (ints, floats or bools, 1-D) as orjson encodes it.
+
+    orjson encodes the whole array at once; a number's encoding holds no comma, so the
+    encoding splits at its commas into the entries, without a Python object per entry.
+    """
+    array = np.ascontiguousarray(values)
+    count = len(array)
+    if not count:
+        return pa.array([], _BINARY)
+    text = orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY)
+    commas = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == _COMMA)
+    # Entry i is text[offsets[i]:offsets[i+1]] with the comma (or bracket) after it, cut off.
+    offsets = np.empty(count + 1, dtype=np.int32)
+    offsets[0] = 1
+    offsets[1:-1] = commas + 1
+    offsets[-1] = len(text)
+    with_separators = pa.Array.from_buffers(
+        _BINARY, count, [None, pa.py_buffer(offsets), pa.py_buffer(text)]
+    )
+    return pc.binary_slice(with_separators, 0, -1)
+
+
+def strings(values: Iterable[Any]) -> pa.Array:
+    """Each of ``values`` (strings, tuples of strings, ...) as orjson encodes it.
+
+    Meant for tables of distinct values, taken from by code (``strings(names).take(codes)``).
+    """
+    dumps = orjson.dumps
+    return pa.array([dumps(value) for value in values], _BINARY)
+
+
+def joined(values: pa.Array, counts: ArrayLike) -> pa.Array:
+    """The inside of a JSON array per row: the next ``counts[i]`` of ``values``, comma-joined."""
+    offsets = np.zeros(len(counts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), values), b",")
+
+
+def optional(key: str, values: pa.Array) -> pa.Array:
+    """A column for an :data:`OPTIONAL` entry ``key``: ``,"key":value``, or nothing where null."""
+    entry = pc.binary_join_element_wise(b"," + orjson.dumps(key) + b":", values, b"")
+    return pc.fill_null(entry, pa.scalar(b"", _BINARY))
+
+
+def line_bytes(lines: pa.Array) -> memoryview:
+    """The bytes of ``lines`` (a binary array), one after the other, without a copy."""
+    if not len(lines):
+        return memoryview(b"")
+    _, offsets, data = lines.buffers()
+    bounds = np.frombuffer(offsets, dtype=np.int32, count=len(lines) + 1, offset=4 * lines.offset)
+    return memoryview(data)[int(bounds[0]) : int(bounds[-1])]

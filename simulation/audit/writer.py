@@ -29,16 +29,20 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 from isal import igzip
 
 from simulation.audit.lines import (
     HOLE,
-    NUMBER,
-    EncodedStrings,
+    OPTIONAL,
+    LineTemplate,
     encoded,
-    encoded_number_lists,
-    encoded_numbers,
-    line_format,
+    joined,
+    line_bytes,
+    numbers,
+    optional,
+    strings,
 )
 from simulation.decisions.base import LEVELS
 
@@ -99,16 +103,19 @@ _dynamic_values = operator.attrgetter(*DYNAMIC_FIELDS)  # all of them in one C c
 _QUIET_KEPT = 4096
 #: The shapes of the lines the batch methods write (keys of their line formats).
 _UPDATE, _YEAR_END, _CALL, _TRACE, _MINIMAL_TRACE = range(5)
-#: The ``evicted`` list of a write that displaced an item, and the action of a paid decision.
-_EVICTED_FORMAT = line_format([{"id": HOLE, "from": HOLE, "to": None}], line=False)
-_PAID_ACTION_FORMAT = line_format({"decision_skill": HOLE, "cost": HOLE}, line=False)
-_NO_EVICTIONS = b"[]"
+#: The ``evicted`` list of a write that displaced an item, and a decision's action (with its
+#: cost where one was paid).
+_EVICTED = LineTemplate([{"id": HOLE, "from": HOLE, "to": None}], line=False)
+_ACTION = LineTemplate({"decision_skill": HOLE, "cost": OPTIONAL}, line=False)
+_BINARY = pa.binary()
+_NO_EVICTIONS = pa.scalar(b"[]", _BINARY)
+_NULL = pa.scalar(None, _BINARY)
+_LEVEL_NAMES = strings(LEVELS)
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
 #: would take hundreds of MB at 100,000 households (and the stream's buffer would keep them).
 _LINES_PER_BATCH = 8192
-#: Distinct ``state_before`` encodings and memory texts a writer keeps per year.
+#: Distinct ``state_before`` encodings a writer keeps per year.
 _STATES_KEPT = 100_000
-_TEXTS_KEPT = 100_000
 #: The parts of a year end that changed nothing (a YearEnd's fields: see _consolidation).
 _QUIET_YEAR_END: Any = ((), (), (), ())
 
@@ -187,8 +194,8 @@ def _ids_and_scores(
     return ids, scores, trace_scores
 
 
-def _rounded_array(values: np.ndarray, scale: float) -> list[Any]:
-    """:func:`_rounded` of every entry of ``values`` (a list of the same shape)."""
+def _rounded_array(values: np.ndarray, scale: float) -> np.ndarray:
+    """:func:`_rounded` of every entry of ``values``."""
     scaled = values * scale
     with np.errstate(invalid="ignore"):
         exact = np.abs(scaled) < _EXACT_BELOW
@@ -200,16 +207,40 @@ def _rounded_array(values: np.ndarray, scale: float) -> list[Any]:
         flat, given = rounded.reshape(-1), values.reshape(-1)
         for i in huge.tolist():
             flat[i] = _rounded(float(given[i]), scale)
-    return rounded.tolist()
+    return rounded
 
 
-def _levels(values: np.ndarray) -> list[str]:
-    """:func:`~simulation.decisions.base.level_of` of finite values in [0, 1], all at once."""
-    return [LEVELS[i] for i in np.clip((values * 5).astype(np.int64), 0, 4).tolist()]
+def _level_codes(values: np.ndarray) -> np.ndarray:
+    """:func:`~simulation.decisions.base.level_of` of finite values in [0, 1], all at once.
+
+    Returns:
+        Codes into :data:`~simulation.decisions.base.LEVELS`.
+    """
+    return np.clip((values * 5).astype(np.int64), 0, 4)
+
+
+def _states_after(changes: list[dict[str, tuple[Any, Any]]]) -> pa.Array:
+    """Each household's encoded ``state_after`` (what changed), null where nothing did.
+
+    Households of a kind share one dict of changes (see ``ArrayEngine``): each is encoded once.
+    """
+    encodings: dict[int, bytes | None] = {}
+    out = []
+    for change in changes:
+        known = encodings.get(id(change), False)
+        if known is False:
+            known = encodings[id(change)] = (
+                orjson.dumps({k: new for k, (_, new) in change.items()}) if change else None
+            )
+        out.append(known)
+    return pa.array(out, _BINARY)
 
 
 class MemoryLines(NamedTuple):
     """Many memory writes, in order, as :meth:`AuditWriter.memory_updates` logs them.
+
+    Each attribute is a column of encoded JSON values, an entry per write (a pyarrow binary
+    array: see simulation/audit/lines.py).
 
     Attributes:
         agent_ids: The household of each write.
@@ -219,53 +250,58 @@ class MemoryLines(NamedTuple):
         years: Its year.
         tags: Its tags.
         sources: Its source (also the line's ``update_type``).
-        amounts: Its dollar amount or ``None``; ``None`` throughout when no item has one.
-        pinned: Whether it is pinned; ``None`` throughout when none is.
+        amounts: Its dollar amount; null where it has none.
+        pinned: ``true`` where it is pinned, else null.
         stores: Where it went (``working`` or ``episodic``).
-        evicted: The id of the item it displaced (forgotten), or ``None``.
-        evicted_from: The store that item left (``None`` when nothing was displaced).
+        evicted: The id of the item it displaced (forgotten); null where it displaced none.
+        evicted_from: The store that item left; null likewise.
     """
 
-    agent_ids: list[str]
-    ids: list[str]
-    contents: list[str]
-    importance: list[float]
-    years: list[int]
-    tags: list[tuple[str, ...]]
-    sources: list[str]
-    amounts: list[float | None] | None
-    pinned: list[bool] | None
-    stores: list[str]
-    evicted: list[str | None]
-    evicted_from: list[str | None]
+    agent_ids: pa.Array
+    ids: pa.Array
+    contents: pa.Array
+    importance: pa.Array
+    years: pa.Array
+    tags: pa.Array
+    sources: pa.Array
+    amounts: pa.Array
+    pinned: pa.Array
+    stores: pa.Array
+    evicted: pa.Array
+    evicted_from: pa.Array
 
 
 class DecisionLines(NamedTuple):
     """Many households' decisions, in decision order, as :meth:`AuditWriter.decisions` logs them.
 
+    Values the writer rounds are given as numbers; the rest are encoded JSON values (pyarrow
+    binary arrays: see simulation/audit/lines.py).
+
     Attributes:
-        agent_ids: The households.
-        retrieved: The ids of each one's retrieved memories, best first.
+        agent_ids: The households (encoded).
+        retrieved: The encoded ids of each one's retrieved memories, best first (a list array;
+            empty lists at ``minimal``).
         scores: Their retrieval scores, a row per household (padded past its count).
         updates: Each one's decision memory write (``None`` at ``minimal``).
         states_before: Each one's :data:`DYNAMIC_FIELDS` values before deciding (``standard``).
         working: Each one's working memory size after its write.
         episodic: Each one's episodic memory size after its write.
-        skills: The skill each executed (as proposed: these decisions are never rejected).
+        skills: The skill each executed (encoded; as proposed: these decisions are never
+            rejected).
         costs: What each paid.
         tp: Each one's threat appraisal.
         cp: The coping appraisal reported with each choice.
         state_changes: What executing changed, ``{field: (before, after)}`` each.
     """
 
-    agent_ids: list[str]
-    retrieved: list[list[str]]
+    agent_ids: pa.Array
+    retrieved: pa.ListArray
     scores: np.ndarray
     updates: MemoryLines | None
     states_before: list[tuple[Any, ...]]
-    working: list[int]
-    episodic: list[int]
-    skills: list[str]
+    working: np.ndarray
+    episodic: np.ndarray
+    skills: pa.Array
     costs: np.ndarray
     tp: np.ndarray
     cp: np.ndarray
@@ -415,9 +451,9 @@ class _Stream:
         if self.size >= self.limit:
             self.flush()
 
-    def write_lines(self, lines: list[bytes]) -> None:
-        """Write lines already encoded (each ending in a newline), in order."""
-        self.size += self.buffer.write(b"".join(lines))
+    def write_lines(self, lines: pa.Array) -> None:
+        """Write lines already encoded (a binary array, each ending in a newline), in order."""
+        self.size += self.buffer.write(line_bytes(lines))
         self.lines += len(lines)
         if self.size >= self.limit:
             self.flush()
@@ -502,13 +538,10 @@ class AuditWriter:
         self._year = 0
         self._stamp: str | None = None
         self._template = self._head_template()
-        # For the batch methods (simulation/audit/lines.py): this year's line formats by
-        # shape, and encodings of the strings that recur.
-        self._formats: dict[Any, bytes] = {}
-        self._agents = EncodedStrings()
-        self._labels = EncodedStrings()  # sources, stores, skills, levels, tag sets
-        self._texts = EncodedStrings(_TEXTS_KEPT)  # memory contents: emptied each year
-        self._states: dict[tuple[Any, ...], bytes] = {}  # state_before encodings: likewise
+        # For the batch methods (simulation/audit/lines.py): this year's line templates by
+        # shape, and its state_before encodings.
+        self._templates: dict[Any, LineTemplate] = {}
+        self._states: dict[tuple[Any, ...], bytes] = {}
 
     # ------------------------------------------------------------------ helpers
     def audits(self, agent_id: str) -> bool:
@@ -530,21 +563,22 @@ class AuditWriter:
         if self.config.timestamps:
             self._stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._template = self._head_template()
-        self._formats = {}
-        self._texts = EncodedStrings(_TEXTS_KEPT)
+        self._templates = {}
         self._states = {}
 
-    def _line_format(self, shape: Hashable, body: dict[str, Any]) -> bytes:
-        """This year's format of the lines whose fields after ``agent_id`` are ``body``.
+    def _line_template(self, shape: Hashable, body: dict[str, Any]) -> LineTemplate:
+        """This year's template of the lines whose fields after ``agent_id`` are ``body``.
 
         Args:
             shape: What tells ``body`` apart from the other bodies of this year's lines.
             body: The fields, with placeholders (simulation/audit/lines.py) for the values.
         """
-        fmt = self._formats.get(shape)
-        if fmt is None:
-            fmt = self._formats[shape] = line_format({**self._template, "agent_id": HOLE, **body})
-        return fmt
+        template = self._templates.get(shape)
+        if template is None:
+            template = self._templates[shape] = LineTemplate(
+                {**self._template, "agent_id": HOLE, **body}
+            )
+        return template
 
     def _head_template(self) -> dict[str, Any]:
         """The fields every line of this year starts with; ``agent_id`` is filled per line."""
@@ -722,80 +756,48 @@ class AuditWriter:
                 self._update_lines(_rows(lines, start, start + _LINES_PER_BATCH))
             )
 
-    def _update_lines(self, lines: MemoryLines) -> list[bytes]:
+    def _update_lines(self, lines: MemoryLines) -> pa.Array:
         """The ``memory_updates`` lines of ``lines``, as :meth:`memory_update` writes them."""
-        labels, dumps = self._labels, orjson.dumps
-        sources = labels.many(lines.sources)
-        evicted = self._evicted(lines)
-        # Each id is encoded where its line is made: orjson's encodings are not kept (see
-        # simulation.audit.lines.encoded).
-        columns = (
-            self._agents.many(lines.agent_ids),
-            sources,
-            lines.ids,
-            self._texts.many(lines.contents),
-            encoded_numbers(lines.importance),
-            lines.years,
-            labels.many(lines.tags),
-            sources,
+        template = self._line_template(
+            _UPDATE,
+            {
+                "update_type": HOLE,
+                "memory_item": {
+                    "id": HOLE,
+                    "content": HOLE,
+                    "importance": HOLE,
+                    "year": HOLE,
+                    "tags": HOLE,
+                    "source": HOLE,
+                    # The optional keys of _item(), in its order, where present.
+                    "amount": OPTIONAL,
+                    "pinned": OPTIONAL,
+                    "destination": HOLE,
+                },
+                "evicted": HOLE,
+            },
         )
-        stores = labels.many(lines.stores)
-        if lines.amounts is None and lines.pinned is None:  # writes of most kinds
-            fmt = self._update_format(amount=False, pinned=False)
-            return [
-                fmt % (agent, source, dumps(item_id), *values)
-                for agent, source, item_id, *values in zip(*columns, stores, evicted, strict=True)
-            ]
-        # Flood and claim memories have amounts; pinned items say so: the optional keys of
-        # _item(), in its order, where present.
-        n = len(lines.ids)
-        given = lines.amounts if lines.amounts is not None else [None] * n
-        amounts = encoded_numbers([0.0 if a is None else a for a in given])  # 0: not used
-        pinned = lines.pinned if lines.pinned is not None else [False] * n
-        out = []
-        for (agent, source, item_id, *values), amount, number, pin, store, gone in zip(
-            zip(*columns, strict=True), given, amounts, pinned, stores, evicted, strict=True
-        ):
-            fmt = self._update_format(amount=amount is not None, pinned=pin)
-            extra = (number, store, gone) if amount is not None else (store, gone)
-            out.append(fmt % (agent, source, dumps(item_id), *values, *extra))
-        return out
-
-    def _evicted(self, lines: MemoryLines) -> list[bytes]:
-        """Each write's encoded ``evicted`` list: empty, or the one item it displaced."""
-        fmt, labels, dumps = _EVICTED_FORMAT, self._labels, orjson.dumps
-        return [
-            _NO_EVICTIONS if gone is None else fmt % (dumps(gone), labels(store))
-            for gone, store in zip(lines.evicted, lines.evicted_from, strict=True)
-        ]
-
-    def _update_format(self, *, amount: bool, pinned: bool) -> bytes:
-        """The format of a ``memory_updates`` line with or without the optional parts."""
-        shape = (_UPDATE, amount, pinned)
-        fmt = self._formats.get(shape)
-        if fmt is not None:
-            return fmt
-        item: dict[str, Any] = {
-            "id": HOLE,
-            "content": HOLE,
-            "importance": HOLE,
-            "year": NUMBER,
-            "tags": HOLE,
-            "source": HOLE,
-        }
-        if amount:
-            item["amount"] = HOLE
-        if pinned:
-            item["pinned"] = True
-        item["destination"] = HOLE
-        body = {"update_type": HOLE, "memory_item": item, "evicted": HOLE}
-        return self._line_format(shape, body)
+        evicted = pc.fill_null(_EVICTED.fill(lines.evicted, lines.evicted_from), _NO_EVICTIONS)
+        return template.fill(
+            lines.agent_ids,
+            lines.sources,
+            lines.ids,
+            lines.contents,
+            lines.importance,
+            lines.years,
+            lines.tags,
+            lines.sources,
+            optional("amount", lines.amounts),
+            optional("pinned", lines.pinned),
+            lines.stores,
+            evicted,
+        )
 
     def year_ends(
         self,
-        agent_ids: list[str],
-        working: list[int],
-        episodic: list[int],
+        agent_ids: pa.Array,
+        working: np.ndarray,
+        episodic: np.ndarray,
         moved: dict[int, tuple[list[str], list[tuple[str, str]]]],
     ) -> None:
         """Log many audited households' year ends at once, in order.
@@ -804,39 +806,43 @@ class AuditWriter:
         reflections.
 
         Args:
-            agent_ids: The households.
+            agent_ids: The households (encoded, see simulation/audit/lines.py).
             working: Each one's working memory size after its year end.
             episodic: Each one's episodic memory size after it.
             moved: For the households (by position in ``agent_ids``) whose year end moved
                 anything: the ids of the items it transferred, and the ``(id, store)`` of each
                 item it forgot.
         """
-        if self.consolidations is None or not agent_ids:
+        if self.consolidations is None or not len(agent_ids):
             return
-        fmt = self._line_format(_YEAR_END, {"consolidation": HOLE})
-        sizes = list(zip(working, episodic, strict=True))
-        entries = {pair: self._quiet_entry(*pair)[0] for pair in set(sizes)}
+        template = self._line_template(_YEAR_END, {"consolidation": HOLE})
+        # Most year ends change nothing: each pair of sizes is encoded once.
+        pairs, which = np.unique(np.stack([working, episodic]), axis=1, return_inverse=True)
+        quiet = [self._quiet_entry(w, e)[0] for w, e in pairs.T.tolist()]
+        entries = pa.array(quiet, _BINARY).take(which.ravel())
+        if moved:
+            changed = np.zeros(len(agent_ids), dtype=bool)
+            changed[list(moved)] = True
+            given = []
+            for n in sorted(moved):
+                transferred, forgotten = moved[n]
+                given.append(
+                    {
+                        "transferred_count": len(transferred),
+                        "transferred_items": transferred,
+                        "evicted": [{"id": i, "from": store, "to": None} for i, store in forgotten],
+                        "promoted": [],
+                        "reflections": [],
+                        "working_after": int(working[n]),
+                        "episodic_after": int(episodic[n]),
+                    }
+                )
+            entries = pc.replace_with_mask(entries, pa.array(changed), strings(given))
         for start in range(0, len(agent_ids), _LINES_PER_BATCH):
             stop = start + _LINES_PER_BATCH
-            lines = [
-                fmt % (agent, entries[pair])
-                for agent, pair in zip(
-                    self._agents.many(agent_ids[start:stop]), sizes[start:stop], strict=True
-                )
-            ]
-            for n in (n for n in moved if start <= n < stop):
-                transferred, forgotten = moved[n]
-                entry = {
-                    "transferred_count": len(transferred),
-                    "transferred_items": transferred,
-                    "evicted": [{"id": i, "from": store, "to": None} for i, store in forgotten],
-                    "promoted": [],
-                    "reflections": [],
-                    "working_after": working[n],
-                    "episodic_after": episodic[n],
-                }
-                lines[n - start] = fmt % (self._agents(agent_ids[n]), orjson.dumps(entry))
-            self.consolidations.write_lines(lines)
+            self.consolidations.write_lines(
+                template.fill(agent_ids[start:stop], entries[start:stop])
+            )
 
     def decisions(self, lines: DecisionLines, parameters: dict[str, Any]) -> None:
         """Log many audited households' policy decisions at once, in order.
@@ -857,134 +863,94 @@ class AuditWriter:
 
     def _decisions(self, lines: DecisionLines, parameters: dict[str, Any]) -> None:
         """:meth:`decisions` of at most :data:`_LINES_PER_BATCH` households."""
-        labels = self._labels
-        agents = self._agents.many(lines.agent_ids)
-        skills = labels.many(lines.skills)
-        tp_levels, cp_levels = labels.many(_levels(lines.tp)), labels.many(_levels(lines.cp))
-        tp_values = encoded_numbers(_rounded_array(lines.tp, 1e3))
-        cp_values = encoded_numbers(_rounded_array(lines.cp, 1e3))
         reasoning = {
             "constructs": {
                 "TP": {"level": HOLE, "value": HOLE},
                 "CP": {"level": HOLE, "value": HOLE},
             }
         }
+        constructs = (
+            _LEVEL_NAMES.take(_level_codes(lines.tp)),
+            numbers(_rounded_array(lines.tp, 1e3)),
+            _LEVEL_NAMES.take(_level_codes(lines.cp)),
+            numbers(_rounded_array(lines.cp, 1e3)),
+        )
         valid = {"valid": True}
         if lines.updates is None:  # minimal: the trace alone
-            fmt = self._line_format(
+            template = self._line_template(
                 _MINIMAL_TRACE,
                 {"reasoning": reasoning, "action": {"decision_skill": HOLE}, "validation": valid},
             )
-            self.traces.write_lines(
-                [
-                    fmt % values
-                    for values in zip(
-                        agents, tp_levels, tp_values, cp_levels, cp_values, skills, strict=True
-                    )
-                ]
-            )
+            self.traces.write_lines(template.fill(lines.agent_ids, *constructs, lines.skills))
             return
-        counts = [len(ids) for ids in lines.retrieved]
-        call_scores = encoded_number_lists(
-            [
-                row[:count]
-                for row, count in zip(_rounded_array(lines.scores, 1e6), counts, strict=True)
-            ]
-        )
-        trace_scores = encoded_number_lists(
-            [
-                row[:count]
-                for row, count in zip(_rounded_array(lines.scores, 1e3), counts, strict=True)
-            ]
-        )
-        dumps, updates = orjson.dumps, lines.updates
-        call_format = self._line_format(
-            (_CALL, dumps(parameters)),
+        # The action shows a cost where one was paid.
+        costs = lines.costs
+        paid = costs != 0
+        cost = numbers(_rounded_array(costs, 1e2))
+        if paid.all():
+            cost_entries = optional("cost", cost)
+        else:
+            cost_entries = optional("cost", pc.if_else(pa.array(paid), cost, _NULL))
+        actions = _ACTION.fill(lines.skills, cost_entries)
+        # Each household's retrieved scores, left-aligned in its row.
+        counts = lines.retrieved.value_lengths().to_numpy(zero_copy_only=False)
+        found = np.arange(lines.scores.shape[1]) < counts[:, None]
+        scores = lines.scores[found]
+        retrieved = pc.binary_join(lines.retrieved, b",")
+        call = self._line_template(
+            (_CALL, orjson.dumps(parameters)),
             {
                 "tool_invocation": {
                     "tool_id": "retrieve_memory",
                     "parameters": parameters,
-                    "result": HOLE,
-                    "result_count": NUMBER,
+                    "result": [HOLE],
+                    "result_count": HOLE,
                     "scores": [HOLE],
                 }
             },
         )
-        # The action shows a cost where one was paid; a trace shows what changed, if anything.
-        plain = {skill: dumps({"decision_skill": skill}) for skill in set(lines.skills)}
-        actions = [plain[skill] for skill in lines.skills]
-        for n, (paid, cost) in enumerate(
-            zip(
-                lines.costs.tolist(), encoded_numbers(_rounded_array(lines.costs, 1e2)), strict=True
+        self.tools.write_lines(  # type: ignore[union-attr]
+            call.fill(
+                lines.agent_ids,
+                retrieved,
+                numbers(counts),
+                joined(numbers(_rounded_array(scores, 1e6)), counts),
             )
-        ):
-            if paid:
-                actions[n] = _PAID_ACTION_FORMAT % (skills[n], cost)
-        fmt = self._trace_format(reasoning, changed=False)
-        changed_format = self._trace_format(reasoning, changed=True)
-        calls, traces = [], []
-        # orjson's encodings are used where they are made, not kept (see
-        # simulation.audit.lines.encoded): the retrieved ids serve the call and the trace.
-        for (
-            agent,
-            ids,
-            count,
-            call_score,
-            state,
-            trace_score,
-            working,
-            episodic,
-            update_id,
-            tp_level,
-            tp,
-            cp_level,
-            cp,
-            action,
-            changes,
-        ) in zip(
-            agents,
-            lines.retrieved,
-            counts,
-            call_scores,
-            self._states_before(lines.states_before),
-            trace_scores,
-            lines.working,
-            lines.episodic,
-            updates.ids,
-            tp_levels,
-            tp_values,
-            cp_levels,
-            cp_values,
-            actions,
-            lines.state_changes,
-            strict=True,
-        ):
-            found = dumps(ids)
-            calls.append(call_format % (agent, found, count, call_score))
-            values = (
-                agent,
-                state,
-                found,
-                trace_score,
-                working,
-                episodic,
-                dumps(update_id),
-                tp_level,
-                tp,
-                cp_level,
-                cp,
-                action,
+        )
+        self.memory_updates(lines.updates)
+        trace = self._line_template(
+            _TRACE,
+            {
+                "state_before": HOLE,
+                "memory": {
+                    "retrieved": [HOLE],
+                    "retrieval_scores": [HOLE],
+                    "working_count": HOLE,
+                    "episodic_count": HOLE,
+                },
+                "memory_update": {"id": HOLE},
+                "reasoning": reasoning,
+                "action": HOLE,
+                "validation": valid,
+                "state_after": OPTIONAL,
+            },
+        )
+        self.traces.write_lines(
+            trace.fill(
+                lines.agent_ids,
+                self._states_before(lines.states_before),
+                retrieved,
+                joined(numbers(_rounded_array(scores, 1e3)), counts),
+                numbers(lines.working),
+                numbers(lines.episodic),
+                lines.updates.ids,
+                *constructs,
+                actions,
+                optional("state_after", _states_after(lines.state_changes)),
             )
-            if changes:
-                after = dumps({k: new for k, (_, new) in changes.items()})
-                traces.append(changed_format % (*values, after))
-            else:
-                traces.append(fmt % values)
-        self.tools.write_lines(calls)  # type: ignore[union-attr]
-        self.memory_updates(updates)
-        self.traces.write_lines(traces)
+        )
 
-    def _states_before(self, states: list[tuple[Any, ...]]) -> list[bytes]:
+    def _states_before(self, states: list[tuple[Any, ...]]) -> pa.Array:
         """Each household's encoded ``state_before``, from its :data:`DYNAMIC_FIELDS` values.
 
         Households in equal states are frequent (none insured, or insured for the same number
@@ -999,31 +965,7 @@ class AuditWriter:
                 if len(cache) < _STATES_KEPT:
                     cache[values] = state
             out.append(state)
-        return out
-
-    def _trace_format(self, reasoning: dict[str, Any], *, changed: bool) -> bytes:
-        """The format of a ``standard`` trace of :meth:`decisions`.
-
-        Args:
-            reasoning: The trace's ``reasoning`` (with placeholders).
-            changed: Whether the trace has a ``state_after``.
-        """
-        body: dict[str, Any] = {
-            "state_before": HOLE,
-            "memory": {
-                "retrieved": HOLE,
-                "retrieval_scores": [HOLE],
-                "working_count": NUMBER,
-                "episodic_count": NUMBER,
-            },
-            "memory_update": {"id": HOLE},
-            "reasoning": reasoning,
-            "action": HOLE,
-            "validation": {"valid": True},
-        }
-        if changed:
-            body["state_after"] = HOLE
-        return self._line_format((_TRACE, changed), body)
+        return pa.array(out, _BINARY)
 
     def _retrieval(self, hits: list[ScoredMemory], scale: float) -> tuple[list[str], list[float]]:
         """The ids of ``hits`` and their scores rounded to ``1/scale``, as last logged if so."""

@@ -69,6 +69,7 @@ _ITEM_FIELDS = (
 _COLUMNS = (
     "owner",
     "seq",
+    "text",
     "tags",
     "source",
     "importance",
@@ -392,6 +393,11 @@ class MemoryPool:
     source_names: tuple[str, ...] = _SOURCE_NAMES
 
     @property
+    def texts(self) -> list[str]:
+        """The distinct texts held, by the codes :meth:`column` gives for ``text``."""
+        return self._texts
+
+    @property
     def tag_sets(self) -> list[tuple[str, ...]]:
         """The distinct tag sets written so far, by the codes :meth:`column` gives for ``tags``."""
         return self._tag_sets
@@ -399,7 +405,8 @@ class MemoryPool:
     def column(self, name: str, items: ArrayLike) -> np.ndarray:
         """A field of many items at once, by its name.
 
-        The fields are ``owner`` (row), ``seq``, ``tags`` (code), ``source`` (code),
+        The fields are ``owner`` (row), ``seq``, ``text`` (code into :attr:`texts`),
+        ``tags`` (code into :attr:`tag_sets`), ``source`` (code into :attr:`source_names`),
         ``importance``, ``year``, ``amount`` (NaN: none), ``pinned``, ``consolidated``,
         ``last_access`` and ``access_count``.
 
@@ -739,7 +746,7 @@ class MemoryPool:
         del alive
         remap = np.full(self._size + 1, _EMPTY, dtype=np.int64)  # the last entry maps -1
         remap[live] = np.arange(len(live))
-        for name in (*_COLUMNS, "text", "key"):
+        for name in (*_COLUMNS, "key"):
             column = getattr(self, "_" + name)
             column[: len(live)] = column[live]
         self._size = len(live)
