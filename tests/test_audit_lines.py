@@ -122,3 +122,16 @@ def test_a_template_takes_one_column_per_hole():
 def test_an_optional_entry_cannot_open_an_object():
     with pytest.raises(ValueError, match="after its first"):
         LineTemplate({"a": OPTIONAL, "b": HOLE})
+
+
+def test_values_the_same_in_every_line_can_be_given_once():
+    template = LineTemplate({"a": HOLE, "b": HOLE, "c": OPTIONAL})
+    absent = optional("c", pa.nulls(2, pa.binary()))
+    assert absent == b""
+    lines = template.fill(b'"x"', numbers(np.arange(2)), absent)
+    assert bytes(line_bytes(lines)) == b'{"a":"x","b":0}\n{"a":"x","b":1}\n'
+
+
+def test_a_template_is_filled_from_at_least_one_array():
+    with pytest.raises(ValueError, match="at least one array"):
+        LineTemplate({"a": HOLE}).fill(b"1")

@@ -98,25 +98,34 @@ class LineTemplate:
         """How many columns :meth:`fill` takes."""
         return len(self._parts) - 1
 
-    def fill(self, *columns: pa.Array) -> pa.Array:
+    def fill(self, *columns: pa.Array | bytes) -> pa.Array:
         """The lines whose values are the columns' entries, in the placeholders' order.
 
         Args:
-            *columns: Binary arrays of encoded values, all of one length (a line per entry).
+            *columns: Binary arrays of encoded values, all of one length (a line per entry),
+                or bytes: one encoded value for every line. At least one must be an array.
 
         Returns:
             A binary array of the lines (see :func:`line_bytes` to write them).
         """
         if len(columns) != self.holes:
             raise ValueError(f"the template has {self.holes} holes, given {len(columns)} columns")
-        parts = self._parts
-        if not columns:
-            return pa.array([parts[0]], _BINARY)
-        pieces: list[Any] = [parts[0]] if parts[0] else []
-        for column, part in zip(columns, parts[1:], strict=True):
+        # Values the same in every line join the fixed parts around them: pyarrow's cost is
+        # per piece of each line.
+        pieces: list[Any] = []
+        fixed = self._parts[0]
+        for column, part in zip(columns, self._parts[1:], strict=True):
+            if isinstance(column, bytes):
+                fixed += column + part
+                continue
+            if fixed:
+                pieces.append(fixed)
             pieces.append(column)
-            if part:
-                pieces.append(part)
+            fixed = part
+        if not any(isinstance(piece, pa.Array) for piece in pieces):
+            raise ValueError("a template is filled from at least one array")
+        if fixed:
+            pieces.append(fixed)
         # binary_join_element_wise takes its last argument as the separator.
         return pc.binary_join_element_wise(*pieces, b"")
 
@@ -160,8 +169,14 @@ def joined(values: pa.Array, counts: ArrayLike) -> pa.Array:
     return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), values), b",")
 
 
-def optional(key: str, values: pa.Array) -> pa.Array:
-    """A column for an :data:`OPTIONAL` entry ``key``: ``,"key":value``, or nothing where null."""
+def optional(key: str, values: pa.Array) -> pa.Array | bytes:
+    """A column for an :data:`OPTIONAL` entry ``key``: ``,"key":value``, or nothing where null.
+
+    Returns:
+        The column, or ``b""`` (nothing in any line) when every value is null.
+    """
+    if values.null_count == len(values):
+        return b""
     entry = pc.binary_join_element_wise(b"," + orjson.dumps(key) + b":", values, b"")
     return pc.fill_null(entry, pa.scalar(b"", _BINARY))
 

@@ -108,7 +108,7 @@ _UPDATE, _YEAR_END, _CALL, _TRACE, _MINIMAL_TRACE = range(5)
 _EVICTED = LineTemplate([{"id": HOLE, "from": HOLE, "to": None}], line=False)
 _ACTION = LineTemplate({"decision_skill": HOLE, "cost": OPTIONAL}, line=False)
 _BINARY = pa.binary()
-_NO_EVICTIONS = pa.scalar(b"[]", _BINARY)
+_NO_EVICTIONS = b"[]"
 _NULL = pa.scalar(None, _BINARY)
 _LEVEL_NAMES = strings(LEVELS)
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
@@ -777,7 +777,11 @@ class AuditWriter:
                 "evicted": HOLE,
             },
         )
-        evicted = pc.fill_null(_EVICTED.fill(lines.evicted, lines.evicted_from), _NO_EVICTIONS)
+        evicted: pa.Array | bytes = _NO_EVICTIONS
+        if lines.evicted.null_count < len(lines.evicted):
+            evicted = pc.fill_null(
+                _EVICTED.fill(lines.evicted, lines.evicted_from), pa.scalar(evicted, _BINARY)
+            )
         return template.fill(
             lines.agent_ids,
             lines.sources,
@@ -817,8 +821,9 @@ class AuditWriter:
             return
         template = self._line_template(_YEAR_END, {"consolidation": HOLE})
         # Most year ends change nothing: each pair of sizes is encoded once.
-        pairs, which = np.unique(np.stack([working, episodic]), axis=1, return_inverse=True)
-        quiet = [self._quiet_entry(w, e)[0] for w, e in pairs.T.tolist()]
+        span = int(episodic.max()) + 1
+        pairs, which = np.unique(working.astype(np.int64) * span + episodic, return_inverse=True)
+        quiet = [self._quiet_entry(*divmod(pair, span))[0] for pair in pairs.tolist()]
         entries = pa.array(quiet, _BINARY).take(which.ravel())
         if moved:
             changed = np.zeros(len(agent_ids), dtype=bool)
