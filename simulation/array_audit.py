@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from simulation.audit.lines import numbers, optional, strings
+from simulation.audit.lines import numbers, strings
 from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines, MemoryLines
 from simulation.memory.pool import POOL_STORES, PoolWrite
 
@@ -147,7 +147,7 @@ class ArrayAudit:
         year: int,
         rows: NDArray[np.int64],
         retrieved: PoolRetrieval,
-        before: dict[str, np.ndarray] | None,
+        before: dict[str, list[Any]] | None,
         choices: dict[str, np.ndarray],
         state_changes: list[dict[str, tuple[Any, Any]]],
         written: PoolWrite,
@@ -159,9 +159,8 @@ class ArrayAudit:
             year: The year.
             rows: The households in decision order.
             retrieved: What each retrieved.
-            before: The dynamic state fields (:data:`DYNAMIC_FIELDS`) of each audited
-                household before it decided (``None`` at ``minimal``, whose traces leave them
-                out).
+            before: The dynamic state fields of each audited household before it decided
+                (``None`` at ``minimal``, whose traces leave them out).
             choices: ``skill`` (column), ``cost``, ``tp`` and ``cp`` of each household.
             state_changes: What executing changed, for each audited household.
             written: Each household's decision memory write, in decision order.
@@ -183,7 +182,11 @@ class ArrayAudit:
         else:
             ids = pa.array([], _BINARY)
         retrieved_ids = pa.ListArray.from_arrays(pa.array(offsets), ids)
-        states_before = _states(before) if before is not None else pa.array([], _BINARY)
+        states_before = (
+            list(zip(*(before[name] for name in DYNAMIC_FIELDS), strict=True))
+            if before is not None
+            else []
+        )
         self.writer.decisions(
             DecisionLines(
                 self._agents.take(households),
@@ -242,25 +245,3 @@ def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.Array:
     """The encodings of ``names[code]`` for each of ``codes``, each distinct one encoded once."""
     used, which = np.unique(codes, return_inverse=True)
     return strings([names[code] for code in used.tolist()]).take(which.ravel())
-
-
-def _states(fields: dict[str, np.ndarray]) -> pa.Array:
-    """Each household's encoded ``state_before``: its dynamic fields that are set (not 0/False).
-
-    What :func:`~simulation.audit.writer.changed_state` gives, built a field at a time: each
-    set field is ``,"name":value``, and the comma before the first is taken out.
-    """
-    entries = []
-    for name in DYNAMIC_FIELDS:
-        values = fields[name]
-        set_ = values != 0
-        if not set_.any():
-            continue
-        encoded = _TRUE if values.dtype == np.bool_ else numbers(values)
-        entries.append(optional(name, pc.if_else(pa.array(set_), encoded, _NULL)))
-    count = len(fields[DYNAMIC_FIELDS[0]])
-    if not entries:
-        return pa.array([b"{}"] * count, _BINARY)
-    # Not binary_slice(inside, 1): pyarrow (26) sizes its output as if no entry were empty.
-    states = pc.binary_join_element_wise(b"{", *entries, b"}", b"")
-    return pc.replace_substring(states, b"{,", b"{", max_replacements=1)

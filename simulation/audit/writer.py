@@ -114,6 +114,8 @@ _LEVEL_NAMES = strings(LEVELS)
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
 #: would take hundreds of MB at 100,000 households (and the stream's buffer would keep them).
 _LINES_PER_BATCH = 8192
+#: Distinct ``state_before`` encodings a writer keeps per year.
+_STATES_KEPT = 100_000
 #: The parts of a year end that changed nothing (a YearEnd's fields: see _consolidation).
 _QUIET_YEAR_END: Any = ((), (), (), ())
 
@@ -281,8 +283,7 @@ class DecisionLines(NamedTuple):
             empty lists at ``minimal``).
         scores: Their retrieval scores, a row per household (padded past its count).
         updates: Each one's decision memory write (``None`` at ``minimal``).
-        states_before: Each one's encoded ``state_before`` (``standard``; empty at
-            ``minimal``).
+        states_before: Each one's :data:`DYNAMIC_FIELDS` values before deciding (``standard``).
         working: Each one's working memory size after its write.
         episodic: Each one's episodic memory size after its write.
         skills: The skill each executed (encoded; as proposed: these decisions are never
@@ -297,7 +298,7 @@ class DecisionLines(NamedTuple):
     retrieved: pa.ListArray
     scores: np.ndarray
     updates: MemoryLines | None
-    states_before: pa.Array
+    states_before: list[tuple[Any, ...]]
     working: np.ndarray
     episodic: np.ndarray
     skills: pa.Array
@@ -537,8 +538,10 @@ class AuditWriter:
         self._year = 0
         self._stamp: str | None = None
         self._template = self._head_template()
-        # For the batch methods (simulation/audit/lines.py): this year's line templates by shape.
+        # For the batch methods (simulation/audit/lines.py): this year's line templates by
+        # shape, and its state_before encodings.
         self._templates: dict[Any, LineTemplate] = {}
+        self._states: dict[tuple[Any, ...], bytes] = {}
 
     # ------------------------------------------------------------------ helpers
     def audits(self, agent_id: str) -> bool:
@@ -561,6 +564,7 @@ class AuditWriter:
             self._stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self._template = self._head_template()
         self._templates = {}
+        self._states = {}
 
     def _line_template(self, shape: Hashable, body: dict[str, Any]) -> LineTemplate:
         """This year's template of the lines whose fields after ``agent_id`` are ``body``.
@@ -939,7 +943,7 @@ class AuditWriter:
         self.traces.write_lines(
             trace.fill(
                 lines.agent_ids,
-                lines.states_before,
+                self._states_before(lines.states_before),
                 retrieved,
                 joined(numbers(_rounded_array(scores, 1e3)), counts),
                 numbers(lines.working),
@@ -950,6 +954,23 @@ class AuditWriter:
                 optional("state_after", _states_after(lines.state_changes)),
             )
         )
+
+    def _states_before(self, states: list[tuple[Any, ...]]) -> pa.Array:
+        """Each household's encoded ``state_before``, from its :data:`DYNAMIC_FIELDS` values.
+
+        Households in equal states are frequent (none insured, or insured for the same number
+        of years), so each distinct state of a year is encoded once.
+        """
+        cache = self._states
+        out = []
+        for values in states:
+            state = cache.get(values)
+            if state is None:
+                state = encoded({k: v for k, v in zip(DYNAMIC_FIELDS, values, strict=True) if v})
+                if len(cache) < _STATES_KEPT:
+                    cache[values] = state
+            out.append(state)
+        return pa.array(out, _BINARY)
 
     def _retrieval(self, hits: list[ScoredMemory], scale: float) -> tuple[list[str], list[float]]:
         """The ids of ``hits`` and their scores rounded to ``1/scale``, as last logged if so."""
