@@ -157,9 +157,10 @@ def strings(values: Iterable[Any]) -> pa.Array:
     """Each of ``values`` (strings, tuples of strings, ...) as orjson encodes it.
 
     Meant for tables of distinct values, taken from by code (``strings(names).take(codes)``).
+    Each encoding is copied out of orjson's 4 KB object (:func:`encoded`) before the next is
+    made: the table of 100,000 household ids would otherwise pass through 400 MB.
     """
-    dumps = orjson.dumps
-    return pa.array([dumps(value) for value in values], _BINARY)
+    return pa.array([encoded(value) for value in values], _BINARY)
 
 
 def joined(values: pa.Array, counts: ArrayLike) -> pa.Array:
