@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from simulation.audit.lines import numbers, strings
+from simulation.audit.lines import NOTHING, numbers, strings
 from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines, MemoryLines
 from simulation.memory.pool import POOL_STORES, PoolWrite
 
@@ -35,6 +35,7 @@ __all__ = ["ArrayAudit"]
 
 _BINARY = pa.binary()
 _TRUE = pa.scalar(b"true", _BINARY)
+_QUOTE = pa.scalar(b'"', _BINARY)
 _NULL = pa.scalar(None, _BINARY)
 
 
@@ -100,7 +101,9 @@ class ArrayAudit:
         starts = self._id_starts.take(pool.column("owner", items))
         # A sequence number's digits need no escaping: the id's encoding is its start's, the
         # digits and the closing quote.
-        return pc.binary_join_element_wise(starts, numbers(pool.column("seq", items)), b'"', b"")
+        return pc.binary_join_element_wise(
+            starts, numbers(pool.column("seq", items)), _QUOTE, NOTHING
+        )
 
     def _lines(self, rows: NDArray[np.int64], done: PoolWrite) -> MemoryLines:
         """The writes of ``done`` (to ``rows``) as the writer logs them, from the pool's columns."""

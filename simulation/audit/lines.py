@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HOLE",
+    "NOTHING",
     "OPTIONAL",
     "LineTemplate",
     "encoded",
@@ -65,6 +67,10 @@ OPTIONAL = orjson.Fragment(_OPTIONAL_MARK)
 _OPTIONAL_ENTRY = re.compile(rb',"(?:[^"\\]|\\.)*":\x02')
 _COMMA = ord(",")
 _BINARY = pa.binary()
+#: The empty value, as a pyarrow scalar (a separator, or what fills a null).
+NOTHING = pa.scalar(b"", _BINARY)
+_NO_SEPARATOR = NOTHING
+_ENTRY_SEPARATOR = pa.scalar(b",", _BINARY)
 
 
 def encoded(value: Any) -> bytes:
@@ -84,7 +90,7 @@ class LineTemplate:
         line: End each line with a newline (``False``: values within a line).
     """
 
-    __slots__ = ("_parts",)
+    __slots__ = ("_parts", "_scalars")
 
     def __init__(self, record: Any, *, line: bool = True):
         text = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE if line else None)
@@ -92,6 +98,11 @@ class LineTemplate:
         if _OPTIONAL_MARK in text:
             raise ValueError("OPTIONAL stands only for a value of an object, after its first")
         self._parts = text.split(_HOLE_MARK)
+        # The fixed parts as pyarrow scalars, made once: pyarrow makes one of each bytes
+        # argument on every call, which took 80 % of a call on a thousand lines.
+        self._scalars: dict[bytes, pa.Scalar] = {
+            part: pa.scalar(part, _BINARY) for part in self._parts
+        }
 
     @property
     def holes(self) -> int:
@@ -119,15 +130,21 @@ class LineTemplate:
                 fixed += column + part
                 continue
             if fixed:
-                pieces.append(fixed)
+                pieces.append(self._scalar(fixed))
             pieces.append(column)
             fixed = part
-        if not any(isinstance(piece, pa.Array) for piece in pieces):
+        if not pieces:
             raise ValueError("a template is filled from at least one array")
         if fixed:
-            pieces.append(fixed)
+            pieces.append(self._scalar(fixed))
         # binary_join_element_wise takes its last argument as the separator.
-        return pc.binary_join_element_wise(*pieces, b"")
+        return pc.binary_join_element_wise(*pieces, _NO_SEPARATOR)
+
+    def _scalar(self, fixed: bytes) -> pa.Scalar:
+        scalar = self._scalars.get(fixed)
+        if scalar is None:  # fixed parts with constant values: a few per template
+            scalar = self._scalars[fixed] = pa.scalar(fixed, _BINARY)
+        return scalar
 
 
 def numbers(values: ArrayLike) -> pa.Array:
@@ -163,11 +180,18 @@ def strings(values: Iterable[Any]) -> pa.Array:
     return pa.array([encoded(value) for value in values], _BINARY)
 
 
-def joined(values: pa.Array, counts: ArrayLike) -> pa.Array:
-    """The inside of a JSON array per row: the next ``counts[i]`` of ``values``, comma-joined."""
-    offsets = np.zeros(len(counts) + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), values), b",")
+def joined(values: pa.Array | pa.ListArray, counts: ArrayLike | None = None) -> pa.Array:
+    """The inside of a JSON array per row: the next ``counts[i]`` of ``values``, comma-joined.
+
+    Args:
+        values: Encoded values, or a list array of them (a row per list; no ``counts``).
+        counts: How many of ``values`` each row takes, in order.
+    """
+    if counts is not None:
+        offsets = np.zeros(len(counts) + 1, dtype=np.int32)
+        np.cumsum(counts, out=offsets[1:])
+        values = pa.ListArray.from_arrays(pa.array(offsets), values)
+    return pc.binary_join(values, _ENTRY_SEPARATOR)
 
 
 def optional(key: str, values: pa.Array) -> pa.Array | bytes:
@@ -178,8 +202,14 @@ def optional(key: str, values: pa.Array) -> pa.Array | bytes:
     """
     if values.null_count == len(values):
         return b""
-    entry = pc.binary_join_element_wise(b"," + orjson.dumps(key) + b":", values, b"")
-    return pc.fill_null(entry, pa.scalar(b"", _BINARY))
+    entry = pc.binary_join_element_wise(_entry_start(key), values, _NO_SEPARATOR)
+    return pc.fill_null(entry, _NO_SEPARATOR)
+
+
+@functools.cache
+def _entry_start(key: str) -> pa.Scalar:
+    """``,"key":`` as a pyarrow scalar (made once: see LineTemplate.__init__)."""
+    return pa.scalar(b"," + orjson.dumps(key) + b":", _BINARY)
 
 
 def line_bytes(lines: pa.Array) -> memoryview:

@@ -109,6 +109,7 @@ _EVICTED = LineTemplate([{"id": HOLE, "from": HOLE, "to": None}], line=False)
 _ACTION = LineTemplate({"decision_skill": HOLE, "cost": OPTIONAL}, line=False)
 _BINARY = pa.binary()
 _NO_EVICTIONS = b"[]"
+_NO_EVICTIONS_SCALAR = pa.scalar(_NO_EVICTIONS, _BINARY)
 _NULL = pa.scalar(None, _BINARY)
 _LEVEL_NAMES = strings(LEVELS)
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
@@ -780,7 +781,7 @@ class AuditWriter:
         evicted: pa.Array | bytes = _NO_EVICTIONS
         if lines.evicted.null_count < len(lines.evicted):
             evicted = pc.fill_null(
-                _EVICTED.fill(lines.evicted, lines.evicted_from), pa.scalar(evicted, _BINARY)
+                _EVICTED.fill(lines.evicted, lines.evicted_from), _NO_EVICTIONS_SCALAR
             )
         return template.fill(
             lines.agent_ids,
@@ -901,7 +902,7 @@ class AuditWriter:
         counts = lines.retrieved.value_lengths().to_numpy(zero_copy_only=False)
         found = np.arange(lines.scores.shape[1]) < counts[:, None]
         scores = lines.scores[found]
-        retrieved = pc.binary_join(lines.retrieved, b",")
+        retrieved = joined(lines.retrieved)
         call = self._line_template(
             (_CALL, orjson.dumps(parameters)),
             {
