@@ -1,14 +1,15 @@
 """The audit trail of ``engine: arrays``: the object path's lines, in its order.
 
 :class:`~simulation.array_engine.ArrayEngine` writes many households' memories at once and
-decides for all of them together; an :class:`~simulation.audit.writer.AuditWriter` writes one
-household's line at a time. :class:`ArrayAudit` sits between the two: it takes the engine's
-writes and decisions as arrays, keeps the audited households' share, and hands the writer the
-same objects, in the same order, that the object path hands it, so that the streams are the
-same byte for byte (``tests/test_array_engine.py`` compares them).
+decides for all of them together. :class:`ArrayAudit` takes the engine's writes and decisions
+as arrays, keeps the audited households' share, puts them in the object path's order, and
+encodes their values a column at a time from the pool's codes (ids, texts, tags:
+``simulation/audit/lines.py``). The :class:`~simulation.audit.writer.AuditWriter`'s batch
+methods fill its line templates with these columns, so that the streams are the object path's
+byte for byte (``tests/test_array_engine.py`` compares them).
 
 Only the audited households cost anything here: with ``audit.sample`` below 1 the others are
-dropped before a single object is built.
+dropped before a single value is encoded.
 """
 
 from __future__ import annotations
