@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from simulation.audit.lines import NOTHING, numbers, strings
+from simulation.audit.lines import NOTHING, numbers, only_where, strings
 from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines, MemoryLines
 from simulation.memory.pool import POOL_STORES, PoolWrite
 
@@ -37,7 +37,6 @@ __all__ = ["ArrayAudit"]
 _BINARY = pa.binary()
 _TRUE = pa.scalar(b"true", _BINARY)
 _QUOTE = pa.scalar(b'"', _BINARY)
-_NULL = pa.scalar(None, _BINARY)
 
 
 class ArrayAudit:
@@ -134,12 +133,10 @@ class ArrayAudit:
             numbers(pool.column("year", items)),
             _labels(pool.column("tags", items), pool.tag_sets),
             self._sources.take(pool.column("source", items)),
-            pc.if_else(pa.array(has_amount), numbers(np.where(has_amount, amounts, 0.0)), _NULL)
+            only_where(has_amount, numbers(np.where(has_amount, amounts, 0.0)))
             if has_amount.any()
             else pa.nulls(count, _BINARY),
-            pc.if_else(pa.array(pinned), _TRUE, _NULL)
-            if pinned.any()
-            else pa.nulls(count, _BINARY),
+            only_where(pinned, _TRUE) if pinned.any() else pa.nulls(count, _BINARY),
             self._stores.take(done.stores),
             evicted,
             evicted_from,

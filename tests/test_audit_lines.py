@@ -16,6 +16,7 @@ from simulation.audit.lines import (
     joined,
     line_bytes,
     numbers,
+    only_where,
     optional,
     strings,
 )
@@ -135,3 +136,15 @@ def test_values_the_same_in_every_line_can_be_given_once():
 def test_a_template_is_filled_from_at_least_one_array():
     with pytest.raises(ValueError, match="at least one array"):
         LineTemplate({"a": HOLE}).fill(b"1")
+
+
+def test_entries_only_some_lines_have_are_left_out_of_the_others():
+    template = LineTemplate({"id": HOLE, "pinned": OPTIONAL, "amount": OPTIONAL})
+    lines = template.fill(
+        numbers(np.arange(3)),
+        optional("pinned", only_where([True, False, False], pa.scalar(b"true"))),
+        optional("amount", only_where([False, False, True], numbers(np.array([0.0, 0.0, 2.5])))),
+    )
+    assert bytes(line_bytes(lines)) == (
+        b'{"id":0,"pinned":true}\n{"id":1}\n{"id":2,"amount":2.5}\n'
+    )

@@ -50,6 +50,7 @@ __all__ = [
     "joined",
     "line_bytes",
     "numbers",
+    "only_where",
     "optional",
     "strings",
 ]
@@ -71,6 +72,7 @@ _BINARY = pa.binary()
 NOTHING = pa.scalar(b"", _BINARY)
 _NO_SEPARATOR = NOTHING
 _ENTRY_SEPARATOR = pa.scalar(b",", _BINARY)
+_NULL = pa.scalar(None, _BINARY)
 
 
 def encoded(value: Any) -> bytes:
@@ -192,6 +194,14 @@ def joined(values: pa.Array | pa.ListArray, counts: ArrayLike | None = None) -> 
         np.cumsum(counts, out=offsets[1:])
         values = pa.ListArray.from_arrays(pa.array(offsets), values)
     return pc.binary_join(values, _ENTRY_SEPARATOR)
+
+
+def only_where(mask: ArrayLike, values: pa.Array | pa.Scalar) -> pa.Array:
+    """``values`` (an array, or one scalar for all) where ``mask`` holds, null elsewhere.
+
+    Makes the column of an entry that only some lines have (see :func:`optional`).
+    """
+    return pc.if_else(pa.array(mask, pa.bool_()), values, _NULL)
 
 
 def optional(key: str, values: pa.Array) -> pa.Array | bytes:

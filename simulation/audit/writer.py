@@ -41,6 +41,7 @@ from simulation.audit.lines import (
     joined,
     line_bytes,
     numbers,
+    only_where,
     optional,
     strings,
 )
@@ -110,7 +111,6 @@ _ACTION = LineTemplate({"decision_skill": HOLE, "cost": OPTIONAL}, line=False)
 _BINARY = pa.binary()
 _NO_EVICTIONS = b"[]"
 _NO_EVICTIONS_SCALAR = pa.scalar(_NO_EVICTIONS, _BINARY)
-_NULL = pa.scalar(None, _BINARY)
 _LEVEL_NAMES = strings(LEVELS)
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
 #: would take hundreds of MB at 100,000 households (and the stream's buffer would keep them).
@@ -896,7 +896,7 @@ class AuditWriter:
         if paid.all():
             cost_entries = optional("cost", cost)
         else:
-            cost_entries = optional("cost", pc.if_else(pa.array(paid), cost, _NULL))
+            cost_entries = optional("cost", only_where(paid, cost))
         actions = _ACTION.fill(lines.skills, cost_entries)
         # Each household's retrieved scores, left-aligned in its row.
         counts = lines.retrieved.value_lengths().to_numpy(zero_copy_only=False)
