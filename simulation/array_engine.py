@@ -339,19 +339,21 @@ class ArrayEngine:
                 which = np.flatnonzero(seen & (kind_at == kind))
                 if not len(which):
                     continue
+                # One text per distinct (count, total): neighbourhoods are small, so a few
+                # dozen renders serve every household.
+                seen_of = counts[which, kind] * (width + 1) + total[which]
+                distinct, index = np.unique(seen_of, return_inverse=True)
                 texts = [
                     render(
                         event.template,
                         {
                             "year": year,
-                            "count": count,
-                            "total": of,
+                            "count": code // (width + 1),
+                            "total": code % (width + 1),
                             "action": ADOPTION_PHRASES[name],
                         },
                     )
-                    for count, of in zip(
-                        counts[which, kind].tolist(), total[which].tolist(), strict=True
-                    )
+                    for code in distinct.tolist()
                 ]
                 done = self.pool.write(
                     active[which],
@@ -360,6 +362,7 @@ class ArrayEngine:
                     year,
                     (*event.tags, name),
                     source="neighbor",
+                    text_index=index,
                 )
                 if self.audit is not None:
                     self.audit.queue(active[which], done, which, rank)

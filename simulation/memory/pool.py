@@ -245,9 +245,9 @@ class MemoryPool:
         """
         first = importance[:1]
         if (importance == first).all():  # one importance for all (the usual write)
-            distinct, where = first, np.zeros(importance.shape, dtype=np.intp)
-        else:
-            distinct, where = np.unique(importance, return_inverse=True)
+            value = float(first[0]) if len(first) else 1.0
+            return year * self._log_decay - (math.log(value) if value > 0.0 else -math.inf)
+        distinct, where = np.unique(importance, return_inverse=True)
         logs = np.array([math.log(v) if v > 0.0 else -math.inf for v in distinct.tolist()])
         return year * self._log_decay - logs[where.reshape(importance.shape)]
 
@@ -535,52 +535,77 @@ class MemoryPool:
         """
         rows = np.asarray(rows, dtype=np.int64).ravel()
         m = len(rows)
-        importance = np.broadcast_to(np.asarray(importance, dtype=np.float64), (m,)).copy()
+        importance = _per_row(importance, m, np.float64)
         source_code = self._check_write(rows, importance, source, pinned=pinned)
-        years = np.broadcast_to(np.asarray(year, dtype=np.int64), (m,)).copy()
+        years = _per_row(year, m, np.int64)
+        text_ids = self._texts_written(contents, text_index, m)
+        given = () if tags is None else ((tags,) if isinstance(tags, str) else tuple(tags))
+        items = self._new_items(m)
+        new = slice(self._size - m, self._size)  # the items just reserved, as a slice
+        self._owner[new] = rows
+        seqs = self._next_seq[rows]
+        self._seq[new] = seqs
+        self._next_seq[rows] = seqs + 1
+        self._text[new] = text_ids
+        self._tags[new] = self._intern_tags(given)
+        self._source[new] = source_code
+        self._importance[new] = importance
+        self._year[new] = years
+        self._amount[new] = np.nan if amount is None else amount
+        self._pinned[new] = pinned
+        self._last_access[new] = years
+        self._access_count[new] = 0
+        self._key[new] = self._ranking_keys(importance, years)
+        self._clock[rows] = np.maximum(self._clock[rows], years)
+        self._since_reflection[rows] += importance
+        episodic = (
+            np.ones(m, dtype=np.bool_) if pinned else importance >= self.consolidation_threshold
+        )
+        self._consolidated[new] = episodic
+        if pinned:
+            self._episodic_pinned[rows] += 1
+        stores, evicted = self._route(rows, items, episodic)
+        evicted_from = np.where(evicted >= 0, stores, _EMPTY).astype(np.int8)
+        return PoolWrite(items, stores, evicted, evicted_from)
+
+    def _texts_written(
+        self, contents: str | Sequence[str], text_index: ArrayLike | None, m: int
+    ) -> NDArray[np.int64]:
+        """The text id of each of ``m`` rows written (see :meth:`write`'s arguments)."""
         if isinstance(contents, str):  # one text for all: interned once
-            text_ids = np.full(m, self._intern_texts((contents,))[0], dtype=np.int64)
-        elif text_index is not None:
+            return np.full(m, self._intern_texts((contents,))[0], dtype=np.int64)
+        if text_index is not None:
             text_ids = self._intern_texts(contents)[np.asarray(text_index, dtype=np.int64)]
             if len(text_ids) != m:
                 msg = f"{len(text_ids)} text indices for {m} rows"
                 raise ValueError(msg)
-        else:
-            text_ids = self._intern_texts(contents)
-            if len(text_ids) != m:
-                msg = f"{len(text_ids)} contents for {m} rows"
-                raise ValueError(msg)
-        given = () if tags is None else ((tags,) if isinstance(tags, str) else tuple(tags))
-        items = self._new_items(m)
-        self._owner[items] = rows
-        seqs = self._next_seq[rows]
-        self._seq[items] = seqs
-        self._next_seq[rows] = seqs + 1
-        self._text[items] = text_ids
-        self._tags[items] = self._intern_tags(given)
-        self._source[items] = source_code
-        self._importance[items] = importance
-        self._year[items] = years
-        self._amount[items] = np.nan if amount is None else amount
-        self._pinned[items] = pinned
-        self._last_access[items] = years
-        self._access_count[items] = 0
-        self._key[items] = self._ranking_keys(importance, years)
-        self._clock[rows] = np.maximum(self._clock[rows], years)
-        self._since_reflection[rows] += importance
-        episodic = importance >= self.consolidation_threshold
-        if pinned:
-            episodic[:] = True
-        self._consolidated[items] = episodic
+            return text_ids
+        text_ids = self._intern_texts(contents)
+        if len(text_ids) != m:
+            msg = f"{len(text_ids)} contents for {m} rows"
+            raise ValueError(msg)
+        return text_ids
+
+    def _route(
+        self, rows: NDArray[np.int64], items: NDArray[np.int64], episodic: NDArray[np.bool_]
+    ) -> tuple[NDArray[np.int8], NDArray[np.int64]]:
+        """Put new ``items`` in episodic memory where ``episodic``, else in working memory.
+
+        Returns:
+            The store of each item and the item it displaced (or -1).
+        """
+        m = len(rows)
+        going = np.count_nonzero(episodic)
+        if going == 0:  # a write is usually all to one store: no split and merge
+            return np.full(m, _WORKING, dtype=np.int8), self._push_working(rows, items)
+        if going == m:
+            return np.full(m, _EPISODIC, dtype=np.int8), self._insert_episodic(rows, items)
         stores = np.where(episodic, _EPISODIC, _WORKING).astype(np.int8)
-        evicted = np.full(m, _EMPTY, dtype=np.int64)
+        evicted = np.empty(m, dtype=np.int64)
         to_working = ~episodic
         evicted[to_working] = self._push_working(rows[to_working], items[to_working])
-        if pinned:
-            self._episodic_pinned[rows] += 1
         evicted[episodic] = self._insert_episodic(rows[episodic], items[episodic])
-        evicted_from = np.where(evicted >= 0, stores, _EMPTY).astype(np.int8)
-        return PoolWrite(items, stores, evicted, evicted_from)
+        return stores, evicted
 
     def _check_write(
         self, rows: NDArray[np.int64], importance: NDArray[np.float64], source: str, *, pinned: bool
@@ -854,13 +879,25 @@ class MemoryPool:
         return PoolRetrieval(items, scores, stores, got.sum(axis=1))
 
 
+def _per_row(value: float | ArrayLike, m: int, dtype: type) -> NDArray:
+    """``value`` as a new array of ``m`` entries: one for all, or one per row."""
+    if isinstance(value, (int, float)):  # the usual write: no broadcast machinery
+        return np.full(m, value, dtype=dtype)
+    return np.broadcast_to(np.asarray(value, dtype=dtype), (m,)).copy()
+
+
 def _repeats(rows: NDArray[np.int64], households: int) -> bool:
     """Whether ``rows`` names a household twice (or one outside ``0 .. households - 1``)."""
-    if len(rows) and (rows.min() < 0 or rows.max() >= households):
+    if not len(rows):
+        return False
+    if rows.min() < 0 or rows.max() >= households:
         outside = rows[(rows < 0) | (rows >= households)]
         msg = f"rows must be in 0 .. {households - 1}, got {outside[0]}"
         raise IndexError(msg)
-    return int(np.count_nonzero(np.bincount(rows, minlength=households) > 1)) > 0
+    if 16 * len(rows) < households:  # a few rows: sorting them beats counting every household
+        ordered = np.sort(rows)
+        return bool((ordered[1:] == ordered[:-1]).any())
+    return bool((np.bincount(rows, minlength=households) > 1).any())
 
 
 def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
