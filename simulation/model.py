@@ -270,12 +270,33 @@ class HouseholdAgent(CellAgent):
         return self.model.decide_for(self, year)
 
 
+def _synced(name: str) -> property:
+    """A household attribute that :meth:`FloodAdaptationModel.sync` updates before it is read."""
+    stored = "_" + name
+
+    def read(self: _EngineHousehold) -> Any:
+        if self.model._engine is not None:
+            self.model.sync()
+        return self.__dict__[stored]
+
+    def write(self: _EngineHousehold, value: Any) -> None:
+        self.__dict__[stored] = value
+
+    return property(read, write, doc=f"``{name}``, as the engine last computed it.")
+
+
 class _EngineHousehold(HouseholdAgent):
     """A household of a model on ``engine: arrays``, whose years the :class:`ArrayEngine` runs.
 
-    Its state and memory objects are brought up to date (:meth:`FloodAdaptationModel.sync`)
-    whenever either is read, so code reading households sees what the engine computed.
+    Whatever the engine computes of it (state, memory, adoptions, move and last decision) is
+    brought up to date (:meth:`FloodAdaptationModel.sync`) whenever it is read, so code reading
+    households sees what the engine computed.
     """
+
+    adopted_last_year = _synced("adopted_last_year")
+    adopted_this_year = _synced("adopted_this_year")
+    last_decision = _synced("last_decision")
+    relocated_in = _synced("relocated_in")
 
     @property
     def state(self) -> HouseholdState:
@@ -533,9 +554,9 @@ class FloodAdaptationModel(mesa.Model):
         """Bring the households' state and memory objects up to date with ``engine: arrays``.
 
         The engine keeps every household in columns while it runs years; reading a household's
-        ``state`` or ``memory`` calls this, so it is needed only by code that reads other
-        household attributes (``last_decision``, ``adopted_last_year``, ``relocated_in``).
-        The next year reloads the columns from the objects, so changes made to them count.
+        ``state``, ``memory``, ``last_decision``, ``adopted_last_year``, ``adopted_this_year``
+        or ``relocated_in`` calls this, so code reading households never needs to. The next
+        year reloads the columns from the objects, so changes made to them count.
         """
         engine, self._engine = self._engine, None
         if engine is not None:

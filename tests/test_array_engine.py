@@ -108,6 +108,15 @@ def test_both_engines_give_the_same_run_from_a_household_table_and_scripted_floo
     _assert_same_households(objects, arrays)
 
 
+@pytest.mark.parametrize("attribute", ["adopted_last_year", "last_decision", "relocated_in"])
+def test_what_the_engine_computed_is_read_from_any_household_attribute(attribute):
+    # Read first, before state or memory: the read itself brings the objects up to date.
+    objects, arrays = _pair("decision.pmt.asc.relocate=-1.0", count=100, years=3)
+    expected = [getattr(h, attribute) for h in objects.households]
+    assert [getattr(h, attribute) for h in arrays.households] == expected
+    assert any(value is not None for value in expected)
+
+
 def test_changes_made_to_households_between_years_count():
     models = []
     for engine in ("objects", "arrays"):
