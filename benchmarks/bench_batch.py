@@ -1,8 +1,8 @@
 """Batch speed-up: 8 equal runs with the process executor (2 workers) against serial.
 
-Each run is the default configuration (1,000 households x 30 years, standard audit); the eight
-runs differ only in their replicate seed. Prints both wall times and their ratio (the target on
-a 2-core machine is at most 0.6) and writes JSON.
+Each run is the default configuration (1,000 households x 30 years, standard audit, on the engine
+``engine: auto`` picks for it: arrays); the eight runs differ only in their replicate seed. Prints
+both wall times and their ratio (the target on a 2-core machine is at most 0.6) and writes JSON.
 
 Usage:
     python benchmarks/bench_batch.py [--runs 8] [--workers 2] [--json benchmarks/results/batch.json]

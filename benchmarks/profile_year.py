@@ -6,12 +6,15 @@ slows Python-level calls down, so read the shares, not the absolute times.
 
 ``--phases`` times the steps of the yearly cycle instead, without a profiler: microseconds per
 household-year in each phase of ``FloodAdaptationModel.step`` (hazard and damage, claims and
-event memories, institutions, social observation, decisions, year end), at full speed.
+event memories, institutions, social observation, decisions, year end), at full speed. On
+``engine: arrays`` (what ``engine: auto`` picks for the default world) the phases are the
+:class:`~simulation.array_engine.ArrayEngine`'s methods of the same names.
 
 Usage:
     python benchmarks/profile_year.py                          # 2,000 households x 30 years, off
     python benchmarks/profile_year.py --households 10000 --years 10 --audit standard
     python benchmarks/profile_year.py --households 52141 --years 13 --audit standard --phases
+    python benchmarks/profile_year.py --phases --set engine=objects    # the object path
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simulation.array_engine import ArrayEngine
 from simulation.audit.writer import AuditWriter
 from simulation.collector import tuned_collector
 from simulation.config import ConfigError, load_config
@@ -34,7 +38,7 @@ if TYPE_CHECKING:
 
     from simulation.model import FloodAdaptationModel
 
-__all__ = ["PHASES", "main", "phase_seconds"]
+__all__ = ["ARRAY_PHASES", "PHASES", "main", "phase_seconds"]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 
@@ -49,6 +53,17 @@ PHASES = {
     "_observe_neighbours": "6 social observation",
     "_decide_together": "7 decisions (in bulk)",
     "decide_for": "7 decisions (one by one)",
+    "_end_year": "8 year end and metrics",
+}
+
+#: The same phases on ``engine: arrays``: the :class:`ArrayEngine`'s methods, which decide in
+#: bulk and take no roll call.
+ARRAY_PHASES = {
+    "_hazard_and_damage": "1-2 hazard and damage",
+    "_claims_and_event_memories": "3-4 claims and event memories",
+    "_institutions": "5 institutions",
+    "_observe_neighbours": "6 social observation",
+    "_decide": "7 decisions (in bulk)",
     "_end_year": "8 year end and metrics",
 }
 
@@ -73,17 +88,24 @@ def phase_seconds(model: FloodAdaptationModel, years: int) -> dict[str, float]:
     ``step`` spends outside the phases (audit flushes, the year's bookkeeping) and ``"total"``
     the whole of the years.
 
+    A model on ``engine: arrays`` that decides in bulk runs its years in an
+    :class:`~simulation.array_engine.ArrayEngine`, whose methods (:data:`ARRAY_PHASES`) are
+    timed instead.
+
     Returns:
         Seconds per phase name of :data:`PHASES` (only the phases that ran), then ``"rest of
         step"`` and ``"total"``.
     """
-    mro = type(model).__mro__
-    owners = {name: next(k for k in mro if name in vars(k)) for name in PHASES}
+    if model.config.engine == "arrays" and model._decides_together():
+        phases, mro = ARRAY_PHASES, ArrayEngine.__mro__
+    else:
+        phases, mro = PHASES, type(model).__mro__
+    owners = {name: next(k for k in mro if name in vars(k)) for name in phases}
     originals = {name: vars(owner)[name] for name, owner in owners.items()}
     seconds = dict.fromkeys(PHASES.values(), 0.0)
     try:
         for name, owner in owners.items():
-            setattr(owner, name, _timed(originals[name], PHASES[name], seconds))
+            setattr(owner, name, _timed(originals[name], phases[name], seconds))
         start = time.perf_counter()
         for _ in range(years):
             model.step()
@@ -141,7 +163,10 @@ def main() -> None:
                 profile.disable()
         if writer is not None:
             writer.close()
-    print(f"{args.households} households x {args.years} years, audit {args.audit}")
+    print(
+        f"{args.households} households x {args.years} years, audit {args.audit}, "
+        f"engine {config.engine}"
+    )
     if args.phases:
         household_years = args.households * args.years
         total = seconds["total"]

@@ -165,7 +165,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(
             f"floodsim: {config.name}, {len(result.model.households)} households, "
-            f"{config.years} years, seed {config.seed}"
+            f"{config.years} years, seed {config.seed}, engine {config.engine}"
         )
         print(_summary(result.metrics))
     fallbacks = fallback_summary(result.metrics, result.model.registry.default_skill)

@@ -907,21 +907,28 @@ class RunConfig(Section):
         default_factory=DecisionConfig, description="How households decide."
     )
     audit: AuditConfig = Field(default_factory=AuditConfig, description="The JSONL audit trail.")
-    engine: Literal["objects", "arrays"] = Field(
-        "objects",
+    engine: Literal["auto", "objects", "arrays"] = Field(
+        "auto",
         description="How years are computed. objects: household by household, each with its "
         "state and CognitiveMemory objects (every feature). arrays: all households at once on "
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
         "faster, for the pmt policy with spec retrieval, decayed_importance retention, no "
-        "reflection and audit levels off, minimal or standard.",
+        "reflection and audit levels off, minimal or standard. auto (the default): arrays "
+        "where it implements the config, else objects (the run's config.resolved.yaml and "
+        "floodsim run's summary name the engine chosen).",
+        validate_default=True,  # so that auto is resolved when no config names an engine
     )
 
     @field_validator("engine", mode="after")
     @classmethod
     def _engine_runs_config(cls, engine: str, info: ValidationInfo) -> str:
-        if engine != "arrays":
+        if engine == "objects":
             return engine
         problems = array_engine_limits(info.data)
+        if engine == "auto":
+            # Both engines give the same results (tests/test_array_engine.py), so the choice
+            # changes only the speed; it is made here so that every reader sees a real engine.
+            return "objects" if problems else "arrays"
         if problems:
             msg = f"arrays does not implement {'; '.join(problems)}; use engine: objects"
             raise ValueError(msg)

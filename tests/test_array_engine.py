@@ -10,7 +10,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from simulation.config import ConfigError, load_config
+from simulation.config import ConfigError, RunConfig, load_config
 from simulation.runner import build_model, resume_run, run_simulation
 
 if TYPE_CHECKING:
@@ -182,6 +182,32 @@ def test_configs_the_array_engine_does_not_implement_are_refused(overrides, name
         load_config(DEFAULT, [*overrides, "engine=arrays"])
     assert named in str(err.value)
     assert "use engine: objects" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "engine"),
+    [
+        ([], "arrays"),
+        (["audit.level=minimal"], "arrays"),
+        (["audit.level=full"], "objects"),
+        (["audit.level=off", "decision.policy=llm"], "objects"),
+        (["audit.level=off", "memory.retrieval.strategy=weighted"], "objects"),
+        (["audit.level=off", "memory.reflection.enabled=true"], "objects"),
+        (["engine=objects"], "objects"),
+    ],
+)
+def test_engine_auto_runs_arrays_where_it_implements_the_config(overrides, engine):
+    config, _ = load_config(DEFAULT, overrides)  # default.yaml says engine: auto
+    assert config.engine == engine
+    assert config.to_yaml_dict()["engine"] == engine  # what config.resolved.yaml records
+
+
+@pytest.mark.parametrize(("level", "engine"), [("standard", "arrays"), ("full", "objects")])
+def test_engine_auto_is_the_default_of_a_config_that_names_none(level, engine):
+    config, _ = load_config(DEFAULT, [f"audit.level={level}"])
+    data = config.to_yaml_dict()
+    del data["engine"]
+    assert RunConfig.model_validate(data).engine == engine
 
 
 def test_a_model_on_arrays_refuses_a_full_audit_trail():

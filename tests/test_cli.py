@@ -106,6 +106,7 @@ def test_run_prints_the_summary_before_the_path(small_run):
     assert "60 households" in lines[0]
     assert "5 years" in lines[0]
     assert "seed 42" in lines[0]
+    assert "engine arrays" in lines[0]  # default.yaml's engine: auto, resolved
     header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["year"])
     assert "insured" in lines[header].split()
     assert "flooded" in lines[header].split()

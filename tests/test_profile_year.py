@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from simulation.array_engine import ArrayEngine
 from simulation.config import load_config
 from simulation.model import FloodAdaptationModel
 from simulation.runner import build_model
@@ -23,14 +24,16 @@ def _model(*overrides):
     return build_model(config, base)
 
 
-def test_each_phase_that_ran_is_timed_and_they_add_up_to_the_years(profile_year):
-    model = _model()
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_each_phase_that_ran_is_timed_and_they_add_up_to_the_years(profile_year, engine):
+    model = _model(f"engine={engine}")
     seconds = profile_year.phase_seconds(model, 2)
     assert model.steps == 2
     phases = [name for name in seconds if name not in ("rest of step", "total")]
-    # The PMT default decides in bulk; the one-by-one path never ran.
+    # The PMT default decides in bulk; the one-by-one path never ran. The array engine takes
+    # no roll call: it steps every household still here.
     assert phases == [
-        "roll call",
+        *(["roll call"] if engine == "objects" else []),
         "1-2 hazard and damage",
         "3-4 claims and event memories",
         "5 institutions",
@@ -53,9 +56,15 @@ def test_decisions_one_by_one_are_timed_as_such(profile_year, tmp_path):
     assert "7 decisions (in bulk)" not in seconds
 
 
-def test_the_model_class_is_left_as_it_was_even_when_a_year_fails(profile_year, monkeypatch):
-    originals = {name: FloodAdaptationModel.__dict__[name] for name in profile_year.PHASES}
-    model = _model()
+@pytest.mark.parametrize(
+    ("engine", "cls", "phases"),
+    [("objects", FloodAdaptationModel, "PHASES"), ("arrays", ArrayEngine, "ARRAY_PHASES")],
+)
+def test_the_model_class_is_left_as_it_was_even_when_a_year_fails(
+    profile_year, monkeypatch, engine, cls, phases
+):
+    originals = {name: cls.__dict__[name] for name in getattr(profile_year, phases)}
+    model = _model(f"engine={engine}")
 
     def flooded(*args, **kwargs):
         raise RuntimeError("levee breach")
@@ -63,7 +72,7 @@ def test_the_model_class_is_left_as_it_was_even_when_a_year_fails(profile_year, 
     monkeypatch.setattr(model.government, "subsidy_for", flooded)
     with pytest.raises(RuntimeError, match="levee breach"):
         profile_year.phase_seconds(model, 2)
-    assert {name: FloodAdaptationModel.__dict__[name] for name in originals} == originals
+    assert {name: cls.__dict__[name] for name in originals} == originals
     # And the model still decides in bulk afterwards.
     assert _model()._decides_together()
 
@@ -72,7 +81,7 @@ def test_a_subclass_of_the_model_is_timed_where_it_inherits_the_phases(profile_y
     class Inheriting(FloodAdaptationModel):
         """A study's model that overrides none of the phases."""
 
-    config, base = load_config(DEFAULT, ["households.count=60", "years=3"])
+    config, base = load_config(DEFAULT, ["households.count=60", "years=3", "engine=objects"])
     model = Inheriting(config, base)
     seconds = profile_year.phase_seconds(model, 1)
     assert seconds["7 decisions (in bulk)"] > 0.0
