@@ -823,7 +823,8 @@ class AuditConfig(Section):
         description="Compression level of ISA-L (python-isal), whose output is ordinary gzip. "
         "1 (the default) compresses the audit streams about 16-fold at about 2 GB/s; 3 about "
         "17-fold at about 400 MB/s; 0 about 13-fold. zlib's level 1 ran at about 440 MB/s, which "
-        "made compression several percent of a large run.",
+        "made compression several percent of a large run. Read only with gzip true: set "
+        "without it, a warning names it.",
     )
     buffer_bytes: int = Field(
         4_000_000, ge=1, description="Bytes buffered per stream before a write to disk."
@@ -976,41 +977,49 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def ignored_keys(config: RunConfig) -> tuple[list[str], str]:
-    """Keys set away from their defaults that this run never reads, and why (``([], "")``: none).
+def ignored_keys(config: RunConfig) -> list[tuple[list[str], str]]:
+    """Keys set away from their defaults that this run never reads, grouped by why (``[]``: none).
 
     These run (a refusal would stop a comparison run that switches the reading setting off);
     the keys other settings would ignore are refused instead where no shipped config keeps
     them: hazard keys of another source, ``memory.retrieval`` weights under ``spec``,
     ``social.k`` and ``social.p`` outside ``small_world``.
+
+    Returns:
+        ``(keys, reason)`` pairs: the LLM settings under another policy, and
+        ``audit.gzip_level`` without ``audit.gzip``.
     """
+    groups: list[tuple[list[str], str]] = []
     decision = config.decision
-    if decision.policy == "llm":
-        return [], ""
-    default = LLMConfig()
-    keys = [
-        f"decision.llm.{name}"
-        for name in LLMConfig.model_fields
-        if getattr(decision.llm, name) != getattr(default, name)
-    ]
-    if decision.llm_share != DecisionConfig.model_fields["llm_share"].default:
-        keys.insert(0, "decision.llm_share")
-    return keys, f"decision.policy is {decision.policy}, not llm" if keys else ""
+    if decision.policy != "llm":
+        default = LLMConfig()
+        keys = [
+            f"decision.llm.{name}"
+            for name in LLMConfig.model_fields
+            if getattr(decision.llm, name) != getattr(default, name)
+        ]
+        if decision.llm_share != DecisionConfig.model_fields["llm_share"].default:
+            keys.insert(0, "decision.llm_share")
+        if keys:
+            groups.append((keys, f"decision.policy is {decision.policy}, not llm"))
+    audit = config.audit
+    if not audit.gzip and audit.gzip_level != AuditConfig.model_fields["gzip_level"].default:
+        groups.append((["audit.gzip_level"], "audit.gzip is false"))
+    return groups
 
 
 def warn_ignored_keys(config: RunConfig, origin: str) -> None:
-    """Warn once (:class:`IgnoredKeyWarning`) naming the keys :func:`ignored_keys` finds.
+    """Warn (:class:`IgnoredKeyWarning`) naming the keys :func:`ignored_keys` finds.
 
-    ``"<origin>: <key> is ignored because <reason>"``; several keys are named in one warning.
+    ``"<origin>: <key> is ignored because <reason>"``: one warning per reason, naming all its
+    keys.
     """
-    keys, reason = ignored_keys(config)
-    if not keys:
-        return
-    named = keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} and {keys[-1]}"
-    verb = "is" if len(keys) == 1 else "are"
-    warnings.warn(
-        f"{origin}: {named} {verb} ignored because {reason}", IgnoredKeyWarning, stacklevel=2
-    )
+    for keys, reason in ignored_keys(config):
+        named = keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} and {keys[-1]}"
+        verb = "is" if len(keys) == 1 else "are"
+        warnings.warn(
+            f"{origin}: {named} {verb} ignored because {reason}", IgnoredKeyWarning, stacklevel=2
+        )
 
 
 # ------------------------------------------------------------------------------- file kinds

@@ -828,13 +828,13 @@ def test_a_small_world_setting_on_a_grid_is_refused(neighborhood, override, key)
 def test_the_default_config_sets_every_such_key_at_its_default():
     # default.yaml lists them all: none is refused or warned about.
     config, _ = load_config(DEFAULT)
-    assert ignored_keys(config) == ([], "")
+    assert ignored_keys(config) == []
 
 
 def test_llm_settings_under_another_policy_are_named_in_a_warning():
     config, _ = load_config(LLM_SCENARIO, ["decision.policy=pmt", "decision.llm_share=0.5"])
     keys = ["decision.llm_share", "decision.llm.mode", "decision.llm.cache"]
-    assert ignored_keys(config) == (keys, "decision.policy is pmt, not llm")
+    assert ignored_keys(config) == [(keys, "decision.policy is pmt, not llm")]
     with pytest.warns(IgnoredKeyWarning) as caught:
         warn_ignored_keys(config, "llm.yaml")
     expected = (
@@ -847,9 +847,22 @@ def test_llm_settings_under_another_policy_are_named_in_a_warning():
         DEFAULT,
         ["decision.policy=scripted", "decision.script=x.csv", "decision.llm.model=llama3"],
     )
-    assert ignored_keys(config) == (["decision.llm.model"], "decision.policy is scripted, not llm")
+    assert ignored_keys(config) == [
+        (["decision.llm.model"], "decision.policy is scripted, not llm")
+    ]
     config, _ = load_config(LLM_SCENARIO)  # read by the policy: nothing to say
-    assert ignored_keys(config) == ([], "")
+    assert ignored_keys(config) == []
+
+
+def test_a_gzip_level_without_gzip_is_named_in_a_warning():
+    config, _ = load_config(DEFAULT, ["audit.gzip_level=3"])
+    assert ignored_keys(config) == [(["audit.gzip_level"], "audit.gzip is false")]
+    with pytest.warns(IgnoredKeyWarning) as caught:
+        warn_ignored_keys(config, "run.yaml")
+    expected = "run.yaml: audit.gzip_level is ignored because audit.gzip is false"
+    assert [str(w.message) for w in caught] == [expected]
+    config, _ = load_config(DEFAULT, ["audit.gzip=true", "audit.gzip_level=3"])
+    assert ignored_keys(config) == []
 
 
 def test_one_audited_id_without_brackets_is_told_to_be_a_list():

@@ -440,7 +440,7 @@ def _check_files(
         config.decision.llm.cache,
         # The keys the model warns are ignored (a sweep over llm_share under pmt warns at the
         # points away from its default only).
-        tuple(ignored_keys(config)[0]),
+        tuple(key for keys, _ in ignored_keys(config) for key in keys),
         script,
         None if listed is None else tuple(listed),
         config.households.count if full_size else None,
