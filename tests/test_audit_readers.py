@@ -198,6 +198,14 @@ def test_gzip_cut_short_keeps_what_was_written(tmp_path: Path) -> None:
     assert len(report.skipped) <= 1
 
 
+@pytest.mark.parametrize("content", [b'{"a":1}\n', b"x", b"plain text, long enough " * 2])
+def test_a_gz_stream_that_is_not_gzip_is_named_as_such(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "household_traces.jsonl.gz"
+    path.write_bytes(content)
+    with pytest.raises(AuditReadError, match=r"household_traces.jsonl.gz: not gzip data"):
+        list(iter_records(tmp_path, "household_traces"))
+
+
 def test_concatenated_gzip_members_are_read(tmp_path: Path) -> None:
     path = tmp_path / "household_traces.jsonl.gz"
     path.write_bytes(gzip.compress(_encode(TRACES[:2])) + gzip.compress(_encode(TRACES[2:])))

@@ -70,6 +70,7 @@ BASE_COLUMNS: tuple[str, ...] = ("schema_version", "run_id", "year", "agent_id")
 _CHUNK_BYTES = 1 << 18
 # gzip container (header and trailer) around a deflate stream.
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+_GZIP_MAGIC = b"\x1f\x8b"
 # Characters of a skipped line kept in the report, enough to recognise it.
 _PREVIEW_CHARS = 80
 
@@ -255,6 +256,13 @@ def _gzip_chunks(path: Path, report: ReadReport) -> Iterator[bytes]:
     with path.open("rb") as fh:
         inflater = isal_zlib.decompressobj(_GZIP_WBITS)
         fed = False  # whether the current gzip member has received any bytes
+        start = fh.read(len(_GZIP_MAGIC))
+        if not _GZIP_MAGIC.startswith(start):
+            # A few bytes of something else are no gzip header yet to the inflater, which
+            # would report them as a stream cut short.
+            msg = f"{path}: not gzip data (it starts with {start!r}, not the gzip magic 1f 8b)"
+            raise AuditReadError(msg)
+        fh.seek(0)
         while raw := fh.read(_CHUNK_BYTES):
             while raw:
                 if not fed and not raw.strip(b"\0"):
