@@ -14,6 +14,8 @@ from simulation.config import ConfigError, RunConfig, load_config
 from simulation.runner import build_model, resume_run, run_simulation
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from simulation.model import FloodAdaptationModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -233,12 +235,29 @@ def _streams(run_dir: Path) -> dict[str, bytes]:
     return out
 
 
+def _streams_of_both(
+    tmp_path: Path,
+    settings: list[str],
+    prepare: Callable[[FloodAdaptationModel], None] | None = None,
+) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The audit streams of one run on each engine (objects, arrays), each model ``prepare``d."""
+    runs = {}
+    for engine in ("objects", "arrays"):
+        config, base = load_config(DEFAULT, [*settings, f"engine={engine}"])
+        model = build_model(config, base)
+        if prepare is not None:
+            prepare(model)
+        run = run_simulation(config, base, tmp_path / engine, progress=False, model=model)
+        runs[engine] = _streams(run.run_dir)
+    return runs["objects"], runs["arrays"]
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
         (),
-        # Consolidation moves working items and forgets episodic ones; seeded memories are
-        # logged before the first year.
+        # Small episodic memories forget items; seeded memories are logged before the first
+        # year.
         (
             "households.prior_flood_share=0.4",
             "households.prior_flood_importance=0.6",
@@ -260,14 +279,10 @@ def _streams(run_dir: Path) -> dict[str, bytes]:
 )
 def test_both_engines_write_the_same_audit_trail(tmp_path, overrides):
     settings = ["households.count=200", "years=12", "audit.timestamps=false", *overrides]
-    runs = {}
-    for engine in ("objects", "arrays"):
-        config, base = load_config(DEFAULT, [*settings, f"engine={engine}"])
-        runs[engine] = run_simulation(config, base, tmp_path / engine, progress=False)
-    expected = _streams(runs["objects"].run_dir)
+    expected, got = _streams_of_both(tmp_path, settings)
     assert expected  # the level writes streams
     assert all(len(data) > 1000 for data in expected.values())
-    assert _streams(runs["arrays"].run_dir) == expected
+    assert got == expected
 
 
 def test_both_engines_log_the_same_consolidation_of_memories_written_between_years(tmp_path):
@@ -280,13 +295,11 @@ def test_both_engines_log_the_same_consolidation_of_memories_written_between_yea
         "audit.timestamps=false",
         "memory.episodic_capacity=3",
     ]
-    runs = {}
-    for engine in ("objects", "arrays"):
-        config, base = load_config(DEFAULT, [*settings, f"engine={engine}"])
-        model = build_model(config, base)
+
+    def warn_after_year_two(model: FloodAdaptationModel) -> None:
         step = model.step
 
-        def step_then_warn(model=model, step=step) -> None:
+        def step_then_warn() -> None:
             step()
             if model.steps == 2:  # a levee warning to every third household
                 for household in model.households[::3]:
@@ -295,13 +308,13 @@ def test_both_engines_log_the_same_consolidation_of_memories_written_between_yea
                     )
 
         model.step = step_then_warn
-        runs[engine] = run_simulation(config, base, tmp_path / engine, progress=False, model=model)
-    expected = _streams(runs["objects"].run_dir)
+
+    expected, got = _streams_of_both(tmp_path, settings, warn_after_year_two)
     consolidation = expected["consolidation.jsonl"].splitlines()
     moved = [line for line in consolidation if b'"transferred_count":1' in line]
     assert len(moved) == 40  # each warned household's year 3
     assert any(b'"evicted":[{' in line for line in moved)
-    assert _streams(runs["arrays"].run_dir) == expected
+    assert got == expected
 
 
 def test_audit_lines_made_in_batches_are_the_same_lines(tmp_path, monkeypatch):
@@ -316,10 +329,6 @@ def test_audit_lines_made_in_batches_are_the_same_lines(tmp_path, monkeypatch):
         "memory.consolidation_threshold=0.5",
         "memory.episodic_capacity=4",
     ]
-    runs = {}
-    for engine in ("objects", "arrays"):
-        config, base = load_config(DEFAULT, [*settings, f"engine={engine}"])
-        runs[engine] = run_simulation(config, base, tmp_path / engine, progress=False)
-    expected = _streams(runs["objects"].run_dir)
+    expected, got = _streams_of_both(tmp_path, settings)
     assert b'"evicted":[{' in expected["memory_updates.jsonl"]
-    assert _streams(runs["arrays"].run_dir) == expected
+    assert got == expected
