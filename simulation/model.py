@@ -293,30 +293,12 @@ class _EngineHousehold(HouseholdAgent):
     households sees what the engine computed.
     """
 
+    state = _synced("state")
+    memory = _synced("memory")
     adopted_last_year = _synced("adopted_last_year")
     adopted_this_year = _synced("adopted_this_year")
     last_decision = _synced("last_decision")
     relocated_in = _synced("relocated_in")
-
-    @property
-    def state(self) -> HouseholdState:
-        if self.model._engine is not None:
-            self.model.sync()
-        return self._state
-
-    @state.setter
-    def state(self, value: HouseholdState) -> None:
-        self._state = value
-
-    @property
-    def memory(self) -> CognitiveMemory:
-        if self.model._engine is not None:
-            self.model.sync()
-        return self._memory
-
-    @memory.setter
-    def memory(self, value: CognitiveMemory) -> None:
-        self._memory = value
 
 
 class FloodAdaptationModel(mesa.Model):

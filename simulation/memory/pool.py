@@ -540,8 +540,9 @@ class MemoryPool:
         years = _per_row(year, m, np.int64)
         text_ids = self._texts_written(contents, text_index, m)
         given = () if tags is None else ((tags,) if isinstance(tags, str) else tuple(tags))
+        start = self._size
         items = self._new_items(m)
-        new = slice(self._size - m, self._size)  # the items just reserved, as a slice
+        new = slice(start, start + m)  # the same rows as items: filled without fancy indexing
         self._owner[new] = rows
         seqs = self._next_seq[rows]
         self._seq[new] = seqs
