@@ -598,12 +598,13 @@ class ArrayEngine:
         renews = model._renews
         elevation_cost = model.config.adaptation.elevation_cost
         m = len(rows)
-        written = PoolWrite(
-            np.empty(m, dtype=np.int64),
-            np.empty(m, dtype=np.int8),
-            np.empty(m, dtype=np.int64),
-            np.empty(m, dtype=np.int8),
-        )
+        # Every household's decision memory goes in one pool write: its text, importance and
+        # tags are the skill's, rendered as each skill executes (a template may read the state).
+        texts: list[str] = []
+        text_index = np.empty(m, dtype=np.int64)
+        importance = np.empty(m)
+        tag_sets: list[tuple[str, ...]] = []
+        tag_index = np.empty(m, dtype=np.int64)
         for j, skill_id in enumerate(self.skill_ids):
             which = chosen == j
             if not which.any():
@@ -629,9 +630,12 @@ class ArrayEngine:
             stat = DECISION_STATS.get(skill_id)
             if stat is not None:
                 stats[stat] += int(np.count_nonzero(which))
-            done = self._remember_decision(skill_id, these, cost, year, elevation_cost)
-            for whole, part in zip(written, done, strict=True):
-                whole[which] = part
+            rendered, index = self._decision_texts(skill_id, these, cost, year, elevation_cost)
+            text_index[which] = index + len(texts)
+            texts += [text for text, _, _ in rendered]
+            _, importance[which], tags = rendered[0]
+            tag_index[which] = len(tag_sets)
+            tag_sets.append(tags)
         insurance = [j for j, skill in enumerate(self.skill_ids) if skill in INSURANCE_SKILLS]
         premiums = paid[np.isin(chosen, insurance)]
         # Added premium by premium in the decision order, as the object path adds them.
@@ -642,17 +646,31 @@ class ArrayEngine:
         self.decided[rows] = chosen
         self.decided_cost[rows] = paid
         self.decided_tp[rows] = tp
-        return written
+        return self.pool.write(
+            rows,
+            texts,
+            importance,
+            year,
+            tag_sets,
+            source="decision",
+            text_index=text_index,
+            tag_index=tag_index,
+        )
 
-    def _remember_decision(
+    def _decision_texts(
         self,
         skill_id: str,
         rows: NDArray[np.int64],
         cost: np.ndarray,
         year: int,
         elevation_cost: float,
-    ) -> PoolWrite:
-        """Write the registry's memory of executing ``skill_id`` for each of ``rows``."""
+    ) -> tuple[list[tuple[str, float, tuple[str, ...]]], NDArray[np.int64]]:
+        """The registry's memory of executing ``skill_id``, for each of ``rows``.
+
+        Returns:
+            The distinct memories rendered (``registry.memory_update``'s), and the position
+            of each row's among them.
+        """
         registry = self.model.registry
         fields = set(registry.template_fields(skill_id))
         context_keys = {"year", "cost"}
@@ -677,16 +695,7 @@ class ArrayEngine:
                 )
                 for r, c in zip(rows.tolist(), cost.tolist(), strict=True)
             ]
-        _, importance, tags = rendered[0]
-        return self.pool.write(
-            rows,
-            [text for text, _, _ in rendered],
-            importance,
-            year,
-            tags,
-            source="decision",
-            text_index=index,
-        )
+        return rendered, index
 
     # ----------------------------------------------------------------- year end
     def _end_year(

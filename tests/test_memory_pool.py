@@ -230,6 +230,26 @@ def test_pool_writes_distinct_texts_by_index():
     ]
 
 
+def test_pool_writes_distinct_tag_sets_by_index():
+    """One write of differently tagged memories: each row gets its own tag set, in order."""
+    pool = MemoryPool(["H0", "H1", "H2"], working_capacity=2, episodic_capacity=2)
+    done = pool.write(
+        [2, 0, 1],
+        "noted",
+        0.5,
+        1,
+        [("decision", "insurance"), ("decision",)],
+        tag_index=[1, 0, 1],
+    )
+    assert [pool.item(int(i)).tags for i in done.items] == [
+        ("decision",),
+        ("decision", "insurance"),
+        ("decision",),
+    ]
+    with pytest.raises(ValueError, match="2 tag indices for 3 rows"):
+        pool.write([0, 1, 2], "noted", 0.5, 2, [("a",)], tag_index=[0, 0])
+
+
 def test_year_ends_compact_forgotten_items_and_their_texts():
     pool = MemoryPool([f"H{n}" for n in range(100)], working_capacity=2, episodic_capacity=2)
     rows = np.arange(100)

@@ -501,12 +501,13 @@ class MemoryPool:
         contents: str | Sequence[str],
         importance: float | ArrayLike,
         year: int | ArrayLike,
-        tags: Iterable[str] | None = None,
+        tags: Iterable[str] | Iterable[Iterable[str]] | None = None,
         *,
         source: str = "other",
         amount: float | ArrayLike | None = None,
         pinned: bool = False,
         text_index: ArrayLike | None = None,
+        tag_index: ArrayLike | None = None,
     ) -> PoolWrite:
         """Write one memory to each household of ``rows``, routed as ``CognitiveMemory.write``.
 
@@ -519,12 +520,15 @@ class MemoryPool:
                 texts written.
             importance: Salience in [0, 1], one for all or one per row.
             year: Simulation year of the experience, one for all or one per row.
-            tags: Classification tags shared by the items (a single string is one tag).
+            tags: Classification tags shared by the items (a single string is one tag), or
+                (with ``tag_index``) the distinct tag sets written.
             source: What produced the memories, one of :data:`~simulation.memory.item.SOURCES`.
             amount: Dollar amount behind each text, one for all or one per row, or ``None``.
             pinned: Never forget these items (they go to episodic memory).
             text_index: For each row, the position of its text in ``contents``: many rows
                 writing a few distinct texts look each text up once.
+            tag_index: For each row, the position of its tag set in ``tags``: one write of
+                memories tagged differently (each skill's decision memories, say).
 
         Returns:
             The items written, their stores and what each displaced.
@@ -539,7 +543,7 @@ class MemoryPool:
         source_code = self._check_write(rows, importance, source, pinned=pinned)
         years = _per_row(year, m, np.int64)
         text_ids = self._texts_written(contents, text_index, m)
-        given = () if tags is None else ((tags,) if isinstance(tags, str) else tuple(tags))
+        tag_ids = self._tags_written(tags, tag_index, m)
         start = self._size
         items = self._new_items(m)
         new = slice(start, start + m)  # the same rows as items: filled without fancy indexing
@@ -548,7 +552,7 @@ class MemoryPool:
         self._seq[new] = seqs
         self._next_seq[rows] = seqs + 1
         self._text[new] = text_ids
-        self._tags[new] = self._intern_tags(given)
+        self._tags[new] = tag_ids
         self._source[new] = source_code
         self._importance[new] = importance
         self._year[new] = years
@@ -586,6 +590,23 @@ class MemoryPool:
             msg = f"{len(text_ids)} contents for {m} rows"
             raise ValueError(msg)
         return text_ids
+
+    def _tags_written(
+        self,
+        tags: Iterable[str] | Iterable[Iterable[str]] | None,
+        tag_index: ArrayLike | None,
+        m: int,
+    ) -> int | NDArray[np.int64]:
+        """The tag set code of each of ``m`` rows written, or one for all (see :meth:`write`)."""
+        if tag_index is None:
+            given = () if tags is None else ((tags,) if isinstance(tags, str) else tuple(tags))
+            return self._intern_tags(given)
+        codes = np.array([self._intern_tags(tuple(t)) for t in tags or ()], dtype=np.int64)
+        tag_ids = codes[np.asarray(tag_index, dtype=np.int64)]
+        if len(tag_ids) != m:
+            msg = f"{len(tag_ids)} tag indices for {m} rows"
+            raise ValueError(msg)
+        return tag_ids
 
     def _route(
         self, rows: NDArray[np.int64], items: NDArray[np.int64], episodic: NDArray[np.bool_]
