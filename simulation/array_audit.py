@@ -148,7 +148,7 @@ class ArrayAudit:
         year: int,
         rows: NDArray[np.int64],
         retrieved: PoolRetrieval,
-        before: dict[str, list[Any]] | None,
+        before: dict[str, np.ndarray] | None,
         choices: dict[str, np.ndarray],
         state_changes: list[dict[str, tuple[Any, Any]]],
         written: PoolWrite,
@@ -183,11 +183,7 @@ class ArrayAudit:
         else:
             ids = pa.array([], _BINARY)
         retrieved_ids = pa.ListArray.from_arrays(pa.array(offsets), ids)
-        states_before = (
-            list(zip(*(before[name] for name in DYNAMIC_FIELDS), strict=True))
-            if before is not None
-            else []
-        )
+        states_before = _states(before) if before is not None else []
         self.writer.decisions(
             DecisionLines(
                 self._agents.take(households),
@@ -240,6 +236,21 @@ class ArrayAudit:
             pool.episodic_sizes[rows],
             moved,
         )
+
+
+def _states(before: dict[str, np.ndarray]) -> list[tuple[Any, ...] | None]:
+    """Each household's :data:`DYNAMIC_FIELDS` values, ``None`` where all are still 0 or False.
+
+    Most households are still in their initial state (none insured, no damage): they are
+    found a column at a time, without a tuple each.
+    """
+    columns = [before[name] for name in DYNAMIC_FIELDS]
+    states: list[tuple[Any, ...] | None] = [None] * len(columns[0])
+    changed = np.flatnonzero(np.logical_or.reduce([column != 0 for column in columns]))
+    values = zip(*(column[changed].tolist() for column in columns), strict=True)
+    for i, state in zip(changed.tolist(), values, strict=True):
+        states[i] = state
+    return states
 
 
 def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.Array:

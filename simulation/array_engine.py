@@ -480,7 +480,7 @@ class ArrayEngine:
             return tp
         audited = np.flatnonzero(audit.audited[rows])
         before = (
-            {name: columns[name][rows[audited]].tolist() for name in DYNAMIC_FIELDS}
+            {name: columns[name][rows[audited]] for name in DYNAMIC_FIELDS}
             if audit.memory_streams
             else None
         )

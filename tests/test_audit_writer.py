@@ -222,6 +222,24 @@ def test_gzip_level_trades_size_for_speed_with_the_same_lines(tmp_path):
     assert size < sum(p.stat().st_size for p in fast.run_dir.glob("*.jsonl.gz"))
 
 
+@pytest.mark.parametrize("gzip_streams", [False, True])
+def test_the_write_buffer_size_changes_no_line(tmp_path, gzip_streams):
+    """Batches that fill the buffer go to the file directly, after what it holds, in order."""
+    settings = ("audit.timestamps=false", f"audit.gzip={str(gzip_streams).lower()}")
+    suffix = ".jsonl.gz" if gzip_streams else ".jsonl"
+    default = run(tmp_path / "default", *settings, count=60, years=4)
+    for buffer in (1, 3_000):  # every batch direct; some buffered, some direct
+        small = run(
+            tmp_path / str(buffer), *settings, f"audit.buffer_bytes={buffer}", count=60, years=4
+        )
+        for name in STREAMS:
+            a, b = default.run_dir / f"{name}{suffix}", small.run_dir / f"{name}{suffix}"
+            # The run ids differ (they hash the config); every other field is the same.
+            expected = [{**r, "run_id": ""} for r in lines(a)]
+            assert expected, name
+            assert [{**r, "run_id": ""} for r in lines(b)] == expected, (name, buffer)
+
+
 def test_without_timestamps_equal_seeds_give_byte_identical_outputs(tmp_path):
     a = run(tmp_path / "a", "audit.timestamps=false", count=30, years=5)
     b = run(tmp_path / "b", "audit.timestamps=false", count=30, years=5)

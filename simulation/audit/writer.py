@@ -115,6 +115,8 @@ _LEVEL_NAMES = strings(LEVELS)
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
 #: would take hundreds of MB at 100,000 households (and the stream's buffer would keep them).
 _LINES_PER_BATCH = 8192
+#: The ``state_before`` of a household whose dynamic fields are all still 0 or False.
+_UNCHANGED = b"{}"
 #: Distinct ``state_before`` encodings a writer keeps per year.
 _STATES_KEPT = 100_000
 #: The parts of a year end that changed nothing (a YearEnd's fields: see _consolidation).
@@ -284,7 +286,8 @@ class DecisionLines(NamedTuple):
             empty lists at ``minimal``).
         scores: Their retrieval scores, a row per household (padded past its count).
         updates: Each one's decision memory write (``None`` at ``minimal``).
-        states_before: Each one's :data:`DYNAMIC_FIELDS` values before deciding (``standard``).
+        states_before: Each one's :data:`DYNAMIC_FIELDS` values before deciding (``standard``);
+            ``None`` where every one is still at its initial 0 or False.
         working: Each one's working memory size after its write.
         episodic: Each one's episodic memory size after its write.
         skills: The skill each executed (encoded; as proposed: these decisions are never
@@ -299,7 +302,7 @@ class DecisionLines(NamedTuple):
     retrieved: pa.ListArray
     scores: np.ndarray
     updates: MemoryLines | None
-    states_before: list[tuple[Any, ...]]
+    states_before: list[tuple[Any, ...] | None]
     working: np.ndarray
     episodic: np.ndarray
     skills: pa.Array
@@ -453,13 +456,23 @@ class _Stream:
             self.flush()
 
     def write_lines(self, lines: pa.Array) -> None:
-        """Write lines already encoded (a binary array, each ending in a newline), in order."""
-        self.size += self.buffer.write(line_bytes(lines))
-        self.lines += len(lines)
-        if self.size >= self.limit:
-            self.flush()
+        """Write lines already encoded (a binary array, each ending in a newline), in order.
 
-    def flush(self) -> None:
+        A batch that would fill the buffer goes to the file as it is, after what the buffer
+        holds: copying it into the buffer first would copy the batch's every byte twice.
+        """
+        data = line_bytes(lines)
+        self.lines += len(lines)
+        if self.size + len(data) < self.limit:
+            self.size += self.buffer.write(data)
+            return
+        self._write_buffer()
+        if self.file is None:
+            self.file = self._open("ab")
+        self.file.write(data)
+
+    def _write_buffer(self) -> None:
+        """Hand what the buffer holds to the file (opening it between gzip members)."""
         if self.size:
             if self.file is None:
                 self.file = self._open("ab")
@@ -467,6 +480,9 @@ class _Stream:
                 self.file.write(lines)
             self.buffer.seek(0)
             self.size = 0
+
+    def flush(self) -> None:
+        self._write_buffer()
         if self.file is not None:
             self.file.flush()
 
@@ -956,7 +972,7 @@ class AuditWriter:
             )
         )
 
-    def _states_before(self, states: list[tuple[Any, ...]]) -> pa.Array:
+    def _states_before(self, states: list[tuple[Any, ...] | None]) -> pa.Array:
         """Each household's encoded ``state_before``, from its :data:`DYNAMIC_FIELDS` values.
 
         Households in equal states are frequent (none insured, or insured for the same number
@@ -965,6 +981,9 @@ class AuditWriter:
         cache = self._states
         out = []
         for values in states:
+            if values is None:  # nothing changed yet: the usual
+                out.append(_UNCHANGED)
+                continue
             state = cache.get(values)
             if state is None:
                 state = encoded({k: v for k, v in zip(DYNAMIC_FIELDS, values, strict=True) if v})
