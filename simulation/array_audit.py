@@ -62,6 +62,8 @@ class ArrayAudit:
         self._id_starts = pc.binary_slice(strings([f"{a}:" for a in self.agent_ids]), 0, -1)
         self._stores = strings(POOL_STORES)
         self._sources = strings(pool.source_names)
+        # The end of an item's id by its sequence number ('7"' of "H00001:7"), grown as needed.
+        self._id_ends = pa.array([], _BINARY)
 
     # ------------------------------------------------------------------ memory writes
     def queue(
@@ -99,11 +101,13 @@ class ArrayAudit:
         """The encoded ids of ``items`` (``"<agent_id>:<seq>"``, as :meth:`MemoryPool.ids`)."""
         pool = self.pool
         starts = self._id_starts.take(pool.column("owner", items))
-        # A sequence number's digits need no escaping: the id's encoding is its start's, the
-        # digits and the closing quote.
-        return pc.binary_join_element_wise(
-            starts, numbers(pool.column("seq", items)), _QUOTE, NOTHING
-        )
+        seqs = pool.column("seq", items)
+        if len(seqs) and seqs.max() >= len(self._id_ends):
+            # A sequence number's digits need no escaping: an id's encoding is its start's,
+            # the digits and the closing quote. Doubling the table keeps its growth cheap.
+            count = max(2 * len(self._id_ends), int(seqs.max()) + 1, 64)
+            self._id_ends = pc.binary_join_element_wise(numbers(np.arange(count)), _QUOTE, NOTHING)
+        return pc.binary_join_element_wise(starts, self._id_ends.take(seqs), NOTHING)
 
     def _lines(self, rows: NDArray[np.int64], done: PoolWrite) -> MemoryLines:
         """The writes of ``done`` (to ``rows``) as the writer logs them, from the pool's columns."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -314,6 +315,15 @@ def test_both_engines_log_the_same_consolidation_of_memories_written_between_yea
     moved = [line for line in consolidation if b'"transferred_count":1' in line]
     assert len(moved) == 40  # each warned household's year 3
     assert any(b'"evicted":[{' in line for line in moved)
+    assert got == expected
+
+
+def test_both_engines_log_the_same_ids_after_many_years(tmp_path):
+    # The arrays' audit encodes an id's sequence number from a table it doubles as they grow.
+    settings = ["households.count=20", "years=80", "audit.timestamps=false"]
+    expected, got = _streams_of_both(tmp_path, settings)
+    ids = re.findall(rb'"id":"H\d+:(\d+)"', expected["memory_updates.jsonl"])
+    assert max(int(seq) for seq in ids) > 128  # past the table's first two sizes
     assert got == expected
 
 
