@@ -1008,18 +1008,39 @@ def ignored_keys(config: RunConfig) -> list[tuple[list[str], str]]:
     return groups
 
 
-def warn_ignored_keys(config: RunConfig, origin: str) -> None:
+def warn_ignored_keys(
+    config: RunConfig,
+    origin: str,
+    origin_of: Callable[[tuple[str, ...]], str] | None = None,
+) -> None:
     """Warn (:class:`IgnoredKeyWarning`) naming the keys :func:`ignored_keys` finds.
 
-    ``"<origin>: <key> is ignored because <reason>"``: one warning per reason, naming all its
-    keys.
+    ``"<origin>: <key> is ignored because <reason>"``: one warning per reason and origin,
+    naming all its keys.
+
+    Args:
+        config: The validated config.
+        origin: The config file's name.
+        origin_of: Names what gave the value at a key (:func:`setting_origin`: a ``--set``
+            override, or a ``base:`` file); ``origin`` for every key when not given.
     """
     for keys, reason in ignored_keys(config):
-        named = keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} and {keys[-1]}"
-        verb = "is" if len(keys) == 1 else "are"
-        warnings.warn(
-            f"{origin}: {named} {verb} ignored because {reason}", IgnoredKeyWarning, stacklevel=2
-        )
+        by_origin: dict[str, list[str]] = {}
+        for key in keys:
+            given_by = origin if origin_of is None else origin_of(tuple(key.split(".")))
+            by_origin.setdefault(given_by, []).append(key)
+        for given_by, named_keys in by_origin.items():
+            named = (
+                named_keys[0]
+                if len(named_keys) == 1
+                else f"{', '.join(named_keys[:-1])} and {named_keys[-1]}"
+            )
+            verb = "is" if len(named_keys) == 1 else "are"
+            warnings.warn(
+                f"{given_by}: {named} {verb} ignored because {reason}",
+                IgnoredKeyWarning,
+                stacklevel=2,
+            )
 
 
 # ------------------------------------------------------------------------------- file kinds

@@ -357,7 +357,7 @@ class FloodAdaptationModel(mesa.Model):
                 f"hazard.{key}",
                 none_within="the run has no floods",
             )
-        warn_ignored_keys(config, origin)
+        warn_ignored_keys(config, origin, origin_of)
         self.llm: LLMPolicy | None = None
         if config.decision.policy == "llm":
             try:

@@ -865,6 +865,18 @@ def test_a_gzip_level_without_gzip_is_named_in_a_warning():
     assert ignored_keys(config) == []
 
 
+def test_an_ignored_key_warning_names_what_gave_each_key():
+    overrides = ["decision.policy=pmt", "decision.llm_share=0.5"]
+    config, _ = load_config(LLM_SCENARIO, overrides)
+    with pytest.warns(IgnoredKeyWarning) as caught:
+        warn_ignored_keys(config, "llm.yaml", setting_origin(str(LLM_SCENARIO), overrides))
+    because = "ignored because decision.policy is pmt, not llm"
+    assert [str(w.message) for w in caught] == [
+        f"--set decision.llm_share=0.5: decision.llm_share is {because}",
+        f"{LLM_SCENARIO}: decision.llm.mode and decision.llm.cache are {because}",
+    ]
+
+
 def test_one_audited_id_without_brackets_is_told_to_be_a_list():
     message = load_error(DEFAULT, ["audit.sample=H00001"], named="--set audit.sample=H00001")
     assert message.endswith(
