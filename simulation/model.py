@@ -58,7 +58,7 @@ from simulation.decisions.llm import (
 )
 from simulation.decisions.pmt import PMTPolicy
 from simulation.decisions.scripted import ScriptedPolicy, ScriptError, load_script
-from simulation.hazard import HazardError, Sites, compute_damage, load_curves
+from simulation.hazard import HazardError, RasterSource, Sites, compute_damage, load_curves
 from simulation.memory import CognitiveMemory
 from simulation.skills import RegistryError, SkillRegistry, Validation
 from simulation.skills.registry import VALID
@@ -349,14 +349,6 @@ class FloodAdaptationModel(mesa.Model):
             self.hazard = config.hazard.build(base_dir)
         except HazardError as err:
             raise ConfigError(f"{where(('hazard', 'rasters'))}: hazard: {err}") from None
-        for key in ("events", "rasters"):
-            _warn_after_last_year(
-                getattr(config.hazard, key),
-                config.years,
-                where(("hazard", key)),
-                f"hazard.{key}",
-                none_within="the run has no floods",
-            )
         warn_ignored_keys(config, origin, origin_of)
         self.llm: LLMPolicy | None = None
         if config.decision.policy == "llm":
@@ -393,6 +385,7 @@ class FloodAdaptationModel(mesa.Model):
         # household field (see _decision_memory); emptied with the texts every year.
         self._decision_memories: dict[tuple[str, int, float], _Remembered] = {}
         self._populate(population)
+        self._check_hazard(where)
         # What gave the decision table, named in its errors and warnings: a --set flag or a file.
         self._script_origin = where(("decision", "script"))
         self.policy = _decision_policy(
@@ -413,6 +406,35 @@ class FloodAdaptationModel(mesa.Model):
         )
 
     # ------------------------------------------------------------------------ set-up
+    def _check_hazard(self, where: Callable[[tuple[str, ...]], str]) -> None:
+        """Warn of hazard inputs the run will not use, or that reach no home.
+
+        Args:
+            where: Names what gave the value at a key (see ``__init__``'s ``origin_of``).
+
+        Raises:
+            ConfigError: For a depth grid of the run's years that cannot be read.
+        """
+        config = self.config
+        for key in ("events", "rasters"):
+            _warn_after_last_year(
+                getattr(config.hazard, key),
+                config.years,
+                where(("hazard", key)),
+                f"hazard.{key}",
+                none_within="the run has no floods",
+            )
+        if isinstance(self.hazard, RasterSource):
+            try:
+                _warn_grids_missing_homes(
+                    self.hazard,
+                    config.years,
+                    [h.state for h in self.households],
+                    where(("hazard", "rasters")),
+                )
+            except HazardError as err:
+                raise ConfigError(f"{where(('hazard', 'rasters'))}: hazard: {err}") from None
+
     def release(self) -> None:
         """Let the model be garbage-collected once its run is over (it is unusable after).
 
@@ -1482,6 +1504,45 @@ def _warn_after_last_year(
             span = "year" if last == 1 else f"{last} years"
             message += f"; none is within the run's {span}, so {none_within}"
         warnings.warn(message, ConfigWarning, stacklevel=2)
+
+
+def _warn_grids_missing_homes(
+    source: RasterSource, last: int, states: Sequence[HouseholdState], origin: str
+) -> None:
+    """Warn of the run's depth grids that cover no home: their floods would reach no one.
+
+    A grid in another coordinate system than the households' x and y (degrees against
+    metres, say) would otherwise pass for a run without floods. The grids of the run's years
+    are read here, before the first year, so that a malformed one stops the run before it
+    starts too.
+    """
+    years = [year for year in source.paths if year <= last]
+    if not years or not states:
+        return
+    x = np.array([state.x for state in states], dtype=np.float64)
+    y = np.array([state.y for state in states], dtype=np.float64)
+    missing = []
+    for year in years:
+        grid = source.grid(year)
+        if grid is not None and not grid.covers(x, y).any():
+            missing.append((year, grid))
+    if not missing:
+        return
+    year, grid = missing[0]
+    west, east, south, north = grid.extent
+    which = (
+        f"the grid of year {year}"
+        if len(missing) == 1
+        else f"{len(missing)} of the run's {len(years)} grids (the first: year {year})"
+    )
+    warnings.warn(
+        f"{origin}: hazard.rasters: {which} covers no home, so its flood reaches no one: "
+        f"{grid.path} spans x {west:.10g} to {east:.10g} and y {south:.10g} to {north:.10g}; "
+        f"the homes lie within x {np.nanmin(x):.10g} to {np.nanmax(x):.10g} and y "
+        f"{np.nanmin(y):.10g} to {np.nanmax(y):.10g} (are both in the same coordinate system?)",
+        ConfigWarning,
+        stacklevel=2,
+    )
 
 
 def _template_context(skill_id: str) -> frozenset[str]:

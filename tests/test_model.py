@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simulation.model as model_module
-from simulation.config import ConfigWarning, load_config
+from simulation.config import ConfigError, ConfigWarning, load_config
 from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import compute_damage
 from simulation.model import METRIC_COLUMNS, Decision, FloodAdaptationModel, HouseholdAgent
@@ -893,6 +893,41 @@ def test_raster_grids_after_the_last_year_are_named_in_a_warning(tmp_path):
         make_model("years=10", "hazard.source=raster", rasters, count=8)
     with pytest.warns(ConfigWarning, match=r"\(year 12\); none is within the run's 10 years, so "):
         make_model("years=10", "hazard.source=raster", f"hazard.rasters={{12: {grid}}}", count=8)
+
+
+def test_a_raster_grid_that_covers_no_home_is_named_in_a_warning(tmp_path):
+    # A grid in UTM metres beside homes laid out from 0 (the default world's): a mistake that
+    # would otherwise pass for a run without floods.
+    far = tmp_path / "utm.asc"
+    far.write_text("ncols 2\nnrows 1\nxllcorner 500000\nyllcorner 4000000\ncellsize 30\n1 2\n")
+    near = tmp_path / "near.asc"
+    near.write_text("ncols 1\nnrows 1\nxllcorner -10\nyllcorner -10\ncellsize 1000\n2.0\n")
+    with pytest.warns(ConfigWarning) as caught:
+        make_model("years=3", "hazard.source=raster", f"hazard.rasters={{2: {far}}}", count=8)
+    expected = (
+        f"config: hazard.rasters: the grid of year 2 covers no home, so its flood reaches no "
+        f"one: {far} spans x 500000 to 500060 and y 4000000 to 4000030; the homes lie within "
+        "x 0 to 60 and y 0 to 60 (are both in the same coordinate system?)"
+    )
+    assert [str(w.message) for w in caught] == [expected]
+    both = f"hazard.rasters={{1: {near}, 2: {far}, 3: {far}}}"
+    with pytest.warns(
+        ConfigWarning, match=r"hazard\.rasters: 2 of the run's 3 grids \(the first: "
+    ):
+        make_model("years=3", "hazard.source=raster", both, count=8)
+    with warnings.catch_warnings():  # a grid over the homes: nothing to say
+        warnings.simplefilter("error")
+        model = make_model("years=3", "hazard.source=raster", f"hazard.rasters={{2: {near}}}")
+    model.step()
+    model.step()
+    assert model.year_stats["flooded_households"] == 64
+
+
+def test_a_malformed_raster_grid_of_a_later_year_stops_the_run_before_it_starts(tmp_path):
+    grid = tmp_path / "typo.asc"
+    grid.write_text("ncols 2\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n1.0 O.5\n")
+    with pytest.raises(ConfigError, match=r"^config: hazard: .*typo\.asc: line 6: .*'O\.5'"):
+        make_model("years=10", "hazard.source=raster", f"hazard.rasters={{9: {grid}}}", count=8)
 
 
 def test_justifications_say_renewed_what_the_registry_renews():

@@ -93,10 +93,40 @@ class AsciiGrid:
         Raises:
             HazardError: If ``x`` and ``y`` differ in shape.
         """
+        col_f, row_from_south_f, inside = self._cells(x, y, "sample")
+        out = np.full(inside.shape, fill, dtype=np.float64)
+        cols = col_f[inside].astype(np.intp)
+        rows = self.nrows - 1 - row_from_south_f[inside].astype(np.intp)
+        picked = self.values[rows, cols]
+        out[inside] = np.where(np.isnan(picked), fill, picked)
+        return out
+
+    def covers(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Whether each point lies within the grid (NODATA cells included), as :meth:`sample`.
+
+        Raises:
+            HazardError: If ``x`` and ``y`` differ in shape.
+        """
+        return self._cells(x, y, "covers")[2]
+
+    @property
+    def extent(self) -> tuple[float, float, float, float]:
+        """``(west, east, south, north)``: the x and y the grid spans."""
+        return (
+            self.xll,
+            self.xll + self.ncols * self.cellsize,
+            self.yll,
+            self.yll + self.nrows * self.cellsize,
+        )
+
+    def _cells(
+        self, x: np.ndarray, y: np.ndarray, method: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each point's column and row counted from the south (as floats), and whether inside."""
         xs = np.asarray(x, dtype=np.float64)
         ys = np.asarray(y, dtype=np.float64)
         if xs.shape != ys.shape:
-            msg = f"{self._name()}: sample: x has shape {xs.shape} but y has shape {ys.shape}"
+            msg = f"{self._name()}: {method}: x has shape {xs.shape} but y has shape {ys.shape}"
             raise HazardError(msg)
         col_f = _cell_index(xs - self.xll, self.cellsize)
         # Rows count from the north in the file but y grows northwards.
@@ -105,12 +135,7 @@ class AsciiGrid:
             (col_f >= 0) & (col_f < self.ncols) & (row_from_south_f >= 0)
             & (row_from_south_f < self.nrows)
         )  # fmt: skip
-        out = np.full(xs.shape, fill, dtype=np.float64)
-        cols = col_f[inside].astype(np.intp)
-        rows = self.nrows - 1 - row_from_south_f[inside].astype(np.intp)
-        picked = self.values[rows, cols]
-        out[inside] = np.where(np.isnan(picked), fill, picked)
-        return out
+        return col_f, row_from_south_f, inside
 
     def _name(self) -> str:
         return str(self.path) if self.path is not None else "<grid>"
