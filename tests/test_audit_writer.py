@@ -15,7 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulation.audit import STREAMS, load_schema
-from simulation.audit.writer import _ids_and_scores, _rounded, _rounded_array, _rounded_scores
+from simulation.audit.writer import (
+    _ids_and_scores,
+    _rounded,
+    _rounded_array,
+    _rounded_numbers,
+    _rounded_scores,
+)
 from simulation.config import load_config
 from simulation.memory import MemoryItem, ScoredMemory
 from simulation.runner import run_simulation
@@ -289,3 +295,22 @@ def test_scores_are_rounded_half_to_even_like_round(scores: list[float], scale: 
     # The engine's arrays are rounded all at once, to the same values.
     rounded = _rounded_array(np.array(scores, dtype=float), scale)
     assert orjson.dumps(rounded.tolist()) == orjson.dumps(want)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(min_value=-0.01, max_value=1.01),
+            st.floats(allow_nan=True, allow_infinity=True),
+        ),
+        max_size=12,
+    ),
+    st.sampled_from([1e2, 1e3, 1e4, 1e6]),
+)
+def test_shares_are_encoded_from_a_table_as_orjson_encodes_them(
+    values: list[float], scale: float
+) -> None:
+    """Values rounding into [0, 1] come from a table of encodings; the lines are the same."""
+    array = np.array(values, dtype=float)
+    got = _rounded_numbers(array, scale).to_pylist()
+    assert got == [orjson.dumps(v) for v in _rounded_array(array, scale).tolist()]

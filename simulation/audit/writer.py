@@ -20,6 +20,7 @@ buffer and written whole, so a crash can only truncate the last line of a file.
 
 from __future__ import annotations
 
+import functools
 import io
 import operator
 import os
@@ -141,6 +142,8 @@ def changed_state(state: HouseholdState) -> dict[str, Any]:
 # (a third cheaper per score, and every audited household-year rounds a dozen).
 _TO_INTEGER = 6755399441055744.0
 _EXACT_BELOW = 2.0**51
+#: The largest rounding scale whose values in [0, 1] are encoded from a table (_shares).
+_TABLED_SCALE = 1e4
 
 
 def _rounded(value: float, scale: float) -> float:
@@ -211,6 +214,26 @@ def _rounded_array(values: np.ndarray, scale: float) -> np.ndarray:
         for i in huge.tolist():
             flat[i] = _rounded(float(given[i]), scale)
     return rounded
+
+
+def _rounded_numbers(values: np.ndarray, scale: float) -> pa.Array:
+    """``numbers(_rounded_array(values, scale))``: encoded, each rounded to ``1/scale``.
+
+    Appraisals and retrieval scores are shares, in [0, 1]: rounded to three decimals they take
+    one of 1,001 values, whose encodings are made once and taken from.
+    """
+    if scale <= _TABLED_SCALE and len(values):
+        # _rounded_array's operations, up to the division: an integer count of 1/scale steps.
+        steps = (values * scale + _TO_INTEGER) - _TO_INTEGER
+        if ((steps >= 0.0) & (steps <= scale)).all():  # False for NaN
+            return _shares(int(scale)).take(steps.astype(np.int64))
+    return numbers(_rounded_array(values, scale))
+
+
+@functools.cache
+def _shares(scale: int) -> pa.Array:
+    """The encodings of 0, 1/scale, 2/scale, ... 1, by step."""
+    return numbers(np.arange(scale + 1) / float(scale))
 
 
 def _level_codes(values: np.ndarray) -> np.ndarray:
@@ -893,9 +916,9 @@ class AuditWriter:
         }
         constructs = (
             _LEVEL_NAMES.take(_level_codes(lines.tp)),
-            numbers(_rounded_array(lines.tp, 1e3)),
+            _rounded_numbers(lines.tp, 1e3),
             _LEVEL_NAMES.take(_level_codes(lines.cp)),
-            numbers(_rounded_array(lines.cp, 1e3)),
+            _rounded_numbers(lines.cp, 1e3),
         )
         valid = {"valid": True}
         if lines.updates is None:  # minimal: the trace alone
@@ -962,7 +985,7 @@ class AuditWriter:
                 lines.agent_ids,
                 self._states_before(lines.states_before),
                 retrieved,
-                joined(numbers(_rounded_array(scores, 1e3)), counts),
+                joined(_rounded_numbers(scores, 1e3), counts),
                 numbers(lines.working),
                 numbers(lines.episodic),
                 lines.updates.ids,
