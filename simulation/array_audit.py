@@ -25,7 +25,7 @@ from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines, MemoryLines
 from simulation.memory.pool import POOL_STORES, PoolWrite
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from numpy.typing import NDArray
 
@@ -133,15 +133,15 @@ class ArrayAudit:
             self._agents.take(rows),
             self._item_ids(items),
             _labels(pool.column("text", items), pool.texts),
-            numbers(pool.column("importance", items)),
-            numbers(pool.column("year", items)),
-            _labels(pool.column("tags", items), pool.tag_sets),
-            self._sources.take(pool.column("source", items)),
+            _same_or(pool.column("importance", items), numbers),
+            _same_or(pool.column("year", items), numbers),
+            _same_or(pool.column("tags", items), lambda c: _labels(c, pool.tag_sets)),
+            _same_or(pool.column("source", items), self._sources.take),
             only_where(has_amount, numbers(np.where(has_amount, amounts, 0.0)))
             if has_amount.any()
             else pa.nulls(count, _BINARY),
             only_where(pinned, _TRUE) if pinned.any() else pa.nulls(count, _BINARY),
-            self._stores.take(done.stores),
+            _same_or(done.stores, self._stores.take),
             evicted,
             evicted_from,
         )
@@ -255,6 +255,19 @@ def _states(before: dict[str, np.ndarray]) -> list[tuple[Any, ...] | None]:
     for i, state in zip(changed.tolist(), values, strict=True):
         states[i] = state
     return states
+
+
+def _same_or(values: np.ndarray, encode: Callable[[np.ndarray], pa.Array]) -> pa.Array | bytes:
+    """``encode(values)``, or the bytes of its one value when ``values`` are all the same.
+
+    A write's items share their year, source and tags, and most often their importance and
+    store: their lines then take these with the template's fixed parts (see MemoryLines).
+    """
+    # Floats compare by their bits: 0.0 and -0.0 are equal but encode differently.
+    bits = values.view(f"u{values.itemsize}") if values.dtype.kind == "f" else values
+    if len(values) and (bits == bits[0]).all():
+        return encode(values[:1])[0].as_py()
+    return encode(values)
 
 
 def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.Array:

@@ -266,7 +266,9 @@ class MemoryLines(NamedTuple):
     """Many memory writes, in order, as :meth:`AuditWriter.memory_updates` logs them.
 
     Each attribute is a column of encoded JSON values, an entry per write (a pyarrow binary
-    array: see simulation/audit/lines.py).
+    array: see simulation/audit/lines.py). Those typed ``pa.Array | bytes`` may instead be one
+    encoded value, the same for every write: a line template then writes it with its fixed
+    parts, at no cost per line.
 
     Attributes:
         agent_ids: The household of each write.
@@ -286,13 +288,13 @@ class MemoryLines(NamedTuple):
     agent_ids: pa.Array
     ids: pa.Array
     contents: pa.Array
-    importance: pa.Array
-    years: pa.Array
-    tags: pa.Array
-    sources: pa.Array
+    importance: pa.Array | bytes
+    years: pa.Array | bytes
+    tags: pa.Array | bytes
+    sources: pa.Array | bytes
     amounts: pa.Array
     pinned: pa.Array
-    stores: pa.Array
+    stores: pa.Array | bytes
     evicted: pa.Array
     evicted_from: pa.Array
 
@@ -337,10 +339,12 @@ class DecisionLines(NamedTuple):
 
 def _rows(lines: Any, start: int, stop: int) -> Any:
     """The rows ``start:stop`` of ``lines`` (a :class:`MemoryLines` or :class:`DecisionLines`)."""
-    return type(lines)(
+    return type(
+        lines
+    )(
         *(
-            None
-            if part is None
+            part
+            if part is None or isinstance(part, bytes)  # nothing, or the same in every row
             else _rows(part, start, stop)
             if isinstance(part, MemoryLines)
             else part[start:stop]
