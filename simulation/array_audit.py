@@ -20,12 +20,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from simulation.audit.lines import NOTHING, numbers, only_where, strings
+from simulation.audit.lines import NOTHING, collapsed, numbers, only_where, strings
 from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines, MemoryLines
 from simulation.memory.pool import POOL_STORES, PoolWrite
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from numpy.typing import NDArray
 
@@ -133,15 +133,15 @@ class ArrayAudit:
             self._agents.take(rows),
             self._item_ids(items),
             _labels(pool.column("text", items), pool.texts),
-            _same_or(pool.column("importance", items), numbers),
-            _same_or(pool.column("year", items), numbers),
-            _same_or(pool.column("tags", items), lambda c: _labels(c, pool.tag_sets)),
-            _same_or(pool.column("source", items), self._sources.take),
+            collapsed(pool.column("importance", items), numbers),
+            collapsed(pool.column("year", items), numbers),
+            collapsed(pool.column("tags", items), lambda c: _labels(c, pool.tag_sets)),
+            collapsed(pool.column("source", items), self._sources.take),
             only_where(has_amount, numbers(np.where(has_amount, amounts, 0.0)))
             if has_amount.any()
             else pa.nulls(count, _BINARY),
             only_where(pinned, _TRUE) if pinned.any() else pa.nulls(count, _BINARY),
-            _same_or(done.stores, self._stores.take),
+            collapsed(done.stores, self._stores.take),
             evicted,
             evicted_from,
         )
@@ -255,19 +255,6 @@ def _states(before: dict[str, np.ndarray]) -> list[tuple[Any, ...] | None]:
     for i, state in zip(changed.tolist(), values, strict=True):
         states[i] = state
     return states
-
-
-def _same_or(values: np.ndarray, encode: Callable[[np.ndarray], pa.Array]) -> pa.Array | bytes:
-    """``encode(values)``, or the bytes of its one value when ``values`` are all the same.
-
-    A write's items share their year, source and tags, and most often their importance and
-    store: their lines then take these with the template's fixed parts (see MemoryLines).
-    """
-    # Floats compare by their bits: 0.0 and -0.0 are equal but encode differently.
-    bits = values.view(f"u{values.itemsize}") if values.dtype.kind == "f" else values
-    if len(values) and (bits == bits[0]).all():
-        return encode(values[:1])[0].as_py()
-    return encode(values)
 
 
 def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.Array:

@@ -13,6 +13,7 @@ from simulation.audit.lines import (
     HOLE,
     OPTIONAL,
     LineTemplate,
+    collapsed,
     joined,
     line_bytes,
     numbers,
@@ -86,6 +87,20 @@ def test_floats_are_encoded_one_by_one_as_orjson_encodes_them(values):
 @given(st.lists(ints))
 def test_ints_are_encoded_as_orjson_encodes_them(values):
     assert _values(numbers(np.array(values, dtype=np.int64))) == [orjson.dumps(v) for v in values]
+
+
+@given(st.lists(st.sampled_from([0.0, -0.0, 0.5, float("nan")]), min_size=1, max_size=6))
+def test_a_column_of_one_value_collapses_to_its_bytes(values):
+    array = np.array(values)
+    got = collapsed(array)
+    each = [orjson.dumps(v) for v in values]
+    if isinstance(got, bytes):  # only when every value encodes the same
+        assert each == [got] * len(values)
+    else:
+        assert _values(got) == each
+        assert len(set(each)) > 1  # kept whole only where the values differ
+    assert collapsed(np.array([4, 4, 4])) == b"4"
+    assert collapsed(np.array([], dtype=np.int64)).to_pylist() == []
 
 
 def test_nan_is_encoded_as_orjson_encodes_it():

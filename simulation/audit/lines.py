@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from numpy.typing import ArrayLike
 
@@ -46,6 +46,7 @@ __all__ = [
     "NOTHING",
     "OPTIONAL",
     "LineTemplate",
+    "collapsed",
     "encoded",
     "joined",
     "line_bytes",
@@ -170,6 +171,26 @@ def numbers(values: ArrayLike) -> pa.Array:
         _BINARY, count, [None, pa.py_buffer(offsets), pa.py_buffer(text)]
     )
     return pc.binary_slice(with_separators, 0, -1)
+
+
+def collapsed(
+    values: np.ndarray, encode: Callable[[np.ndarray], pa.Array] = numbers
+) -> pa.Array | bytes:
+    """``encode(values)``, or the bytes of its one value when ``values`` are all the same.
+
+    :meth:`LineTemplate.fill` joins bytes to the template's fixed parts: a value the same in
+    every line (a write's year, a full working memory's size) then costs nothing per line.
+
+    Args:
+        values: A 1-D array (floats are compared by their bits: 0.0 and -0.0 encode
+            differently).
+        encode: Makes the column of encoded values from ``values`` (:func:`numbers`, or a
+            table's ``take`` for codes).
+    """
+    bits = values.view(f"u{values.itemsize}") if values.dtype.kind == "f" else values
+    if len(values) and (bits == bits[0]).all():
+        return encode(values[:1])[0].as_py()
+    return encode(values)
 
 
 def strings(values: Iterable[Any]) -> pa.Array:

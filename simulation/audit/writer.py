@@ -38,6 +38,7 @@ from simulation.audit.lines import (
     HOLE,
     OPTIONAL,
     LineTemplate,
+    collapsed,
     encoded,
     joined,
     line_bytes,
@@ -990,7 +991,7 @@ class AuditWriter:
                 self._states_before(lines.states_before),
                 retrieved,
                 joined(_rounded_numbers(scores, 1e3), counts),
-                numbers(lines.working),
+                collapsed(lines.working),  # a full working memory's size, after a few years
                 numbers(lines.episodic),
                 lines.updates.ids,
                 *constructs,
