@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from simulation.audit import STREAMS, load_schema
 from simulation.audit.writer import (
+    _construct_entries,
     _ids_and_scores,
     _rounded,
     _rounded_array,
@@ -23,6 +24,7 @@ from simulation.audit.writer import (
     _rounded_scores,
 )
 from simulation.config import load_config
+from simulation.decisions.base import level_of
 from simulation.memory import MemoryItem, ScoredMemory
 from simulation.runner import run_simulation
 
@@ -314,3 +316,12 @@ def test_shares_are_encoded_from_a_table_as_orjson_encodes_them(
     array = np.array(values, dtype=float)
     got = _rounded_numbers(array, scale).to_pylist()
     assert got == [orjson.dumps(v) for v in _rounded_array(array, scale).tolist()]
+
+
+@given(
+    st.lists(st.one_of(st.floats(min_value=0.0, max_value=1.0), st.floats(-2.0, 2.0)), max_size=12)
+)
+def test_appraisal_entries_are_the_object_paths(values: list[float]) -> None:
+    """TP and CP entries taken from a table are those the object path writes, level and value."""
+    got = _construct_entries(np.array(values, dtype=float)).to_pylist()
+    assert got == [orjson.dumps({"level": level_of(v), "value": _rounded(v, 1e3)}) for v in values]

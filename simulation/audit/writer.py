@@ -114,6 +114,8 @@ _BINARY = pa.binary()
 _NO_EVICTIONS = b"[]"
 _NO_EVICTIONS_SCALAR = pa.scalar(_NO_EVICTIONS, _BINARY)
 _LEVEL_NAMES = strings(LEVELS)
+#: A construct's entry in a trace (see _constructs).
+_CONSTRUCT = LineTemplate({"level": HOLE, "value": HOLE}, line=False)
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
 #: would take hundreds of MB at 100,000 households (and the stream's buffer would keep them).
 _LINES_PER_BATCH = 8192
@@ -235,6 +237,27 @@ def _rounded_numbers(values: np.ndarray, scale: float) -> pa.Array:
 def _shares(scale: int) -> pa.Array:
     """The encodings of 0, 1/scale, 2/scale, ... 1, by step."""
     return numbers(np.arange(scale + 1) / float(scale))
+
+
+def _construct_entries(values: np.ndarray) -> pa.Array:
+    """Each appraisal's encoded trace entry, ``{"level":"M","value":0.512}`` (see _constructs).
+
+    The level is that of the value as given, the value rounded to three decimals: in [0, 1]
+    a few thousand entries occur, made once (:func:`_construct_table`) and taken from.
+    """
+    levels = _level_codes(values)
+    if len(values):
+        steps = (values * 1e3 + _TO_INTEGER) - _TO_INTEGER
+        if ((steps >= 0.0) & (steps <= 1e3)).all():  # False for NaN
+            return _construct_table().take(levels * 1001 + steps.astype(np.int64))
+    return _CONSTRUCT.fill(_LEVEL_NAMES.take(levels), _rounded_numbers(values, 1e3))
+
+
+@functools.cache
+def _construct_table() -> pa.Array:
+    """The entries of every level with every value 0, 0.001, ... 1, by ``level * 1001 + step``."""
+    levels, steps = np.divmod(np.arange(len(LEVELS) * 1001), 1001)
+    return _CONSTRUCT.fill(_LEVEL_NAMES.take(levels), _shares(1000).take(steps))
 
 
 def _level_codes(values: np.ndarray) -> np.ndarray:
@@ -913,18 +936,8 @@ class AuditWriter:
 
     def _decisions(self, lines: DecisionLines, parameters: dict[str, Any]) -> None:
         """:meth:`decisions` of at most :data:`_LINES_PER_BATCH` households."""
-        reasoning = {
-            "constructs": {
-                "TP": {"level": HOLE, "value": HOLE},
-                "CP": {"level": HOLE, "value": HOLE},
-            }
-        }
-        constructs = (
-            _LEVEL_NAMES.take(_level_codes(lines.tp)),
-            _rounded_numbers(lines.tp, 1e3),
-            _LEVEL_NAMES.take(_level_codes(lines.cp)),
-            _rounded_numbers(lines.cp, 1e3),
-        )
+        reasoning = {"constructs": {"TP": HOLE, "CP": HOLE}}
+        constructs = (_construct_entries(lines.tp), _construct_entries(lines.cp))
         valid = {"valid": True}
         if lines.updates is None:  # minimal: the trace alone
             template = self._line_template(
