@@ -332,40 +332,44 @@ class ArrayEngine:
         )
         ranked = np.argsort(first, axis=1, kind="stable")
         event = config.events.neighbor_adaptation
+        tag_sets = [(*event.tags, name) for name in _ADOPTIONS]
+        span = width + 1
         for rank in range(len(_ADOPTIONS)):
+            # Each household's rank-th kind seen, all of them in one write.
             kind_at = ranked[:, rank]
-            seen = np.take_along_axis(counts, kind_at[:, None], axis=1)[:, 0] > 0
-            for kind, name in enumerate(_ADOPTIONS):
-                which = np.flatnonzero(seen & (kind_at == kind))
-                if not len(which):
-                    continue
-                # One text per distinct (count, total): neighbourhoods are small, so a few
-                # dozen renders serve every household.
-                seen_of = counts[which, kind] * (width + 1) + total[which]
-                distinct, index = np.unique(seen_of, return_inverse=True)
-                texts = [
-                    render(
-                        event.template,
-                        {
-                            "year": year,
-                            "count": code // (width + 1),
-                            "total": code % (width + 1),
-                            "action": ADOPTION_PHRASES[name],
-                        },
-                    )
-                    for code in distinct.tolist()
-                ]
-                done = self.pool.write(
-                    active[which],
-                    texts,
-                    event.importance,
-                    year,
-                    (*event.tags, name),
-                    source="neighbor",
-                    text_index=index,
+            seen_count = np.take_along_axis(counts, kind_at[:, None], axis=1)[:, 0]
+            which = np.flatnonzero(seen_count > 0)
+            if not len(which):
+                break  # a household that saw no kind at this rank saw none at the next
+            kinds = kind_at[which]
+            # One text per distinct (kind, count, total): neighbourhoods are small, so a few
+            # dozen renders serve every household.
+            seen_of = (kinds * span + seen_count[which]) * span + total[which]
+            distinct, index = np.unique(seen_of, return_inverse=True)
+            texts = [
+                render(
+                    event.template,
+                    {
+                        "year": year,
+                        "count": code // span % span,
+                        "total": code % span,
+                        "action": ADOPTION_PHRASES[_ADOPTIONS[code // (span * span)]],
+                    },
                 )
-                if self.audit is not None:
-                    self.audit.queue(active[which], done, which, rank)
+                for code in distinct.tolist()
+            ]
+            done = self.pool.write(
+                active[which],
+                texts,
+                event.importance,
+                year,
+                tag_sets,
+                source="neighbor",
+                text_index=index,
+                tag_index=kinds,
+            )
+            if self.audit is not None:
+                self.audit.queue(active[which], done, which, rank)
         if self.audit is not None:  # household by household, each in the order it saw them
             self.audit.flush()
 
