@@ -363,18 +363,15 @@ class DecisionLines(NamedTuple):
 
 def _rows(lines: Any, start: int, stop: int) -> Any:
     """The rows ``start:stop`` of ``lines`` (a :class:`MemoryLines` or :class:`DecisionLines`)."""
-    return type(
-        lines
-    )(
-        *(
-            part
-            if part is None or isinstance(part, bytes)  # nothing, or the same in every row
-            else _rows(part, start, stop)
-            if isinstance(part, MemoryLines)
-            else part[start:stop]
-            for part in lines
-        )
-    )
+
+    def rows_of(part: Any) -> Any:
+        if part is None or isinstance(part, bytes):  # nothing, or the same in every row
+            return part
+        if isinstance(part, MemoryLines):
+            return _rows(part, start, stop)
+        return part[start:stop]
+
+    return type(lines)(*(rows_of(part) for part in lines))
 
 
 def _consolidation(report: YearEnd, sizes: tuple[int, int]) -> dict[str, Any]:
