@@ -411,9 +411,6 @@ class FloodAdaptationModel(mesa.Model):
 
         Args:
             where: Names what gave the value at a key (see ``__init__``'s ``origin_of``).
-
-        Raises:
-            ConfigError: For a depth grid of the run's years that cannot be read.
         """
         config = self.config
         for key in ("events", "rasters"):
@@ -425,15 +422,12 @@ class FloodAdaptationModel(mesa.Model):
                 none_within="the run has no floods",
             )
         if isinstance(self.hazard, RasterSource):
-            try:
-                _warn_grids_missing_homes(
-                    self.hazard,
-                    config.years,
-                    [h.state for h in self.households],
-                    where(("hazard", "rasters")),
-                )
-            except HazardError as err:
-                raise ConfigError(f"{where(('hazard', 'rasters'))}: hazard: {err}") from None
+            _warn_grids_missing_homes(
+                self.hazard,
+                config.years,
+                [h.state for h in self.households],
+                where(("hazard", "rasters")),
+            )
 
     def release(self) -> None:
         """Let the model be garbage-collected once its run is over (it is unusable after).
@@ -1512,9 +1506,8 @@ def _warn_grids_missing_homes(
     """Warn of the run's depth grids that cover no home: their floods would reach no one.
 
     A grid in another coordinate system than the households' x and y (degrees against
-    metres, say) would otherwise pass for a run without floods. The grids of the run's years
-    are read here, before the first year, so that a malformed one stops the run before it
-    starts too.
+    metres, say) would otherwise pass for a run without floods. The grids were read as the
+    source was built (``HazardConfig.build``), so none is read here.
     """
     years = [year for year in source.paths if year <= last]
     if not years or not states:

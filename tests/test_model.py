@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simulation.model as model_module
-from simulation.config import ConfigError, ConfigWarning, load_config
+from simulation.config import ConfigWarning, load_config
 from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import compute_damage
 from simulation.model import METRIC_COLUMNS, Decision, FloodAdaptationModel, HouseholdAgent
@@ -921,13 +921,6 @@ def test_a_raster_grid_that_covers_no_home_is_named_in_a_warning(tmp_path):
     model.step()
     model.step()
     assert model.year_stats["flooded_households"] == 64
-
-
-def test_a_malformed_raster_grid_of_a_later_year_stops_the_run_before_it_starts(tmp_path):
-    grid = tmp_path / "typo.asc"
-    grid.write_text("ncols 2\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n1.0 O.5\n")
-    with pytest.raises(ConfigError, match=r"^config: hazard: .*typo\.asc: line 6: .*'O\.5'"):
-        make_model("years=10", "hazard.source=raster", f"hazard.rasters={{9: {grid}}}", count=8)
 
 
 def test_justifications_say_renewed_what_the_registry_renews():
