@@ -889,9 +889,11 @@ def test_ctrl_c_to_a_dask_batch_leaves_one_line_no_worker_and_a_batch_to_resume(
     psutil = pytest.importorskip("psutil")
     pytest.importorskip("distributed")
     path = tmp_path / "exp.yaml"
+    # Runs of a few seconds each: one worker may start its run a second after the other, and
+    # the first must still be running when the second's manifest appears.
     path.write_text(
         f"name: tiny\nbase: {DEFAULT}\n"
-        "set: {households.count: 1500, years: 30, audit.level: minimal}\n"
+        "set: {households.count: 5000, years: 100, audit.level: minimal}\n"
         "replicates: 2\nseed: 1\nexecutor: {kind: dask, workers: 2}\n",
         encoding="utf-8",
     )
