@@ -263,6 +263,43 @@ def test_year_ends_compact_forgotten_items_and_their_texts():
     assert pool.contents(pool.episodic(7)) == ["Year 58: flood", "Year 59: flood"]
 
 
+@pytest.mark.parametrize("block", [1, 5, 64])
+def test_compact_a_block_at_a_time_keeps_what_compacting_at_once_keeps(monkeypatch, block):
+    """Compacting in blocks smaller than the table moves every live item and text alike."""
+
+    def used_pool() -> MemoryPool:
+        pool = MemoryPool([f"H{n}" for n in range(30)], working_capacity=3, episodic_capacity=4)
+        rows = np.arange(30)
+        for year in range(9):
+            pool.write(rows, [f"Year {year}: note {n % 7}" for n in rows], 0.4, year)
+            pool.write(rows[year % 3 :: 3], f"Year {year}: flood", 0.5 + year / 20, year)
+            pool.consolidate(rows)
+        return pool
+
+    at_once, in_blocks = used_pool(), used_pool()
+    at_once.compact()
+    monkeypatch.setattr("simulation.memory.pool._COMPACT_BLOCK", block)
+    in_blocks.compact()
+    assert in_blocks._size == at_once._size < 9 * 40  # forgotten items were dropped
+    assert in_blocks._texts == at_once._texts
+    assert in_blocks._text_ids == at_once._text_ids
+    for name in ("working", "episodic", "owner", "seq", "text", "importance", "key", "year"):
+        size = at_once._size if name not in ("working", "episodic") else None
+        np.testing.assert_array_equal(
+            getattr(in_blocks, "_" + name)[:size], getattr(at_once, "_" + name)[:size]
+        )
+    for row in (0, 13, 29):
+        assert in_blocks.contents(in_blocks.working(row)) == at_once.contents(at_once.working(row))
+        assert in_blocks.contents(in_blocks.episodic(row)) == at_once.contents(
+            at_once.episodic(row)
+        )
+    assert in_blocks.contents(in_blocks.working(13)) == [
+        "Year 6: note 6",
+        "Year 7: note 6",
+        "Year 8: note 6",
+    ]
+
+
 def test_many_full_memories_are_copied_in_batches():
     """More items than one copying batch: every household still gets its own items back."""
     memories = [CognitiveMemory(f"H{n}", 2, 40, 0.7, 0.9) for n in range(1_700)]

@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import math
+from itertools import compress
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -90,6 +91,9 @@ _GROWTH = 0.25
 #: memories need not grow (growing copies it, and keeps the larger size).
 _SLACK = _GROWTH / 2
 _LOAD_BATCH = 65_536  # items copied from object memories at a time (see from_memories)
+#: Table entries :meth:`MemoryPool.compact` indexes or copies at a time.
+_COMPACT_BLOCK = 1 << 20
+_INT32_LIMIT = 2**31 - 1
 
 
 class PoolWrite(NamedTuple):
@@ -783,37 +787,47 @@ class MemoryPool:
         Forgotten items stay in the item table until this runs (:meth:`end_year` runs it first
         once they reach an eighth of the live ones), so item indices are valid until then.
         """
-        # Marks rather than np.unique: no sort, and no copies of the table's size beyond one
-        # column at a time (at 100,000 full memories the table holds millions of items).
+        # Marks rather than np.unique, and every pass over the table a block at a time: at
+        # 100,000 full memories the table holds millions of items, and a whole-table index or
+        # copy at once (145 MB of them, measured) would be the run's peak of memory.
+        size, step = self._size, _COMPACT_BLOCK
         working, episodic = self._working, self._episodic
-        alive = np.zeros(self._size, dtype=bool)
-        alive[working[working >= 0]] = True
-        alive[episodic[episodic >= 0]] = True
-        live = np.flatnonzero(alive)
+        alive = np.zeros(size + 1, dtype=bool)  # the last entry stands for the -1 of free slots
+        alive[working] = True
+        alive[episodic] = True
+        alive[size] = False
+        # remap[i]: item i's index once the dead are dropped, or -1 (also at the end, for -1).
+        remap = np.cumsum(alive, dtype=np.int32 if size < _INT32_LIMIT else np.int64)
+        remap -= 1
+        np.copyto(remap, _EMPTY, where=~alive)
+        kept = 0
+        for start in range(0, size, step):  # live items move down, never past unread ones
+            live = np.flatnonzero(alive[start : start + step]) + start
+            for name in (*_COLUMNS, "key"):
+                column = getattr(self, "_" + name)
+                column[kept : kept + len(live)] = column[live]
+            kept += len(live)
         del alive
-        remap = np.full(self._size + 1, _EMPTY, dtype=np.int64)  # the last entry maps -1
-        remap[live] = np.arange(len(live))
-        for name in (*_COLUMNS, "key"):
-            column = getattr(self, "_" + name)
-            column[: len(live)] = column[live]
-        self._size = len(live)
-        self._working = remap[working]
-        self._episodic = remap[episodic]
-        del remap, working, episodic, live
-        codes = self._text[: self._size]  # a view: renumbered in place
+        for block in (working, episodic):
+            for start in range(0, len(block), step // block.shape[1] + 1):
+                rows = block[start : start + step // block.shape[1] + 1]
+                rows[...] = remap[rows]
+        del remap
+        self._size = kept
+        codes = self._text[:kept]  # a view: renumbered in place
         used = np.zeros(len(self._texts), dtype=bool)
         used[codes] = True
-        kept = np.flatnonzero(used)
-        renumber = np.full(len(used), _EMPTY, dtype=self._text.dtype)
-        renumber[kept] = np.arange(len(kept))
-        codes[:] = renumber[codes]
-        del used, renumber
+        renumber = np.cumsum(used, dtype=self._text.dtype)
+        renumber -= 1
+        for start in range(0, kept, step):
+            part = codes[start : start + step]
+            part[...] = renumber[part]
+        del renumber
         # The old text map goes before the new one is built: at 100,000 households each holds
         # over a million texts, and both at once would be the year's peak of memory.
         self._text_ids = {}
-        texts = self._texts
-        self._texts = [texts[t] for t in kept.tolist()]
-        del texts
+        self._texts = list(compress(self._texts, used.tolist()))
+        del used
         self._text_ids = {text: i for i, text in enumerate(self._texts)}
 
     # ---------------------------------------------------------------- retrieval
