@@ -624,6 +624,9 @@ class FloodAdaptationModel(mesa.Model):
             # Set before the year runs: should it fail, reading a household still stores what
             # the engine holds (the objects' memories are emptied while it holds them).
             self._engine = ArrayEngine(self)
+            # The pool keeps its own copies of the texts; the objects' shared ones can go.
+            self._texts.clear()
+            self._decision_memories.clear()
         self._engine.step(year)
         self.datacollector.collect(self)
         if audit is not None:

@@ -120,6 +120,17 @@ def test_what_the_engine_computed_is_read_from_any_household_attribute(attribute
     assert any(value is not None for value in expected)
 
 
+def test_the_engine_leaves_the_object_memories_no_texts_to_keep():
+    config, base = load_config(
+        DEFAULT, ["households.count=50", "years=2", *OFF, "households.prior_flood_share=0.5"]
+    )
+    model = build_model(config, base)
+    assert model._texts  # the seeded memories' texts, shared by the households
+    model.step()
+    assert not model._texts  # the engine's pool holds its own copies
+    assert any(h.memory.episodic_size for h in model.households)
+
+
 def test_changes_made_to_households_between_years_count():
     models = []
     for engine in ("objects", "arrays"):

@@ -300,6 +300,22 @@ def test_compact_a_block_at_a_time_keeps_what_compacting_at_once_keeps(monkeypat
     ]
 
 
+def test_a_pool_keeps_copies_of_the_texts_not_the_memories_own_strings():
+    """Emptied object memories free their texts: the pool holds none of their strings."""
+    memories = [CognitiveMemory(f"H{n}", 2, 5, 0.7, 0.9) for n in range(3)]
+    for n, memory in enumerate(memories):
+        for year in range(4):
+            memory.write(f"Year {year}: flood", 0.8, year, ("flood",))
+            memory.write(f"Year {year}: note {n}", 0.2, year)
+    strings = {id(item.content) for m in memories for item in (*m.working, *m.episodic)}
+    pool = MemoryPool.from_memories(memories)
+    assert sorted(pool._texts) == sorted(
+        {item.content for m in memories for item in (*m.working, *m.episodic)}
+    )
+    assert not [text for text in pool._texts if id(text) in strings]
+    assert pool.contents(pool.working(1)) == ["Year 2: note 1", "Year 3: note 1"]
+
+
 def test_many_full_memories_are_copied_in_batches():
     """More items than one copying batch: every household still gets its own items back."""
     memories = [CognitiveMemory(f"H{n}", 2, 40, 0.7, 0.9) for n in range(1_700)]
