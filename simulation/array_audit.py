@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from simulation.audit.lines import NOTHING, collapsed, numbers, only_where, strings
-from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines, MemoryLines
+from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines, MemoryLines, StateChanges
 from simulation.memory.pool import POOL_STORES, PoolWrite
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ class ArrayAudit:
         retrieved: PoolRetrieval,
         before: dict[str, np.ndarray] | None,
         choices: dict[str, np.ndarray],
-        state_changes: list[dict[str, tuple[Any, Any]]],
+        state_changes: StateChanges,
         written: PoolWrite,
         top_k: int,
     ) -> None:

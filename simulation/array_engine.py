@@ -31,7 +31,7 @@ import numpy as np
 
 from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, HouseholdState
 from simulation.array_audit import ArrayAudit
-from simulation.audit.writer import DYNAMIC_FIELDS
+from simulation.audit.writer import DYNAMIC_FIELDS, StateChanges
 from simulation.cycle import ADOPTION_PHRASES, DECISION_STATS, INSURANCE_SKILLS, POLICY_FLAGS
 from simulation.decisions.base import DrawnUniform, Option
 from simulation.decisions.pmt import MEMORY_KINDS, PMTPolicy, kind_needs_amount, kind_of
@@ -502,9 +502,7 @@ class ArrayEngine:
         )
         return tp
 
-    def _state_changes(
-        self, rows: NDArray[np.int64], chosen: NDArray[np.int64]
-    ) -> list[dict[str, tuple[Any, Any]]]:
+    def _state_changes(self, rows: NDArray[np.int64], chosen: NDArray[np.int64]) -> StateChanges:
         """What executing each choice will change (``Decision.state_changes``), before it does.
 
         The changes follow from the skill and the fields it reads (the policy flags and the
@@ -512,7 +510,7 @@ class ArrayEngine:
         """
         columns, renews, registry = self.columns, self.model._renews, self.model.registry
         if not len(rows):
-            return []
+            return StateChanges([], np.zeros(0, dtype=np.int64))
         read = list(POLICY_FLAGS)
         for skill_id in self.skill_ids:
             read += [name for name in registry.effects(skill_id) if name not in read]
@@ -545,7 +543,7 @@ class ArrayEngine:
                 if state[name] != value:
                     changes[name] = (state[name], value)
             kinds.append(changes)
-        return [kinds[k] for k in which.reshape(-1).tolist()]
+        return StateChanges(kinds, which.reshape(-1))
 
     def _decide_alone(
         self,

@@ -74,6 +74,7 @@ __all__ = [
     "AuditWriter",
     "DecisionLines",
     "MemoryLines",
+    "StateChanges",
     "changed_state",
     "dynamic_state",
 ]
@@ -269,21 +270,28 @@ def _level_codes(values: np.ndarray) -> np.ndarray:
     return np.clip((values * 5).astype(np.int64), 0, 4)
 
 
-def _states_after(changes: list[dict[str, tuple[Any, Any]]]) -> pa.Array:
+class StateChanges(NamedTuple):
+    """What executing many households' choices changed: households alike share an entry.
+
+    Attributes:
+        kinds: The distinct changes, ``{field: (before, after)}`` each.
+        which: The position in ``kinds`` of each household's changes.
+    """
+
+    kinds: list[dict[str, tuple[Any, Any]]]
+    which: np.ndarray
+
+
+def _states_after(changes: StateChanges) -> pa.Array:
     """Each household's encoded ``state_after`` (what changed), null where nothing did.
 
-    Households of a kind share one dict of changes (see ``ArrayEngine``): each is encoded once.
+    Each distinct change is encoded once.
     """
-    encodings: dict[int, bytes | None] = {}
-    out = []
-    for change in changes:
-        known = encodings.get(id(change), False)
-        if known is False:
-            known = encodings[id(change)] = (
-                orjson.dumps({k: new for k, (_, new) in change.items()}) if change else None
-            )
-        out.append(known)
-    return pa.array(out, _BINARY)
+    encodings = [
+        orjson.dumps({k: new for k, (_, new) in change.items()}) if change else None
+        for change in changes.kinds
+    ]
+    return pa.array(encodings, _BINARY).take(changes.which)
 
 
 class MemoryLines(NamedTuple):
@@ -344,7 +352,7 @@ class DecisionLines(NamedTuple):
         costs: What each paid.
         tp: Each one's threat appraisal.
         cp: The coping appraisal reported with each choice.
-        state_changes: What executing changed, ``{field: (before, after)}`` each.
+        state_changes: What executing changed for each.
     """
 
     agent_ids: pa.Array
@@ -358,7 +366,7 @@ class DecisionLines(NamedTuple):
     costs: np.ndarray
     tp: np.ndarray
     cp: np.ndarray
-    state_changes: list[dict[str, tuple[Any, Any]]]
+    state_changes: StateChanges
 
 
 def _rows(lines: Any, start: int, stop: int) -> Any:
@@ -369,6 +377,8 @@ def _rows(lines: Any, start: int, stop: int) -> Any:
             return part
         if isinstance(part, MemoryLines):
             return _rows(part, start, stop)
+        if isinstance(part, StateChanges):
+            return StateChanges(part.kinds, part.which[start:stop])
         return part[start:stop]
 
     return type(lines)(*(rows_of(part) for part in lines))
