@@ -694,7 +694,11 @@ class MemoryPool:
         evicted = np.full(len(rows), _EMPTY, dtype=np.int64)
         if not len(rows):
             return evicted
-        block = self._episodic[rows]
+        sizes = self._episodic_size[rows]
+        # Only the columns up to the new item's: past the fullest of these memories every slot
+        # is empty, and a memory short of its capacity (50 items by default) needs fewer.
+        width = int(sizes.max()) + 1
+        block = self._episodic[rows, :width]
         held = block >= 0
         keys = np.where(held, self._key[block], np.inf)
         new_keys = self._key[items]
@@ -709,7 +713,7 @@ class MemoryPool:
             block,
             np.where(columns == position[:, None], items[:, None], shifted),
         )
-        sizes = self._episodic_size[rows] + 1
+        sizes = sizes + 1
         over = sizes > self.episodic_capacity
         if over.any():
             full = block[over]
@@ -723,7 +727,7 @@ class MemoryPool:
             after[:, -1] = _EMPTY
             block[over] = np.where(columns < last[:, None], full, after)
             sizes[over] = self.episodic_capacity
-        self._episodic[rows] = block
+        self._episodic[rows, :width] = block
         self._episodic_size[rows] = sizes
         return evicted
 
