@@ -300,6 +300,23 @@ def test_compact_a_block_at_a_time_keeps_what_compacting_at_once_keeps(monkeypat
     ]
 
 
+def test_compacting_keeps_a_few_unused_texts_and_drops_many():
+    """Unused texts are dropped once they reach an eighth of those in use, not one by one."""
+    pool = MemoryPool([f"H{n}" for n in range(16)], working_capacity=1, episodic_capacity=1)
+    rows = np.arange(16)
+    pool.write(rows, [f"kept {n}" for n in rows], 0.5, 0)
+    pool.write(rows[:1], "gone", 0.5, 1)  # one text of 17 unused: kept
+    pool.compact()
+    assert "kept 0" in pool._texts
+    pool.write(rows[:4], "later", 0.5, 2)  # five of 18 unused: dropped
+    pool.compact()
+    assert sorted(pool._texts) == sorted([f"kept {n}" for n in range(4, 16)] + ["later"])
+    assert pool.contents(pool.working(0)) == ["later"]
+    assert pool.contents(pool.working(9)) == ["kept 9"]
+    pool.write(rows[:1], "kept 0", 0.5, 3)  # a dropped text written again
+    assert pool.contents(pool.working(0)) == ["kept 0"]
+
+
 def test_a_pool_keeps_copies_of_the_texts_not_the_memories_own_strings():
     """Emptied object memories free their texts: the pool holds none of their strings."""
     memories = [CognitiveMemory(f"H{n}", 2, 5, 0.7, 0.9) for n in range(3)]

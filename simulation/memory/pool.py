@@ -87,8 +87,9 @@ _INITIAL_ITEMS = 1024
 #: thousand new items (and copy the old 450 MB alongside).
 _GROWTH = 0.25
 #: Forgotten items are dropped (:meth:`MemoryPool.compact`) at a year end once they reach this
-#: share of the live ones: half the room the table is given, so that a table sized for its
-#: memories need not grow (growing copies it, and keeps the larger size).
+#: share of the live ones and the table is full but for this share: half the room the table is
+#: given, so that a table sized for its memories need not grow (growing copies it, and keeps
+#: the larger size). Unused texts are dropped once they reach this share of the used ones.
 _SLACK = _GROWTH / 2
 _LOAD_BATCH = 65_536  # items copied from object memories at a time (see from_memories)
 #: Table entries :meth:`MemoryPool.compact` indexes or copies at a time.
@@ -781,7 +782,9 @@ class MemoryPool:
             What :meth:`consolidate` moved.
         """
         live = int(self._working_size.sum() + self._episodic_size.sum())
-        if self._size > live * (1 + _SLACK) + _INITIAL_ITEMS:
+        # Compacting copies the whole table: it waits until the table is also nearly full (a
+        # table sized for full memories already is; a growing one compacts less often).
+        if self._size > max(live * (1 + _SLACK) + _INITIAL_ITEMS, self._capacity * (1 - _SLACK)):
             self.compact()
         rows = (
             np.arange(len(self), dtype=np.int64)
@@ -792,10 +795,12 @@ class MemoryPool:
         return self.consolidate(rows)
 
     def compact(self) -> None:
-        """Drop the items no store holds any more, and the texts only they used.
+        """Drop the items no store holds any more, and unused texts once there are enough.
 
         Forgotten items stay in the item table until this runs (:meth:`end_year` runs it first
-        once they reach an eighth of the live ones), so item indices are valid until then.
+        once they reach an eighth of the live ones and the table is seven eighths full), so
+        item indices are valid until then. Texts no item uses stay until they are an eighth of
+        those used.
         """
         # Marks rather than np.unique, and every pass over the table a block at a time: at
         # 100,000 full memories the table holds millions of items, and a whole-table index or
@@ -827,6 +832,11 @@ class MemoryPool:
         codes = self._text[:kept]  # a view: renumbered in place
         used = np.zeros(len(self._texts), dtype=bool)
         used[codes] = True
+        in_use = int(np.count_nonzero(used))
+        if len(used) - in_use <= in_use * _SLACK:
+            # Few texts unused (the items forgotten mostly share their texts with items kept):
+            # rebuilding the text map would cost more than they take.
+            return
         renumber = np.cumsum(used, dtype=self._text.dtype)
         renumber -= 1
         for start in range(0, kept, step):
