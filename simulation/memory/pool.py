@@ -94,7 +94,6 @@ _SLACK = _GROWTH / 2
 _LOAD_BATCH = 65_536  # items copied from object memories at a time (see from_memories)
 #: Table entries :meth:`MemoryPool.compact` indexes or copies at a time.
 _COMPACT_BLOCK = 1 << 20
-_INT32_LIMIT = 2**31 - 1
 
 
 class PoolWrite(NamedTuple):
@@ -812,7 +811,7 @@ class MemoryPool:
         alive[episodic] = True
         alive[size] = False
         # remap[i]: item i's index once the dead are dropped, or -1 (also at the end, for -1).
-        remap = np.cumsum(alive, dtype=np.int32 if size < _INT32_LIMIT else np.int64)
+        remap = np.cumsum(alive, dtype=np.int32 if size <= np.iinfo(np.int32).max else np.int64)
         remap -= 1
         np.copyto(remap, _EMPTY, where=~alive)
         kept = 0
@@ -824,8 +823,9 @@ class MemoryPool:
             kept += len(live)
         del alive
         for block in (working, episodic):
-            for start in range(0, len(block), step // block.shape[1] + 1):
-                rows = block[start : start + step // block.shape[1] + 1]
+            per = step // block.shape[1] + 1  # rows of about ``step`` entries
+            for start in range(0, len(block), per):
+                rows = block[start : start + per]
                 rows[...] = remap[rows]
         del remap
         self._size = kept
