@@ -2,7 +2,9 @@
 
 Runs the default configuration (with the runner's collector settings) under cProfile and prints
 the functions with the most time of their own and the most time including callees. cProfile
-slows Python-level calls down, so read the shares, not the absolute times.
+slows Python-level calls down, so read the shares, not the absolute times. The audit lines are
+written on the run's own thread here, not behind it (``audit.background``), so that their cost
+shows where it arises.
 
 ``--phases`` times the steps of the yearly cycle instead, without a profiler: microseconds per
 household-year in each phase of ``FloodAdaptationModel.step`` (hazard and damage, claims and

@@ -310,6 +310,7 @@ def run_simulation(
     model: FloodAdaptationModel | None = None,
     run_id: str | None = None,
     checkpoint_every: int | None = None,
+    spare_core: bool = True,
 ) -> RunResult:
     """Run ``config`` for its years and write the run directory under ``out_root``.
 
@@ -325,6 +326,8 @@ def run_simulation(
             the files floodsim wrote there (:data:`RUN_FILES`) are removed, any others are kept
             with a :class:`KeptFilesWarning`.
         checkpoint_every: Write a checkpoint every this many years (``None``: never).
+        spare_core: Whether a core is free for the audit's background thread
+            (``audit.background: auto``); ``False`` where other runs keep every core busy.
 
     Returns:
         The run directory, the metrics table and the model.
@@ -393,7 +396,7 @@ def run_simulation(
         },
     }
     _write_manifest(run_dir, manifest)
-    writer = _writer(run_dir, run_id, config, resume=None)
+    writer = _writer(run_dir, run_id, config, resume=None, spare_core=spare_core)
     if writer is not None:
         model.attach_audit(writer)
     return _drive(model, config, run_dir, manifest, writer, progress)
@@ -574,10 +577,20 @@ def _changed_since_start(config: RunConfig, run_dir: Path, manifest: dict[str, A
 
 
 def _writer(
-    run_dir: Path, run_id: str, config: RunConfig, resume: dict[str, Any] | None
+    run_dir: Path,
+    run_id: str,
+    config: RunConfig,
+    resume: dict[str, Any] | None,
+    *,
+    spare_core: bool = True,
 ) -> AuditWriter | None:
     if config.audit.level == "off":
         return None
+    # Only the array engine's batch methods gain from a background thread; the object path
+    # logs line by line. Without a core to spare the thread would only take turns with the run.
+    background = config.audit.background
+    if background == "auto":
+        background = spare_core and (os.cpu_count() or 1) > 1
     return AuditWriter(
         run_dir,
         run_id,
@@ -585,6 +598,7 @@ def _writer(
         config.seed,
         llm=config.decision.policy == "llm",
         resume=resume,
+        background=background and config.engine == "arrays",
     )
 
 
@@ -634,6 +648,8 @@ def _drive(
         _write_manifest(run_dir, manifest)
     except BaseException as err:
         err.add_note(f"run directory: {run_dir}")
+        if writer is not None:
+            writer.abandon()
         manifest.update(status="failed", error=f"{type(err).__name__}: {err}", finished_at=_now())
         # The disk may be full: the run then stays resumable from its last checkpoint.
         with contextlib.suppress(OSError):

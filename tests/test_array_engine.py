@@ -286,8 +286,10 @@ def _streams_of_both(
             "audit.gzip=true",
         ),
         ("audit.level=minimal", "social.neighborhood=small_world"),
+        # The lines made on the run's own thread (the others are written behind it).
+        ("audit.background=false",),
     ],
-    ids=["standard", "consolidating", "sampled-gzip", "minimal"],
+    ids=["standard", "consolidating", "sampled-gzip", "minimal", "one-thread"],
 )
 def test_both_engines_write_the_same_audit_trail(tmp_path, overrides):
     settings = ["households.count=200", "years=12", "audit.timestamps=false", *overrides]

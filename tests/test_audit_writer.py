@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import threading
 from pathlib import Path
 
 import jsonschema
@@ -22,11 +23,12 @@ from simulation.audit.writer import (
     _rounded_array,
     _rounded_numbers,
     _rounded_scores,
+    _Stream,
 )
 from simulation.config import load_config
 from simulation.decisions.base import level_of
 from simulation.memory import MemoryItem, ScoredMemory
-from simulation.runner import run_simulation
+from simulation.runner import build_model, run_simulation
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 
@@ -325,3 +327,40 @@ def test_appraisal_entries_are_the_object_paths(values: list[float]) -> None:
     """TP and CP entries taken from a table are those the object path writes, level and value."""
     got = _construct_entries(np.array(values, dtype=float)).to_pylist()
     assert got == [orjson.dumps({"level": level_of(v), "value": _rounded(v, 1e3)}) for v in values]
+
+
+def test_a_failure_writing_behind_the_run_fails_the_run_and_ends_the_thread(tmp_path, monkeypatch):
+    def full_disk(self, lines):
+        raise OSError(28, "No space left on device")
+
+    # The array engine's lines are written by the background thread (audit.background).
+    monkeypatch.setattr(_Stream, "write_lines", full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        run(tmp_path, "engine=arrays", "audit.background=true")
+    (run_dir,) = tmp_path.iterdir()
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    assert manifest["status"] == "failed"
+    assert "No space left on device" in manifest["error"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("floodsim-audit")]
+
+
+def test_each_year_ends_with_the_lines_of_the_years_before_it_written(tmp_path):
+    """Lines written behind the run lag it by one year at most."""
+    settings = ["households.count=60", "years=6", "engine=arrays", "audit.background=true"]
+    config, base = load_config(DEFAULT, settings)
+    model = build_model(config, base)
+    step = model.step
+    written: dict[int, dict[str, bytes]] = {}
+
+    def step_and_read() -> None:
+        step()
+        streams = {"traces": model.audit.traces, "updates": model.audit.updates}
+        written[model.steps] = {k: s.path.read_bytes() for k, s in streams.items()}
+
+    model.step = step_and_read
+    result = run_simulation(config, base, tmp_path, progress=False, model=model)
+    for key, name in (("traces", "household_traces"), ("updates", "memory_updates")):
+        final = (result.run_dir / f"{name}.jsonl").read_bytes().splitlines(keepends=True)
+        for year, files in written.items():
+            before = b"".join(line for line in final if orjson.loads(line)["year"] < year)
+            assert files[key].startswith(before), (name, year)

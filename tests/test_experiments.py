@@ -894,3 +894,29 @@ def test_a_resume_that_replaces_or_removes_runs_removes_the_behaviour_check_of_t
     assert not (out / "behaviour.csv").exists()
     assert not (out / "behaviour.png").exists()
     assert (out / "notes.txt").read_text(encoding="utf-8") == "notes.txt of the runs so far\n"
+
+
+@pytest.mark.parametrize(
+    ("executor", "workers", "spare_core"),
+    [("serial", 2, True), ("process", 1, True), ("process", 2, False)],
+)
+def test_runs_side_by_side_write_their_audits_on_their_own_thread(
+    tmp_path, monkeypatch, executor, workers, spare_core
+):
+    from simulation import runner
+    from simulation.experiments import batch
+    from simulation.experiments.executors import SerialExecutor
+
+    given: list[bool] = []
+    real = runner.run_simulation
+
+    def recording(config, *args, **kwargs):
+        given.append(kwargs["spare_core"])
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_simulation", recording)
+    # The runs go one by one in this process, but are planned for the executor named.
+    monkeypatch.setattr(batch, "make_executor", lambda *args: SerialExecutor())
+    path = write_experiment(tmp_path, replicates=1)
+    run_experiment(path, tmp_path / "out", executor=executor, workers=workers, progress=False)
+    assert given == [spare_core, spare_core]

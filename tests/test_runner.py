@@ -55,3 +55,35 @@ def test_decisions_that_fell_back_are_warned_about_at_the_end_of_the_run(tmp_pat
     (warning,) = [w for w in caught if w.category is FallbackWarning]
     assert str(warning.message).startswith(f"{result.run_dir.name}: {fallbacks} of 40 decisions (")
     assert "fell back to do_nothing" in str(warning.message)
+
+
+@pytest.mark.parametrize(
+    ("engine", "background", "spare_core", "behind"),
+    [
+        ("arrays", "auto", True, True),
+        ("arrays", "auto", False, False),
+        ("arrays", "true", False, True),
+        ("arrays", "false", True, False),
+        ("objects", "true", True, False),  # the object path logs line by line
+    ],
+)
+def test_audit_lines_are_written_behind_the_run_where_a_core_is_spare(
+    tmp_path, monkeypatch, engine, background, spare_core, behind
+):
+    from simulation import runner
+
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    config, base = load_config(
+        DEFAULT,
+        ["households.count=20", "years=2", f"engine={engine}", f"audit.background={background}"],
+    )
+    result = run_simulation(config, base, tmp_path, progress=False, spare_core=spare_core)
+    assert result.model.audit.writes_behind is behind
+
+
+def test_one_core_leaves_no_core_to_spare(tmp_path, monkeypatch):
+    from simulation import runner
+
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 1)
+    config, base = load_config(DEFAULT, ["households.count=20", "years=2", "engine=arrays"])
+    assert not run_simulation(config, base, tmp_path, progress=False).model.audit.writes_behind

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from isal import igzip
 
+from simulation.audit.background import Background
 from simulation.audit.lines import (
     HOLE,
     OPTIONAL,
@@ -50,7 +51,8 @@ from simulation.audit.lines import (
 from simulation.decisions.base import LEVELS
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
+    from collections.abc import Callable, Hashable
+    from concurrent.futures import Future
     from pathlib import Path
 
     from simulation.agents.state import HouseholdState
@@ -562,6 +564,9 @@ class AuditWriter:
         llm: Whether households decide with a language model (adds ``llm_calls.jsonl``).
         resume: Committed offsets from a checkpoint (:meth:`commit`): each stream is truncated
             to its offset and continued.
+        background: Write the batch methods' lines on a background thread (``audit.background``;
+            see simulation/audit/background.py). Their arguments are then read after they
+            return: the caller hands over arrays it no longer changes.
     """
 
     def __init__(
@@ -573,6 +578,7 @@ class AuditWriter:
         *,
         llm: bool = False,
         resume: dict[str, dict[str, int]] | None = None,
+        background: bool = False,
     ):
         self.config = config
         self.level = config.level
@@ -617,6 +623,11 @@ class AuditWriter:
         # shape, and its state_before encodings.
         self._templates: dict[Any, LineTemplate] = {}
         self._states: dict[tuple[Any, ...], bytes] = {}
+        #: Whether the batch methods' lines are written on a background thread.
+        self.writes_behind = bool(background and names)
+        # The batch methods' writing, the year ends and year starts between them, in order.
+        self._background = Background("floodsim-audit") if self.writes_behind else None
+        self._last_year_end: Future[None] | None = None
 
     # ------------------------------------------------------------------ helpers
     def audits(self, agent_id: str) -> bool:
@@ -634,9 +645,12 @@ class AuditWriter:
 
     def begin_year(self, year: int) -> None:
         """Start ``year``: one wall-clock stamp serves all of its lines (when enabled)."""
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if self.config.timestamps else None
+        self._later(self._begin_year, year, stamp)
+
+    def _begin_year(self, year: int, stamp: str | None) -> None:
         self._year = year
-        if self.config.timestamps:
-            self._stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._stamp = stamp
         self._template = self._head_template()
         self._templates = {}
         self._states = {}
@@ -679,6 +693,7 @@ class AuditWriter:
         """Log the memories a household starts with (pre-seeded) as year-0 writes."""
         if self.updates is None or not self.audits(agent_id):
             return
+        self._settle()  # these lines go after those handed to the background thread
         stores = {i.seq: "working" for i in memory.working}
         stores.update({i.seq: "episodic" for i in memory.episodic})
         items = {i.seq: i for i in (*memory.working, *memory.episodic)}
@@ -699,6 +714,7 @@ class AuditWriter:
         """Log one memory write and what it evicted."""
         if self.updates is None or not self.audits(agent_id):
             return
+        self._settle()  # these lines go after those handed to the background thread
         item = result.item
         record = self._head(agent_id)
         record["update_type"] = item.source
@@ -710,6 +726,7 @@ class AuditWriter:
         """Log a ``retrieve_memory`` call and its scored result."""
         if self.tools is None or not self.audits(agent_id):
             return
+        self._settle()  # these lines go after those handed to the background thread
         ids, scores, trace_scores = _ids_and_scores(hits, 1e6, 1e4 if self.full else 1e3)
         # The trace of this decision names the same items with the same scores.
         self._retrieved = (hits, ids, trace_scores)
@@ -730,6 +747,7 @@ class AuditWriter:
         """Log one household's year-end pass."""
         if self.consolidations is None or not self.audits(agent_id):
             return
+        self._settle()  # these lines go after those handed to the background thread
         transferred, evictions, promoted, reflections = report
         record = self._head(agent_id)
         sizes = (memory.working_size, memory.episodic_size)
@@ -764,6 +782,7 @@ class AuditWriter:
         """Log one household-year decision (seed 000 section 11)."""
         if self.traces is None or not self.audits(agent_id):
             return
+        self._settle()  # these lines go after those handed to the background thread
         proposal, full = decision.proposal, self.full
         scale = 1e4 if full else 1e3
         record = self._head(agent_id)
@@ -824,6 +843,9 @@ class AuditWriter:
 
         The caller has already left out households outside the audited sample.
         """
+        self._later(self._memory_updates, lines)
+
+    def _memory_updates(self, lines: MemoryLines) -> None:
         if self.updates is None:
             return
         for start in range(0, len(lines.ids), _LINES_PER_BATCH):
@@ -892,6 +914,15 @@ class AuditWriter:
                 anything: the ids of the items it transferred, and the ``(id, store)`` of each
                 item it forgot.
         """
+        self._later(self._year_ends, agent_ids, working, episodic, moved)
+
+    def _year_ends(
+        self,
+        agent_ids: pa.Array,
+        working: np.ndarray,
+        episodic: np.ndarray,
+        moved: dict[int, tuple[list[str], list[tuple[str, str]]]],
+    ) -> None:
         if self.consolidations is None or not len(agent_ids):
             return
         template = self._line_template(_YEAR_END, {"consolidation": HOLE})
@@ -936,6 +967,9 @@ class AuditWriter:
             lines: The decisions.
             parameters: The ``retrieve_memory`` call's parameters (the same for all).
         """
+        self._later(self._all_decisions, lines, parameters)
+
+    def _all_decisions(self, lines: DecisionLines, parameters: dict[str, Any]) -> None:
         if self.traces is None:
             return
         for start in range(0, len(lines.agent_ids), _LINES_PER_BATCH):
@@ -987,7 +1021,7 @@ class AuditWriter:
                 joined(numbers(_rounded_array(scores, 1e6)), counts),
             )
         )
-        self.memory_updates(lines.updates)
+        self._memory_updates(lines.updates)
         trace = self._line_template(
             _TRACE,
             {
@@ -1051,6 +1085,7 @@ class AuditWriter:
         """Log each chat request of one household's decision (no prompt text, no key)."""
         if self.llm is None or not self.audits(agent_id):
             return
+        self._settle()  # these lines go after those handed to the background thread
         for call in calls:
             record = {
                 **self._head(agent_id),
@@ -1067,8 +1102,30 @@ class AuditWriter:
             self.llm.write(record)
 
     # ------------------------------------------------------------------ closing
+    def _later(self, write: Callable[..., None], *args: Any) -> None:
+        """``write(*args)`` on the background thread when there is one, else now."""
+        if self._background is None:
+            write(*args)
+        else:
+            self._background.submit(write, *args)
+
+    def _settle(self) -> None:
+        """Wait until the background thread has written everything handed to it."""
+        if self._background is not None:
+            self._background.wait()
+
+    def wait(self) -> None:
+        """Block until every line logged so far is written out (or has failed).
+
+        Raises:
+            Exception: A failure of the background thread (``audit.background``), such as
+                an ``OSError`` of a full disk.
+        """
+        self._settle()
+
     def commit(self) -> dict[str, dict[str, int]]:
         """Write and sync every stream; return each one's byte offset and line count."""
+        self._settle()
         return {
             name: dict(zip(("offset", "lines"), stream.commit(), strict=True))
             for name, stream in self._streams.items()
@@ -1076,16 +1133,43 @@ class AuditWriter:
 
     def flush(self) -> None:
         """Write every buffered line (whole lines only)."""
+        self._settle()
         for stream in self._streams.values():
             stream.flush()
 
     def end_year(self) -> None:
-        """Write every buffered line and end each gzip member (see ``_Stream.end_member``)."""
+        """Write every buffered line and end each gzip member (see ``_Stream.end_member``).
+
+        With a background thread, returns once the previous year's lines are written: at
+        most a year's lines wait, and the arrays they are made from are held only that long.
+        """
+        if self._background is None:
+            self._end_members()
+            return
+        previous = self._last_year_end
+        self._last_year_end = self._background.submit(self._end_members)
+        if previous is not None:
+            self._background.wait(until=previous)
+
+    def _end_members(self) -> None:
         for stream in self._streams.values():
             stream.end_member()
 
+    def abandon(self) -> None:
+        """End the background thread after a failure elsewhere, without raising its own.
+
+        The lines handed to it are written first: a run stopped after a year (by Ctrl-C, say)
+        has that year's lines, as without the thread.
+        """
+        if self._background is not None:
+            background, self._background = self._background, None
+            background.close(quiet=True)
+
     def close(self) -> dict[str, Any]:
         """Flush and close every stream; return the manifest's ``audit`` entry."""
+        if self._background is not None:
+            background, self._background = self._background, None
+            background.close()
         for stream in self._streams.values():
             stream.close()
         sample = self.config.sample

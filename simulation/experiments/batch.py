@@ -297,7 +297,12 @@ def run_experiment(
         by_id = {r["run_id"]: r for r in records}
         todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
         skipped = len(planned) - len(todo)
-        tasks = [RunTask(r.run_id, r.config, str(folder), str(out / "runs")) for r in todo]
+        # Runs side by side keep the cores busy: their audits write on their own threads.
+        alone = settings.kind == "serial" or (settings.workers == 1 and settings.address is None)
+        tasks = [
+            RunTask(r.run_id, r.config, str(folder), str(out / "runs"), spare_core=alone)
+            for r in todo
+        ]
         bar = tqdm(
             total=len(planned),
             initial=skipped,

@@ -56,12 +56,17 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class RunTask:
-    """One run to execute: its id, full config (plain data) and where to write it."""
+    """One run to execute: its id, full config (plain data) and where to write it.
+
+    ``spare_core`` tells the run whether a core is free for its audit's background thread
+    (``audit.background: auto``): not where the batch runs several at once.
+    """
 
     run_id: str
     config: dict[str, Any]
     base_dir: str
     out_root: str
+    spare_core: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +112,7 @@ def execute_run(task: RunTask) -> RunOutcome:
                 progress=False,
                 model=model,
                 run_id=task.run_id,
+                spare_core=task.spare_core,
             )
         except Exception as err:
             detail = "".join(traceback.format_exception_only(type(err), err)).strip()
