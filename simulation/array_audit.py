@@ -10,11 +10,16 @@ byte for byte (``tests/test_array_engine.py`` compares them).
 
 Only the audited households cost anything here: with ``audit.sample`` below 1 the others are
 dropped before a single value is encoded.
+
+With a background thread (``audit.background``), the run's thread only reads what the lines
+need from the pool (:class:`_Written`, numpy copies); the encoding is handed to the writer's
+thread (:meth:`AuditWriter.later <simulation.audit.writer.AuditWriter.later>`), while the pool
+moves on.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +42,42 @@ __all__ = ["ArrayAudit"]
 _BINARY = pa.binary()
 _TRUE = pa.scalar(b"true", _BINARY)
 _QUOTE = pa.scalar(b'"', _BINARY)
+
+
+class _Written(NamedTuple):
+    """What the lines of some pool writes need of the pool, read when they were written.
+
+    Each array has an entry per write (``evicted_*``: per write that evicted an item). The
+    pool's text and tag tables are taken as they are: the pool only appends to them, and
+    compaction replaces them rather than change them, so codes read here stay valid in them.
+    """
+
+    owner: np.ndarray
+    seq: np.ndarray
+    text: np.ndarray
+    importance: np.ndarray
+    year: np.ndarray
+    tags: np.ndarray
+    source: np.ndarray
+    amount: np.ndarray
+    pinned: np.ndarray
+    evicted_owner: np.ndarray
+    evicted_seq: np.ndarray
+    texts: list[str]
+    tag_sets: list[tuple[str, ...]]
+
+    @classmethod
+    def read(cls, pool: MemoryPool, done: PoolWrite) -> _Written:
+        """Read what the lines of ``done`` need from ``pool``."""
+        items = done.items
+        gone = done.evicted[done.evicted >= 0]
+        return cls(
+            *(pool.column(name, items) for name in cls._fields[:9]),
+            pool.column("owner", gone),
+            pool.column("seq", gone),
+            pool.texts,
+            pool.tag_sets,
+        )
 
 
 class ArrayAudit:
@@ -95,13 +136,14 @@ class ArrayAudit:
         rows = np.concatenate([q[2] for q in queued])[order]
         parts = zip(*(q[3] for q in queued), strict=True)
         done = PoolWrite(*(np.concatenate(part)[order] for part in parts))
-        self.writer.memory_updates(self._lines(rows, done))
+        self.writer.later(self._log_writes, rows, done, _Written.read(self.pool, done))
 
-    def _item_ids(self, items: NDArray[np.int64]) -> pa.Array:
-        """The encoded ids of ``items`` (``"<agent_id>:<seq>"``, as :meth:`MemoryPool.ids`)."""
-        pool = self.pool
-        starts = self._id_starts.take(pool.column("owner", items))
-        seqs = pool.column("seq", items)
+    def _log_writes(self, rows: NDArray[np.int64], done: PoolWrite, written: _Written) -> None:
+        self.writer.memory_updates(self._lines(rows, done, written))
+
+    def _item_ids(self, owners: NDArray[np.int64], seqs: NDArray[np.int64]) -> pa.Array:
+        """The encoded ids (``"<agent_id>:<seq>"``) of the items of ``owners`` and ``seqs``."""
+        starts = self._id_starts.take(owners)
         if len(seqs) and seqs.max() >= len(self._id_ends):
             # A sequence number's digits need no escaping: an id's encoding is its start's,
             # the digits and the closing quote. Doubling the table keeps its growth cheap.
@@ -109,19 +151,17 @@ class ArrayAudit:
             self._id_ends = pc.binary_join_element_wise(numbers(np.arange(count)), _QUOTE, NOTHING)
         return pc.binary_join_element_wise(starts, self._id_ends.take(seqs), NOTHING)
 
-    def _lines(self, rows: NDArray[np.int64], done: PoolWrite) -> MemoryLines:
+    def _lines(self, rows: NDArray[np.int64], done: PoolWrite, written: _Written) -> MemoryLines:
         """The writes of ``done`` (to ``rows``) as the writer logs them, from the pool's columns."""
-        pool = self.pool
-        items = done.items
-        count = len(items)
-        amounts = pool.column("amount", items)
+        count = len(done.items)
+        amounts = written.amount
         has_amount = ~np.isnan(amounts)
-        pinned = pool.column("pinned", items)
+        pinned = written.pinned
         evicting = done.evicted >= 0
         if evicting.any():
             mask = pa.array(evicting)
-            gone = done.evicted[evicting]
-            evicted = pc.replace_with_mask(pa.nulls(count, _BINARY), mask, self._item_ids(gone))
+            gone = self._item_ids(written.evicted_owner, written.evicted_seq)
+            evicted = pc.replace_with_mask(pa.nulls(count, _BINARY), mask, gone)
             evicted_from = pc.replace_with_mask(
                 pa.nulls(count, _BINARY),
                 mask,
@@ -131,12 +171,12 @@ class ArrayAudit:
             evicted = evicted_from = pa.nulls(count, _BINARY)
         return MemoryLines(
             self._agents.take(rows),
-            self._item_ids(items),
-            _labels(pool.column("text", items), pool.texts),
-            collapsed(pool.column("importance", items), numbers),
-            collapsed(pool.column("year", items), numbers),
-            collapsed(pool.column("tags", items), lambda c: _labels(c, pool.tag_sets)),
-            collapsed(pool.column("source", items), self._sources.take),
+            self._item_ids(written.owner, written.seq),
+            _labels(written.text, written.texts),
+            collapsed(written.importance, numbers),
+            collapsed(written.year, numbers),
+            collapsed(written.tags, lambda c: _labels(c, written.tag_sets)),
+            collapsed(written.source, self._sources.take),
             only_where(has_amount, numbers(np.where(has_amount, amounts, 0.0)))
             if has_amount.any()
             else pa.nulls(count, _BINARY),
@@ -178,35 +218,40 @@ class ArrayAudit:
         households = rows[audited]
         standard = self.memory_streams
         counts = retrieved.counts[audited] if standard else np.zeros(len(audited), np.int64)
-        offsets = np.zeros(len(audited) + 1, dtype=np.int32)
-        np.cumsum(counts, out=offsets[1:])
+        # What the lines need of the pool, read now: the pool moves on while they are made.
         if standard:
             found = retrieved.items[audited]
+            found = found[found >= 0]
+            found_owners, found_seqs = pool.column("owner", found), pool.column("seq", found)
+            decided = PoolWrite(*(part[audited] for part in written))
+            memories = _Written.read(pool, decided)
+        sizes = pool.working_sizes[households], pool.episodic_sizes[households]
+        scores = retrieved.scores[audited]
+        skill, cost, tp, cp = (choices[key][audited] for key in ("skill", "cost", "tp", "cp"))
+
+        def log() -> None:
+            offsets = np.zeros(len(audited) + 1, dtype=np.int32)
+            np.cumsum(counts, out=offsets[1:])
             # Retrieved items are named by id only (the memory streams carry the contents).
-            ids = self._item_ids(found[found >= 0])
-        else:
-            ids = pa.array([], _BINARY)
-        retrieved_ids = pa.ListArray.from_arrays(pa.array(offsets), ids)
-        states_before = _states(before) if before is not None else []
-        self.writer.decisions(
-            DecisionLines(
-                self._agents.take(households),
-                retrieved_ids,
-                retrieved.scores[audited],
-                self._lines(households, PoolWrite(*(part[audited] for part in written)))
-                if standard
-                else None,
-                states_before,
-                pool.working_sizes[households],
-                pool.episodic_sizes[households],
-                strings(choices["skill_ids"]).take(choices["skill"][audited]),
-                choices["cost"][audited],
-                choices["tp"][audited],
-                choices["cp"][audited],
-                state_changes,
-            ),
-            {"top_k": top_k, "current_year": year},
-        )
+            ids = self._item_ids(found_owners, found_seqs) if standard else pa.array([], _BINARY)
+            self.writer.decisions(
+                DecisionLines(
+                    self._agents.take(households),
+                    pa.ListArray.from_arrays(pa.array(offsets), ids),
+                    scores,
+                    self._lines(households, decided, memories) if standard else None,
+                    _states(before) if before is not None else [],
+                    *sizes,
+                    strings(choices["skill_ids"]).take(skill),
+                    cost,
+                    tp,
+                    cp,
+                    state_changes,
+                ),
+                {"top_k": top_k, "current_year": year},
+            )
+
+        self.writer.later(log)
 
     # ------------------------------------------------------------------ year end
     def year_end(self, active: NDArray[np.int64], moves: Sequence[PoolWrite]) -> None:

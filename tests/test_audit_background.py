@@ -99,3 +99,8 @@ def test_closing_quietly_runs_every_call_and_raises_no_failure():
     background.close(quiet=True)
     assert ran == [1]
     assert not [t for t in threading.enumerate() if t.name.startswith("test-audit")]
+
+
+def test_only_the_worker_is_on_the_worker(background):
+    assert not background.on_worker
+    assert background.submit(lambda: background.on_worker).result()

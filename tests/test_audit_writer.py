@@ -364,3 +364,23 @@ def test_each_year_ends_with_the_lines_of_the_years_before_it_written(tmp_path):
         for year, files in written.items():
             before = b"".join(line for line in final if orjson.loads(line)["year"] < year)
             assert files[key].startswith(before), (name, year)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_work_handed_to_the_writer_runs_in_order_and_at_once_from_within(tmp_path, background):
+    from simulation.audit.writer import AuditWriter
+
+    config, _ = load_config(DEFAULT, [])
+    writer = AuditWriter(tmp_path, "run", config.audit, config.seed, background=background)
+    assert writer.writes_behind is background
+    done: list[str] = []
+
+    def outer() -> None:
+        writer.later(done.append, "inner")  # on the writer's thread: now, not after the rest
+        done.append("outer")
+
+    writer.later(outer)
+    writer.later(done.append, "last")
+    writer.wait()
+    assert done == ["inner", "outer", "last"]
+    writer.close()

@@ -11,6 +11,7 @@ the order given, keep the files' bytes what they are without it.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -31,11 +32,22 @@ class Background:
         name: The thread's name (shown by debuggers and ``py-spy``).
     """
 
-    __slots__ = ("_executor", "_pending")
+    __slots__ = ("_executor", "_pending", "_worker")
 
     def __init__(self, name: str):
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._worker: int | None = None  # the thread's identity, once it has started
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=name, initializer=self._started
+        )
         self._pending: deque[Future[Any]] = deque()
+
+    def _started(self) -> None:
+        self._worker = threading.get_ident()
+
+    @property
+    def on_worker(self) -> bool:
+        """Whether the calling thread is the worker (a call that runs more runs them at once)."""
+        return threading.get_ident() == self._worker
 
     def submit(self, call: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run ``call(*args)`` after every call submitted before it.

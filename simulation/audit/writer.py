@@ -646,7 +646,7 @@ class AuditWriter:
     def begin_year(self, year: int) -> None:
         """Start ``year``: one wall-clock stamp serves all of its lines (when enabled)."""
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if self.config.timestamps else None
-        self._later(self._begin_year, year, stamp)
+        self.later(self._begin_year, year, stamp)
 
     def _begin_year(self, year: int, stamp: str | None) -> None:
         self._year = year
@@ -843,7 +843,7 @@ class AuditWriter:
 
         The caller has already left out households outside the audited sample.
         """
-        self._later(self._memory_updates, lines)
+        self.later(self._memory_updates, lines)
 
     def _memory_updates(self, lines: MemoryLines) -> None:
         if self.updates is None:
@@ -914,7 +914,7 @@ class AuditWriter:
                 anything: the ids of the items it transferred, and the ``(id, store)`` of each
                 item it forgot.
         """
-        self._later(self._year_ends, agent_ids, working, episodic, moved)
+        self.later(self._year_ends, agent_ids, working, episodic, moved)
 
     def _year_ends(
         self,
@@ -967,7 +967,7 @@ class AuditWriter:
             lines: The decisions.
             parameters: The ``retrieve_memory`` call's parameters (the same for all).
         """
-        self._later(self._all_decisions, lines, parameters)
+        self.later(self._all_decisions, lines, parameters)
 
     def _all_decisions(self, lines: DecisionLines, parameters: dict[str, Any]) -> None:
         if self.traces is None:
@@ -1102,12 +1102,17 @@ class AuditWriter:
             self.llm.write(record)
 
     # ------------------------------------------------------------------ closing
-    def _later(self, write: Callable[..., None], *args: Any) -> None:
-        """``write(*args)`` on the background thread when there is one, else now."""
-        if self._background is None:
+    def later(self, write: Callable[..., None], *args: Any) -> None:
+        """Run ``write(*args)`` on the background thread, after what was handed to it before.
+
+        Without a background thread, or called on it, runs it now. ``write`` may call the
+        batch methods; its arguments must not change until it has run.
+        """
+        background = self._background
+        if background is None or background.on_worker:
             write(*args)
         else:
-            self._background.submit(write, *args)
+            background.submit(write, *args)
 
     def _settle(self) -> None:
         """Wait until the background thread has written everything handed to it."""
