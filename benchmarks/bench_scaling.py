@@ -35,6 +35,8 @@ Usage:
     python benchmarks/bench_scaling.py --households 1000 --levels off standard --years 30
     python benchmarks/bench_scaling.py --households 1000 100000 --levels off --rounds 3
     python benchmarks/bench_scaling.py --households 10000 --levels off --engines arrays objects
+    python benchmarks/bench_scaling.py --households 10000 --levels standard --engines arrays \
+        --set audit.background=false                         # any config key, as floodsim run
 
 ``engine: arrays`` (simulation/array_engine.py) gives the object path's results at a fraction
 of its cost; it does not write the ``full`` audit trail, so the matrix measures it at ``off``
@@ -199,17 +201,19 @@ def measure_one(
     repeats: int = 1,
     floor_seconds: float = FLOOR_MIN_SECONDS,
     engine: str = "objects",
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run one configuration here and return its figures (called in a child process).
 
     With ``repeats`` above one the same run (same seed) is built and stepped that many times
-    and its median stepping time is reported, with the fastest and slowest.
+    and its median stepping time is reported, with the fastest and slowest. ``extra`` overrides
+    (``KEY=VALUE``, as ``floodsim run --set``) change the default configuration further.
     """
     from simulation.config import load_config
     from simulation.runner import build_model, run_simulation
 
     overrides = [f"households.count={households}", f"years={years}", f"audit.level={level}"]
-    overrides.append(f"engine={engine}")
+    overrides = [*overrides, f"engine={engine}", *extra]
     config, base = load_config(DEFAULT_CONFIG, overrides)
     times: list[float] = []
     whole: list[float] = []  # each run_simulation, steps and fixed costs
@@ -270,6 +274,7 @@ def measure_one(
         "years": years,
         "audit": level,
         "engine": engine,
+        "set": list(extra),
         "memories": "full" if full_memories else "as run",
         # What the memories held at the end: with full_memories, that they stayed full.
         "mean_working_after": working,
@@ -356,6 +361,13 @@ def parse_args() -> argparse.Namespace:
         help="step the empty-Mesa floor for at least this long per configuration "
         f"(default: {FLOOR_MIN_SECONDS:g})",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key in every configuration, as floodsim run --set (repeatable)",
+    )
     parser.add_argument("--one", nargs=2, metavar=("HOUSEHOLDS", "LEVEL"), help=argparse.SUPPRESS)
     parser.add_argument("--engine", choices=ENGINES, default="objects", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -378,6 +390,7 @@ def main() -> None:
             repeats=args.repeats or 1,
             floor_seconds=args.floor_seconds,
             engine=args.engine,
+            extra=tuple(args.set),
         )
         print(json.dumps(row))
         return
@@ -415,6 +428,7 @@ def main() -> None:
             command += ["--years", str(args.years), "--repeats", str(repeats)]
             command += ["--floor-seconds", str(args.floor_seconds), "--engine", engine]
             command += ["--full-memories"] if full else []
+            command += [f"--set={override}" for override in args.set]
             # The child's stderr passes through: a configuration that fails says why.
             child = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
             results_of_run.append(json.loads(child.stdout.strip().splitlines()[-1]))
@@ -424,6 +438,8 @@ def main() -> None:
         f"{'us/hh-yr':>9} "
         f"{'floor us':>8} {'x floor':>7} {'RSS MB':>7} {'audit B/hh-yr':>13}"
     )
+    if args.set:
+        print("every configuration with " + " ".join(f"--set {o}" for o in args.set))
     print(header)
     print("-" * len(header))
     for r in rows:

@@ -222,3 +222,21 @@ def test_rounds_must_be_positive(bench, monkeypatch):
     monkeypatch.setattr("sys.argv", ["bench_scaling.py", "--rounds", "0"])
     with pytest.raises(SystemExit):
         bench.main()
+
+
+def test_config_keys_set_on_the_command_line_reach_every_configuration(
+    bench, tmp_path, monkeypatch
+):
+    out = tmp_path / "scaling.json"
+    argv = ["bench_scaling.py", "--households", "40", "--levels", "standard", "--years", "2"]
+    argv += ["--repeats", "1", "--floor-seconds", "0", "--json", str(out)]
+    monkeypatch.setattr("sys.argv", [*argv, "--set", "audit.sample=0.5"])
+    bench.main()
+    (half,) = json.loads(out.read_text())["rows"]
+    monkeypatch.setattr("sys.argv", argv)
+    bench.main()
+    (everyone,) = json.loads(out.read_text())["rows"]
+    assert half["set"] == ["audit.sample=0.5"]
+    assert everyone["set"] == []
+    audit_bytes = "audit_bytes_per_household_year"
+    assert 0 < half[audit_bytes] < 0.75 * everyone[audit_bytes]
