@@ -833,7 +833,7 @@ class AuditConfig(Section):
         "auto",
         description="engine arrays: fill and write a year's lines on a second thread while the "
         "simulation runs on (simulation/audit/background.py); the files are the same, byte for "
-        "byte. About a quarter off a standard-level year on 2 cores. auto: on for a run that "
+        "byte; a quarter to a third off a standard-level year on 2 cores. auto: on for a run that "
         "has a spare core (floodsim run; a batch running one run at a time), off where a "
         "batch's runs share the cores (more than one worker); unused by engine objects.",
     )

@@ -4,9 +4,9 @@
 a year's line templates and writing the lines) to a :class:`Background` while the simulation
 goes on to its next phase. Most of that work is in pyarrow's kernels and in writing files,
 which release the GIL, so the two threads mostly run at once on two cores: at 10,000
-households and the ``standard`` level a year took 8.3 µs per household-year on one thread and
-6.0 µs with the lines written behind it (``docs/performance.md``). One thread, and calls in
-the order given, keep the files' bytes what they are without it.
+households and the ``standard`` level a household-year took about 8.5 µs on one thread and 6
+with the lines written behind it (``docs/performance.md``). One thread, and calls in the order
+given, keep the files' bytes what they are without it.
 """
 
 from __future__ import annotations
