@@ -126,6 +126,8 @@ def child(households: int, years: int, level: str, engine: str, out: Path) -> No
     def counted_years() -> None:
         for _ in range(years):
             model.step()
+        if writer is not None:
+            writer.wait()  # the last year's lines, written behind the run (audit.background)
 
     with tuned_collector():
         model.step()

@@ -72,6 +72,7 @@ __all__ = [
     "resume_run",
     "run_identity",
     "run_simulation",
+    "usable_cores",
 ]
 
 #: Name of the registry copy inside a run directory.
@@ -576,6 +577,13 @@ def _changed_since_start(config: RunConfig, run_dir: Path, manifest: dict[str, A
     return None
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _writer(
     run_dir: Path,
     run_id: str,
@@ -590,7 +598,7 @@ def _writer(
     # logs line by line. Without a core to spare the thread would only take turns with the run.
     background = config.audit.background
     if background == "auto":
-        background = spare_core and (os.cpu_count() or 1) > 1
+        background = spare_core and usable_cores() > 1
     return AuditWriter(
         run_dir,
         run_id,

@@ -72,7 +72,7 @@ def test_audit_lines_are_written_behind_the_run_where_a_core_is_spare(
 ):
     from simulation import runner
 
-    monkeypatch.setattr(runner.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runner, "usable_cores", lambda: 2)
     config, base = load_config(
         DEFAULT,
         ["households.count=20", "years=2", f"engine={engine}", f"audit.background={background}"],
@@ -84,6 +84,14 @@ def test_audit_lines_are_written_behind_the_run_where_a_core_is_spare(
 def test_one_core_leaves_no_core_to_spare(tmp_path, monkeypatch):
     from simulation import runner
 
-    monkeypatch.setattr(runner.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(runner, "usable_cores", lambda: 1)
     config, base = load_config(DEFAULT, ["households.count=20", "years=2", "engine=arrays"])
     assert not run_simulation(config, base, tmp_path, progress=False).model.audit.writes_behind
+
+
+def test_the_usable_cores_are_at_least_one_and_at_most_the_machines():
+    import os
+
+    from simulation.runner import usable_cores
+
+    assert 1 <= usable_cores() <= (os.cpu_count() or 1)
