@@ -1101,7 +1101,7 @@ class AuditWriter:
                 record["latency_s"] = round(call.latency_s, 4)
             self.llm.write(record)
 
-    # ------------------------------------------------------------------ closing
+    # ------------------------------------------------------------------ the background thread
     def later(self, write: Callable[..., None], *args: Any) -> None:
         """Run ``write(*args)`` on the background thread, after what was handed to it before.
 
@@ -1128,6 +1128,7 @@ class AuditWriter:
         """
         self._settle()
 
+    # ------------------------------------------------------------------ closing
     def commit(self) -> dict[str, dict[str, int]]:
         """Write and sync every stream; return each one's byte offset and line count."""
         self._settle()
