@@ -838,6 +838,14 @@ class AuditConfig(Section):
         "batch's runs share the cores (more than one worker); unused by engine objects.",
     )
 
+    @field_validator("background", mode="before")
+    @classmethod
+    def _background_choice(cls, value: Any) -> Any:
+        if value is True or value is False or value == "auto":
+            return value
+        msg = "must be auto, true or false"
+        raise ValueError(msg)
+
     @field_validator("level", mode="before")
     @classmethod
     def _yaml_off(cls, value: Any) -> Any:

@@ -267,6 +267,8 @@ def test_bad_audit_settings_are_rejected():
         load_config(DEFAULT, ["audit.level=verbose"])
     with pytest.raises(ConfigError, match=r"audit\.gzip_level"):
         load_config(DEFAULT, ["audit.gzip_level=4"])
+    with pytest.raises(ConfigError, match=r"audit\.background: must be auto, true or false"):
+        load_config(DEFAULT, ["audit.background=sometimes"])
 
 
 @given(
