@@ -220,13 +220,13 @@ class ArrayAudit:
         counts = retrieved.counts[audited] if standard else np.zeros(len(audited), np.int64)
         # What the lines need of the pool, read now: the pool moves on while they are made.
         if standard:
-            found = retrieved.items[audited]
+            found = retrieved.items.take(audited, axis=0)
             found = found[found >= 0]
             found_owners, found_seqs = pool.column("owner", found), pool.column("seq", found)
             decided = PoolWrite(*(part[audited] for part in written))
             memories = _Written.read(pool, decided)
         sizes = pool.working_sizes[households], pool.episodic_sizes[households]
-        scores = retrieved.scores[audited]
+        scores = retrieved.scores.take(audited, axis=0)
         skill, cost, tp, cp = (choices[key][audited] for key in ("skill", "cost", "tp", "cp"))
 
         def log() -> None:

@@ -317,7 +317,7 @@ class ArrayEngine:
             return
         if not self.neighbors.shape[1]:
             return
-        neighbors = self.neighbors[active]
+        neighbors = self.neighbors.take(active, axis=0)  # faster than fancy indexing
         present = neighbors >= 0
         adopted = np.where(present, self.adopted_last[neighbors], _NONE)
         total = ((adopted >= 0) | (present & ~self.columns["relocated"][neighbors])).sum(axis=1)

@@ -859,8 +859,13 @@ class PMTPolicy:
         base = np.fromiter(map(c.zones.get, zones, repeat(c.other_zone)), float, n)
         gain = -c.gain
         # math.exp, not np.exp: the two may differ in the last bit, and TP decides choices.
-        saturation = np.array([math.exp(gain * e) for e in evidence.tolist()])
-        return np.where(cued, 1.0 - (1.0 - base) * saturation, base)
+        # Households share their memories' years and scores, so a few hundred distinct
+        # evidence values serve tens of thousands of households: each is exponentiated once.
+        distinct, which = np.unique(evidence[cued], return_inverse=True)
+        saturation = np.array([math.exp(gain * e) for e in distinct.tolist()])
+        tp = base.copy()
+        tp[cued] = 1.0 - (1.0 - base[cued]) * saturation[which.ravel()]
+        return tp
 
     def choose_many(
         self,

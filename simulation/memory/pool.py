@@ -674,7 +674,7 @@ class MemoryPool:
         full = sizes >= self.working_capacity
         if full.any():
             full_rows = rows[full]
-            block = self._working[full_rows]
+            block = self._working.take(full_rows, axis=0)
             evicted[full] = block[:, 0]
             block[:, :-1] = block[:, 1:]
             block[:, -1] = items[full]
@@ -892,7 +892,8 @@ class MemoryPool:
                 np.full((m, top_k), _EMPTY, dtype=np.int8),
                 np.zeros(m, dtype=np.int64),
             )
-        working = self._working[rows]
+        # take, not fancy indexing: numpy copies whole rows many times faster this way.
+        working = self._working.take(rows, axis=0)
         held = working >= 0
         # Most recent year first, then importance, then the newest (seq); empty slots last.
         order = np.lexsort(
@@ -906,8 +907,8 @@ class MemoryPool:
         # working memory, which then returned one item fewer than top_k.
         candidates = self._episodic[rows, :top_k]
         fresh = candidates >= 0
-        if working.shape[1]:
-            fresh &= ~(candidates[:, :, None] == working[:, None, :]).any(axis=2)
+        for slot in range(working.shape[1]):  # a few slots: cheaper than one 3-d comparison
+            fresh &= candidates != working[:, slot, None]
         fresh &= np.cumsum(fresh, axis=1) <= (top_k - from_working)[:, None]
         merged = np.concatenate((working, np.where(fresh, candidates, _EMPTY)), axis=1)
         stores = np.concatenate(
