@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, HouseholdState
+from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, HouseholdState, ZoneColumn
 from simulation.array_audit import ArrayAudit
 from simulation.audit.writer import DYNAMIC_FIELDS, StateChanges
 from simulation.cycle import ADOPTION_PHRASES, DECISION_STATS, INSURANCE_SKILLS, POLICY_FLAGS
@@ -130,6 +130,7 @@ class ArrayEngine:
                 position[other] for other in household.neighbors
             ]
         self.floodplain = np.isin(self.columns["flood_zone"], list(SFHA_ZONES))
+        self.zones = ZoneColumn.of(self.columns["flood_zone"].tolist())
         self._kinds = np.zeros(0, dtype=np.int64)  # kind code of each (tag set, source) pair
         self.audit = (
             None
@@ -412,7 +413,7 @@ class ArrayEngine:
         """The model's ``cost_matrix`` for ``rows``, from the columns."""
         columns = self.columns
         return self.model.costs_of(
-            columns["flood_zone"][rows].tolist(),
+            self.zones[rows],
             columns["elevated"][rows],
             columns["structure_value"][rows].astype(float),
             columns["contents_value"][rows].astype(float),
@@ -431,7 +432,7 @@ class ArrayEngine:
         policy: PMTPolicy = model.policy  # type: ignore[assignment]
         retrieved = pool.retrieve(rows, model.config.memory.retrieval.top_k, year)
         kinds = self._kind_codes(retrieved.items)
-        zones = columns["flood_zone"][rows].tolist()
+        zones = self.zones[rows]
         tp = policy.appraise_threats(kinds, retrieved.scores, zones)
         elevation_cost = model.config.adaptation.elevation_cost
         government = model.government

@@ -43,7 +43,14 @@ from mesa.discrete_space import (
 
 from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import PopulationError, build_population
-from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, TENURES, by_zone
+from simulation.agents.state import (
+    SFHA_ZONES,
+    STATE_FIELDS,
+    TENURES,
+    ZoneColumn,
+    by_zone,
+    per_zone,
+)
 from simulation.array_engine import ArrayEngine
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError, ConfigWarning, is_curve_file, warn_ignored_keys
@@ -893,7 +900,7 @@ class FloodAdaptationModel(mesa.Model):
 
     def costs_of(
         self,
-        zones: Sequence[str],
+        zones: ZoneColumn | Sequence[str],
         elevated: np.ndarray,
         structure: np.ndarray,
         contents: np.ndarray,
@@ -906,9 +913,7 @@ class FloodAdaptationModel(mesa.Model):
         """
         ins, adapt = self.config.insurance, self.config.adaptation
         n = len(zones)
-        rate = self.insurer.rate * np.fromiter(
-            map(self._zone_multiplier.__getitem__, zones), float, n
-        )
+        rate = self.insurer.rate * per_zone(zones, self._zone_multiplier)
         rate = np.where(elevated, rate * ins.elevated_multiplier, rate)
         contents_cover = np.minimum(contents, ins.contents_limit)
         structure_cover = np.minimum(structure, ins.structure_limit)

@@ -7,11 +7,17 @@ restore it. Skill preconditions, effects and memory templates are checked agains
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
+import numpy as np
+
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
+
+    from numpy.typing import NDArray
 
 __all__ = [
     "FLOOD_ZONES",
@@ -20,7 +26,9 @@ __all__ = [
     "TENURES",
     "FloodZone",
     "HouseholdState",
+    "ZoneColumn",
     "by_zone",
+    "per_zone",
 ]
 
 _T = TypeVar("_T")
@@ -55,6 +63,63 @@ def by_zone(values: Mapping[str, _T], default: _T, *, outside: _T | None = None)
     return {
         zone: values.get(zone, floodplain if zone in SFHA_ZONES else beyond) for zone in FLOOD_ZONES
     }
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # an array field has no plain equality
+class ZoneColumn:
+    """Many households' flood zones, each as its position in :data:`FLOOD_ZONES`.
+
+    A value per zone is looked up once and taken for every household (:func:`per_zone`),
+    where a list of zone names costs a dictionary lookup per household every year.
+
+    Attributes:
+        codes: Each household's zone, as a position in :data:`FLOOD_ZONES`.
+    """
+
+    codes: NDArray[np.intp]
+
+    @classmethod
+    def of(cls, zones: Iterable[str]) -> ZoneColumn:
+        """The column of ``zones``, names from :data:`FLOOD_ZONES`.
+
+        Raises:
+            KeyError: For a name that is not a flood zone.
+        """
+        return cls(np.fromiter(map(_ZONE_POSITIONS.__getitem__, zones), np.intp))
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, rows: slice | NDArray[np.integer]) -> ZoneColumn:
+        """The zones of some of the households (a slice, or their positions)."""
+        return ZoneColumn(self.codes[rows])
+
+
+_ZONE_POSITIONS = {zone: i for i, zone in enumerate(FLOOD_ZONES)}
+
+
+def per_zone(
+    zones: ZoneColumn | Iterable[str], values: Mapping[str, float], default: float | None = None
+) -> NDArray[np.float64]:
+    """``values[zone]`` for each household's zone, or ``default`` where ``values`` has none.
+
+    Raises:
+        KeyError: For a zone ``values`` has no entry for, when ``default`` is None.
+    """
+    if not isinstance(zones, ZoneColumn):
+        names = list(zones)
+        if default is None:
+            return np.fromiter(map(values.__getitem__, names), float, len(names))
+        return np.fromiter(map(values.get, names, repeat(default)), float, len(names))
+    table = np.empty(len(FLOOD_ZONES))
+    for i, zone in enumerate(FLOOD_ZONES):
+        value = values.get(zone, default)
+        if value is None:
+            if i in zones.codes:
+                raise KeyError(zone)
+            value = math.nan  # no household is in this zone
+        table[i] = value
+    return table[zones.codes]
 
 
 @dataclass(slots=True)

@@ -35,14 +35,13 @@ the options were offered, so the RNG stream does not depend on the outcome.
 from __future__ import annotations
 
 import math
-from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from simulation.agents.state import FloodZone, by_zone
+from simulation.agents.state import FloodZone, ZoneColumn, by_zone, per_zone
 from simulation.config_base import LAX, ConfigModel
 from simulation.decisions.base import (
     LEVELS,
@@ -829,7 +828,7 @@ class PMTPolicy:
         return proposals
 
     def appraise_threats(
-        self, kinds: np.ndarray, scores: np.ndarray, zones: Sequence[str]
+        self, kinds: np.ndarray, scores: np.ndarray, zones: ZoneColumn | Sequence[str]
     ) -> np.ndarray:
         """TP of many households from their retrieved memories, as :meth:`decide` appraises it.
 
@@ -837,7 +836,7 @@ class PMTPolicy:
             kinds: A row per household, a column per retrieved memory: the memory's kind as a
                 position in :data:`MEMORY_KINDS`, or -1 for none (no threat cue, or no memory).
             scores: The memories' retrieval scores (anything where ``kinds`` is -1).
-            zones: The households' flood zones.
+            zones: The households' flood zones (names, or a column of codes).
 
         Returns:
             Each household's TP.
@@ -856,7 +855,7 @@ class PMTPolicy:
                 # Added one memory at a time, in retrieval order, as the scalar sum adds them.
                 evidence = np.where(counts, evidence + contribution, evidence)
                 cued |= counts
-        base = np.fromiter(map(c.zones.get, zones, repeat(c.other_zone)), float, n)
+        base = per_zone(zones, c.zones, c.other_zone)
         gain = -c.gain
         # math.exp, not np.exp: the two may differ in the last bit, and TP decides choices.
         # Households share their memories' years and scores, so a few hundred distinct
@@ -870,7 +869,7 @@ class PMTPolicy:
     def choose_many(
         self,
         tp: np.ndarray,
-        zones: Sequence[str],
+        zones: ZoneColumn | Sequence[str],
         income: np.ndarray,
         claims_paid: np.ndarray,
         claims_denied: np.ndarray,
@@ -888,7 +887,7 @@ class PMTPolicy:
 
         Args:
             tp: Each household's threat appraisal.
-            zones: Their flood zones.
+            zones: Their flood zones (names, or a column of codes).
             income: Their incomes.
             claims_paid: Their paid claims so far.
             claims_denied: Their denied claims so far.
@@ -906,7 +905,7 @@ class PMTPolicy:
         n = len(tp)
         bonus, penalty, cap = c.claim_adjustment
         claim_term = bonus * np.minimum(claims_paid, cap) - penalty * np.minimum(claims_denied, cap)
-        zone_term = np.fromiter(map(c.zone_asc.get, zones, repeat(0.0)), float, n)
+        zone_term = per_zone(zones, c.zone_asc, 0.0)
         # fmax, like the scalar max(1.0, income), ignores a NaN income.
         utilities, coping = _many_utilities(
             tp, np.fmax(1.0, income), claim_term, insured, zone_term, skill_ids, costs, valid, c
