@@ -633,6 +633,8 @@ def _drive(
         # cyclic garbage (tests/test_collector.py checks), so a full pass would only trace the
         # new model, which took half a second at 50,000 households, once per batch run.
         with tuned_collector(pause=model.llm is None, collect=False):
+            if model.steps < config.years:
+                model.prepare()  # a one-off cost of the run, not of its first year
             for year in bar:
                 model.step()
                 manifest["year_reached"] = year
