@@ -132,6 +132,7 @@ class ArrayEngine:
         self.floodplain = np.isin(self.columns["flood_zone"], list(SFHA_ZONES))
         self.zones = ZoneColumn.of(self.columns["flood_zone"].tolist())
         self._kinds = np.zeros(0, dtype=np.int64)  # kind code of each (tag set, source) pair
+        self._anyone: HouseholdState | None = None  # see _decision_texts
         self.audit = (
             None
             if model.audit is None
@@ -683,7 +684,9 @@ class ArrayEngine:
             context_keys.add("subsidy_share")
         if fields <= context_keys:  # one text per distinct cost, the household's fields unread
             distinct, index = np.unique(cost, return_inverse=True)
-            anyone = self._state(int(rows[0]))
+            if self._anyone is None:  # a template reading no field reads nobody's state
+                self._anyone = self._state(int(rows[0]))
+            anyone = self._anyone
             rendered = [
                 registry.memory_update(
                     skill_id, anyone, _context(skill_id, year, c, elevation_cost)
