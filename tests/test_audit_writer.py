@@ -386,3 +386,20 @@ def test_work_handed_to_the_writer_runs_in_order_and_at_once_from_within(tmp_pat
     writer.wait()
     assert done == ["inner", "outer", "last"]
     writer.close()
+
+
+def test_a_writer_whose_thread_failed_still_closes_its_files(tmp_path):
+    from simulation.audit.writer import AuditWriter
+
+    config, _ = load_config(DEFAULT, [])
+    writer = AuditWriter(tmp_path, "run", config.audit, config.seed, background=True)
+
+    def full_disk() -> None:
+        raise OSError(28, "No space left on device")
+
+    writer.later(full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        writer.close()
+    assert writer.traces is not None
+    assert writer.traces.file is None
+    assert not [t for t in threading.enumerate() if t.name.startswith("floodsim-audit")]

@@ -1172,12 +1172,18 @@ class AuditWriter:
             background.close(quiet=True)
 
     def close(self) -> dict[str, Any]:
-        """Flush and close every stream; return the manifest's ``audit`` entry."""
-        if self._background is not None:
-            background, self._background = self._background, None
-            background.close()
-        for stream in self._streams.values():
-            stream.close()
+        """Flush and close every stream; return the manifest's ``audit`` entry.
+
+        Raises:
+            Exception: A failure of the background thread, once every stream is closed.
+        """
+        try:
+            if self._background is not None:
+                background, self._background = self._background, None
+                background.close()
+        finally:
+            for stream in self._streams.values():
+                stream.close()
         sample = self.config.sample
         return {
             "level": self.level,
