@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from simulation.agents.state import HouseholdState
+from simulation.agents.state import HouseholdState, ZoneColumn
 from simulation.decisions.base import LEVELS, DecisionPolicy, DrawnUniform, Option
 from simulation.decisions.pmt import (
     MEMORY_KINDS,
@@ -605,3 +605,51 @@ def test_one_policy_appraises_every_memory_by_its_own_kind() -> None:
         "seed",
         None,
     }
+
+
+_KIND_EXAMPLES = {
+    "flood_major": ("flood", ("flood",), 80_000.0),
+    "flood_minor": ("flood", ("flood",), 1_000.0),
+    "flood_no_damage": ("flood", ("flood",), 0.0),
+    "claim_denied": ("claim", ("claim", "denied"), None),
+    "claim_paid": ("claim", ("claim",), None),
+    "seed": ("seed", ("seed", "flood"), None),
+    None: ("decision", ("decision",), None),
+}
+# Retrieval scores are importance times decay: finite, and 0 for an item at importance 0.
+_scores = st.one_of(st.floats(-1.0, 3.0), st.just(0.0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    households=st.lists(
+        st.tuples(
+            st.sampled_from(["AE", "X", "VE", "B"]),
+            st.lists(st.tuples(st.sampled_from(list(_KIND_EXAMPLES)), _scores), max_size=6),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    top_k=st.integers(0, 6),
+)
+def test_appraising_many_at_once_equals_appraising_one_by_one(households, top_k) -> None:
+    """appraise_threats (the array engine's) gives each household threat_appraisal's TP."""
+    policy = PMTPolicy()
+    n = len(households)
+    kinds = np.full((n, top_k), -1, dtype=np.int64)
+    scores = np.full((n, top_k), np.nan)
+    expected = []
+    for i, (zone, retrieved) in enumerate(households):
+        hits = []
+        for j, (kind, score) in enumerate(retrieved[:top_k]):
+            source, tags, amount = _KIND_EXAMPLES[kind]
+            hit = memory(source, tags, score=score, amount=amount, seq=j)
+            assert memory_kind(hit.item) == kind
+            hits.append(hit)
+            kinds[i, j] = -1 if kind is None else MEMORY_KINDS.index(kind)
+            scores[i, j] = score
+        expected.append(threat_appraisal(hits, zone)[0])
+    zones = [zone for zone, _ in households]
+    got = policy.appraise_threats(kinds, scores, zones)
+    assert got.tolist() == expected
+    assert policy.appraise_threats(kinds, scores, ZoneColumn.of(zones)).tolist() == expected

@@ -844,17 +844,17 @@ class PMTPolicy:
         c = self._c
         weight_of = np.array([c.weights[kind] for kind in MEMORY_KINDS] + [0.0])
         n = len(zones)
-        evidence = np.zeros(n)
-        cued = np.zeros(n, dtype=bool)
         with np.errstate(invalid="ignore"):
-            for j in range(kinds.shape[1]):
-                kind = kinds[:, j]
-                score = np.minimum(scores[:, j], c.score_cap)
-                contribution = weight_of[kind] * score
-                counts = (kind >= 0) & (scores[:, j] > 0.0) & (contribution > 0.0)
-                # Added one memory at a time, in retrieval order, as the scalar sum adds them.
-                evidence = np.where(counts, evidence + contribution, evidence)
-                cued |= counts
+            contribution = weight_of[kinds] * np.minimum(scores, c.score_cap)
+            counts = (kinds >= 0) & (scores > 0.0) & (contribution > 0.0)
+        cued = counts.any(axis=1)
+        # Added one memory at a time, in retrieval order, as the scalar sum adds them: cumsum
+        # adds left to right, and adding 0.0 for a memory that does not count changes nothing.
+        evidence = (
+            np.cumsum(np.where(counts, contribution, 0.0), axis=1)[:, -1]
+            if kinds.shape[1]
+            else np.zeros(n)
+        )
         base = per_zone(zones, c.zones, c.other_zone)
         gain = -c.gain
         # math.exp, not np.exp: the two may differ in the last bit, and TP decides choices.
