@@ -572,7 +572,7 @@ class FloodAdaptationModel(mesa.Model):
 
         On ``engine: arrays`` the first :meth:`step` after building the model, or after a
         household was read (:meth:`sync`), converts every household into columns: about 0.25 s
-        at 10,000 households, four times the cost of a year. The runner calls this before its
+        at 10,000 households, the cost of three to five years. The runner calls this before its
         first year, so that the years it times and reports are years only. Does nothing where
         the next step would not run on arrays.
         """
