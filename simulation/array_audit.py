@@ -25,8 +25,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from simulation.audit.lines import NOTHING, collapsed, numbers, only_where, strings
-from simulation.audit.writer import DYNAMIC_FIELDS, DecisionLines, MemoryLines, StateChanges
+from simulation.audit.lines import (
+    NOTHING,
+    collapsed,
+    nonzero_objects,
+    numbers,
+    only_where,
+    strings,
+)
+from simulation.audit.writer import DecisionLines, MemoryLines, StateChanges
 from simulation.memory.pool import POOL_STORES, PoolWrite
 
 if TYPE_CHECKING:
@@ -240,7 +247,7 @@ class ArrayAudit:
                     pa.ListArray.from_arrays(pa.array(offsets), ids),
                     scores,
                     self._lines(households, decided, memories) if standard else None,
-                    _states(before) if before is not None else [],
+                    nonzero_objects(before) if before is not None else None,
                     *sizes,
                     strings(choices["skill_ids"]).take(skill),
                     cost,
@@ -285,21 +292,6 @@ class ArrayAudit:
             pool.episodic_sizes[rows],
             moved,
         )
-
-
-def _states(before: dict[str, np.ndarray]) -> list[tuple[Any, ...] | None]:
-    """Each household's :data:`DYNAMIC_FIELDS` values, ``None`` where all are still 0 or False.
-
-    Most households are still in their initial state (none insured, no damage): they are
-    found a column at a time, without a tuple each.
-    """
-    columns = [before[name] for name in DYNAMIC_FIELDS]
-    states: list[tuple[Any, ...] | None] = [None] * len(columns[0])
-    changed = np.flatnonzero(np.logical_or.reduce([column != 0 for column in columns]))
-    values = zip(*(column[changed].tolist() for column in columns), strict=True)
-    for i, state in zip(changed.tolist(), values, strict=True):
-        states[i] = state
-    return states
 
 
 def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.Array:

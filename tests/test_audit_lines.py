@@ -16,6 +16,7 @@ from simulation.audit.lines import (
     collapsed,
     joined,
     line_bytes,
+    nonzero_objects,
     numbers,
     only_where,
     optional,
@@ -163,3 +164,36 @@ def test_entries_only_some_lines_have_are_left_out_of_the_others():
     assert bytes(line_bytes(lines)) == (
         b'{"id":0,"pinned":true}\n{"id":1}\n{"id":2,"amount":2.5}\n'
     )
+
+
+@given(
+    st.integers(0, 6).flatmap(
+        lambda count: st.tuples(
+            st.lists(st.booleans(), min_size=count, max_size=count),
+            st.lists(
+                st.sampled_from([0.0, -0.0, 1.5, 1e-7, 3e16, float("nan")]),
+                min_size=count,
+                max_size=count,
+            ),
+            st.lists(st.one_of(st.just(0), ints), min_size=count, max_size=count),
+        )
+    )
+)
+def test_objects_of_the_values_set_are_what_orjson_writes_for_them(rows):
+    flags, amounts, counts = rows
+    columns = {
+        "insured": np.array(flags, dtype=bool),
+        "damage": np.array(amounts, dtype=float),
+        "claims": np.array(counts, dtype=np.int64),
+    }
+    values = list(zip(flags, amounts, counts, strict=True))
+    expected = [
+        orjson.dumps({k: v for k, v in zip(columns, row, strict=True) if v}) for row in values
+    ]
+    assert _values(nonzero_objects(columns)) == expected
+
+
+def test_rows_with_nothing_set_are_empty_objects_wherever_they_are():
+    columns = {"a": np.array([False, True, False]), "b": np.array([0, 0, 0])}
+    assert _values(nonzero_objects(columns)) == [b"{}", b'{"a":true}', b"{}"]
+    assert _values(nonzero_objects({"a": np.zeros(2, dtype=bool)})) == [b"{}", b"{}"]

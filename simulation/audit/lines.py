@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     from numpy.typing import ArrayLike
 
@@ -50,6 +50,7 @@ __all__ = [
     "encoded",
     "joined",
     "line_bytes",
+    "nonzero_objects",
     "numbers",
     "only_where",
     "optional",
@@ -74,6 +75,8 @@ NOTHING = pa.scalar(b"", _BINARY)
 _NO_SEPARATOR = NOTHING
 _ENTRY_SEPARATOR = pa.scalar(b",", _BINARY)
 _NULL = pa.scalar(None, _BINARY)
+_OPEN, _CLOSE = pa.scalar(b"{", _BINARY), pa.scalar(b"}", _BINARY)
+_EMPTY_OBJECT = pa.array([b"{}"], _BINARY)
 
 
 def encoded(value: Any) -> bytes:
@@ -235,6 +238,54 @@ def optional(key: str, values: pa.Array) -> pa.Array | bytes:
         return b""
     entry = pc.binary_join_element_wise(_entry_start(key), values, _NO_SEPARATOR)
     return pc.fill_null(entry, _NO_SEPARATOR)
+
+
+def nonzero_objects(columns: Mapping[str, np.ndarray]) -> pa.Array:
+    """Each row's JSON object of its values that are not 0 or False, keyed by column name.
+
+    Row ``i`` is what orjson gives for ``{k: v[i] for k, v in columns.items() if v[i]}``: the
+    entries in the columns' order, ``{}`` where every value is 0. A household's changed state
+    fields, say, without a dict per household.
+
+    Args:
+        columns: At least one column, all 1-D and of one length: bools, ints or floats
+            (nan counts as set, as it is truthy).
+    """
+    present = {key: values != 0 for key, values in columns.items()}
+    # Only the rows with an entry are joined (pyarrow's cost is per row and piece); the
+    # others take the empty object, the first of the table.
+    rows = np.flatnonzero(np.logical_or.reduce(list(present.values())))
+    which = np.zeros(len(next(iter(columns.values()))), dtype=np.int64)
+    which[rows] = np.arange(1, len(rows) + 1)
+    entries = []
+    opened = np.zeros(len(rows), dtype=bool)  # whether a row has an entry yet: then a comma
+    for key, values in columns.items():
+        here = present[key][rows]
+        if not here.any():  # the usual for some fields: no column at all
+            continue
+        # Each row's start of this entry: none (absent), '"key":' or ',"key":'.
+        starts = _entry_starts(key, b"true" if values.dtype == np.bool_ else b"")
+        start = starts.take(pa.array(np.where(here, opened.view(np.int8) + 1, 0)))
+        if values.dtype == np.bool_:
+            entries.append(start)
+        else:  # a null start nulls the joined entry
+            entries.append(pc.binary_join_element_wise(start, numbers(values[rows]), NOTHING))
+        opened |= here
+    objects = [_EMPTY_OBJECT]
+    if entries:  # an absent entry (null) adds nothing to its row
+        objects.append(
+            pc.binary_join_element_wise(
+                _OPEN, *entries, _CLOSE, NOTHING, null_handling="replace", null_replacement=""
+            )
+        )
+    return pa.concat_arrays(objects).take(which)
+
+
+@functools.cache
+def _entry_starts(key: str, value: bytes) -> pa.Array:
+    """No entry, ``"key":value`` and ``,"key":value``: the starts of an entry, by position."""
+    entry = orjson.dumps(key) + b":" + value
+    return pa.array([None, entry, b"," + entry], _BINARY)
 
 
 @functools.cache

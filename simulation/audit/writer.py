@@ -122,10 +122,6 @@ _CONSTRUCT = LineTemplate({"level": HOLE, "value": HOLE}, line=False)
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
 #: would take hundreds of MB at 100,000 households (and the stream's buffer would keep them).
 _LINES_PER_BATCH = 8192
-#: The ``state_before`` of a household whose dynamic fields are all still 0 or False.
-_UNCHANGED = b"{}"
-#: Distinct ``state_before`` encodings a writer keeps per year.
-_STATES_KEPT = 100_000
 #: The parts of a year end that changed nothing (a YearEnd's fields: see _consolidation).
 _QUIET_YEAR_END: Any = ((), (), (), ())
 
@@ -345,8 +341,8 @@ class DecisionLines(NamedTuple):
             empty lists at ``minimal``).
         scores: Their retrieval scores, a row per household (padded past its count).
         updates: Each one's decision memory write (``None`` at ``minimal``).
-        states_before: Each one's :data:`DYNAMIC_FIELDS` values before deciding (``standard``);
-            ``None`` where every one is still at its initial 0 or False.
+        states_before: Each one's encoded ``state_before``: its :data:`DYNAMIC_FIELDS` that are
+            not 0 or False before deciding (``standard``; ``None`` at ``minimal``).
         working: Each one's working memory size after its write.
         episodic: Each one's episodic memory size after its write.
         skills: The skill each executed (encoded; as proposed: these decisions are never
@@ -361,7 +357,7 @@ class DecisionLines(NamedTuple):
     retrieved: pa.ListArray
     scores: np.ndarray
     updates: MemoryLines | None
-    states_before: list[tuple[Any, ...] | None]
+    states_before: pa.Array | None
     working: np.ndarray
     episodic: np.ndarray
     skills: pa.Array
@@ -619,10 +615,8 @@ class AuditWriter:
         self._year = 0
         self._stamp: str | None = None
         self._template = self._head_template()
-        # For the batch methods (simulation/audit/lines.py): this year's line templates by
-        # shape, and its state_before encodings.
+        # For the batch methods (simulation/audit/lines.py): this year's line templates by shape.
         self._templates: dict[Any, LineTemplate] = {}
-        self._states: dict[tuple[Any, ...], bytes] = {}
         #: Whether the batch methods' lines are written on a background thread.
         self.writes_behind = bool(background and names)
         # The batch methods' writing, the year ends and year starts between them, in order.
@@ -653,7 +647,6 @@ class AuditWriter:
         self._stamp = stamp
         self._template = self._head_template()
         self._templates = {}
-        self._states = {}
 
     def _line_template(self, shape: Hashable, body: dict[str, Any]) -> LineTemplate:
         """This year's template of the lines whose fields after ``agent_id`` are ``body``.
@@ -1042,7 +1035,7 @@ class AuditWriter:
         self.traces.write_lines(
             trace.fill(
                 lines.agent_ids,
-                self._states_before(lines.states_before),
+                lines.states_before,
                 retrieved,
                 joined(_rounded_numbers(scores, 1e3), counts),
                 collapsed(lines.working),  # a full working memory's size, after a few years
@@ -1053,26 +1046,6 @@ class AuditWriter:
                 optional("state_after", _states_after(lines.state_changes)),
             )
         )
-
-    def _states_before(self, states: list[tuple[Any, ...] | None]) -> pa.Array:
-        """Each household's encoded ``state_before``, from its :data:`DYNAMIC_FIELDS` values.
-
-        Households in equal states are frequent (none insured, or insured for the same number
-        of years), so each distinct state of a year is encoded once.
-        """
-        cache = self._states
-        out = []
-        for values in states:
-            if values is None:  # nothing changed yet: the usual
-                out.append(_UNCHANGED)
-                continue
-            state = cache.get(values)
-            if state is None:
-                state = encoded({k: v for k, v in zip(DYNAMIC_FIELDS, values, strict=True) if v})
-                if len(cache) < _STATES_KEPT:
-                    cache[values] = state
-            out.append(state)
-        return pa.array(out, _BINARY)
 
     def _retrieval(self, hits: list[ScoredMemory], scale: float) -> tuple[list[str], list[float]]:
         """The ids of ``hits`` and their scores rounded to ``1/scale``, as last logged if so."""
