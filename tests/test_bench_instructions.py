@@ -5,6 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from simulation import runner
+
 
 @pytest.fixture(scope="module")
 def bench(load_benchmark):
@@ -28,3 +30,19 @@ def test_the_counted_child_steps_its_years_through_ctypes(bench, tmp_path, engin
     lines = (tmp_path / "household_traces.jsonl").read_bytes().splitlines()
     # The warm-up year and both counted years ran and were written out.
     assert {orjson.loads(line)["year"] for line in lines} == {1, 2, 3}
+
+
+def test_the_counted_child_writes_its_lines_on_the_counted_thread(bench, tmp_path, monkeypatch):
+    # callgrind counts only the thread that steps the counted years: lines written behind the
+    # run (audit.background) would be left out of the count.
+    writers = []
+    make_writer = runner._writer
+
+    def kept(*args, **kwargs):
+        writers.append(make_writer(*args, **kwargs))
+        return writers[-1]
+
+    monkeypatch.setattr(runner, "_writer", kept)
+    bench.child(12, 1, "standard", "arrays", tmp_path)
+    assert len(writers) == 1
+    assert not writers[0].writes_behind
