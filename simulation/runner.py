@@ -620,6 +620,8 @@ def _drive(
 ) -> RunResult:
     """Step the remaining years (checkpointing when due) and finish the run directory."""
     every = manifest.get("checkpoint_every")
+    behind = writer is not None and writer.writes_behind
+    stepped = model.steps  # the last year stepped to its end
     clock = time.perf_counter()
     try:
         bar = tqdm(
@@ -637,11 +639,14 @@ def _drive(
                 model.prepare()  # a one-off cost of the run, not of its first year
             for year in bar:
                 model.step()
-                manifest["year_reached"] = year
+                stepped = year
+                # year_reached vouches for whole years in the streams: lines written behind
+                # the run (audit.background) are whole up to the year before the last step.
+                manifest["year_reached"] = year - 1 if behind else year
                 if every and year % every == 0 and year < config.years:
-                    streams = writer.commit() if writer is not None else {}
+                    streams = writer.commit() if writer is not None else {}  # waits for all
                     write_checkpoint(run_dir, capture(model, streams))
-                    manifest["checkpoint_year"] = year
+                    manifest["checkpoint_year"] = manifest["year_reached"] = year
                 _write_manifest(run_dir, manifest)
         metrics = model.metrics()
         metrics.to_csv(run_dir / "model_years.csv", index=False)
@@ -658,8 +663,8 @@ def _drive(
         _write_manifest(run_dir, manifest)
     except BaseException as err:
         err.add_note(f"run directory: {run_dir}")
-        if writer is not None:
-            writer.abandon()
+        if writer is not None and writer.abandon() and behind:
+            manifest["year_reached"] = stepped  # its lines are written out now
         manifest.update(status="failed", error=f"{type(err).__name__}: {err}", finished_at=_now())
         # The disk may be full: the run then stays resumable from its last checkpoint.
         with contextlib.suppress(OSError):

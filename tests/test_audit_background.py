@@ -96,9 +96,23 @@ def test_closing_quietly_runs_every_call_and_raises_no_failure():
     background.submit(int, "not a number")
     background.submit(ran.append, 1)
     release.set()
-    background.close(quiet=True)
+    assert background.close(quiet=True) is False  # a call failed: its work is missing
     assert ran == [1]
     assert not [t for t in threading.enumerate() if t.name.startswith("test-audit")]
+
+
+def test_closing_tells_whether_every_call_ran_without_failing():
+    background = Background("test-audit")
+    background.submit(time.sleep, 0.01)
+    assert background.close(quiet=True) is True
+
+    # A failure raised earlier counts too: the caller's handling of it may close quietly.
+    background = Background("test-audit")
+    background.submit(int, "not a number")
+    with pytest.raises(ValueError, match="invalid literal"):
+        background.wait()
+    background.submit(time.sleep, 0.01)
+    assert background.close(quiet=True) is False
 
 
 def test_only_the_worker_is_on_the_worker(background):

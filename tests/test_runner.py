@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from pathlib import Path
 
+import orjson
 import pytest
 
+from simulation import runner
+from simulation.audit.writer import AuditWriter
 from simulation.config import load_config
 from simulation.runner import FallbackWarning, build_model, run_simulation
 
@@ -70,7 +75,6 @@ def test_decisions_that_fell_back_are_warned_about_at_the_end_of_the_run(tmp_pat
 def test_audit_lines_are_written_behind_the_run_where_a_core_is_spare(
     tmp_path, monkeypatch, engine, background, spare_core, behind
 ):
-    from simulation import runner
 
     monkeypatch.setattr(runner, "usable_cores", lambda: 2)
     config, base = load_config(
@@ -82,7 +86,6 @@ def test_audit_lines_are_written_behind_the_run_where_a_core_is_spare(
 
 
 def test_one_core_leaves_no_core_to_spare(tmp_path, monkeypatch):
-    from simulation import runner
 
     monkeypatch.setattr(runner, "usable_cores", lambda: 1)
     config, base = load_config(DEFAULT, ["households.count=20", "years=2", "engine=arrays"])
@@ -95,3 +98,70 @@ def test_the_usable_cores_are_at_least_one_and_at_most_the_machines():
     from simulation.runner import usable_cores
 
     assert 1 <= usable_cores() <= (os.cpu_count() or 1)
+
+
+def _lines_by_year(run_dir: Path) -> Counter:
+    """How many lines each stream holds of each year, as the files stand."""
+    counts: Counter = Counter()
+    for path in run_dir.glob("*.jsonl"):
+        for line in path.read_bytes().splitlines():
+            counts[path.name, orjson.loads(line)["year"]] += 1
+    return counts
+
+
+@pytest.fixture
+def slow_writes(monkeypatch):
+    """The background thread writes each year out late: the run is a year ahead of the files."""
+    end_members = AuditWriter._end_members
+
+    def late(self: AuditWriter) -> None:
+        time.sleep(0.05)
+        end_members(self)
+
+    monkeypatch.setattr(AuditWriter, "_end_members", late)
+
+
+BEHIND = ["households.count=20", "engine=arrays", "audit.background=true"]
+
+
+def test_year_reached_vouches_only_for_years_written_out_whole(tmp_path, monkeypatch, slow_writes):
+    # audit memory and audit summarize take every year up to year_reached of a running or
+    # killed run as whole.
+    seen = []
+    write_manifest = runner._write_manifest
+
+    def kept(run_dir: Path, manifest: dict) -> None:
+        if manifest["status"] == "running":
+            seen.append((manifest["year_reached"], _lines_by_year(run_dir)))
+        write_manifest(run_dir, manifest)
+
+    monkeypatch.setattr(runner, "_write_manifest", kept)
+    config, base = load_config(DEFAULT, [*BEHIND, "years=4"])
+    result = run_simulation(config, base, tmp_path, progress=False, checkpoint_every=2)
+    assert result.model.audit.writes_behind
+    final = _lines_by_year(result.run_dir)
+    # After years 1 to 4: a year behind the run, but whole up to a checkpoint's year.
+    assert [reached for reached, _ in seen][-4:] == [0, 2, 2, 3]
+    for reached, counts in seen:
+        whole = {key: count for key, count in final.items() if key[1] <= reached}
+        assert {key: counts[key] for key in whole} == whole
+
+
+def test_a_run_stopped_in_a_year_vouches_for_the_years_before_it(tmp_path, slow_writes):
+    config, base = load_config(DEFAULT, [*BEHIND, "years=5"])
+    model = build_model(config, base)
+    step = model.step
+
+    def stopped_in_year_four() -> None:
+        if model.steps == 3:
+            raise KeyboardInterrupt
+        step()
+
+    model.step = stopped_in_year_four
+    with pytest.raises(KeyboardInterrupt):
+        run_simulation(config, base, tmp_path, progress=False, model=model)
+    (run_dir,) = tmp_path.iterdir()
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    # The lines handed to the thread were written before the run ended: year 3 is whole.
+    assert (manifest["status"], manifest["year_reached"]) == ("failed", 3)
+    assert _lines_by_year(run_dir)["household_traces.jsonl", 3] == 20

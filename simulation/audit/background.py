@@ -32,7 +32,7 @@ class Background:
         name: The thread's name (shown by debuggers and ``py-spy``).
     """
 
-    __slots__ = ("_executor", "_pending", "_worker")
+    __slots__ = ("_executor", "_failed", "_pending", "_worker")
 
     def __init__(self, name: str):
         self._worker: int | None = None  # the thread's identity, once it has started
@@ -40,6 +40,7 @@ class Background:
             max_workers=1, thread_name_prefix=name, initializer=self._started
         )
         self._pending: deque[Future[Any]] = deque()
+        self._failed = False  # whether a call has failed, raised or not
 
     def _started(self) -> None:
         self._worker = threading.get_ident()
@@ -72,16 +73,19 @@ class Background:
         if until is None:
             pending = self._pending
             while pending:
-                pending.popleft().result()
+                self._result(pending.popleft())
             return
-        until.result()
+        self._result(until)
         self._reap()
 
-    def close(self, *, quiet: bool = False) -> None:
+    def close(self, *, quiet: bool = False) -> bool:
         """Wait for every call submitted, then end the thread.
 
         Args:
             quiet: Raise no failure of the calls (the caller is already handling one).
+
+        Returns:
+            Whether every call ever submitted ran without failing.
 
         Raises:
             Exception: The first failure among the calls, unless ``quiet``.
@@ -89,15 +93,25 @@ class Background:
         try:
             if quiet:
                 for future in self._pending:
-                    future.exception()  # waits; a failure is dropped
+                    if future.exception() is not None:  # waits; the failure is dropped
+                        self._failed = True
                 self._pending.clear()
             else:
                 self.wait()
         finally:
             self._executor.shutdown(wait=True)
+        return not self._failed
 
     def _reap(self) -> None:
         """Forget the calls that have run, raising the first that failed."""
         pending = self._pending
         while pending and pending[0].done():
-            pending.popleft().result()
+            self._result(pending.popleft())
+
+    def _result(self, future: Future[Any]) -> Any:
+        """``future.result()``, remembering a failure."""
+        try:
+            return future.result()
+        except BaseException:
+            self._failed = True
+            raise

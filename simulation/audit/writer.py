@@ -1134,15 +1134,19 @@ class AuditWriter:
         for stream in self._streams.values():
             stream.end_member()
 
-    def abandon(self) -> None:
+    def abandon(self) -> bool:
         """End the background thread after a failure elsewhere, without raising its own.
 
         The lines handed to it are written first: a run stopped after a year (by Ctrl-C, say)
         has that year's lines, as without the thread.
+
+        Returns:
+            Whether every line handed to the thread was written (``True`` without one).
         """
-        if self._background is not None:
-            background, self._background = self._background, None
-            background.close(quiet=True)
+        if self._background is None:
+            return True
+        background, self._background = self._background, None
+        return background.close(quiet=True)
 
     def close(self) -> dict[str, Any]:
         """Flush and close every stream; return the manifest's ``audit`` entry.
@@ -1152,8 +1156,8 @@ class AuditWriter:
         """
         try:
             if self._background is not None:
-                background, self._background = self._background, None
-                background.close()
+                self._background.close()
+                self._background = None  # kept after a failure, for abandon() to report it
         finally:
             for stream in self._streams.values():
                 stream.close()
