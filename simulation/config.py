@@ -833,7 +833,9 @@ class AuditConfig(Section):
         "auto",
         description="engine arrays: fill and write a year's lines on a second thread while the "
         "simulation runs on (simulation/audit/background.py); the files are the same, byte for "
-        "byte; a quarter to a third off a standard-level year on 2 cores. auto: on for a run that "
+        "byte, run id included (the key is left out of the run's config hash, and a run may be "
+        "resumed with it changed); a quarter to a third off a standard-level year on 2 cores "
+        "from 10,000 households (none at 1,000). auto: on for a run that "
         "has a spare core (floodsim run; a batch running one run at a time), off where a "
         "batch's runs share the cores (more than one worker); unused by engine objects.",
     )

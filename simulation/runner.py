@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from simulation.config import RunConfig
 
 __all__ = [
+    "EXECUTION_KEYS",
     "REGISTRY_COPY",
     "RUN_FILES",
     "FallbackWarning",
@@ -72,8 +73,15 @@ __all__ = [
     "resume_run",
     "run_identity",
     "run_simulation",
+    "same_config",
     "usable_cores",
 ]
+
+#: Config keys that choose how a run is carried out, not what it writes: runs that differ only
+#: in them write the same files, byte for byte (``audit.background`` moves the writing of the
+#: lines to another thread, in the same order). They are left out of the config's hash, so they
+#: do not change the run id, and a run may be resumed with them changed.
+EXECUTION_KEYS: tuple[tuple[str, str], ...] = (("audit", "background"),)
 
 #: Name of the registry copy inside a run directory.
 REGISTRY_COPY = "skill_registry.yaml"
@@ -154,10 +162,29 @@ class RunResult:
     model: FloodAdaptationModel
 
 
-def config_hash(config: RunConfig) -> str:
-    """SHA-256 of the canonical JSON of the resolved config."""
-    canonical = orjson.dumps(config.to_yaml_dict(), option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(canonical).hexdigest()
+def config_hash(config: RunConfig, *, execution_keys: bool = False) -> str:
+    """SHA-256 of the canonical JSON of the resolved config, without :data:`EXECUTION_KEYS`.
+
+    Args:
+        config: The resolved config (:func:`resolve_for_run_dir`).
+        execution_keys: Hash :data:`EXECUTION_KEYS` too, as the manifests of runs written
+            before they were left out do (:func:`same_config` accepts both).
+    """
+    data = config.to_yaml_dict()
+    if not execution_keys:
+        for section, key in EXECUTION_KEYS:
+            del data[section][key]
+    return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def same_config(config: RunConfig, recorded: object) -> bool:
+    """Whether ``recorded`` (a manifest's ``config_hash``) is the hash of ``config``.
+
+    A manifest written before :data:`EXECUTION_KEYS` were left out of the hash records the
+    hash with them; it still names the same run, and resuming it or keeping it in a batch must
+    not depend on when it was started.
+    """
+    return recorded in (config_hash(config), config_hash(config, execution_keys=True))
 
 
 def input_digests(config: RunConfig, base_dir: Path) -> dict[str, str]:
@@ -565,9 +592,10 @@ def _changed_since_start(config: RunConfig, run_dir: Path, manifest: dict[str, A
                 "cannot be resumed; put it back, or start a new run instead"
             )
             raise RunError(msg)
-    digest, inputs = run_identity(config, run_dir)
-    if digest != manifest.get("config_hash"):
+    resolved = resolve_for_run_dir(config, run_dir)
+    if not same_config(resolved, manifest.get("config_hash")):
         return "config.resolved.yaml"
+    inputs = input_digests(config, run_dir)
     recorded = manifest.get("input_sha256")
     if recorded is None:  # a manifest from before inputs were recorded
         return None

@@ -21,7 +21,7 @@ from simulation.audit.commands import summarize_run
 from simulation.checkpoint import CHECKPOINT_FILE, read_checkpoint
 from simulation.cli import main
 from simulation.config import load_config
-from simulation.runner import build_model, resume_run, run_simulation
+from simulation.runner import build_model, config_hash, resume_run, run_simulation, same_config
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 SETTINGS_YEARS = 9
@@ -280,6 +280,48 @@ def test_resume_refuses_a_run_whose_config_or_inputs_changed(tmp_path, capsys):
     assert main(["run", "--resume", str(run_dir)]) == 2
     assert "the file of registry changed since the run started" in capsys.readouterr().err
     assert manifest(run_dir)["status"] == "failed"  # untouched: still resumable once restored
+
+
+def stream_bytes(run_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(run_dir.glob("*.jsonl*"))}
+
+
+def test_runs_that_differ_only_in_audit_background_are_one_run(tmp_path):
+    """The thread the lines are written on changes no byte of them, run id included."""
+    behind = clean_run(tmp_path / "behind", "audit.background=true").run_dir
+    inline = clean_run(tmp_path / "inline", "audit.background=false").run_dir
+    assert behind.name == inline.name
+    assert manifest(behind)["config_hash"] == manifest(inline)["config_hash"]
+    assert stream_bytes(behind) == stream_bytes(inline)
+    other = clean_run(tmp_path / "other", "audit.sample=0.5").run_dir
+    assert other.name != behind.name  # a key that changes what is written does change it
+
+
+def test_a_run_resumes_with_audit_background_changed(tmp_path, capsys):
+    clean = clean_run(tmp_path, "audit.background=true")
+    run_dir = interrupted_run(tmp_path, 5, "audit.background=true")
+    resolved = run_dir / "config.resolved.yaml"
+    text = resolved.read_text(encoding="utf-8")
+    assert "background: true" in text
+    resolved.write_text(text.replace("background: true", "background: false"), encoding="utf-8")
+    assert main(["run", "--resume", str(run_dir)]) == 0, capsys.readouterr().err
+    assert manifest(run_dir)["status"] == "complete"
+    assert stream_bytes(run_dir) == stream_bytes(clean.run_dir)
+
+
+def test_a_run_whose_manifest_hashed_audit_background_still_resumes(tmp_path, capsys):
+    """Manifests written before the key was left out of the hash recorded it with the key."""
+    clean = clean_run(tmp_path)
+    run_dir = interrupted_run(tmp_path, 5)
+    written = manifest(run_dir)
+    resolved, _ = load_config(run_dir / "config.resolved.yaml")
+    written["config_hash"] = config_hash(resolved, execution_keys=True)
+    assert written["config_hash"] != config_hash(resolved)
+    (run_dir / "manifest.json").write_bytes(orjson.dumps(written))
+    assert main(["run", "--resume", str(run_dir)]) == 0, capsys.readouterr().err
+    assert stream_bytes(run_dir) == stream_bytes(clean.run_dir)
+    changed, _ = load_config(run_dir / "config.resolved.yaml", ["audit.sample=0.5"])
+    assert not same_config(changed, written["config_hash"])
 
 
 def test_resume_refuses_a_run_whose_input_file_is_gone(tmp_path, capsys):

@@ -228,10 +228,12 @@ def _reusable(record: dict[str, Any] | None, run: PlannedRun, out_dir: Path, fol
         return False
     # Imported here: the batch's own process needs Mesa only to check runs it might keep.
     from simulation.config import RunConfig  # noqa: PLC0415
-    from simulation.runner import run_identity  # noqa: PLC0415
+    from simulation.runner import input_digests, resolve_for_run_dir, same_config  # noqa: PLC0415
 
-    digest, inputs = run_identity(RunConfig.model_validate(run.config), folder)
-    return manifest.get("config_hash") == digest and manifest.get("input_sha256") == inputs
+    config = RunConfig.model_validate(run.config)
+    return same_config(
+        resolve_for_run_dir(config, folder), manifest.get("config_hash")
+    ) and manifest.get("input_sha256") == input_digests(config, folder)
 
 
 def run_experiment(
