@@ -122,6 +122,9 @@ _CONSTRUCT = LineTemplate({"level": HOLE, "value": HOLE}, line=False)
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
 #: would take hundreds of MB at 100,000 households (and the stream's buffer would keep them).
 _LINES_PER_BATCH = 8192
+#: A batch of encoded lines this large is written to its file directly, not through the
+#: stream's buffer: one system call is nothing beside copying a batch this size.
+_DIRECT_BYTES = 1 << 16
 #: The parts of a year end that changed nothing (a YearEnd's fields: see _consolidation).
 _QUIET_YEAR_END: Any = ((), (), (), ())
 
@@ -514,12 +517,13 @@ class _Stream:
     def write_lines(self, lines: pa.Array) -> None:
         """Write lines already encoded (a binary array, each ending in a newline), in order.
 
-        A batch that would fill the buffer goes to the file as it is, after what the buffer
-        holds: copying it into the buffer first would copy the batch's every byte twice.
+        A batch of :data:`_DIRECT_BYTES` or more, or one that would fill the buffer, goes to
+        the file as it is, after what the buffer holds: copying it into the buffer first would
+        copy its every byte twice. Smaller batches are gathered in the buffer.
         """
         data = line_bytes(lines)
         self.lines += len(lines)
-        if self.size + len(data) < self.limit:
+        if len(data) < _DIRECT_BYTES and self.size + len(data) < self.limit:
             self.size += self.buffer.write(data)
             return
         self._write_buffer()
