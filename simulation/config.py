@@ -827,15 +827,18 @@ class AuditConfig(Section):
         "without it, a warning names it.",
     )
     buffer_bytes: int = Field(
-        4_000_000, ge=1, description="Bytes buffered per stream before a write to disk."
+        4_000_000,
+        ge=1,
+        description="Bytes of lines gathered per stream before a write to disk (engine "
+        "arrays writes a batch of lines of 64 KiB or more directly, after what is gathered).",
     )
     background: bool | Literal["auto"] = Field(
         "auto",
         description="engine arrays: fill and write a year's lines on a second thread while the "
         "simulation runs on (simulation/audit/background.py); the files are the same, byte for "
         "byte, run id included (the key is left out of the run's config hash, and a run may be "
-        "resumed with it changed); a quarter to a third off a standard-level year on 2 cores "
-        "from 10,000 households (none at 1,000). auto: on for a run that "
+        "resumed with it changed). On 2 cores it took a quarter off a standard-level year at "
+        "4,000 households and two fifths at 10,000, nothing at 1,000. auto: on for a run that "
         "has a spare core (floodsim run; a batch running one run at a time), off where a "
         "batch's runs share the cores (more than one worker); unused by engine objects.",
     )
