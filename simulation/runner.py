@@ -184,7 +184,7 @@ def same_config(config: RunConfig, recorded: object) -> bool:
     hash with them; it still names the same run, and resuming it or keeping it in a batch must
     not depend on when it was started.
     """
-    return recorded in (config_hash(config), config_hash(config, execution_keys=True))
+    return recorded == config_hash(config) or recorded == config_hash(config, execution_keys=True)
 
 
 def input_digests(config: RunConfig, base_dir: Path) -> dict[str, str]:

@@ -24,6 +24,7 @@ from simulation.experiments import (
     run_experiment,
 )
 from simulation.experiments.executors import RunTask, execute_run
+from simulation.runner import config_hash
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 EXPERIMENTS = DEFAULT.parent / "experiments"
@@ -227,6 +228,26 @@ def test_resume_keeps_a_run_a_worker_finished_after_the_batch_was_interrupted(
     assert (out / "runs" / "p001-r000" / "manifest.json").read_bytes() == kept
     assert [r["status"] for r in state(out)["runs"]] == ["complete"] * 4
     assert state(out)["runs"][2]["run_dir"] == "runs/p001-r000"
+
+
+def test_resume_keeps_runs_whose_manifest_hashed_audit_background(serial_result, tmp_path):
+    """Manifests written before the key was left out of the config hash recorded it too."""
+    out = tmp_path / "copy"
+    shutil.copytree(serial_result.out_dir, out)
+    manifest_path = out / "runs" / "p000-r001" / "manifest.json"
+    manifest = orjson.loads(manifest_path.read_bytes())
+    resolved, _ = load_config(manifest_path.parent / "config.resolved.yaml")
+    manifest["config_hash"] = config_hash(resolved, execution_keys=True)
+    manifest_path.write_bytes(orjson.dumps(manifest))
+    kept = manifest_path.read_bytes()
+    result = run_experiment(write_experiment(tmp_path), out, executor="serial", resume=True)
+    assert result.skipped == 4
+    assert manifest_path.read_bytes() == kept
+    manifest["config_hash"] = "0" * 64  # a hash of neither kind: the run is done again
+    manifest_path.write_bytes(orjson.dumps(manifest))
+    result = run_experiment(write_experiment(tmp_path), out, executor="serial", resume=True)
+    assert result.skipped == 3
+    assert orjson.loads(manifest_path.read_bytes())["config_hash"] == config_hash(resolved)
 
 
 def test_ctrl_c_stops_a_process_batch_without_waiting_for_the_run_in_progress(
