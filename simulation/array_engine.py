@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from simulation.config import EventTemplate
+    from simulation.memory.cognitive import CognitiveMemory
     from simulation.model import FloodAdaptationModel
 
 __all__ = ["ArrayEngine"]
@@ -90,6 +91,7 @@ class ArrayEngine:
                 clock=memory._clock,
                 since_reflection=memory._since_reflection,
             )
+            _hold(memory, model)
         n = len(households)
         code = {name: c for c, name in enumerate(_ADOPTIONS)}
         self.adopted_last = np.array(
@@ -750,7 +752,9 @@ class ArrayEngine:
             state = household.__dict__["_state"]
             for name in names:
                 setattr(state, name, values[name][row])
-            self.pool.store_into(row, household.__dict__["_memory"])
+            memory = household.__dict__["_memory"]
+            _release(memory)
+            self.pool.store_into(row, memory)
             last = int(self.adopted_last[row])
             household.adopted_last_year = None if last < 0 else _ADOPTIONS[last]
             now = int(self.adopted_this[row])
@@ -770,6 +774,48 @@ class ArrayEngine:
                     False,
                     0,
                 )
+
+
+# A held memory's class (see _hold) and the class it had before, by held class.
+_HELD: dict[type[CognitiveMemory], type[CognitiveMemory]] = {}
+
+
+def _hold(memory: CognitiveMemory, model: FloodAdaptationModel) -> None:
+    """Make any use of ``memory``, emptied while the pool holds its items, first write them back.
+
+    A notebook may keep a household's memory across steps (``memory = household.memory``);
+    reading the household again brings its objects up to date (:meth:`ArrayEngine.store`), but
+    the kept reference would show an empty memory. A held memory's class reads every attribute
+    through ``model.sync()`` first, which restores the class: the object path's memories, never
+    held, pay nothing.
+    """
+    memory._holder = model
+    memory.__class__ = _held_class(type(memory))
+
+
+def _release(memory: CognitiveMemory) -> None:
+    """Undo :func:`_hold` (without reading the memory, which would sync the model again)."""
+    original = _HELD.get(type(memory))
+    if original is not None:
+        memory.__class__ = original
+        memory._holder = None
+
+
+def _held_class(cls: type[CognitiveMemory]) -> type[CognitiveMemory]:
+    """``cls`` whose every attribute read first brings the memory back from the pool."""
+    for held, original in _HELD.items():
+        if original is cls:
+            return held
+
+    def __getattribute__(self: CognitiveMemory, name: str) -> Any:  # noqa: N807
+        object.__getattribute__(self, "_holder").sync()  # restores the class (_release)
+        return object.__getattribute__(self, name)
+
+    held = type(
+        f"Held{cls.__name__}", (cls,), {"__slots__": (), "__getattribute__": __getattribute__}
+    )
+    _HELD[held] = cls
+    return held
 
 
 def _context(skill_id: str, year: int, cost: float, elevation_cost: float) -> dict[str, Any]:

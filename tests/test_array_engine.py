@@ -151,6 +151,48 @@ def test_changes_made_to_households_between_years_count():
     _assert_same_households(objects, arrays)
 
 
+def test_memories_kept_across_years_show_and_take_what_the_engine_holds():
+    """A notebook may keep households' memories across steps; on arrays the pool has the items."""
+    models, seen = [], []
+    for engine in ("objects", "arrays"):
+        config, base = load_config(
+            DEFAULT, ["households.count=200", "years=8", *OFF, f"engine={engine}"]
+        )
+        model = build_model(config, base)
+        memories = [h.memory for h in model.households]
+        for _ in range(3):
+            model.step()
+        # Only the kept memories are read: no household is, which would bring them up to date.
+        seen.append([m.to_dict() for m in memories])
+        for memory in memories[::4]:
+            memory.write("Year 3: the levee failed upstream", 0.9, 3, ["flood"], source="neighbor")
+        for _ in range(5):
+            model.step()
+        models.append(model)
+    assert seen[1] == seen[0]
+    assert all(m["items"] for m in seen[1])
+    objects, arrays = models
+    pd.testing.assert_frame_equal(arrays.metrics(), objects.metrics())
+    _assert_same_households(objects, arrays)
+    assert all(type(h.memory) is type(objects.households[0].memory) for h in arrays.households)
+
+
+def test_a_memory_subclass_stays_itself_while_the_engine_holds_its_items():
+    from simulation.memory import CognitiveMemory
+
+    class Noted(CognitiveMemory):
+        __slots__ = ()
+
+    config, base = load_config(DEFAULT, ["households.count=20", "years=2", *OFF])
+    model = build_model(config, base)
+    kept = model.households[0].memory
+    kept.__class__ = Noted
+    model.step()
+    assert isinstance(kept, Noted)  # the engine holds it, under a class of its own
+    assert kept.working_size == model.households[0].memory.working_size > 0
+    assert type(kept) is Noted
+
+
 def test_an_engine_prepared_ahead_gives_the_same_run_and_sees_changes_made_after():
     models = []
     for engine in ("objects", "arrays"):
