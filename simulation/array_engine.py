@@ -24,6 +24,7 @@ them is read.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -801,11 +802,9 @@ def _release(memory: CognitiveMemory) -> None:
         memory._holder = None
 
 
+@functools.cache
 def _held_class(cls: type[CognitiveMemory]) -> type[CognitiveMemory]:
     """``cls`` whose every attribute read first brings the memory back from the pool."""
-    for held, original in _HELD.items():
-        if original is cls:
-            return held
 
     def __getattribute__(self: CognitiveMemory, name: str) -> Any:  # noqa: N807
         object.__getattribute__(self, "_holder").sync()  # restores the class (_release)
