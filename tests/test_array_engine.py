@@ -401,6 +401,22 @@ def test_both_engines_log_the_same_ids_after_many_years(tmp_path):
     assert got == expected
 
 
+def test_both_engines_log_the_same_ids_when_the_first_is_past_the_tables_first_size(tmp_path):
+    # A household that remembered hundreds of things before the first year (a study's
+    # pre-history, or a run resumed late): the id table's first size must reach its ids.
+    settings = ["households.count=20", "years=2", "audit.timestamps=false"]
+
+    def long_history(model: FloodAdaptationModel) -> None:
+        memory = model.households[0].memory
+        for year in range(300):
+            memory.write(f"Year {year}: a dry year", 0.1, 0, store="working")
+
+    expected, got = _streams_of_both(tmp_path, settings, long_history)
+    ids = re.findall(rb'"id":"H00001:(\d+)"', expected["household_traces.jsonl"])
+    assert min(int(seq) for seq in ids) >= 300
+    assert got == expected
+
+
 def test_audit_lines_made_in_batches_are_the_same_lines(tmp_path, monkeypatch):
     # Large populations have their lines made a batch at a time; batches of 7 lines here.
     monkeypatch.setattr("simulation.audit.writer._LINES_PER_BATCH", 7)
