@@ -24,7 +24,6 @@ them is read.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +44,6 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from simulation.config import EventTemplate
-    from simulation.memory.cognitive import CognitiveMemory
     from simulation.model import FloodAdaptationModel
 
 __all__ = ["ArrayEngine"]
@@ -82,6 +80,9 @@ class ArrayEngine:
         }
         memories = [h.memory for h in households]
         self.pool = MemoryPool.from_memories(memories)
+        held = _Held(model)
+        for state in states:
+            held.hold(state)
         for memory in memories:
             # The pool holds the items now; until store() the objects' copies would only be
             # stale, and at 100,000 households they take hundreds of MB.
@@ -92,7 +93,7 @@ class ArrayEngine:
                 clock=memory._clock,
                 since_reflection=memory._since_reflection,
             )
-            _hold(memory, model)
+            held.hold(memory)
         n = len(households)
         code = {name: c for c, name in enumerate(_ADOPTIONS)}
         self.adopted_last = np.array(
@@ -751,6 +752,7 @@ class ArrayEngine:
         values = {name: columns[name].tolist() for name in names}
         for row, household in enumerate(model.households):
             state = household.__dict__["_state"]
+            _release(state)
             for name in names:
                 setattr(state, name, values[name][row])
             memory = household.__dict__["_memory"]
@@ -777,44 +779,53 @@ class ArrayEngine:
                 )
 
 
-# A held memory's class (see _hold) and the class it had before, by held class.
-_HELD: dict[type[CognitiveMemory], type[CognitiveMemory]] = {}
+#: The class attribute naming the class a held object had (see _Held).
+_UNHELD = "_unheld_class"
 
 
-def _hold(memory: CognitiveMemory, model: FloodAdaptationModel) -> None:
-    """Make any use of ``memory``, emptied while the pool holds its items, first write them back.
+class _Held:
+    """Classes for the households' objects while the engine holds what they hold.
 
-    A notebook may keep a household's memory across steps (``memory = household.memory``);
-    reading the household again brings its objects up to date (:meth:`ArrayEngine.store`), but
-    the kept reference would show an empty memory. A held memory's class reads every attribute
-    through ``model.sync()`` first, which restores the class: the object path's memories, never
+    A notebook may keep a household's state or memory across steps (``memory =
+    household.memory``). Reading the household again brings its objects up to date
+    (:meth:`ArrayEngine.store`), but a kept memory would show the empty memory the engine left
+    (the pool has its items) and a kept state the values of the last read. Each object the
+    engine holds is given a subclass of its class whose attribute reads call ``model.sync()``
+    first, which gives it its class back (:func:`_release`): the object path's objects, never
     held, pay nothing.
     """
-    memory._holder = model
-    memory.__class__ = _held_class(type(memory))
+
+    def __init__(self, model: FloodAdaptationModel):
+        self.model = model
+        self._classes: dict[type, type] = {}
+
+    def hold(self, obj: Any) -> None:
+        """Make ``obj`` sync the model on its next attribute read."""
+        cls = type(obj)
+        held = self._classes.get(cls)
+        if held is None:
+            held = self._classes[cls] = self._held_class(cls)
+        obj.__class__ = held
+
+    def _held_class(self, cls: type) -> type:
+        sync = self.model.sync
+
+        def __getattribute__(obj: Any, name: str) -> Any:  # noqa: N807
+            sync()  # gives obj its class back (_release)
+            return object.__getattribute__(obj, name)
+
+        return type(
+            f"Held{cls.__name__}",
+            (cls,),
+            {"__slots__": (), "__getattribute__": __getattribute__, _UNHELD: cls},
+        )
 
 
-def _release(memory: CognitiveMemory) -> None:
-    """Undo :func:`_hold` (without reading the memory, which would sync the model again)."""
-    original = _HELD.get(type(memory))
+def _release(obj: Any) -> None:
+    """Give ``obj`` back the class it had before :meth:`_Held.hold` (without reading it)."""
+    original = type(obj).__dict__.get(_UNHELD)
     if original is not None:
-        memory.__class__ = original
-        memory._holder = None
-
-
-@functools.cache
-def _held_class(cls: type[CognitiveMemory]) -> type[CognitiveMemory]:
-    """``cls`` whose every attribute read first brings the memory back from the pool."""
-
-    def __getattribute__(self: CognitiveMemory, name: str) -> Any:  # noqa: N807
-        object.__getattribute__(self, "_holder").sync()  # restores the class (_release)
-        return object.__getattribute__(self, name)
-
-    held = type(
-        f"Held{cls.__name__}", (cls,), {"__slots__": (), "__getattribute__": __getattribute__}
-    )
-    _HELD[held] = cls
-    return held
+        obj.__class__ = original
 
 
 def _context(skill_id: str, year: int, cost: float, elevation_cost: float) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import re
 from pathlib import Path
@@ -151,30 +152,42 @@ def test_changes_made_to_households_between_years_count():
     _assert_same_households(objects, arrays)
 
 
-def test_memories_kept_across_years_show_and_take_what_the_engine_holds():
-    """A notebook may keep households' memories across steps; on arrays the pool has the items."""
+def test_states_and_memories_kept_across_years_show_and_take_what_the_engine_holds():
+    """A notebook may keep households' states and memories across steps."""
     models, seen = [], []
     for engine in ("objects", "arrays"):
         config, base = load_config(
             DEFAULT, ["households.count=200", "years=8", *OFF, f"engine={engine}"]
         )
         model = build_model(config, base)
+        states = [h.state for h in model.households]
         memories = [h.memory for h in model.households]
+        # Only the kept objects are read, no household (which would bring them all up to
+        # date), and each kind first after some years: the states, then the memories.
         for _ in range(3):
             model.step()
-        # Only the kept memories are read: no household is, which would bring them up to date.
-        seen.append([m.to_dict() for m in memories])
-        for memory in memories[::4]:
-            memory.write("Year 3: the levee failed upstream", 0.9, 3, ["flood"], source="neighbor")
-        for _ in range(5):
+        states_seen = [dataclasses.asdict(s) for s in states]
+        for state in states[::3]:
+            state.has_insurance = state.tenure == "owner"
+        for _ in range(2):
             model.step()
+        memories_seen = [m.to_dict() for m in memories]
+        for memory in memories[::4]:
+            memory.write("Year 5: the levee failed upstream", 0.9, 5, ["flood"], source="neighbor")
+        for _ in range(3):
+            model.step()
+        seen.append((states_seen, memories_seen))
         models.append(model)
     assert seen[1] == seen[0]
-    assert all(m["items"] for m in seen[1])
+    states_seen, memories_seen = seen[1]
+    assert any(s["has_insurance"] for s in states_seen)  # bought in the first three years
+    assert all(m["items"] for m in memories_seen)
     objects, arrays = models
     pd.testing.assert_frame_equal(arrays.metrics(), objects.metrics())
     _assert_same_households(objects, arrays)
-    assert all(type(h.memory) is type(objects.households[0].memory) for h in arrays.households)
+    for got, expected in zip(arrays.households, objects.households, strict=True):
+        assert type(got.state) is type(expected.state)
+        assert type(got.memory) is type(expected.memory)
 
 
 def test_a_memory_subclass_stays_itself_while_the_engine_holds_its_items():

@@ -144,7 +144,6 @@ class CognitiveMemory:
         "_demoted_hits",
         "_dry_reflection_seq",
         "_episodic",
-        "_holder",
         "_next_seq",
         "_semantic",
         "_since_reflection",
@@ -211,9 +210,6 @@ class CognitiveMemory:
         # is written the reflector would read the same items and again propose nothing.
         self._dry_reflection_seq = -1
         self._demoted_hits: dict[int, int] = {}  # archive seq -> access_count at demotion
-        # What holds this memory's items elsewhere while it is emptied (engine arrays: the
-        # model, whose sync() writes them back); None while the memory holds its own.
-        self._holder: Any = None
 
     # ------------------------------------------------------------------ views
     @property
