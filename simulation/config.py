@@ -830,7 +830,9 @@ class AuditConfig(Section):
         4_000_000,
         ge=1,
         description="Bytes of lines gathered per stream before a write to disk (engine "
-        "arrays writes a batch of lines of 64 KiB or more directly, after what is gathered).",
+        "arrays writes a batch of lines of 64 KiB or more directly, after what is gathered). "
+        "With gzip a small buffer compresses worse: at 1000 the object path's streams came out "
+        "1.3 to 1.7 times larger (3,000 households x 4 years).",
     )
     background: bool | Literal["auto"] = Field(
         "auto",
