@@ -71,7 +71,6 @@ __all__ = [
     "input_digests",
     "resolve_for_run_dir",
     "resume_run",
-    "run_identity",
     "run_simulation",
     "same_config",
     "usable_cores",
@@ -218,16 +217,13 @@ def _input_files(config: RunConfig) -> dict[str, str]:
     return files
 
 
-def run_identity(config: RunConfig, base_dir: Path) -> tuple[str, dict[str, str]]:
-    """What makes two runs the same run: the resolved config's hash and its inputs' digests.
-
-    A manifest records both (``config_hash``, ``input_sha256``); the run id ends with the first
-    8 hex digits of a SHA-256 over the two.
-    """
-    return config_hash(resolve_for_run_dir(config, base_dir)), input_digests(config, base_dir)
-
-
 def _run_digest(digest: str, inputs: dict[str, str]) -> str:
+    """What makes two runs the same run: a digest of the config's hash and its inputs' digests.
+
+    The two are :func:`config_hash` of the resolved config and :func:`input_digests`. A
+    manifest records both (``config_hash``, ``input_sha256``); the run id ends with the first 8
+    hex digits of this digest.
+    """
     canonical = orjson.dumps({"config": digest, "inputs": inputs}, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
 
@@ -350,7 +346,7 @@ def run_simulation(
         model: A model built from ``config`` and not yet stepped (built here when omitted).
         run_id: Name of the run directory; ``<name>-s<seed>-<digest>`` by default, where the
             digest covers the resolved config and the contents of the files it names
-            (:func:`run_identity`). An earlier run of that name under ``out_root`` is replaced:
+            (:func:`_run_digest`). An earlier run of that name under ``out_root`` is replaced:
             the files floodsim wrote there (:data:`RUN_FILES`) are removed, any others are kept
             with a :class:`KeptFilesWarning`.
         checkpoint_every: Write a checkpoint every this many years (``None``: never).
