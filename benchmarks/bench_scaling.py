@@ -28,6 +28,13 @@ The speed of a shared machine drifts by more within minutes than the growth targ
 that a slow spell slows every size alike; each configuration then reports its median round, and
 growth is judged on the costs of the same round, taking the median over rounds.
 
+``--split`` divides each level's cost into a part per household-year and a part per year that
+every population pays alike (a least-squares line through the cost of a year against the number
+of households: :func:`cost_split`). A cost per year that does not shrink with the population is
+what keeps a small population far above the floor, whose own cost is per agent. The line holds
+where a household-year costs the same at every size but for that fixed part: between 1,000 and
+a few thousand households, not up to 100,000, where caches and page writes add their own.
+
 Usage:
     python benchmarks/bench_scaling.py                       # 1k, 10k, 100k x 30 years
     python benchmarks/bench_scaling.py --quick               # 1k and 10k only
@@ -35,6 +42,8 @@ Usage:
     python benchmarks/bench_scaling.py --households 1000 --levels off standard --years 30
     python benchmarks/bench_scaling.py --households 1000 100000 --levels off --rounds 3
     python benchmarks/bench_scaling.py --households 10000 --levels off --engines arrays objects
+    python benchmarks/bench_scaling.py --households 1000 2000 4000 --levels off standard \
+        --engines arrays --rounds 2 --split           # fixed cost per year vs per household
     python benchmarks/bench_scaling.py --households 10000 --levels standard --engines arrays \
         --set audit.background=false                         # any config key, as floodsim run
 
@@ -62,6 +71,21 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from simulation.model import FloodAdaptationModel
+
+__all__ = [
+    "combine_rounds",
+    "cost_split",
+    "fill_memories",
+    "floor_seconds_per_agent_step",
+    "growth",
+    "main",
+    "measure_one",
+    "parse_args",
+    "plot_scaling",
+    "repeats_for",
+    "split_lines",
+    "target_checks",
+]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 DEFAULT_JSON = Path("benchmarks/results/scaling.json")
@@ -368,6 +392,12 @@ def parse_args() -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="override a config key in every configuration, as floodsim run --set (repeatable)",
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also fit each level's cost as a part per household-year plus a part per year, "
+        "over the sizes measured (meant for sizes from 1,000 to a few thousand)",
+    )
     parser.add_argument("--one", nargs=2, metavar=("HOUSEHOLDS", "LEVEL"), help=argparse.SUPPRESS)
     parser.add_argument("--engine", choices=ENGINES, default="objects", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -453,8 +483,13 @@ def main() -> None:
     checks = target_checks(rows)
     for line in checks:
         print(line)
+    written: dict[str, Any] = {"rows": rows, "targets": checks}
+    if args.split:
+        written["split"] = cost_split(rows)
+        for line in split_lines(written["split"]):
+            print(line)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"rows": rows, "targets": checks}, indent=2))
+    args.json.write_text(json.dumps(written, indent=2))
     figure = plot_scaling(rows)
     if figure is not None:
         png = args.json.with_suffix(".png")
@@ -512,6 +547,71 @@ def target_checks(rows: list[dict[str, Any]]) -> list[str]:
                 f"{int(r['households'])} households, audit {r['audit']}{_on(r)}, full memories: "
                 f"peak RSS {r['peak_rss_mb']:.0f} MB (target <= {TARGET_RSS_MB} MB): {verdict}"
             )
+    return lines
+
+
+def cost_split(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each (level, engine)'s cost as a part per household-year plus a part per year.
+
+    Fits the cost of a year, ``households * us_per_household_year``, as a straight line in the
+    number of households, by least squares over the sizes measured ("as run" rows only): its
+    slope is the cost of a household-year, its intercept the cost of a year whatever the
+    population.
+
+    Returns:
+        A dict per (level, engine) measured at two sizes or more: ``audit``, ``engine``,
+        ``households`` (the sizes), ``us_per_household_year``, ``ms_per_year``, and at the
+        smallest size its ``floor_us_per_agent_step`` and its ``us_per_household_year_there``.
+    """
+    import numpy as np  # the benchmark's parent process needs numpy only here
+
+    rows = [r for r in rows if r.get("memories", "as run") != "full"]
+    splits = []
+    for level, engine in sorted({(str(r["audit"]), _engine(r)) for r in rows}):
+        sized = sorted(
+            (r for r in rows if r["audit"] == level and _engine(r) == engine),
+            key=lambda r: r["households"],
+        )
+        sizes = [int(r["households"]) for r in sized]
+        if len(set(sizes)) < 2:
+            continue
+        per_year_us = [
+            n * float(r["us_per_household_year"]) for n, r in zip(sizes, sized, strict=True)
+        ]
+        slope, intercept = np.polyfit(np.array(sizes, float), np.array(per_year_us), 1)
+        splits.append(
+            {
+                "audit": level,
+                "engine": engine,
+                "households": sizes,
+                "us_per_household_year": round(float(slope), 3),
+                "ms_per_year": round(float(intercept) / 1000.0, 3),
+                "floor_us_per_agent_step": sized[0]["floor_us_per_agent_step"],
+                "us_per_household_year_there": sized[0]["us_per_household_year"],
+            }
+        )
+    return splits
+
+
+def split_lines(splits: list[dict[str, Any]]) -> list[str]:
+    """:func:`cost_split` as lines, each with what its target allows at the smallest size."""
+    lines = []
+    for s in splits:
+        smallest = s["households"][0]
+        fixed_there = 1000.0 * s["ms_per_year"] / smallest
+        sizes = ", ".join(str(n) for n in s["households"])
+        on = "" if s["engine"] == "objects" else f", engine {s['engine']}"
+        line = (
+            f"audit {s['audit']}{on}: {s['us_per_household_year']:.2f} us per household-year "
+            f"+ {s['ms_per_year']:.2f} ms per year (fit over {sizes} households); "
+            f"at {smallest} households the part per year is {fixed_there:.2f} of "
+            f"{s['us_per_household_year_there']:.2f} us per household-year"
+        )
+        limit = TARGET_RATIO.get(s["audit"])
+        if limit is not None:
+            allowed = limit * float(s["floor_us_per_agent_step"])
+            line += f", and the target allows {allowed:.2f} ({limit:g} x the floor)"
+        lines.append(line)
     return lines
 
 

@@ -240,3 +240,38 @@ def test_config_keys_set_on_the_command_line_reach_every_configuration(
     assert everyone["set"] == []
     audit_bytes = "audit_bytes_per_household_year"
     assert 0 < half[audit_bytes] < 0.75 * everyone[audit_bytes]
+
+
+def test_the_split_recovers_a_cost_per_household_year_and_one_per_year(bench):
+    # 2.5 us per household-year plus 4 ms per year: 6.5 us at 1,000, 4.5 at 2,000, 3.5 at 4,000.
+    rows = [
+        {**_row(n, "standard", 2.5 + 4000.0 / n, 0.2), "engine": "arrays"}
+        for n in (4_000, 1_000, 2_000)
+    ]
+    rows.append({**_row(1_000, "off", 3.0, 0.2), "engine": "arrays"})  # one size: no fit
+    rows.append({**_row(2_000, "standard", 90.0, 0.2, memories="full"), "engine": "arrays"})
+    (split,) = bench.cost_split(rows)
+    assert split["audit"] == "standard"
+    assert split["households"] == [1_000, 2_000, 4_000]
+    assert split["us_per_household_year"] == pytest.approx(2.5, abs=1e-3)
+    assert split["ms_per_year"] == pytest.approx(4.0, abs=1e-3)
+    (line,) = bench.split_lines([split])
+    assert line == (
+        "audit standard, engine arrays: 2.50 us per household-year + 4.00 ms per year "
+        "(fit over 1000, 2000, 4000 households); at 1000 households the part per year is "
+        "4.00 of 6.50 us per household-year, and the target allows 4.00 (20 x the floor)"
+    )
+
+
+def test_split_is_written_with_the_rows_when_asked(bench, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "scaling.json"
+    argv = ["bench_scaling.py", "--households", "20", "40", "--levels", "off", "--years", "1"]
+    argv += ["--repeats", "1", "--floor-seconds", "0", "--json", str(out)]
+    monkeypatch.setattr("sys.argv", argv)
+    bench.main()
+    assert "split" not in json.loads(out.read_text())
+    monkeypatch.setattr("sys.argv", [*argv, "--split"])
+    bench.main()
+    (split,) = json.loads(out.read_text())["split"]
+    assert (split["audit"], split["engine"], split["households"]) == ("off", "objects", [20, 40])
+    assert "audit off: " in capsys.readouterr().out
