@@ -121,7 +121,7 @@ def child(households: int, years: int, level: str, engine: str, out: Path) -> No
     overrides = [f"households.count={households}", f"audit.level={level}", f"engine={engine}"]
     config, base = load_config(DEFAULT_CONFIG, [*overrides, "audit.background=false"])
     model = build_model(config, base)
-    writer = _writer(out, "instructions", config, resume=None)
+    writer = _writer(out, "instructions", config, len(model.households), resume=None)
     if writer is not None:
         model.attach_audit(writer)
 

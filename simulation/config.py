@@ -840,9 +840,11 @@ class AuditConfig(Section):
         "simulation runs on (simulation/audit/background.py); the files are the same, byte for "
         "byte, run id included (the key is left out of the run's config hash, and a run may be "
         "resumed with it changed). On 2 cores it took a quarter off a standard-level year at "
-        "4,000 households and two fifths at 10,000, nothing at 1,000. auto: on for a run that "
-        "has a spare core (floodsim run; a batch running one run at a time), off where a "
-        "batch's runs share the cores (more than one worker); unused by engine objects.",
+        "4,000 households and two fifths at 10,000, but added about 6% at 1,000. auto: on for "
+        "a run of 2,000 households or more that has a spare core (floodsim run; a batch "
+        "running one run at a time), off where a batch's runs share the cores (more than one "
+        "worker) and for smaller runs (runner.BACKGROUND_FROM_HOUSEHOLDS); unused by engine "
+        "objects.",
     )
 
     @field_validator("background", mode="before")

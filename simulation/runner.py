@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from simulation.config import RunConfig
 
 __all__ = [
+    "BACKGROUND_FROM_HOUSEHOLDS",
     "EXECUTION_KEYS",
     "REGISTRY_COPY",
     "RUN_FILES",
@@ -81,6 +82,13 @@ __all__ = [
 #: lines to another thread, in the same order). They are left out of the config's hash, so they
 #: do not change the run id, and a run may be resumed with them changed.
 EXECUTION_KEYS: tuple[tuple[str, str], ...] = (("audit", "background"),)
+
+#: ``audit.background: auto`` writes the lines behind the run from this many households up.
+#: The two threads hand the GIL to each other about a hundred times a year, at a cost that
+#: hardly grows with the population: on 2 cores a standard-level year of 1,000 households took
+#: about 6 % longer with the thread (the median of 11 alternated pairs), 1,500 the same, and
+#: from 2,000 up the thread paid (docs/performance.md).
+BACKGROUND_FROM_HOUSEHOLDS = 2_000
 
 #: Name of the registry copy inside a run directory.
 REGISTRY_COPY = "skill_registry.yaml"
@@ -420,7 +428,9 @@ def run_simulation(
         },
     }
     _write_manifest(run_dir, manifest)
-    writer = _writer(run_dir, run_id, config, resume=None, spare_core=spare_core)
+    writer = _writer(
+        run_dir, run_id, config, len(model.households), resume=None, spare_core=spare_core
+    )
     if writer is not None:
         model.attach_audit(writer)
     return _drive(model, config, run_dir, manifest, writer, progress)
@@ -500,10 +510,10 @@ def resume_run(
         raise RunError(msg) from None
     if checkpoint is not None:
         _check_stream_files(run_dir, config, streams)
-        writer = _writer(run_dir, manifest["run_id"], config, resume=streams)
+        writer = _writer(run_dir, manifest["run_id"], config, len(model.households), resume=streams)
         model.audit = writer  # the initial memories are already in the streams
     else:  # killed before the first checkpoint: start over in the same directory
-        writer = _writer(run_dir, manifest["run_id"], config, resume=None)
+        writer = _writer(run_dir, manifest["run_id"], config, len(model.households), resume=None)
         if writer is not None:
             model.attach_audit(writer)
     if checkpoint_every is not None:
@@ -612,6 +622,7 @@ def _writer(
     run_dir: Path,
     run_id: str,
     config: RunConfig,
+    households: int,
     resume: dict[str, Any] | None,
     *,
     spare_core: bool = True,
@@ -619,10 +630,11 @@ def _writer(
     if config.audit.level == "off":
         return None
     # Only the array engine's batch methods gain from a background thread; the object path
-    # logs line by line. Without a core to spare the thread would only take turns with the run.
+    # logs line by line. Without a core to spare the thread would only take turns with the run,
+    # and in a short year the turns cost more than the thread saves.
     background = config.audit.background
     if background == "auto":
-        background = spare_core and usable_cores() > 1
+        background = spare_core and usable_cores() > 1 and households >= BACKGROUND_FROM_HOUSEHOLDS
     return AuditWriter(
         run_dir,
         run_id,

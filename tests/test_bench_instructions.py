@@ -43,6 +43,8 @@ def test_the_counted_child_writes_its_lines_on_the_counted_thread(bench, tmp_pat
         return writers[-1]
 
     monkeypatch.setattr(runner, "_writer", kept)
+    # audit.background: auto would write behind a run of any size
+    monkeypatch.setattr(runner, "BACKGROUND_FROM_HOUSEHOLDS", 1)
     bench.child(12, 1, "standard", "arrays", tmp_path)
     assert len(writers) == 1
     assert not writers[0].writes_behind

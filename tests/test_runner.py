@@ -63,23 +63,30 @@ def test_decisions_that_fell_back_are_warned_about_at_the_end_of_the_run(tmp_pat
 
 
 @pytest.mark.parametrize(
-    ("engine", "background", "spare_core", "behind"),
+    ("engine", "background", "spare_core", "households", "behind"),
     [
-        ("arrays", "auto", True, True),
-        ("arrays", "auto", False, False),
-        ("arrays", "true", False, True),
-        ("arrays", "false", True, False),
-        ("objects", "true", True, False),  # the object path logs line by line
+        ("arrays", "auto", True, 20, True),
+        ("arrays", "auto", False, 20, False),
+        ("arrays", "auto", True, 19, False),  # too few for the thread to pay
+        ("arrays", "true", False, 19, True),
+        ("arrays", "false", True, 20, False),
+        ("objects", "true", True, 20, False),  # the object path logs line by line
     ],
 )
 def test_audit_lines_are_written_behind_the_run_where_a_core_is_spare(
-    tmp_path, monkeypatch, engine, background, spare_core, behind
+    tmp_path, monkeypatch, engine, background, spare_core, households, behind
 ):
 
     monkeypatch.setattr(runner, "usable_cores", lambda: 2)
+    monkeypatch.setattr(runner, "BACKGROUND_FROM_HOUSEHOLDS", 20)
     config, base = load_config(
         DEFAULT,
-        ["households.count=20", "years=2", f"engine={engine}", f"audit.background={background}"],
+        [
+            f"households.count={households}",
+            "years=2",
+            f"engine={engine}",
+            f"audit.background={background}",
+        ],
     )
     result = run_simulation(config, base, tmp_path, progress=False, spare_core=spare_core)
     assert result.model.audit.writes_behind is behind
@@ -88,6 +95,7 @@ def test_audit_lines_are_written_behind_the_run_where_a_core_is_spare(
 def test_one_core_leaves_no_core_to_spare(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner, "usable_cores", lambda: 1)
+    monkeypatch.setattr(runner, "BACKGROUND_FROM_HOUSEHOLDS", 1)
     config, base = load_config(DEFAULT, ["households.count=20", "years=2", "engine=arrays"])
     assert not run_simulation(config, base, tmp_path, progress=False).model.audit.writes_behind
 
