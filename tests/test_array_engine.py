@@ -326,10 +326,16 @@ def _streams_of_both(
     settings: list[str],
     prepare: Callable[[FloodAdaptationModel], None] | None = None,
 ) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """The audit streams of one run on each engine (objects, arrays), each model ``prepare``d."""
+    """The audit streams of one run on each engine (objects, arrays), each model ``prepare``d.
+
+    The array engine writes its lines behind the run, as it does for runs of thousands of
+    households, unless ``settings`` say otherwise.
+    """
     runs = {}
     for engine in ("objects", "arrays"):
-        config, base = load_config(DEFAULT, [*settings, f"engine={engine}"])
+        config, base = load_config(
+            DEFAULT, ["audit.background=true", *settings, f"engine={engine}"]
+        )
         model = build_model(config, base)
         if prepare is not None:
             prepare(model)
