@@ -20,6 +20,7 @@ from simulation.calibration.fit import (
     load_calibration,
     target_loss,
 )
+from simulation.config import ConfigWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "configs" / "scenarios" / "single_flood.yaml"
@@ -150,6 +151,20 @@ def test_powell_within_budget(tmp_path):
     ]
     assert 1 <= len(result.evaluations) <= 3
     assert 0.7 <= result.best["memory.decay_rate"] <= 0.99
+
+
+def test_workers_for_a_serial_executor_is_warned_of_once_naming_the_calibration_file(tmp_path):
+    """Not once per evaluation, and not naming the evaluations' generated experiment files."""
+    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=3))
+    with pytest.warns(ConfigWarning) as caught:
+        result = calibrate(path, tmp_path / "out", workers=4, progress=False)
+    said = [str(w.message) for w in caught if w.category is ConfigWarning]
+    assert said == [f"{path}: --workers 4 is not used: the executor is serial (one run at a time)"]
+    assert len(result.evaluations) == 3
+    (kept,) = (tmp_path / "out" / "evaluations").iterdir()  # the best evaluation's
+    ran = yaml.safe_load((kept / "experiment.yaml").read_text(encoding="utf-8"))
+    assert ran["executor"]["kind"] == "serial"
+    assert ran["executor"]["workers"] == 4
 
 
 # Valid at the start and at each bound with the other at its start. Both starts lie in the

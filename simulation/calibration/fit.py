@@ -107,7 +107,12 @@ from simulation.config import (
 )
 from simulation.config_base import ConfigModel
 from simulation.experiments.batch import run_experiment
-from simulation.experiments.design import ExecutorConfig, ExperimentConfig, plan_runs
+from simulation.experiments.design import (
+    ExecutorConfig,
+    ExperimentConfig,
+    override_executor_config,
+    plan_runs,
+)
 from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
@@ -792,6 +797,15 @@ def calibrate(
     """
     origin = str(path)
     calibration, folder = load_calibration(path)
+    # Overridden here, once, so that a problem or warning names the calibration file rather
+    # than each evaluation's generated experiment file.
+    try:
+        settings = override_executor_config(
+            calibration.executor, origin, kind=executor, workers=workers
+        )
+    except ConfigError as err:
+        raise CalibrationError(str(err)) from None
+    calibration = calibration.model_copy(update={"executor": settings})
     base_path = (folder / calibration.base).resolve()
     targets_path = (folder / calibration.targets).resolve()
     _check_files(calibration, base_path, origin)
@@ -806,9 +820,7 @@ def calibrate(
     shutil.rmtree(out / "evaluations", ignore_errors=True)
 
     def run(experiment_path: Path, experiment_out: Path) -> None:
-        result = run_experiment(
-            experiment_path, experiment_out, executor=executor, workers=workers, progress=False
-        )
+        result = run_experiment(experiment_path, experiment_out, progress=False)
         if result.failed:
             error = next((r["error"] for r in result.runs if r["status"] == "failed"), None)
             msg = f"{experiment_out}: {result.failed} run(s) failed: {error}"

@@ -59,6 +59,7 @@ __all__ = [
     "is_experiment",
     "load_experiment",
     "override_executor",
+    "override_executor_config",
     "plan_runs",
     "replicate_seeds",
 ]
@@ -198,8 +199,42 @@ def override_executor(
 ) -> ExperimentConfig:
     """The experiment with its executor overridden (command-line options), validated like the file.
 
+    See :func:`override_executor_config`, which this applies to ``experiment.executor``.
+
+    Raises:
+        ConfigError: Naming the overridden key and the problem.
+    """
+    executor = override_executor_config(
+        experiment.executor, origin, kind=kind, workers=workers, address=address
+    )
+    if executor is experiment.executor:
+        return experiment
+    return experiment.model_copy(update={"executor": executor})
+
+
+def override_executor_config(
+    executor: ExecutorConfig,
+    origin: str,
+    *,
+    kind: str | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+) -> ExecutorConfig:
+    """An executor section with command-line overrides applied, validated like the file.
+
     Choosing another kind than dask drops the file's scheduler address, which belongs to its
-    dask executor.
+    dask executor. ``--workers`` with a serial executor is kept but warned of (a
+    :class:`ConfigWarning` naming ``origin``), as it changes nothing.
+
+    Args:
+        executor: The file's executor section.
+        origin: The file the section comes from, for messages.
+        kind: ``--executor``, if given.
+        workers: ``--workers``, if given.
+        address: ``--address``, if given.
+
+    Returns:
+        ``executor`` itself when nothing is overridden, else a new validated section.
 
     Raises:
         ConfigError: Naming the overridden key and the problem.
@@ -210,22 +245,22 @@ def override_executor(
         if value is not None
     }
     if not given:
-        return experiment
-    data = experiment.executor.model_dump()
+        return executor
+    data = executor.model_dump()
     if given.get("kind", "dask") != "dask" and "address" not in given:
         data["address"] = None
     data.update(given)
     try:
-        executor = ExecutorConfig.model_validate(data)
+        overridden = ExecutorConfig.model_validate(data)
     except ValidationError as err:
         where = f"{origin}: executor as overridden"
         raise ConfigError(describe_validation_error(err, where)) from None
-    if workers is not None and executor.kind == "serial":
+    if workers is not None and overridden.kind == "serial":
         msg = (
             f"{origin}: --workers {workers} is not used: the executor is serial (one run at a time)"
         )
-        warnings.warn(ConfigWarning(msg), stacklevel=2)
-    return experiment.model_copy(update={"executor": executor})
+        warnings.warn(ConfigWarning(msg), stacklevel=3)
+    return overridden
 
 
 @dataclass(frozen=True, slots=True)
