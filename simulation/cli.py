@@ -62,6 +62,10 @@ EXIT_RUN_FAILED = 1
 EXIT_BROKEN_PIPE = 141
 #: How to continue a batch that Ctrl-C stopped.
 _CONTINUE_BATCH = "continue with the same command and --resume (complete runs are kept)"
+#: How to continue a calibration that Ctrl-C stopped.
+_CONTINUE_CALIBRATION = (
+    "continue with the same command and --resume (finished evaluations are read back)"
+)
 #: The note the runner adds to an exception once the run has a directory.
 _RUN_DIR_NOTE = "run directory: "
 
@@ -444,6 +448,8 @@ def _continue_hint(command: str, err: BaseException) -> str:
     """How to continue what Ctrl-C stopped (empty when there is nothing to continue)."""
     if command == "batch":
         return f"; {_CONTINUE_BATCH}"
+    if command == "calibrate":
+        return f"; {_CONTINUE_CALIBRATION}"
     if command != "run":
         return ""
     run_dirs = _run_dirs(err)

@@ -167,6 +167,82 @@ def test_workers_for_a_serial_executor_is_warned_of_once_naming_the_calibration_
     assert ran["executor"]["workers"] == 4
 
 
+def _counting_runs(monkeypatch, interrupt_at: int | None = None) -> list[Any]:
+    """Count the evaluations simulated; optionally press Ctrl-C as the ``interrupt_at``-th ends.
+
+    The interrupted evaluation's batch has run, so its folder holds a whole experiment.
+    """
+    from simulation.calibration import fit
+
+    real = fit.run_experiment
+    calls: list[Any] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        result = real(*args, **kwargs)
+        if len(calls) == interrupt_at:
+            raise KeyboardInterrupt
+        return result
+
+    monkeypatch.setattr(fit, "run_experiment", counted)
+    return calls
+
+
+def _outputs(out: Path) -> tuple[bytes, bytes, list[str]]:
+    return (
+        (out / "evaluations.csv").read_bytes(),
+        (out / "best.yaml").read_bytes(),
+        sorted(p.name for p in (out / "evaluations").iterdir()),
+    )
+
+
+@pytest.mark.parametrize("first", ["interrupted", "budget"])
+def test_a_resumed_calibration_ends_as_one_that_never_stopped(tmp_path, monkeypatch, first):
+    """Interrupted in its fourth evaluation, or stopped by a budget of three and given six."""
+    data = tiny(parameters=PARAMETERS, replicates=1, max_evaluations=6)
+    path = write(tmp_path, data)
+    whole = calibrate(path, tmp_path / "whole", progress=False)
+    assert len(whole.evaluations) == 6
+
+    out = tmp_path / "resumed"
+    if first == "interrupted":
+        _counting_runs(monkeypatch, interrupt_at=4)
+        with pytest.raises(KeyboardInterrupt):
+            calibrate(path, out, progress=False)
+    else:
+        calibrate(write(tmp_path, {**data, "max_evaluations": 3}), out, progress=False)
+    assert len(pd.read_csv(out / "evaluations.csv")) == 3
+    path = write(tmp_path, data)
+    simulated = _counting_runs(monkeypatch)
+    resumed = calibrate(path, out, resume=True, progress=False)
+
+    assert (resumed.resumed, len(simulated)) == (3, 3)
+    assert _outputs(out) == _outputs(tmp_path / "whole")
+    assert resumed.best == whole.best
+    pd.testing.assert_frame_equal(resumed.table, whole.table)
+
+
+def test_resuming_an_earlier_attempt_of_other_settings_is_refused(tmp_path):
+    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))
+    calibrate(path, tmp_path / "out", progress=False)
+    before = _outputs(tmp_path / "out")
+    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2, seed=6))
+    with pytest.raises(CalibrationError, match="holds a calibration of other settings"):
+        calibrate(path, tmp_path / "out", resume=True, progress=False)
+    assert _outputs(tmp_path / "out") == before
+
+
+def test_resuming_where_nothing_finished_starts_from_the_beginning(tmp_path, monkeypatch):
+    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))
+    _counting_runs(monkeypatch, interrupt_at=1)
+    with pytest.raises(KeyboardInterrupt):
+        calibrate(path, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out" / "best.yaml").exists()
+    simulated = _counting_runs(monkeypatch)
+    result = calibrate(path, tmp_path / "out", resume=True, progress=False)
+    assert (result.resumed, len(simulated), len(result.evaluations)) == (0, 2, 2)
+
+
 # Valid at the start and at each bound with the other at its start. Both starts lie in the
 # top quarter of their ranges, so the simplex steps each one down; the subsidies do not move
 # these targets, so the losses tie and the reflection of the last vertex comes next: it

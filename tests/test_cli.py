@@ -991,6 +991,28 @@ def test_ctrl_c_during_a_batch_says_how_to_continue_it(capsys, tmp_path, monkeyp
     )
 
 
+def test_ctrl_c_during_a_calibration_says_how_to_continue_it(capsys, tmp_path, monkeypatch):
+    from simulation.calibration import fit
+
+    def interrupted(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    path = tmp_path / "calibration.yaml"
+    path.write_text(
+        f"name: tiny\nbase: {DEFAULT}\nset: {{households.count: 30, years: 16}}\n"
+        f"targets: {ROOT / 'configs' / 'targets' / 'stylized_facts.yaml'}\n"
+        "parameters: {memory.decay_rate: {start: 0.9, low: 0.7, high: 0.99}}\n"
+        "replicates: 1\nmax_evaluations: 2\nexecutor: {kind: serial}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(fit, "run_experiment", interrupted)
+    assert main(["calibrate", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "floodsim: interrupted; continue with the same command and --resume (finished "
+        "evaluations are read back)"
+    )
+
+
 def test_the_command_line_loads_plotting_and_statistics_only_when_a_command_needs_them() -> None:
     """matplotlib and scipy.stats take most of a second to import: `floodsim run` and
     `validate` never draw or fit, so they must not wait for them."""

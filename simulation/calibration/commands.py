@@ -42,6 +42,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         args.out,
         executor=args.executor,
         workers=args.workers,
+        resume=args.resume,
         progress=False if args.quiet else None,
     )
     width = max(len(key) for key in result.best)
@@ -49,8 +50,11 @@ def _calibrate(args: argparse.Namespace) -> int:
     for key, value in result.best.items():
         print(f"  {key.ljust(width)}  {value:.6g}")
     passed = int(result.table["passed"].sum())
+    resumed = (
+        f", {result.resumed} of them read back from the earlier attempt" if args.resume else ""
+    )
     print(
-        f"loss {result.loss:.6g} after {len(result.evaluations)} evaluation(s) "
+        f"loss {result.loss:.6g} after {len(result.evaluations)} evaluation(s){resumed} "
         f"({result.message}); {passed} of {len(result.table)} targets pass"
     )
     print(format_table(result.table))
@@ -61,11 +65,12 @@ def _calibrate(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``calibrate`` subcommand to the ``floodsim`` subparsers.
 
-    ``floodsim calibrate FILE [--executor K] [--workers N] [--out DIR] [--quiet]`` fits the
-    parameters of a calibration file (see :mod:`simulation.calibration.fit`), prints the best
-    parameters, their loss and the target table, writes ``evaluations.csv``, ``best.yaml`` and
-    ``calibration.png`` into ``DIR`` (default ``outputs/calibration/<name>``) and prints that
-    folder as its last line. Exit code 0 whether or not every target passes.
+    ``floodsim calibrate FILE [--executor K] [--workers N] [--out DIR] [--resume] [--quiet]``
+    fits the parameters of a calibration file (see :mod:`simulation.calibration.fit`), prints
+    the best parameters, their loss and the target table, writes ``evaluations.csv``,
+    ``best.yaml`` and ``calibration.png`` into ``DIR`` (default ``outputs/calibration/<name>``)
+    and prints that folder as its last line. Exit code 0 whether or not every target passes.
+    ``--resume`` continues the attempt in ``DIR``, reading back the evaluations it finished.
     """
     parser = subparsers.add_parser(
         "calibrate",
@@ -93,6 +98,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         default=None,
         help="output folder (default: outputs/calibration/<name>)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help=(
+            "continue the calibration interrupted in the output folder (or one that spent its "
+            "max_evaluations, with a larger one): the evaluations it finished are read back, "
+            "not simulated again"
+        ),
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=_calibrate)

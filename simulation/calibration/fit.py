@@ -69,20 +69,36 @@ Outputs, in ``out_dir`` (default ``outputs/calibration/<name>``):
 ``evaluations/eNNN/``
     The batch experiment of the best evaluation (``experiment.yaml``, ``experiment.json``,
     ``runs/``); the folders of the other evaluations are deleted as the search goes.
+
+Resuming (``resume=True``, ``floodsim calibrate FILE --resume``):
+    An interrupted calibration writes the evaluations that finished. Resumed into the same
+    folder, the search starts again from the start point, and each point it asks for that the
+    earlier attempt simulated is answered from ``evaluations.csv`` instead of simulated: the
+    objective is deterministic, so the search retraces the earlier attempt's steps and then
+    goes on where it stopped. The same works for a calibration that spent its budget, resumed
+    with a larger ``max_evaluations``. Only ``max_evaluations`` and the executor may change
+    between attempts: ``best.yaml`` records a fingerprint of everything else (the calibration
+    file's other keys, the base config with ``set`` applied, the files that config reads and
+    the targets file), and an attempt of other settings is refused. A folder without an
+    earlier attempt's ``best.yaml`` starts from the beginning.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import shutil
 import warnings
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import numpy as np
+import orjson
 import pandas as pd
+import yaml
 from pydantic import Field, ValidationError, model_validator
 from tqdm import tqdm
 
@@ -113,6 +129,7 @@ from simulation.experiments.design import (
     override_executor_config,
     plan_runs,
 )
+from simulation.runner import config_hash, input_digests
 from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
@@ -207,6 +224,7 @@ class CalibrationResult:
         evaluations: The rows of ``evaluations.csv``.
         experiment_dir: The kept batch experiment of the best evaluation.
         message: Why the search stopped.
+        resumed: How many of the evaluations an earlier attempt had simulated (``resume``).
     """
 
     out_dir: Path
@@ -216,6 +234,7 @@ class CalibrationResult:
     evaluations: pd.DataFrame
     experiment_dir: Path
     message: str
+    resumed: int = 0
 
 
 # ------------------------------------------------------------------------------ loading
@@ -503,6 +522,8 @@ class _Search:
         self.high = np.array([s.high for s in specs], float)
         self.cache: dict[tuple[float, ...], float] = {}
         self.history: list[_Evaluation] = []
+        # An earlier attempt's evaluations, in order, answered instead of simulated (resume).
+        self.replay: deque[_Evaluation] = deque()
         self.best: _Evaluation | None = None
         self.bar: tqdm | None = None
 
@@ -517,7 +538,18 @@ class _Search:
             return self.cache[key]
         if len(self.history) >= self.calibration.max_evaluations:
             raise _BudgetSpentError
-        evaluation = self.evaluate(len(self.history), params)
+        if self.replay:
+            evaluation = self.replay.popleft()
+            if evaluation.params != params:
+                msg = (
+                    f"{self.origin}: --resume: the search does not retrace the earlier attempt "
+                    f"in {self.out}: it asks for {_describe(params)} where evaluation "
+                    f"{evaluation.index} was {_describe(evaluation.params)}; start again "
+                    "without --resume"
+                )
+                raise CalibrationError(msg)
+        else:
+            evaluation = self.evaluate(len(self.history), params)
         self.cache[key] = evaluation.loss
         self.history.append(evaluation)
         if self.best is None or evaluation.loss < self.best.loss:
@@ -530,6 +562,81 @@ class _Search:
             self.bar.update()
             self.bar.set_postfix(best=f"{self.best.loss:.4g}", last=f"{evaluation.loss:.4g}")
         return evaluation.loss
+
+    def resume_from(self, fingerprint: str) -> int:
+        """Queue the earlier attempt's evaluations in ``self.out`` for replay; return how many.
+
+        Removes the folders of evaluations that did not finish (all but the recorded best's).
+
+        Raises:
+            CalibrationError: When the earlier attempt had other settings (``fingerprint``),
+                or its best evaluation's folder or ``evaluations.csv`` is missing or damaged.
+        """
+        try:
+            summary = yaml.safe_load((self.out / "best.yaml").read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return 0  # interrupted before its first evaluation finished: nothing to keep
+        except (OSError, yaml.YAMLError) as err:
+            msg = f"{self.origin}: --resume: {self.out / 'best.yaml'} cannot be read: {err}"
+            raise CalibrationError(msg) from None
+        if not isinstance(summary, dict) or summary.get("fingerprint") != fingerprint:
+            msg = (
+                f"{self.origin}: --resume: {self.out} holds a calibration of other settings "
+                "(the calibration file, its base config, the files that reads or the targets "
+                "changed; only max_evaluations and the executor may); start again without "
+                "--resume or choose another --out"
+            )
+            raise CalibrationError(msg)
+        where = self.out / "evaluations.csv"
+        try:
+            # round_trip: the losses and parameter values must come back to the same floats.
+            table = pd.read_csv(where, float_precision="round_trip", keep_default_na=False)
+            names = [str(name) for name in table.columns[len(self.keys) + 2 : -1]]
+            evaluations = [self._recorded(row, names) for row in table.to_dict(orient="records")]
+        except (OSError, ValueError, KeyError, pd.errors.ParserError) as err:
+            msg = f"{self.origin}: --resume: {where} cannot be read: {err}"
+            raise CalibrationError(msg) from None
+        best_index = summary.get("evaluation")
+        kept = (
+            self.out / "evaluations" / f"e{best_index:03d}" if isinstance(best_index, int) else None
+        )
+        for stale in (self.out / "evaluations").glob("e*"):
+            if stale != kept:
+                shutil.rmtree(stale, ignore_errors=True)
+        for position, evaluation in enumerate(evaluations):
+            if evaluation.index != position:
+                msg = f"{self.origin}: --resume: {where}: evaluation {position} is missing"
+                raise CalibrationError(msg)
+            if evaluation.index == best_index and not evaluation.invalid:
+                evaluations[position] = self._rescored(evaluation)
+        self.replay.extend(evaluations)
+        return len(evaluations)
+
+    def _recorded(self, row: dict[str, Any], names: list[str]) -> _Evaluation:
+        """One row of ``evaluations.csv`` as an evaluation (its table: each target's value)."""
+        index = int(row["evaluation"])
+        invalid = str(row["invalid"])
+        folder = self.out / "evaluations" / f"e{index:03d}"
+        params = {key: float(row[key]) for key in self.keys}
+        if invalid:
+            return self._invalid(index, params, folder, invalid)
+        values = [float(row[name]) if row[name] != "" else math.nan for name in names]
+        table = pd.DataFrame({"name": names, "value": values})
+        return _Evaluation(index, params, float(row["loss"]), table, folder)
+
+    def _rescored(self, evaluation: _Evaluation) -> _Evaluation:
+        """The recorded best with its whole behaviour table, read again from its runs."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ShortWindowWarning)  # said once, at setup
+                table = check_behaviour(evaluation.folder, self.targets_path, strict=True)
+        except (BehaviourError, ConfigError, OSError) as err:
+            msg = (
+                f"{self.origin}: --resume: the best evaluation's runs in {evaluation.folder} "
+                f"cannot be read ({err}); start again without --resume"
+            )
+            raise CalibrationError(msg) from None
+        return replace(evaluation, table=table)
 
     def evaluate(self, index: int, params: dict[str, float]) -> _Evaluation:
         """Run the replicates at ``params`` as a batch experiment and score the targets."""
@@ -714,6 +821,7 @@ def _write_outputs(
     best: _Evaluation,
     message: str,
     origin: str,
+    fingerprint: str,
 ) -> pd.DataFrame:
     keys = search.keys
     names = list(best.table["name"])
@@ -752,6 +860,7 @@ def _write_outputs(
             for r in table.itertuples(index=False)
         },
         "experiment": best.folder.relative_to(out).as_posix(),
+        "fingerprint": fingerprint,  # what --resume checks (see the module docstring)
     }
     (out / "best.yaml").write_text(
         dump_yaml(summary, sort_keys=False, allow_unicode=True), encoding="utf-8"
@@ -773,6 +882,7 @@ def calibrate(
     *,
     executor: str | None = None,
     workers: int | None = None,
+    resume: bool = False,
     progress: bool | None = None,
 ) -> CalibrationResult:
     """Fit the parameters of the calibration file ``path`` (see the module docstring).
@@ -780,17 +890,20 @@ def calibrate(
     Args:
         path: The calibration file.
         out_dir: Output folder; ``outputs/calibration/<name>`` by default. Its ``evaluations``
-            subfolder is replaced.
+            subfolder is replaced, unless resuming.
         executor: Override the file's executor kind (serial, process, dask).
         workers: Override the number of workers.
+        resume: Continue the earlier attempt in ``out_dir``: the evaluations it finished are
+            read back instead of simulated (see "Resuming" in the module docstring).
         progress: Show a progress bar over evaluations (``None``: only on a terminal).
 
     Returns:
         The best parameters, their loss and behaviour table, every evaluation and the folder.
 
     Raises:
-        CalibrationError: For a bad calibration file (before anything runs), or a run that
-            fails or lacks what a target needs.
+        CalibrationError: For a bad calibration file (before anything runs), an earlier
+            attempt of other settings to resume, or a run that fails or lacks what a target
+            needs.
         KeyboardInterrupt: On Ctrl-C, once ``evaluations.csv``, ``best.yaml`` and the figure
             of the evaluations that finished are written (``stopped: interrupted after N
             evaluations``).
@@ -816,8 +929,6 @@ def calibrate(
         create_output_folder(out)
     except ConfigError as err:
         raise CalibrationError(str(err)) from None
-    # Stale evaluation folders of an earlier calibration into the same folder would mislead.
-    shutil.rmtree(out / "evaluations", ignore_errors=True)
 
     def run(experiment_path: Path, experiment_out: Path) -> None:
         result = run_experiment(experiment_path, experiment_out, progress=False)
@@ -826,8 +937,15 @@ def calibrate(
             msg = f"{experiment_out}: {result.failed} run(s) failed: {error}"
             raise CalibrationError(msg)
 
-    base, _ = _base_config(calibration, folder, origin)
+    base, base_config = _base_config(calibration, folder, origin)
+    fingerprint = _fingerprint(calibration, base_config, targets_path)
     search = _Search(calibration, base_path, targets_path, out, run, base, origin)
+    if resume:
+        resumed = search.resume_from(fingerprint)
+    else:
+        resumed = 0
+        # Stale evaluation folders of an earlier calibration into the same folder would mislead.
+        shutil.rmtree(out / "evaluations", ignore_errors=True)
     search.bar = tqdm(
         total=calibration.max_evaluations,
         desc=f"calibrate {calibration.name}",
@@ -838,9 +956,10 @@ def calibrate(
         message = _optimise(search, calibration)
     except KeyboardInterrupt:
         # Evaluations take minutes each: the finished ones are written out before stopping.
-        if search.best is not None:
+        # While an earlier attempt is still being replayed its files say more than this one.
+        if search.best is not None and not search.replay:
             stopped = f"interrupted after {len(search.history)} evaluations"
-            _write_outputs(out, calibration, search, search.best, stopped, origin)
+            _write_outputs(out, calibration, search, search.best, stopped, origin, fingerprint)
         raise
     finally:
         search.bar.close()
@@ -848,7 +967,7 @@ def calibrate(
     if best is None:  # pragma: no cover - the optimiser always evaluates the start point
         msg = f"{origin}: no evaluation ran"
         raise CalibrationError(msg)
-    evaluations = _write_outputs(out, calibration, search, best, message, origin)
+    evaluations = _write_outputs(out, calibration, search, best, message, origin, fingerprint)
     return CalibrationResult(
         out_dir=out,
         best=dict(best.params),
@@ -857,7 +976,25 @@ def calibrate(
         evaluations=evaluations,
         experiment_dir=best.folder,
         message=message,
+        resumed=resumed,
     )
+
+
+def _fingerprint(calibration: CalibrationConfig, base_config: RunConfig, targets_path: Path) -> str:
+    """SHA-256 of what decides every evaluation's loss: all but the budget and the executor.
+
+    That is the calibration's other keys, the base config with ``set`` applied (its paths are
+    absolute), the contents of the files that config reads and of the targets file.
+    """
+    problem = {
+        "calibration": calibration.model_dump(
+            mode="json", exclude={"name", "max_evaluations", "executor"}
+        ),
+        "base_config": config_hash(base_config),
+        "inputs": input_digests(base_config, targets_path.parent),
+        "targets": hashlib.sha256(targets_path.read_bytes()).hexdigest(),
+    }
+    return hashlib.sha256(orjson.dumps(problem, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def _check_files(calibration: CalibrationConfig, base_path: Path, origin: str) -> None:
