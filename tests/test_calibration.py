@@ -222,14 +222,35 @@ def test_a_resumed_calibration_ends_as_one_that_never_stopped(tmp_path, monkeypa
     pd.testing.assert_frame_equal(resumed.table, whole.table)
 
 
-def test_resuming_an_earlier_attempt_of_other_settings_is_refused(tmp_path):
-    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))
-    calibrate(path, tmp_path / "out", progress=False)
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ({"seed": 6}, "holds a calibration of other settings"),
+        ({"set": {"households.count": 41}}, "holds a calibration of other settings"),
+        ({"max_evaluations": 2}, "max_evaluations 2 is below the 3 evaluations"),
+    ],
+)
+def test_resuming_an_earlier_attempt_it_cannot_continue_is_refused(tmp_path, change, refusal):
+    data = tiny(parameters=DECAY, replicates=1, max_evaluations=3)
+    calibrate(write(tmp_path, data), tmp_path / "out", progress=False)
     before = _outputs(tmp_path / "out")
-    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2, seed=6))
-    with pytest.raises(CalibrationError, match="holds a calibration of other settings"):
+    path = write(tmp_path, {**data, **change})
+    with pytest.raises(CalibrationError, match=refusal):
         calibrate(path, tmp_path / "out", resume=True, progress=False)
     assert _outputs(tmp_path / "out") == before
+
+
+def test_resuming_after_the_registry_was_edited_is_refused(tmp_path):
+    """The base config names the registry by path only: its contents are in the fingerprint."""
+    registry = tmp_path / "registry.yaml"
+    registry.write_bytes((ROOT / "skill_registry.yaml").read_bytes())
+    data = tiny(parameters=DECAY, replicates=1, max_evaluations=2)
+    data["set"] = {**data["set"], "registry": str(registry)}
+    path = write(tmp_path, data)
+    calibrate(path, tmp_path / "out", progress=False)
+    registry.write_bytes(registry.read_bytes() + b"# edited\n")
+    with pytest.raises(CalibrationError, match="holds a calibration of other settings"):
+        calibrate(path, tmp_path / "out", resume=True, progress=False)
 
 
 def test_resuming_where_nothing_finished_starts_from_the_beginning(tmp_path, monkeypatch):

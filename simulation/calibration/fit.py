@@ -569,8 +569,9 @@ class _Search:
         Removes the folders of evaluations that did not finish (all but the recorded best's).
 
         Raises:
-            CalibrationError: When the earlier attempt had other settings (``fingerprint``),
-                or its best evaluation's folder or ``evaluations.csv`` is missing or damaged.
+            CalibrationError: When the earlier attempt had other settings (``fingerprint``) or
+                finished more evaluations than ``max_evaluations``, or its best evaluation's
+                folder or ``evaluations.csv`` is missing or damaged.
         """
         try:
             summary = yaml.safe_load((self.out / "best.yaml").read_text(encoding="utf-8"))
@@ -596,6 +597,15 @@ class _Search:
         except (OSError, ValueError, KeyError, pd.errors.ParserError) as err:
             msg = f"{self.origin}: --resume: {where} cannot be read: {err}"
             raise CalibrationError(msg) from None
+        budget = self.calibration.max_evaluations
+        if len(evaluations) > budget:
+            # The search would stop before reaching the recorded best, whose runs are the
+            # only ones kept.
+            msg = (
+                f"{self.origin}: --resume: max_evaluations {budget} is below the "
+                f"{len(evaluations)} evaluations the earlier attempt in {self.out} finished"
+            )
+            raise CalibrationError(msg)
         best_index = summary.get("evaluation")
         kept = (
             self.out / "evaluations" / f"e{best_index:03d}" if isinstance(best_index, int) else None
