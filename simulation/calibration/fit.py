@@ -76,11 +76,12 @@ Resuming (``resume=True``, ``floodsim calibrate FILE --resume``):
     earlier attempt simulated is answered from ``evaluations.csv`` instead of simulated: the
     objective is deterministic, so the search retraces the earlier attempt's steps and then
     goes on where it stopped. The same works for a calibration that spent its budget, resumed
-    with a larger ``max_evaluations``. Only ``max_evaluations`` and the executor may change
-    between attempts: ``best.yaml`` records a fingerprint of everything else (the calibration
-    file's other keys, the base config with ``set`` applied, the files that config reads and
-    the targets file), and an attempt of other settings is refused. A folder without an
-    earlier attempt's ``best.yaml`` starts from the beginning.
+    with a larger ``max_evaluations``. Only ``max_evaluations`` (not below the evaluations
+    finished) and the executor may change between attempts: ``best.yaml`` records a
+    fingerprint of everything else (the calibration file's other keys, the base config with
+    ``set`` applied, the files that config reads and the targets file), and an attempt of
+    other settings is refused. A folder without an earlier attempt's ``best.yaml`` starts from
+    the beginning.
 """
 
 from __future__ import annotations
