@@ -254,7 +254,9 @@ def test_resuming_after_the_registry_was_edited_is_refused(tmp_path):
 
 
 def test_resuming_where_nothing_finished_starts_from_the_beginning(tmp_path, monkeypatch):
+    """Even over a finished calibration: starting again without --resume clears its results."""
     path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))
+    calibrate(path, tmp_path / "out", progress=False)
     _counting_runs(monkeypatch, interrupt_at=1)
     with pytest.raises(KeyboardInterrupt):
         calibrate(path, tmp_path / "out", progress=False)

@@ -608,19 +608,23 @@ class _Search:
                 f"{len(evaluations)} evaluations the earlier attempt in {self.out} finished"
             )
             raise CalibrationError(msg)
-        best_index = summary.get("evaluation")
-        kept = (
-            self.out / "evaluations" / f"e{best_index:03d}" if isinstance(best_index, int) else None
-        )
-        for stale in (self.out / "evaluations").glob("e*"):
-            if stale != kept:
-                shutil.rmtree(stale, ignore_errors=True)
         for position, evaluation in enumerate(evaluations):
             if evaluation.index != position:
                 msg = f"{self.origin}: --resume: {where}: evaluation {position} is missing"
                 raise CalibrationError(msg)
-            if evaluation.index == best_index and not evaluation.invalid:
-                evaluations[position] = self._rescored(evaluation)
+        best_index = summary.get("evaluation")
+        if not isinstance(best_index, int) or not 0 <= best_index < len(evaluations):
+            msg = (
+                f"{self.origin}: --resume: {self.out / 'best.yaml'}: evaluation: names none of "
+                f"the {len(evaluations)} evaluations in {where}"
+            )
+            raise CalibrationError(msg)
+        best = evaluations[best_index]
+        for stale in (self.out / "evaluations").glob("e*"):
+            if stale != best.folder:
+                shutil.rmtree(stale, ignore_errors=True)
+        if not best.invalid:
+            evaluations[best_index] = self._rescored(best)
         self.replay.extend(evaluations)
         return len(evaluations)
 
@@ -956,8 +960,11 @@ def calibrate(
         resumed = search.resume_from(fingerprint)
     else:
         resumed = 0
-        # Stale evaluation folders of an earlier calibration into the same folder would mislead.
+        # An earlier calibration's results in the same folder would mislead, and a later
+        # --resume would take them for this one's.
         shutil.rmtree(out / "evaluations", ignore_errors=True)
+        for name in ("evaluations.csv", "best.yaml", "calibration.png"):
+            (out / name).unlink(missing_ok=True)
     search.bar = tqdm(
         total=calibration.max_evaluations,
         desc=f"calibrate {calibration.name}",
