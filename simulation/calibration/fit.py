@@ -905,8 +905,8 @@ def calibrate(
 
     Args:
         path: The calibration file.
-        out_dir: Output folder; ``outputs/calibration/<name>`` by default. Its ``evaluations``
-            subfolder is replaced, unless resuming.
+        out_dir: Output folder; ``outputs/calibration/<name>`` by default. An earlier
+            calibration's results there are removed at the start, unless resuming.
         executor: Override the file's executor kind (serial, process, dask).
         workers: Override the number of workers.
         resume: Continue the earlier attempt in ``out_dir``: the evaluations it finished are
