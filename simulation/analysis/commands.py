@@ -1,4 +1,4 @@
-"""The analysis subcommands of ``floodsim``: ``report``.
+"""The analysis subcommands of ``floodsim``: ``report`` (of a run or of a batch experiment).
 
 ``simulation.cli`` calls :func:`register` with its subparsers; the handlers follow the CLI's
 convention (return the exit code, raise input errors for the CLI to map to exit code 2).
@@ -18,34 +18,51 @@ __all__ = ["register"]
 def _report(args: argparse.Namespace) -> int:
     """Write the report of ``args.run_dir`` and print the path of its ``index.html``.
 
+    A folder ``floodsim batch`` wrote (it holds ``experiment.json``) gets the experiment's
+    report, any other the run's.
+
     Raises:
-        ReportError: For a missing or incomplete run directory (the CLI exits with code 2).
+        ReportError: For a missing or incomplete run directory or experiment (the CLI exits
+            with code 2).
     """
     # Imported on use so that `floodsim --help` does not load pandas and matplotlib.
+    from simulation.analysis.experiment_report import (  # noqa: PLC0415
+        is_experiment_dir,
+        write_experiment_report,
+    )
     from simulation.analysis.report import write_report  # noqa: PLC0415
 
+    folder = Path(args.run_dir)
     out = Path(args.out) if args.out is not None else None
-    print(write_report(Path(args.run_dir), out))
+    write = write_experiment_report if is_experiment_dir(folder) else write_report
+    print(write(folder, out))
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``report`` subcommand to the ``floodsim`` subparsers.
 
-    ``floodsim report RUN_DIR [--out DIR]`` writes PNG figures and ``index.html`` into
-    ``RUN_DIR/report/`` (or ``DIR``) and prints the path of ``index.html``.
+    ``floodsim report DIR [--out OUT]`` writes PNG figures and ``index.html`` into
+    ``DIR/report/`` (or ``OUT``) and prints the path of ``index.html``: a run's
+    (:mod:`simulation.analysis.report`) for a run directory, an experiment's
+    (:mod:`simulation.analysis.experiment_report`) for a folder ``floodsim batch`` wrote.
     """
     report = subparsers.add_parser(
         "report",
-        help="write figures and an HTML summary of a run directory",
+        help="write figures and an HTML summary of a run directory or a batch experiment",
         description=(
-            "Write adaptation, damage/claims, memory and threat-appraisal figures (PNG) and an "
-            "index.html with the run's facts into RUN_DIR/report/ (or --out); print the path "
-            "of index.html."
+            "For a run directory: adaptation, damage/claims, memory and threat-appraisal "
+            "figures (PNG) and an index.html with the run's facts. For a batch experiment's "
+            "folder: each outcome by swept value, the design points' table (points.csv) and an "
+            "index.html. Written into DIR/report/ (or --out); prints the path of index.html."
         ),
     )
-    report.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by run")
     report.add_argument(
-        "--out", metavar="DIR", default=None, help="report folder (default: RUN_DIR/report)"
+        "run_dir",
+        metavar="DIR",
+        help="a run directory (floodsim run) or an experiment folder (floodsim batch)",
+    )
+    report.add_argument(
+        "--out", metavar="OUT", default=None, help="report folder (default: DIR/report)"
     )
     report.set_defaults(func=_report)

@@ -25,6 +25,7 @@ __all__ = [
     "plot_adaptation",
     "plot_damage_claims",
     "plot_memory",
+    "plot_run_averages",
     "plot_sweep",
     "plot_threat",
 ]
@@ -361,6 +362,51 @@ def plot_sweep(
         title_fontsize="small",
     )
     ax.set_title(title or f"{value} by {by}", fontweight="bold")
+    return fig
+
+
+def plot_run_averages(
+    per_run: pd.DataFrame,
+    by: str,
+    outcomes: dict[str, str],
+    *,
+    title: str | None = None,
+) -> Figure:
+    """Each run's average of each outcome against the value of a swept key, a panel an outcome.
+
+    Meant for a key with many values (a Latin hypercube), where :func:`plot_sweep` would draw a
+    line per value: here each run is a point, so the trend across the range shows.
+
+    Args:
+        per_run: One row per run with the column ``by`` and a column per outcome (the run's
+            average over its years).
+        by: The swept key's column.
+        outcomes: Outcome column -> axis label; share columns are shown as percentages.
+        title: Figure title (a default names the key).
+    """
+    fig = Figure(figsize=(4.0 * len(outcomes) + 1.0, 4.2), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(outcomes)))
+    values = per_run[by]
+    numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+    if numeric:
+        x = values.to_numpy(float)
+    else:  # categories in their sorted order, labelled on the axis
+        categories = pd.Categorical(values.astype(str))
+        x = categories.codes.astype(float)
+    for ax, (column, label) in zip(axes, outcomes.items(), strict=True):
+        ax.plot(x, per_run[column], "o", ms=5, alpha=0.7, color="tab:blue")
+        ax.set_xlabel(by)
+        ax.set_ylabel(label)
+        if "_share" in column:
+            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+        ax.set_ylim(bottom=0)  # shares and amounts: a change near zero is not a large one
+        if not numeric:
+            ax.set_xticks(range(len(categories.categories)), list(categories.categories))
+        ax.grid(visible=True, alpha=0.3)
+    fig.suptitle(
+        title or f"Each run's average over its years against {by} ({len(per_run)} runs)",
+        fontweight="bold",
+    )
     return fig
 
 

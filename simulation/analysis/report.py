@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from simulation.analysis.metrics import RunData
 
-__all__ = ["FIGURES", "REPORT_DIR", "ReportError", "write_report"]
+__all__ = ["FIGURES", "REPORT_DIR", "ReportError", "figures_html", "page_html", "write_report"]
 
 #: Default report folder inside a run directory.
 REPORT_DIR = "report"
@@ -133,19 +133,31 @@ def _html(run: RunData) -> str:
         f"    <tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
         for k, v in _facts(run)
     )
-    figures = "\n".join(
-        f'  <figure>\n    <img src="{name}" alt="{html.escape(caption.split(".")[0])}">\n'
-        f"    <figcaption>{html.escape(caption)}</figcaption>\n  </figure>"
-        for name, caption in FIGURES.items()
+    figures = figures_html(
+        {name: (html.escape(caption.split(".")[0]), caption) for name, caption in FIGURES.items()}
     )
-    title = html.escape(f"floodsim report: {run.run_id}")
+    return page_html(f"floodsim report: {run.run_id}", f"<table>\n{rows}\n</table>\n{figures}")
+
+
+def figures_html(figures: dict[str, tuple[str, str]]) -> str:
+    """``<figure>`` elements: file name -> (its alt text, already escaped; its caption)."""
+    return "\n".join(
+        f'  <figure>\n    <img src="{html.escape(name)}" alt="{alt}">\n'
+        f"    <figcaption>{html.escape(caption)}</figcaption>\n  </figure>"
+        for name, (alt, caption) in figures.items()
+    )
+
+
+def page_html(title: str, body: str) -> str:
+    """A report's page: ``title`` (escaped here) as its title and heading, then ``body``."""
+    title = html.escape(title)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <title>{title}</title>
 <style>
-  body {{ font-family: system-ui, sans-serif; max-width: 1040px; margin: 2em auto;
+  body {{ font-family: system-ui, sans-serif; max-width: 1160px; margin: 2em auto;
          padding: 0 1em; color: #222; }}
   table {{ border-collapse: collapse; margin-bottom: 2em; }}
   th, td {{ text-align: left; padding: 0.25em 1em 0.25em 0; border-bottom: 1px solid #ddd; }}
@@ -158,10 +170,7 @@ def _html(run: RunData) -> str:
 </head>
 <body>
 <h1>{title}</h1>
-<table>
-{rows}
-</table>
-{figures}
+{body}
 </body>
 </html>
 """

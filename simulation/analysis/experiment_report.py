@@ -1,0 +1,278 @@
+"""``floodsim report EXPERIMENT_DIR``: a static HTML page with the figures of a batch experiment.
+
+:func:`write_experiment_report` reads what ``floodsim batch`` wrote (``experiment.json`` and
+``model_years.parquet``) and writes into ``EXPERIMENT_DIR/report/`` or another folder:
+
+- for each swept key with at most :data:`MAX_LINES` values, one figure per outcome of
+  :data:`OUTCOMES` over the years, a line per value (the mean over its runs) and a band from
+  the lowest to the highest run (``<outcome>_by_<key>.png``, :func:`~simulation.analysis.plots.
+  plot_sweep`); the runs of a value include every level of the other swept keys;
+- for each swept key with more values (a Latin hypercube), every run's average of each outcome
+  against the key's value (``runs_by_<key>.png``, :func:`~simulation.analysis.plots.
+  plot_run_averages`);
+- without a sweep, one figure per outcome over the years, the mean over the replicates with
+  their band (``<outcome>.png``);
+- ``points.csv``: for each design point, its values, how many runs it has and the mean and
+  standard deviation over those runs of each outcome's average over the years;
+- ``index.html``: the experiment's facts, the design points' table and the figures with
+  captions, referencing the PNGs by relative path, so the folder can be copied as it is.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pandas as pd
+
+from simulation.analysis.metrics import table_cells
+from simulation.analysis.report import REPORT_DIR, ReportError, figures_html, page_html
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "MAX_LINES",
+    "OUTCOMES",
+    "is_experiment_dir",
+    "points_table",
+    "write_experiment_report",
+]
+
+#: The outcomes drawn and tabled, with their axis labels: ``model_years`` columns.
+OUTCOMES = {
+    "insured_share": "insured share of active households",
+    "elevated_share": "elevated share of active households",
+    "relocated_share": "share of households moved away",
+    "total_damage": "flood damage in the year ($)",
+}
+#: A swept key with at most this many values gets a line per value over the years; one with
+#: more (a Latin hypercube) gets each run's averages against its value instead.
+MAX_LINES = 8
+_DPI = 110
+
+
+def is_experiment_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a folder ``floodsim batch`` wrote (it holds ``experiment.json``)."""
+    return (Path(path) / "experiment.json").is_file()
+
+
+def _load(folder: Path) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The experiment's record and its runs' yearly metrics (complete runs only)."""
+    try:
+        record = orjson.loads((folder / "experiment.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError) as err:
+        msg = f"{folder / 'experiment.json'}: cannot be read ({err})"
+        raise ReportError(msg) from None
+    if not isinstance(record, dict) or not isinstance(record.get("experiment"), dict):
+        msg = f"{folder / 'experiment.json'}: not an experiment record (no `experiment` entry)"
+        raise ReportError(msg)
+    metrics = folder / "model_years.parquet"
+    if not metrics.is_file():
+        name = record["experiment"].get("name", "?")
+        msg = (
+            f"{folder}: no model_years.parquet: experiment {name} has not finished (continue it "
+            "with floodsim batch FILE --resume)"
+        )
+        raise ReportError(msg)
+    try:
+        frame = pd.read_parquet(metrics)
+    except (OSError, ValueError) as err:
+        msg = f"{metrics}: cannot be read ({err})"
+        raise ReportError(msg) from None
+    missing = [c for c in ("run_id", "point", "year", *OUTCOMES) if c not in frame]
+    if missing:
+        msg = f"{metrics}: no column {', '.join(missing)}"
+        raise ReportError(msg)
+    return record, frame
+
+
+def _swept_keys(experiment: dict[str, Any]) -> list[str]:
+    """The swept keys, grid keys first (as the experiment's design names them)."""
+    sweep = experiment.get("sweep") or {}
+    return [*(sweep.get("grid") or {}), *(sweep.get("lhs") or {})]
+
+
+def _per_run(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per run: its point, swept values and each outcome's average over its years."""
+    first = frame.groupby("run_id", sort=True)[["point", *keys]].first()
+    averages = frame.groupby("run_id", sort=True)[list(OUTCOMES)].mean()
+    return first.join(averages)
+
+
+def points_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per design point: its values, its runs and each outcome's mean and sd over the runs.
+
+    Args:
+        frame: ``model_years.parquet`` of an experiment.
+        keys: The swept keys (columns of ``frame``).
+
+    Returns:
+        One row per point, in point order: ``point``, each key, ``runs``, then
+        ``<outcome> mean`` and ``<outcome> sd`` for each of :data:`OUTCOMES` (the sd of one run
+        is NaN).
+    """
+    per_run = _per_run(frame, keys)
+    grouped = per_run.groupby("point", sort=True)
+    table = grouped[keys].first() if keys else pd.DataFrame(index=grouped.size().index)
+    table["runs"] = grouped.size()
+    for outcome in OUTCOMES:
+        table[f"{outcome} mean"] = grouped[outcome].mean()
+        table[f"{outcome} sd"] = grouped[outcome].std()
+    return table.reset_index()
+
+
+def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, str]]:
+    """Figure file name -> (figure, caption), in page order."""
+    # Imported here: matplotlib takes a while to import and only drawing needs it.
+    from simulation.analysis import plots  # noqa: PLC0415
+
+    figures: dict[str, tuple[Figure, str]] = {}
+    runs = frame["run_id"].nunique()
+    if not keys:
+        for outcome, label in OUTCOMES.items():
+            figure = plots.plot_sweep(
+                frame, "point", outcome, title=f"{outcome} over {runs} replicates", ylabel=label
+            )
+            caption = (
+                f"{label.capitalize()}, each year: the mean over the {runs} replicates, with a "
+                "band from the lowest to the highest."
+            )
+            figures[f"{outcome}.png"] = (figure, caption)
+        return figures
+    for key in keys:
+        levels = frame[key].nunique(dropna=False)
+        others = [k for k in keys if k != key]
+        across = f", across every value of {', '.join(others)}" if others else ""
+        if levels <= MAX_LINES:
+            for outcome, label in OUTCOMES.items():
+                figure = plots.plot_sweep(
+                    frame, key, outcome, title=f"{outcome} by {key}", ylabel=label
+                )
+                caption = (
+                    f"{label.capitalize()}, each year, for each value of {key}: the mean over "
+                    f"its runs{across}, with a band from the lowest run to the highest."
+                )
+                figures[f"{outcome}_by_{key}.png"] = (figure, caption)
+        else:
+            figure = plots.plot_run_averages(_per_run(frame, keys), key, OUTCOMES)
+            caption = (
+                f"Each run's average over its years of each outcome, against its value of "
+                f"{key} ({levels} values{across})."
+            )
+            figures[f"runs_by_{key}.png"] = (figure, caption)
+    return figures
+
+
+def _facts(record: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, str]]:
+    experiment = record["experiment"]
+    statuses = [run.get("status") for run in record.get("runs") or []]
+    complete = statuses.count("complete")
+    sweep = experiment.get("sweep") or {}
+    swept = [
+        *(f"{k}: {_values(v)}" for k, v in (sweep.get("grid") or {}).items()),
+        *(
+            f"{k}: {_values(v)} ({sweep.get('samples')} Latin-hypercube samples)"
+            for k, v in (sweep.get("lhs") or {}).items()
+        ),
+    ]
+    wall = record.get("wall_s")
+    return [
+        ("experiment", str(experiment.get("name", "?"))),
+        ("base config", str(experiment.get("base", "?"))),
+        ("fixed overrides", _overrides(experiment.get("set") or {})),
+        ("sweep", "; ".join(swept) or "none (replicates only)"),
+        ("replicates", str(experiment.get("replicates", "?"))),
+        ("seed", str(experiment.get("seed", "?"))),
+        ("runs", f"{complete} of {len(statuses)} complete; the figures show the complete ones"),
+        ("years", f"{int(frame['year'].min())} to {int(frame['year'].max())}"),
+        ("wall time", f"{wall:,.1f} s" if isinstance(wall, int | float) else "?"),
+    ]
+
+
+def _values(values: Any) -> str:
+    return orjson.dumps(values).decode()
+
+
+def _overrides(overrides: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_values(v)}" for k, v in overrides.items()) or "none"
+
+
+def _table_html(table: pd.DataFrame) -> str:
+    """The points' table with values as the experiment's files show them."""
+    shown = table.copy()
+    for column in shown:
+        if shown[column].dtype == object:
+            shown[column] = [str(cell) for cell in table_cells(list(shown[column]))]
+    return shown.to_html(
+        index=False,
+        na_rep="",
+        float_format=_number,
+        border=0,
+    )
+
+
+def _number(value: float) -> str:
+    """A table cell: four significant digits, whole amounts (dollars) with thousands commas."""
+    if math.isnan(value):
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def _html(
+    name: str, facts: list[tuple[str, str]], table: pd.DataFrame, captions: dict[str, str]
+) -> str:
+    rows = "\n".join(
+        f"    <tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts
+    )
+    figures = figures_html({file: (html.escape(file), text) for file, text in captions.items()})
+    body = f"""<table>
+{rows}
+</table>
+<h2>Design points</h2>
+<p>Each outcome's average over a run's years: the mean and standard deviation over the point's
+runs (points.csv holds the same table).</p>
+{_table_html(table)}
+<h2>Figures</h2>
+{figures}"""
+    return page_html(f"floodsim experiment report: {name}", body)
+
+
+def write_experiment_report(experiment_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Write the figures, ``points.csv`` and ``index.html`` of a batch experiment.
+
+    Args:
+        experiment_dir: The folder ``floodsim batch`` wrote (``experiment.json`` and, once the
+            batch has finished, ``model_years.parquet``).
+        out_dir: Folder for the report (default ``EXPERIMENT_DIR/report``); created when
+            missing.
+
+    Returns:
+        The path of ``index.html``.
+
+    Raises:
+        ReportError: When the folder holds no finished experiment or the report folder cannot
+            be written; one line naming the path and what is missing.
+    """
+    folder = Path(experiment_dir)
+    record, frame = _load(folder)
+    keys = [key for key in _swept_keys(record["experiment"]) if key in frame]
+    target = Path(out_dir) if out_dir is not None else folder / REPORT_DIR
+    table = points_table(frame, keys)
+    figures = _figures(frame, keys)
+    name = str(record["experiment"].get("name", "?"))
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for file_name, (figure, _) in figures.items():
+            figure.savefig(target / file_name, dpi=_DPI)
+        table.to_csv(target / "points.csv", index=False)
+        index = target / "index.html"
+        captions = {file_name: caption for file_name, (_, caption) in figures.items()}
+        index.write_text(_html(name, _facts(record, frame), table, captions), encoding="utf-8")
+    except OSError as err:
+        msg = f"{target}: cannot write the report ({err.strerror or err})"
+        raise ReportError(msg) from None
+    return index

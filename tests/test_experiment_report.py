@@ -1,0 +1,149 @@
+"""Tests for the report of a batch experiment (``floodsim report EXPERIMENT_DIR``)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from simulation.analysis import plots
+from simulation.analysis.experiment_report import (
+    MAX_LINES,
+    OUTCOMES,
+    is_experiment_dir,
+    points_table,
+    write_experiment_report,
+)
+from simulation.analysis.report import ReportError
+from simulation.cli import main
+from simulation.experiments import run_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "configs" / "default.yaml"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def batch(folder: Path, **changes: Any) -> Path:
+    """Run a small experiment into ``folder/out`` and return that folder."""
+    data: dict[str, Any] = {
+        "name": "tiny",
+        "base": str(DEFAULT),
+        "set": {"households.count": 30, "years": 4, "audit.level": "off"},
+        "sweep": {"grid": {"memory.decay_rate": [0.8, 0.95]}},
+        "replicates": 2,
+        "seed": 3,
+        "executor": {"kind": "serial"},
+    }
+    data.update(changes)
+    path = folder / "experiment.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return run_experiment(path, folder / "out", progress=False).out_dir
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE, path
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory) -> Path:
+    return batch(tmp_path_factory.mktemp("grid"))
+
+
+def test_a_grid_gets_each_outcome_by_each_swept_key_and_the_points_table(grid):
+    index = write_experiment_report(grid)
+    assert index == grid / "report" / "index.html"
+    for outcome in OUTCOMES:
+        width, height = png_size(index.parent / f"{outcome}_by_memory.decay_rate.png")
+        assert width >= 600
+        assert height >= 300
+    page = index.read_text(encoding="utf-8")
+    assert "floodsim experiment report: tiny" in page
+    assert "memory.decay_rate: [0.8,0.95]" in page
+    assert "4 of 4 complete" in page
+    assert page.count("<figure>") == len(OUTCOMES)
+    assert 'src="insured_share_by_memory.decay_rate.png"' in page
+
+    frame = pd.read_parquet(grid / "model_years.parquet")
+    table = pd.read_csv(index.parent / "points.csv")
+    assert table["point"].tolist() == [0, 1]
+    assert table["memory.decay_rate"].tolist() == [0.8, 0.95]
+    assert table["runs"].tolist() == [2, 2]
+    # Each run's average over its years, then the mean and sd over the point's runs.
+    runs = frame[frame["point"] == 1].groupby("run_id")["insured_share"].mean()
+    assert table.loc[1, "insured_share mean"] == pytest.approx(runs.mean())
+    assert table.loc[1, "insured_share sd"] == pytest.approx(runs.std())
+
+
+def test_the_points_table_of_two_swept_keys_has_a_row_per_combination(tmp_path):
+    sweep = {"grid": {"memory.decay_rate": [0.8, 0.95], "insurer.enabled": [True, False]}}
+    folder = batch(tmp_path, sweep=sweep, replicates=1)
+    table = points_table(pd.read_parquet(folder / "model_years.parquet"), [*sweep["grid"]])
+    assert table[["memory.decay_rate", "insurer.enabled"]].values.tolist() == [
+        [0.8, True],
+        [0.8, False],
+        [0.95, True],
+        [0.95, False],
+    ]
+    assert table["runs"].tolist() == [1, 1, 1, 1]
+    assert table["insured_share sd"].isna().all()  # one run per point: no spread
+    page = write_experiment_report(folder).read_text(encoding="utf-8")
+    assert "across every value of insurer.enabled" in page
+    assert page.count("<figure>") == 2 * len(OUTCOMES)
+
+
+def test_a_latin_hypercube_key_gets_each_runs_averages_against_its_value(tmp_path):
+    samples = MAX_LINES + 1
+    sweep = {"lhs": {"memory.decay_rate": [0.7, 0.99]}, "samples": samples}
+    folder = batch(tmp_path, sweep=sweep, replicates=1)
+    index = write_experiment_report(folder, tmp_path / "elsewhere")
+    assert index == tmp_path / "elsewhere" / "index.html"
+    names = sorted(p.name for p in index.parent.glob("*.png"))
+    assert names == ["runs_by_memory.decay_rate.png"]
+    assert f"({samples} values)" in index.read_text(encoding="utf-8")
+
+
+def test_without_a_sweep_each_outcome_is_drawn_over_the_replicates(tmp_path):
+    folder = batch(tmp_path, sweep={}, replicates=3)
+    index = write_experiment_report(folder)
+    names = sorted(p.name for p in index.parent.glob("*.png"))
+    assert names == sorted(f"{outcome}.png" for outcome in OUTCOMES)
+    page = index.read_text(encoding="utf-8")
+    assert "none (replicates only)" in page
+    assert "the mean over the 3 replicates" in page
+
+
+def test_run_averages_of_a_key_without_numbers_label_its_values():
+    per_run = pd.DataFrame(
+        {"insurer.enabled": [True, False, True], **{o: [0.1, 0.2, 0.3] for o in OUTCOMES}}
+    )
+    figure = plots.plot_run_averages(per_run, "insurer.enabled", OUTCOMES)
+    axes = figure.get_axes()
+    assert len(axes) == len(OUTCOMES)
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["False", "True"]
+    assert all(ax.get_xlabel() == "insurer.enabled" for ax in axes)
+
+
+def test_an_unfinished_experiment_is_a_report_error_saying_how_to_finish_it(grid, tmp_path):
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "experiment.json").write_bytes((grid / "experiment.json").read_bytes())
+    assert is_experiment_dir(unfinished)
+    with pytest.raises(ReportError, match=r"has not finished .*--resume"):
+        write_experiment_report(unfinished)
+    assert not (unfinished / "report").exists()
+
+
+def test_floodsim_report_of_an_experiment_folder(grid, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["report", str(grid), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out / "index.html")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "experiment.json").write_text("{not json", encoding="utf-8")
+    assert main(["report", str(tmp_path / "broken")]) == 2
+    assert "experiment.json: cannot be read" in capsys.readouterr().err
