@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from scipy.stats import spearmanr
 
 from simulation.analysis import plots
 from simulation.analysis.experiment_report import (
@@ -16,6 +17,7 @@ from simulation.analysis.experiment_report import (
     OUTCOMES,
     is_experiment_dir,
     points_table,
+    sensitivity_table,
     write_experiment_report,
 )
 from simulation.analysis.report import ReportError
@@ -92,20 +94,34 @@ def test_the_points_table_of_two_swept_keys_has_a_row_per_combination(tmp_path):
     ]
     assert table["runs"].tolist() == [1, 1, 1, 1]
     assert table["insured_share sd"].isna().all()  # one run per point: no spread
-    page = write_experiment_report(folder).read_text(encoding="utf-8")
+    index = write_experiment_report(folder)
+    page = index.read_text(encoding="utf-8")
     assert "across every value of insurer.enabled" in page
     assert page.count("<figure>") == 2 * len(OUTCOMES)
+    # A switch has no ranks worth correlating: only the decay rate is in the sensitivity table.
+    assert pd.read_csv(index.parent / "sensitivity.csv")["key"].tolist() == ["memory.decay_rate"]
 
 
 def test_a_latin_hypercube_key_gets_each_runs_averages_against_its_value(tmp_path):
     samples = MAX_LINES + 1
-    sweep = {"lhs": {"memory.decay_rate": [0.7, 0.99]}, "samples": samples}
-    folder = batch(tmp_path, sweep=sweep, replicates=1)
+    key = "decision.pmt.beta_tp"  # how strongly threat drives a purchase: take-up follows it
+    folder = batch(tmp_path, sweep={"lhs": {key: [1.0, 10.0]}, "samples": samples}, replicates=1)
     index = write_experiment_report(folder, tmp_path / "elsewhere")
     assert index == tmp_path / "elsewhere" / "index.html"
     names = sorted(p.name for p in index.parent.glob("*.png"))
-    assert names == ["runs_by_memory.decay_rate.png"]
-    assert f"({samples} values)" in index.read_text(encoding="utf-8")
+    assert names == [f"runs_by_{key}.png"]
+    page = index.read_text(encoding="utf-8")
+    assert f"({samples} values)" in page
+    assert "Spearman rank correlation" in page
+
+    frame = pd.read_parquet(folder / "model_years.parquet")
+    per_run = frame.groupby("run_id")[[key, "insured_share"]].mean()
+    expected = spearmanr(per_run[key], per_run["insured_share"]).statistic
+    assert expected > 0.5
+    sensitivity = pd.read_csv(index.parent / "sensitivity.csv")
+    assert sensitivity["key"].tolist() == [key]
+    assert sensitivity.loc[0, "insured_share"] == pytest.approx(expected)
+    pd.testing.assert_frame_equal(sensitivity_table(frame, [key]), sensitivity)
 
 
 def test_without_a_sweep_each_outcome_is_drawn_over_the_replicates(tmp_path):
@@ -116,6 +132,8 @@ def test_without_a_sweep_each_outcome_is_drawn_over_the_replicates(tmp_path):
     page = index.read_text(encoding="utf-8")
     assert "none (replicates only)" in page
     assert "the mean over the 3 replicates" in page
+    assert "Sensitivity" not in page
+    assert not (index.parent / "sensitivity.csv").exists()
 
 
 def test_run_averages_of_a_key_without_numbers_label_its_values():

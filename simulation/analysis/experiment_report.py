@@ -14,6 +14,8 @@
   their band (``<outcome>.png``);
 - ``points.csv``: for each design point, its values, how many runs it has and the mean and
   standard deviation over those runs of each outcome's average over the years;
+- ``sensitivity.csv`` (when a swept key has numbers): over all runs, the Spearman rank
+  correlation between each such key's value and each outcome's average over the years;
 - ``index.html``: the experiment's facts, the design points' table and the figures with
   captions, referencing the PNGs by relative path, so the folder can be copied as it is.
 """
@@ -39,6 +41,7 @@ __all__ = [
     "OUTCOMES",
     "is_experiment_dir",
     "points_table",
+    "sensitivity_table",
     "write_experiment_report",
 ]
 
@@ -123,6 +126,33 @@ def points_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         table[f"{outcome} mean"] = grouped[outcome].mean()
         table[f"{outcome} sd"] = grouped[outcome].std()
     return table.reset_index()
+
+
+def sensitivity_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Spearman rank correlation of each numeric swept key with each outcome, over all runs.
+
+    Each run counts once, with each outcome's average over its years. A rank correlation
+    needs no assumption about the shape of the relation, only that it runs one way; with a
+    Latin hypercube the keys vary independently, so each key's correlation is its own.
+
+    Args:
+        frame: ``model_years.parquet`` of an experiment.
+        keys: The swept keys (columns of ``frame``); those without numbers are left out.
+
+    Returns:
+        One row per numeric key (``key``, then one column per outcome); NaN where the key or
+        the outcome does not vary across the runs. Empty without a numeric key.
+    """
+    per_run = _per_run(frame, keys)
+    numeric = [
+        key
+        for key in keys
+        if pd.api.types.is_numeric_dtype(per_run[key])
+        and not pd.api.types.is_bool_dtype(per_run[key])
+    ]
+    ranks = per_run[numeric + list(OUTCOMES)].rank()
+    rows = [{"key": key, **{o: ranks[key].corr(ranks[o]) for o in OUTCOMES}} for key in numeric]
+    return pd.DataFrame(rows, columns=["key", *OUTCOMES])
 
 
 def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, str]]:
@@ -215,6 +245,16 @@ def _table_html(table: pd.DataFrame) -> str:
     )
 
 
+def _sensitivity_html(sensitivity: pd.DataFrame) -> str:
+    if sensitivity.empty:
+        return ""
+    return f"""<h2>Sensitivity</h2>
+<p>Spearman rank correlation, over all runs, between a swept key's value and an outcome's
+average over the years (-1 to 1; blank where either does not vary; sensitivity.csv holds the
+same table).</p>
+{_table_html(sensitivity)}"""
+
+
 def _number(value: float) -> str:
     """A table cell: four significant digits, whole amounts (dollars) with thousands commas."""
     if math.isnan(value):
@@ -223,7 +263,11 @@ def _number(value: float) -> str:
 
 
 def _html(
-    name: str, facts: list[tuple[str, str]], table: pd.DataFrame, captions: dict[str, str]
+    name: str,
+    facts: list[tuple[str, str]],
+    table: pd.DataFrame,
+    sensitivity: pd.DataFrame,
+    captions: dict[str, str],
 ) -> str:
     rows = "\n".join(
         f"    <tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts
@@ -236,6 +280,7 @@ def _html(
 <p>Each outcome's average over a run's years: the mean and standard deviation over the point's
 runs (points.csv holds the same table).</p>
 {_table_html(table)}
+{_sensitivity_html(sensitivity)}
 <h2>Figures</h2>
 {figures}"""
     return page_html(f"floodsim experiment report: {name}", body)
@@ -262,6 +307,7 @@ def write_experiment_report(experiment_dir: str | Path, out_dir: str | Path | No
     keys = [key for key in _swept_keys(record["experiment"]) if key in frame]
     target = Path(out_dir) if out_dir is not None else folder / REPORT_DIR
     table = points_table(frame, keys)
+    sensitivity = sensitivity_table(frame, keys)
     figures = _figures(frame, keys)
     name = str(record["experiment"].get("name", "?"))
     try:
@@ -269,9 +315,12 @@ def write_experiment_report(experiment_dir: str | Path, out_dir: str | Path | No
         for file_name, (figure, _) in figures.items():
             figure.savefig(target / file_name, dpi=_DPI)
         table.to_csv(target / "points.csv", index=False)
+        if not sensitivity.empty:
+            sensitivity.to_csv(target / "sensitivity.csv", index=False)
         index = target / "index.html"
         captions = {file_name: caption for file_name, (_, caption) in figures.items()}
-        index.write_text(_html(name, _facts(record, frame), table, captions), encoding="utf-8")
+        page = _html(name, _facts(record, frame), table, sensitivity, captions)
+        index.write_text(page, encoding="utf-8")
     except OSError as err:
         msg = f"{target}: cannot write the report ({err.strerror or err})"
         raise ReportError(msg) from None
