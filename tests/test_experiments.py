@@ -719,15 +719,15 @@ def test_a_config_warning_is_printed_once_per_experiment(tmp_path, capfd, execut
 @pytest.mark.parametrize(
     "argv",
     [
-        ["report"],
         ["audit", "summarize"],
         ["audit", "memory", "--agent", "H00001", "--year", "1"],
     ],
-    ids=["report", "summarize", "memory"],
+    ids=["summarize", "memory"],
 )
 def test_an_experiment_folder_given_for_a_run_says_where_its_runs_are(serial_result, argv, capsys):
+    """`floodsim report` takes an experiment folder too (tests/test_experiment_report.py)."""
     out = serial_result.out_dir
-    assert main([*argv[:2], str(out), *argv[2:]] if argv[0] == "audit" else [*argv, str(out)]) == 2
+    assert main([*argv[:2], str(out), *argv[2:]]) == 2
     err = capsys.readouterr().err
     assert (
         f"{out}: an experiment folder, not a run directory: its runs are in {out / 'runs'}" in err
