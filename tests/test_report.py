@@ -454,6 +454,11 @@ def test_plot_sweep_draws_one_line_and_band_per_level(run):
     (ax,) = fig.axes
     assert len(ax.lines) == 2
     assert len(ax.collections) == 2
+    assert ax.get_legend().get_title().get_text() == "band: min-max over replicates"
+    across = plots.plot_sweep(frame, "decay_rate", band="min-max over runs, across every budget")
+    assert across.axes[0].get_legend().get_title().get_text() == (
+        "band: min-max over runs, across every budget"
+    )
     assert "decay_rate = 0.8 (n = 2)" in texts(fig)
     # A null level (e.g. government.budget: no limit) is a design point like the others.
     budgets = pd.concat(

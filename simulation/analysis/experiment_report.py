@@ -180,7 +180,12 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
         if levels <= MAX_LINES:
             for outcome, label in OUTCOMES.items():
                 figure = plots.plot_sweep(
-                    frame, key, outcome, title=f"{outcome} by {key}", ylabel=label
+                    frame,
+                    key,
+                    outcome,
+                    title=f"{outcome} by {key}",
+                    ylabel=label,
+                    band=f"min-max over runs{across}" if others else "min-max over replicates",
                 )
                 caption = (
                     f"{label.capitalize()}, each year, for each value of {key}: the mean over "

@@ -324,8 +324,9 @@ def plot_sweep(
     *,
     title: str | None = None,
     ylabel: str | None = None,
+    band: str = "min-max over replicates",
 ) -> Figure:
-    """One line per value of ``by`` (mean over replicates) with a min-max band over replicates.
+    """One line per value of ``by`` (mean over its runs) with a min-max band over its runs.
 
     Args:
         frame: Stacked ``model_years`` rows (one per run and year) with columns ``year``,
@@ -335,6 +336,8 @@ def plot_sweep(
             percentages.
         title: Figure title (a default names the metric and the parameter).
         ylabel: Y axis label (default: the metric's name).
+        band: What the band spans, for the legend's title (a value's runs may also span the
+            values of other swept keys).
     """
     fig = Figure(figsize=_SIZE, layout="constrained")
     ax = fig.subplots()
@@ -358,7 +361,7 @@ def plot_sweep(
     ax.legend(
         loc="upper left",
         fontsize="small",
-        title="band: min-max over replicates",
+        title=f"band: {band}",
         title_fontsize="small",
     )
     ax.set_title(title or f"{value} by {by}", fontweight="bold")
