@@ -173,6 +173,7 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
             )
             figures[f"{outcome}.png"] = (figure, caption)
         return figures
+    per_run = _per_run(frame, keys)
     for key in keys:
         levels = frame[key].nunique(dropna=False)
         others = [k for k in keys if k != key]
@@ -193,7 +194,7 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
                 )
                 figures[f"{outcome}_by_{key}.png"] = (figure, caption)
         else:
-            figure = plots.plot_run_averages(_per_run(frame, keys), key, OUTCOMES)
+            figure = plots.plot_run_averages(per_run, key, OUTCOMES)
             caption = (
                 f"Each run's average over its years of each outcome, against its value of "
                 f"{key} ({levels} values{across})."
