@@ -358,8 +358,10 @@ def plot_sweep(
         ax.set_ylim(bottom=0)
     ax.set_ylabel(ylabel or f"{value} (mean over replicates)")
     _year_axis(ax)
+    # Beside the axes, not on them: with several values the bands fill the whole plot.
     ax.legend(
         loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
         fontsize="small",
         title=f"band: {band}",
         title_fontsize="small",
