@@ -954,7 +954,7 @@ def calibrate(
             raise CalibrationError(msg)
 
     base, base_config = _base_config(calibration, folder, origin)
-    fingerprint = _fingerprint(calibration, base_config, targets_path)
+    fingerprint = _fingerprint(calibration, base_config, base_path, targets_path)
     search = _Search(calibration, base_path, targets_path, out, run, base, origin)
     if resume:
         resumed = search.resume_from(fingerprint)
@@ -999,7 +999,9 @@ def calibrate(
     )
 
 
-def _fingerprint(calibration: CalibrationConfig, base_config: RunConfig, targets_path: Path) -> str:
+def _fingerprint(
+    calibration: CalibrationConfig, base_config: RunConfig, base_path: Path, targets_path: Path
+) -> str:
     """SHA-256 of what decides every evaluation's loss: all but the budget and the executor.
 
     That is the calibration's other keys, the base config with ``set`` applied (its paths are
@@ -1010,7 +1012,7 @@ def _fingerprint(calibration: CalibrationConfig, base_config: RunConfig, targets
             mode="json", exclude={"name", "max_evaluations", "executor"}
         ),
         "base_config": config_hash(base_config),
-        "inputs": input_digests(base_config, targets_path.parent),
+        "inputs": input_digests(base_config, base_path.parent),
         "targets": hashlib.sha256(targets_path.read_bytes()).hexdigest(),
     }
     return hashlib.sha256(orjson.dumps(problem, option=orjson.OPT_SORT_KEYS)).hexdigest()
