@@ -12,9 +12,15 @@ households x 3 years at ``off``: memory addresses still vary between runs). ``--
 counts another checkout of floodsim side by side (one process per core), so that a change can
 be judged by its ratio.
 
+The floor of ``bench_scaling.py`` (an empty Mesa model of as many agents, stepped as many years
+after a warm-up step) is counted the same way, and each count is also given as a multiple of the
+floor's instructions per agent-step: a ratio to the floor that the machine's hour cannot move.
+
 Instructions are not time: they miss the cache misses that make 100,000-household years slower
-per household than 1,000-household ones (``bench_scaling.py`` measures those), and a run under
-valgrind takes about 50 times as long, so keep the populations small.
+per household than 1,000-household ones (``bench_scaling.py`` measures those), and the floor's
+small loop runs several times as many instructions a second as a floodsim year does, so its
+ratios in time are larger than in instructions. A run under valgrind takes about 50 times as
+long, so keep the populations small.
 
 Needs ``valgrind`` on PATH (Debian: ``apt install valgrind``).
 
@@ -23,11 +29,13 @@ Usage:
     python benchmarks/bench_instructions.py --levels off --years 6
     python benchmarks/bench_instructions.py --against ../other   # this checkout vs another
     python benchmarks/bench_instructions.py --engine arrays --households 2000
+    python benchmarks/bench_instructions.py --no-floor       # leave the floor uncounted
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -37,7 +45,22 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import mesa
+
+__all__ = [
+    "child",
+    "collected",
+    "count",
+    "count_floor",
+    "floor_child",
+    "main",
+    "row_line",
+]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 DEFAULT_JSON = Path("benchmarks/results/instructions.json")
@@ -78,6 +101,20 @@ def count(
         engine: ``objects`` or ``arrays`` (the run config's ``engine``).
         source: Another checkout whose ``simulation`` package to count (default: this one).
     """
+    return _counted(["--child", str(households), str(years), level, engine], source)
+
+
+def count_floor(agents: int, steps: int) -> int:
+    """Instructions of ``steps`` steps of the empty-Mesa floor (after a warm-up step).
+
+    The floor is ``bench_scaling.empty_model``: ``agents`` agents that do nothing, activated in
+    a shuffled order.
+    """
+    return _counted(["--floor-child", str(agents), str(steps)])
+
+
+def _counted(arguments: list[str], source: Path | None = None) -> int:
+    """What callgrind counts of this script run as a child with ``arguments`` (plus a folder)."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         msg = "valgrind is not on PATH: install it (Debian: apt install valgrind) to count"
@@ -94,12 +131,8 @@ def count(
             f"--callgrind-out-file={Path(tmp) / 'callgrind.out'}",
             sys.executable,
             __file__,
-            "--child",
-            str(households),
-            str(years),
-            level,
-            engine,
-            tmp,
+            *arguments,
+            *([tmp] if arguments[0] == "--child" else []),
         ]
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -136,6 +169,42 @@ def child(households: int, years: int, level: str, engine: str, out: Path) -> No
         writer.close()
 
 
+def floor_child(agents: int, steps: int) -> mesa.Model:
+    """Build the floor, step it once, then step it ``steps`` times inside ``ffi_call``."""
+    import ctypes
+
+    model = _sibling("bench_scaling").empty_model(agents)
+
+    def counted_steps() -> None:
+        for _ in range(steps):
+            model.step()
+
+    model.step()
+    ctypes.CFUNCTYPE(None)(counted_steps)()
+    return model
+
+
+def _sibling(name: str) -> ModuleType:
+    """The benchmark script ``name`` beside this one, imported (benchmarks/ is no package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def row_line(row: dict[str, Any]) -> str:
+    """One row of the printed table (see :func:`main` for the row's keys)."""
+    line = f"{row['households']:>10,} hh x {row['years']} y  {row['audit']:<9}{row['engine']:<8}"
+    line += f"{row['instructions_per_household_year']:>10,} instructions per household-year"
+    if "ratio_to_floor" in row:
+        line += f" ({row['ratio_to_floor']:.1f}x the floor)"
+    if "against" in row:
+        line += (
+            f"   against {row['against_instructions_per_household_year']:,} ({row['ratio']:.3f}x)"
+        )
+    return line
+
+
 def main() -> None:
     """Count, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -145,16 +214,29 @@ def main() -> None:
     parser.add_argument("--engine", choices=("objects", "arrays"), default="objects")
     parser.add_argument("--against", type=Path, help="another checkout to count side by side")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    parser.add_argument("--no-floor", action="store_true", help="do not count the empty-Mesa floor")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--floor-child", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         households, years, level, engine, out = args.child
         child(int(households), int(years), level, engine, Path(out))
         return
+    if args.floor_child:
+        floor_child(*args.floor_child)
+        return
     if args.against is not None and not (args.against / "simulation").is_dir():
         parser.error(f"--against {args.against}: no simulation/ package there")
 
     household_years = args.households * args.years
+    floor = None
+    if not args.no_floor:
+        floor = round(count_floor(args.households, args.years) / household_years)
+        print(
+            f"{args.households:>10,} agents x {args.years} steps: the empty-Mesa floor, "
+            f"{floor:,} instructions per agent-step",
+            flush=True,
+        )
     rows: list[dict[str, Any]] = []
     for level in args.levels:
         sources = [None] if args.against is None else [None, args.against.resolve()]
@@ -172,19 +254,15 @@ def main() -> None:
             "engine": args.engine,
             "instructions_per_household_year": round(counts[0] / household_years),
         }
+        if floor is not None:
+            row["floor_instructions_per_agent_step"] = floor
+            row["ratio_to_floor"] = round(row["instructions_per_household_year"] / floor, 2)
         if args.against is not None:
             row["against"] = str(args.against)
             row["against_instructions_per_household_year"] = round(counts[1] / household_years)
             row["ratio"] = round(counts[0] / counts[1], 4)
         rows.append(row)
-        line = f"{args.households:>10,} hh x {args.years} y  {level:<9}{args.engine:<8}"
-        line += f"{row['instructions_per_household_year']:>10,} instructions per household-year"
-        if args.against is not None:
-            line += (
-                f"   against {row['against_instructions_per_household_year']:,}"
-                f" ({row['ratio']:.3f}x)"
-            )
-        print(line, flush=True)
+        print(row_line(row), flush=True)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.json}")

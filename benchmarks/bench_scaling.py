@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import mesa
     from matplotlib.figure import Figure
 
     from simulation.model import FloodAdaptationModel
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
 __all__ = [
     "combine_rounds",
     "cost_split",
+    "empty_model",
     "fill_memories",
     "floor_seconds_per_agent_step",
     "growth",
@@ -126,14 +128,11 @@ TARGET_RSS_MB = 2048
 FLOOR_MIN_SECONDS = 1.0
 
 
-def floor_seconds_per_agent_step(
-    agents: int, years: int, min_seconds: float = FLOOR_MIN_SECONDS
-) -> float:
-    """Seconds per agent-step of a Mesa model whose agents do nothing.
+def empty_model(agents: int) -> mesa.Model:
+    """The floor: a Mesa model of ``agents`` agents whose ``step`` does nothing.
 
-    The median over the steps after a warm-up step, at least ``years`` of them and at least
-    ``min_seconds`` in all: a single step is short enough for a noisy neighbour on a shared
-    machine to double it, and the floor is the divisor of every ratio.
+    Each step activates every agent in a shuffled order (``shuffle_do``), as a Mesa model's
+    step usually does.
     """
     import mesa
 
@@ -149,7 +148,19 @@ def floor_seconds_per_agent_step(
         def step(self) -> None:
             self.agents.shuffle_do("step")
 
-    model = Empty()
+    return Empty()
+
+
+def floor_seconds_per_agent_step(
+    agents: int, years: int, min_seconds: float = FLOOR_MIN_SECONDS
+) -> float:
+    """Seconds per agent-step of :func:`empty_model`.
+
+    The median over the steps after a warm-up step, at least ``years`` of them and at least
+    ``min_seconds`` in all: a single step is short enough for a noisy neighbour on a shared
+    machine to double it, and the floor is the divisor of every ratio.
+    """
+    model = empty_model(agents)
     model.step()
     steps: list[float] = []
     while len(steps) < years or sum(steps) < min_seconds:

@@ -48,3 +48,31 @@ def test_the_counted_child_writes_its_lines_on_the_counted_thread(bench, tmp_pat
     bench.child(12, 1, "standard", "arrays", tmp_path)
     assert len(writers) == 1
     assert not writers[0].writes_behind
+
+
+def test_the_floors_child_steps_the_empty_model_through_ctypes(bench):
+    model = bench.floor_child(20, 3)
+    assert model.steps == 4  # the warm-up step and the three counted ones
+    assert len(model.agents) == 20
+
+
+def test_a_row_gives_its_count_as_a_multiple_of_the_floor(bench):
+    row = {
+        "households": 1000,
+        "years": 12,
+        "audit": "standard",
+        "engine": "arrays",
+        "instructions_per_household_year": 68909,
+        "floor_instructions_per_agent_step": 3907,
+        "ratio_to_floor": 17.64,
+    }
+    assert bench.row_line(row) == (
+        "     1,000 hh x 12 y  standard arrays      68,909 instructions per household-year"
+        " (17.6x the floor)"
+    )
+    row |= {
+        "against": "../other",
+        "against_instructions_per_household_year": 70000,
+        "ratio": 0.9844,
+    }
+    assert bench.row_line(row).endswith("(17.6x the floor)   against 70,000 (0.984x)")
