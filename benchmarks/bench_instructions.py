@@ -114,7 +114,7 @@ def count_floor(agents: int, steps: int) -> int:
 
 
 def _counted(arguments: list[str], source: Path | None = None) -> int:
-    """What callgrind counts of this script run as a child with ``arguments`` (plus a folder)."""
+    """What callgrind counts of this script run as a child with ``arguments``."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         msg = "valgrind is not on PATH: install it (Debian: apt install valgrind) to count"
@@ -132,7 +132,6 @@ def _counted(arguments: list[str], source: Path | None = None) -> int:
             sys.executable,
             __file__,
             *arguments,
-            *([tmp] if arguments[0] == "--child" else []),
         ]
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -215,12 +214,13 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="another checkout to count side by side")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     parser.add_argument("--no-floor", action="store_true", help="do not count the empty-Mesa floor")
-    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--floor-child", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        households, years, level, engine, out = args.child
-        child(int(households), int(years), level, engine, Path(out))
+        households, years, level, engine = args.child
+        with tempfile.TemporaryDirectory(prefix="floodsim-instructions-child-") as out:
+            child(int(households), int(years), level, engine, Path(out))
         return
     if args.floor_child:
         floor_child(*args.floor_child)
