@@ -185,6 +185,26 @@ def test_pool_retrieves_a_flood_before_older_notes():
     assert pool.contents(got.items[1]) == ["Year 1: premium note"]
 
 
+def test_pool_retrieves_working_memory_newest_first_among_equals():
+    """Working items of one year and importance come back newest first, as the object memory's.
+
+    The random operations above seldom write three such items to one household; this order is
+    the last of the working-memory ranking's tie-breaks.
+    """
+    pool = MemoryPool(["H0", "H1"], working_capacity=4, episodic_capacity=3)
+    memory = CognitiveMemory("H0", 4, 3)
+    for text, importance in [("old", 0.5), ("louder", 0.6), ("middle", 0.5), ("new", 0.5)]:
+        pool.write([0], text, importance, 3)
+        memory.write(text, importance, 3)
+    pool.write([1], "last year's", 0.6, 2)
+    pool.write([1], "this year's", 0.1, 3)
+    got = pool.retrieve([1, 0], top_k=3, year=4)
+    assert pool.contents(got.items[1]) == ["louder", "new", "middle"]
+    assert [h.item.content for h in memory.retrieve_scored(3, 4)] == ["louder", "new", "middle"]
+    assert pool.contents(got.items[0]) == ["this year's", "last year's"]
+    assert got.stores[0].tolist() == [0, 0, -1]
+
+
 def test_pool_refuses_repeated_rows_and_bad_importance():
     pool = MemoryPool(["H0"], working_capacity=2, episodic_capacity=2)
     with pytest.raises(ValueError, match="at most once"):
