@@ -900,40 +900,35 @@ class MemoryPool:
             (-self._seq[working], -self._importance[working], -self._year[working], ~held),
             axis=-1,
         )
-        working = np.take_along_axis(working, order, axis=1)
+        width = working.shape[1]
+        # Flat positions and one take: take_along_axis indexes by two broadcast index arrays.
+        working = working.take(order + (np.arange(m) * width)[:, None])
         from_working = np.minimum(self._working_size[rows], top_k)
-        working[np.arange(working.shape[1]) >= from_working[:, None]] = _EMPTY
+        working[np.arange(width) >= from_working[:, None]] = _EMPTY
         # At most top_k episodic candidates are needed: each one skipped was returned from
         # working memory, which then returned one item fewer than top_k.
         candidates = self._episodic[rows, :top_k]
         fresh = candidates >= 0
-        for slot in range(working.shape[1]):  # a few slots: cheaper than one 3-d comparison
+        for slot in range(width):  # a few slots: cheaper than one 3-d comparison
             fresh &= candidates != working[:, slot, None]
         fresh &= np.cumsum(fresh, axis=1) <= (top_k - from_working)[:, None]
         merged = np.concatenate((working, np.where(fresh, candidates, _EMPTY)), axis=1)
-        stores = np.concatenate(
-            (
-                np.full(working.shape, _WORKING, dtype=np.int8),
-                np.full(candidates.shape, _EPISODIC, dtype=np.int8),
-            ),
-            axis=1,
-        )
-        chosen = merged >= 0
         # Chosen entries to the front in their order (stable), then the first top_k columns.
-        front = np.argsort(~chosen, axis=1, kind="stable")[:, :top_k]
-        items = np.take_along_axis(merged, front, axis=1)
-        stores = np.take_along_axis(stores, front, axis=1)
+        front = np.argsort(merged < 0, axis=1, kind="stable")[:, :top_k]
+        items = merged.take(front + (np.arange(m) * merged.shape[1])[:, None])
         got = items >= 0
-        stores[~got] = _EMPTY
-        found = items[got]
-        ages = np.broadcast_to(now[:, None], items.shape)[got] - self._year[found]
+        counts = got.sum(axis=1)
+        # Working memory's items come first, so an item's store follows from its position.
+        stores = np.full(items.shape, _EMPTY, dtype=np.int8)
+        stores[got] = _EPISODIC
+        stores[np.arange(items.shape[1]) < from_working[:, None]] = _WORKING
+        found = items[got]  # row by row, each row's from the front
+        when = np.repeat(now, counts)
         scores = np.full(items.shape, np.nan)
-        scores[got] = self._importance[found] * self._decay_factors(ages)
+        scores[got] = self._importance[found] * self._decay_factors(when - self._year[found])
         self._access_count[found] += 1
-        self._last_access[found] = np.maximum(
-            self._last_access[found], np.broadcast_to(now[:, None], items.shape)[got]
-        )
-        return PoolRetrieval(items, scores, stores, got.sum(axis=1))
+        self._last_access[found] = np.maximum(self._last_access[found], when)
+        return PoolRetrieval(items, scores, stores, counts)
 
 
 def _copy_of(text: str) -> str:
