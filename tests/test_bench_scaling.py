@@ -122,13 +122,28 @@ def test_plot_draws_every_level_the_floor_and_the_targets(bench, tmp_path):
     assert png.read_bytes().startswith(b"\x89PNG")
 
 
+def test_the_floor_is_the_lowest_of_its_processes_and_divides_the_cost(bench):
+    row = {"households": 1_000, "audit": "off", "us_per_household_year": 4.5}
+    floored = bench.with_floor(row, [0.45e-6, 0.225e-6, 0.30e-6])
+    assert floored["floor_us_per_agent_step"] == 0.225
+    assert floored["floor_us_per_agent_step_processes"] == [0.45, 0.225, 0.3]  # as measured
+    assert floored["ratio_to_floor"] == 20.0
+    assert floored["us_per_household_year"] == 4.5
+
+
+def test_a_fresh_process_steps_the_floor_and_reports_seconds_per_agent_step(bench):
+    (floor,) = bench.floor_in_fresh_processes(50, 2, processes=1, min_seconds=0.0)
+    # An agent-step of an empty model: far above nothing, far below a millisecond.
+    assert 1e-9 < floor < 1e-3
+
+
 def test_plot_without_rows_is_none(bench):
     assert bench.plot_scaling([]) is None
 
 
 def test_small_configurations_repeat_and_report_their_median(bench):
     assert [bench.repeats_for(n, 30) for n in (1_000, 10_000, 100_000)] == [5, 3, 1]
-    row = bench.measure_one(500, "off", 2, repeats=3, floor_seconds=0.0)
+    row = bench.measure_one(500, "off", 2, repeats=3)
     assert row["runs"] == 3
     fastest, slowest = row["run_s_range"]
     assert fastest <= row["run_s"] <= slowest
@@ -172,7 +187,18 @@ def test_growth_is_judged_round_by_round(bench):
 def test_rounds_run_every_configuration_in_turn(bench, tmp_path, monkeypatch, capsys):
     out = tmp_path / "scaling.json"
     argv = ["bench_scaling.py", "--households", "20", "40", "--levels", "off", "--years", "1"]
-    argv += ["--repeats", "1", "--rounds", "2", "--floor-seconds", "0", "--json", str(out)]
+    argv += [
+        "--repeats",
+        "1",
+        "--rounds",
+        "2",
+        "--floor-seconds",
+        "0",
+        "--floor-processes",
+        "1",
+        "--json",
+        str(out),
+    ]
     monkeypatch.setattr("sys.argv", argv)
     bench.main()
     started = [x for x in capsys.readouterr().err.splitlines() if x.startswith("running")]
@@ -193,7 +219,7 @@ def test_the_array_engine_is_measured_where_it_runs_and_judged_by_its_level(
     out = tmp_path / "scaling.json"
     argv = ["bench_scaling.py", "--households", "30", "--levels", "off", "full"]
     argv += ["--engines", "objects", "arrays", "--years", "2", "--repeats", "1"]
-    argv += ["--floor-seconds", "0", "--json", str(out)]
+    argv += ["--floor-seconds", "0", "--floor-processes", "2", "--json", str(out)]
     monkeypatch.setattr("sys.argv", argv)
     bench.main()
     started = [x for x in capsys.readouterr().err.splitlines() if x.startswith("running")]
@@ -209,6 +235,9 @@ def test_the_array_engine_is_measured_where_it_runs_and_judged_by_its_level(
         ("off", "arrays"),
         ("full", "objects"),
     ]
+    for r in rows:  # the floor of each configuration, measured in two fresh processes
+        assert len(r["floor_us_per_agent_step_processes"]) == 2
+        assert r["floor_us_per_agent_step"] == min(r["floor_us_per_agent_step_processes"]) > 0
     arrays = {**_row(1_000, "off", 5.0, 0.4), "engine": "arrays"}
     (line,) = [x for x in bench.target_checks([arrays]) if "floor" in x]
     assert (
@@ -229,7 +258,7 @@ def test_config_keys_set_on_the_command_line_reach_every_configuration(
 ):
     out = tmp_path / "scaling.json"
     argv = ["bench_scaling.py", "--households", "40", "--levels", "standard", "--years", "2"]
-    argv += ["--repeats", "1", "--floor-seconds", "0", "--json", str(out)]
+    argv += ["--repeats", "1", "--floor-seconds", "0", "--floor-processes", "1", "--json", str(out)]
     monkeypatch.setattr("sys.argv", [*argv, "--set", "audit.sample=0.5"])
     bench.main()
     (half,) = json.loads(out.read_text())["rows"]
@@ -266,7 +295,7 @@ def test_the_split_recovers_a_cost_per_household_year_and_one_per_year(bench):
 def test_split_is_written_with_the_rows_when_asked(bench, tmp_path, monkeypatch, capsys):
     out = tmp_path / "scaling.json"
     argv = ["bench_scaling.py", "--households", "20", "40", "--levels", "off", "--years", "1"]
-    argv += ["--repeats", "1", "--floor-seconds", "0", "--json", str(out)]
+    argv += ["--repeats", "1", "--floor-seconds", "0", "--floor-processes", "1", "--json", str(out)]
     monkeypatch.setattr("sys.argv", argv)
     bench.main()
     assert "split" not in json.loads(out.read_text())
