@@ -122,13 +122,22 @@ def test_plot_draws_every_level_the_floor_and_the_targets(bench, tmp_path):
     assert png.read_bytes().startswith(b"\x89PNG")
 
 
-def test_the_floor_is_the_lowest_of_its_processes_and_divides_the_cost(bench):
-    row = {"households": 1_000, "audit": "off", "us_per_household_year": 4.5}
-    floored = bench.with_floor(row, [0.45e-6, 0.225e-6, 0.30e-6])
-    assert floored["floor_us_per_agent_step"] == 0.225
-    assert floored["floor_us_per_agent_step_processes"] == [0.45, 0.225, 0.3]  # as measured
-    assert floored["ratio_to_floor"] == 20.0
-    assert floored["us_per_household_year"] == 4.5
+def test_the_floor_of_a_size_is_the_lowest_of_its_processes_and_divides_every_cost(bench):
+    def measured(households, audit, us, floors):
+        row = {"households": households, "audit": audit, "us_per_household_year": us}
+        return {**row, "floor_us_per_agent_step_processes": floors}
+
+    rows = bench.with_floors(
+        [
+            measured(1_000, "off", 4.5, [0.45, 0.3]),
+            measured(1_000, "standard", 9.0, [0.4, 0.225, 0.31]),
+            measured(10_000, "off", 3.0, [0.5, 0.25]),
+        ]
+    )
+    assert [r["floor_us_per_agent_step"] for r in rows] == [0.225, 0.225, 0.25]
+    assert [r["ratio_to_floor"] for r in rows] == [20.0, 40.0, 12.0]
+    assert rows[0]["floor_us_per_agent_step_processes"] == [0.45, 0.3]  # its own, as measured
+    assert rows[0]["us_per_household_year"] == 4.5
 
 
 def test_a_fresh_process_steps_the_floor_and_reports_seconds_per_agent_step(bench):
@@ -235,9 +244,11 @@ def test_the_array_engine_is_measured_where_it_runs_and_judged_by_its_level(
         ("off", "arrays"),
         ("full", "objects"),
     ]
-    for r in rows:  # the floor of each configuration, measured in two fresh processes
-        assert len(r["floor_us_per_agent_step_processes"]) == 2
-        assert r["floor_us_per_agent_step"] == min(r["floor_us_per_agent_step_processes"]) > 0
+    # Two fresh processes after each configuration; the size's floor is the lowest of all six.
+    assert [len(r["floor_us_per_agent_step_processes"]) for r in rows] == [2, 2, 2]
+    lowest = min(f for r in rows for f in r["floor_us_per_agent_step_processes"])
+    assert [r["floor_us_per_agent_step"] for r in rows] == [lowest] * 3
+    assert lowest > 0
     arrays = {**_row(1_000, "off", 5.0, 0.4), "engine": "arrays"}
     (line,) = [x for x in bench.target_checks([arrays]) if "floor" in x]
     assert (
