@@ -17,11 +17,11 @@ for ``--years`` years in a fresh process and reports:
 Why several processes, and the lowest: in one process the floor's cost is steady, but from one
 process to the next it is either about 0.22 µs per agent-step at 1,000 agents or, in about one
 process in three, 0.3 to 0.48 µs. With address-space randomisation off (``setarch -R``) six
-processes in six measured 0.225 to 0.227 µs, so the slow ones are an unlucky placement in
+processes in six measured 0.225 to 0.227 µs, so much of the spread is an unlucky placement in
 memory, not the machine's hour. Measured in a single process, the ratio of the same floodsim
-cost moved from 9.8x to 22.8x between eight processes. Measured in floodsim's own process after
-its run, as this benchmark did until 2026-11-28, the floor was also slowed by what the run left
-in memory: 0.65 to 0.80 µs at 100,000 agents, against 0.34 µs in a fresh process. The lowest
+cost moved from 9.8x to 22.8x between eight processes (this benchmark measured the floor once,
+in floodsim's process after its run, until 2026-11-28). At 100,000 agents fresh processes
+measured 0.34 to 0.82 µs, and the five after one configuration could all be slow. The lowest
 of a size's processes (ten or more in a matrix) is the empty model's own cost, which neither
 the configuration nor the round changes; as the divisor it also gives the largest ratio, the
 one least kind to floodsim. Each row keeps the floors of its own processes
