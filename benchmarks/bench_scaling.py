@@ -454,8 +454,8 @@ def parse_args() -> argparse.Namespace:
         "--floor-processes",
         type=int,
         default=FLOOR_PROCESSES,
-        help="fresh processes the floor is measured in after each configuration; the lowest "
-        f"is the floor (default: {FLOOR_PROCESSES})",
+        help="fresh processes the floor is measured in after each configuration; a size's "
+        f"floor is the lowest of all its processes (default: {FLOOR_PROCESSES})",
     )
     parser.add_argument(
         "--set",

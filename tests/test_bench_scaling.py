@@ -196,18 +196,8 @@ def test_growth_is_judged_round_by_round(bench):
 def test_rounds_run_every_configuration_in_turn(bench, tmp_path, monkeypatch, capsys):
     out = tmp_path / "scaling.json"
     argv = ["bench_scaling.py", "--households", "20", "40", "--levels", "off", "--years", "1"]
-    argv += [
-        "--repeats",
-        "1",
-        "--rounds",
-        "2",
-        "--floor-seconds",
-        "0",
-        "--floor-processes",
-        "1",
-        "--json",
-        str(out),
-    ]
+    argv += ["--repeats", "1", "--rounds", "2", "--json", str(out)]
+    argv += ["--floor-seconds", "0", "--floor-processes", "1"]
     monkeypatch.setattr("sys.argv", argv)
     bench.main()
     started = [x for x in capsys.readouterr().err.splitlines() if x.startswith("running")]
