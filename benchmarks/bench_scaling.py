@@ -24,8 +24,8 @@ in floodsim's process after its run, until 2026-11-28). At 100,000 agents fresh 
 measured 0.34 to 0.82 µs, and the five after one configuration could all be slow. The lowest
 of a size's processes (ten or more in a matrix) is the empty model's own cost, which neither
 the configuration nor the round changes; as the divisor it also gives the largest ratio, the
-one least kind to floodsim. Each row keeps the floors of its own processes
-(``floor_us_per_agent_step_processes``).
+one least kind to floodsim. Each row keeps the floors of the processes measured after it, in
+every round (``floor_us_per_agent_step_processes``).
 
 Peak RSS is judged on its own configuration: 100,000 households whose working and episodic
 memories are at capacity before the first year (:func:`fill_memories`) and stay there, since in
@@ -389,12 +389,16 @@ def combine_rounds(results: list[dict[str, Any]]) -> dict[str, Any]:
     """One configuration's row from its rounds (in round order): the round of median cost.
 
     The row keeps every round's cost (``rounds_us_per_household_year``, in round order, which
-    growth is judged on) and the highest peak RSS of any round.
+    growth is judged on), the highest peak RSS of any round, and the floors of every round's
+    processes, in the order measured.
     """
     ordered = sorted(results, key=lambda r: r["us_per_household_year"])
     row = dict(ordered[(len(ordered) - 1) // 2])
     row["rounds_us_per_household_year"] = [r["us_per_household_year"] for r in results]
     row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in results)
+    floors = [f for r in results for f in r.get("floor_us_per_agent_step_processes", ())]
+    if floors:
+        row["floor_us_per_agent_step_processes"] = floors
     return row
 
 

@@ -210,6 +210,8 @@ def test_rounds_run_every_configuration_in_turn(bench, tmp_path, monkeypatch, ca
     written = json.loads(out.read_text())
     assert [len(r["rounds_us_per_household_year"]) for r in written["rows"]] == [2, 2]
     assert any("cost per household-year at 40" in x for x in written["targets"])
+    # One floor process after each configuration in each round: two per row, both kept.
+    assert [len(r["floor_us_per_agent_step_processes"]) for r in written["rows"]] == [2, 2]
 
 
 def test_the_array_engine_is_measured_where_it_runs_and_judged_by_its_level(
