@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from simulation.audit.lines import (
     NOTHING,
     collapsed,
+    joined_rows,
     nonzero_objects,
     numbers,
     only_where,
@@ -49,6 +50,7 @@ __all__ = ["ArrayAudit"]
 _BINARY = pa.binary()
 _TRUE = pa.scalar(b"true", _BINARY)
 _QUOTE = pa.scalar(b'"', _BINARY)
+_QUOTE_COMMA = pa.scalar(b'",', _BINARY)
 
 
 class _Written(NamedTuple):
@@ -110,8 +112,9 @@ class ArrayAudit:
         self._id_starts = pc.binary_slice(strings([f"{a}:" for a in self.agent_ids]), 0, -1)
         self._stores = strings(POOL_STORES)
         self._sources = strings(pool.source_names)
-        # The end of an item's id by its sequence number ('7"' of "H00001:7"), grown as needed.
-        self._id_ends = pa.array([], _BINARY)
+        # The end of an item's id by its sequence number ('7"' of "H00001:7"), and the same
+        # followed by a comma (to join a list of ids), grown as needed.
+        self._id_ends = self._separated_id_ends = pa.array([], _BINARY)
 
     # ------------------------------------------------------------------ memory writes
     def queue(
@@ -148,15 +151,26 @@ class ArrayAudit:
     def _log_writes(self, rows: NDArray[np.int64], done: PoolWrite, written: _Written) -> None:
         self.writer.memory_updates(self._lines(rows, done, written))
 
-    def _item_ids(self, owners: NDArray[np.int64], seqs: NDArray[np.int64]) -> pa.Array:
-        """The encoded ids (``"<agent_id>:<seq>"``) of the items of ``owners`` and ``seqs``."""
+    def _item_ids(
+        self, owners: NDArray[np.int64], seqs: NDArray[np.int64], *, separated: bool = False
+    ) -> pa.Array:
+        """The encoded ids (``"<agent_id>:<seq>"``) of the items of ``owners`` and ``seqs``.
+
+        Args:
+            owners: Each item's household.
+            seqs: Each item's sequence number.
+            separated: Follow each id with a comma (for :func:`joined_rows`).
+        """
         starts = self._id_starts.take(owners)
         if len(seqs) and seqs.max() >= len(self._id_ends):
             # A sequence number's digits need no escaping: an id's encoding is its start's,
             # the digits and the closing quote. Doubling the table keeps its growth cheap.
             count = max(2 * len(self._id_ends), int(seqs.max()) + 1, 64)
-            self._id_ends = pc.binary_join_element_wise(numbers(np.arange(count)), _QUOTE, NOTHING)
-        return pc.binary_join_element_wise(starts, self._id_ends.take(seqs), NOTHING)
+            digits = numbers(np.arange(count))
+            self._id_ends = pc.binary_join_element_wise(digits, _QUOTE, NOTHING)
+            self._separated_id_ends = pc.binary_join_element_wise(digits, _QUOTE_COMMA, NOTHING)
+        ends = self._separated_id_ends if separated else self._id_ends
+        return pc.binary_join_element_wise(starts, ends.take(seqs), NOTHING)
 
     def _lines(self, rows: NDArray[np.int64], done: PoolWrite, written: _Written) -> MemoryLines:
         """The writes of ``done`` (to ``rows``) as the writer logs them, from the pool's columns."""
@@ -237,14 +251,17 @@ class ArrayAudit:
         skill, cost, tp, cp = (choices[key][audited] for key in ("skill", "cost", "tp", "cp"))
 
         def log() -> None:
-            offsets = np.zeros(len(audited) + 1, dtype=np.int32)
-            np.cumsum(counts, out=offsets[1:])
             # Retrieved items are named by id only (the memory streams carry the contents).
-            ids = self._item_ids(found_owners, found_seqs) if standard else pa.array([], _BINARY)
+            ids = (
+                self._item_ids(found_owners, found_seqs, separated=True)
+                if standard
+                else pa.array([], _BINARY)
+            )
             self.writer.decisions(
                 DecisionLines(
                     self._agents.take(households),
-                    pa.ListArray.from_arrays(pa.array(offsets), ids),
+                    joined_rows(ids, counts),
+                    counts,
                     scores,
                     self._lines(households, decided, memories) if standard else None,
                     nonzero_objects(before) if before is not None else None,

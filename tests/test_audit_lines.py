@@ -15,11 +15,14 @@ from simulation.audit.lines import (
     LineTemplate,
     collapsed,
     joined,
+    joined_numbers,
+    joined_rows,
     line_bytes,
     nonzero_objects,
     numbers,
     only_where,
     optional,
+    separated,
     strings,
 )
 
@@ -118,6 +121,29 @@ def test_lists_are_joined_row_by_row(rows):
     flat = numbers(np.array([v for row in rows for v in row], dtype=float))
     got = _values(joined(flat, np.array([len(row) for row in rows], dtype=np.int64)))
     assert got == [orjson.dumps(row)[1:-1] for row in rows]
+
+
+@given(st.lists(st.lists(floats, max_size=6)), st.lists(st.lists(ints, max_size=6)))
+def test_numbers_are_joined_row_by_row_from_one_encoding(float_rows, int_rows):
+    for rows, dtype in ((float_rows, float), (int_rows, np.int64)):
+        values = np.array([v for row in rows for v in row], dtype=dtype)
+        got = _values(joined_numbers(values, [len(row) for row in rows]))
+        assert got == [orjson.dumps(row)[1:-1] for row in rows]
+
+
+@given(st.lists(st.lists(texts, max_size=4)), st.integers(0, 3))
+def test_separated_entries_are_joined_row_by_row(rows, skipped):
+    # The entries may start at an offset into their buffers, as a slice's do.
+    flat = ["x"] * skipped + [v for row in rows for v in row]
+    entries = separated(strings(flat)).slice(skipped)
+    got = _values(joined_rows(entries, [len(row) for row in rows]))
+    assert got == [orjson.dumps(row)[1:-1] for row in rows]
+
+
+def test_joined_rows_take_every_entry():
+    with pytest.raises(ValueError, match="the rows take 2 entries, given 3"):
+        joined_rows(separated(strings(["a", "b", "c"])), [1, 1])
+    assert _values(joined_rows(pa.array([], pa.binary()), [0, 0])) == [b"", b""]
 
 
 def test_the_lines_of_a_slice_are_its_own():

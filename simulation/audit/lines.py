@@ -7,6 +7,8 @@ line by line, costs far more than the line's bytes. Here orjson encodes each sha
 placeholder where a value varies, into a :class:`LineTemplate`; its lines are then filled in
 by pyarrow, column by column, from columns of values that orjson has already encoded: numbers
 a whole array at a time (:func:`numbers`), recurring strings once each (:func:`strings`).
+A row's JSON list is cut from entries that already carry their commas (:func:`joined_numbers`,
+:func:`joined_rows`), with no step per entry.
 Every byte of a line comes from orjson, so the lines are those orjson gives for the lines'
 dicts; ``tests/test_audit_lines.py`` and ``tests/test_array_engine.py`` compare them.
 
@@ -49,11 +51,14 @@ __all__ = [
     "collapsed",
     "encoded",
     "joined",
+    "joined_numbers",
+    "joined_rows",
     "line_bytes",
     "nonzero_objects",
     "numbers",
     "only_where",
     "optional",
+    "separated",
     "strings",
 ]
 
@@ -160,20 +165,38 @@ def numbers(values: ArrayLike) -> pa.Array:
     encoding splits at its commas into the entries, without a Python object per entry.
     """
     array = np.ascontiguousarray(values)
-    count = len(array)
-    if not count:
+    if not len(array):
         return pa.array([], _BINARY)
+    return pc.binary_slice(_terminated_numbers(array), 0, -1)
+
+
+def joined_numbers(values: ArrayLike, counts: ArrayLike) -> pa.Array:
+    """``joined(numbers(values), counts)``, cut from orjson's encoding of all of ``values``.
+
+    The encoding of the whole array already holds each row's entries and the commas between
+    them, one after another: a row is that stretch of it, with no step per entry.
+    """
+    array = np.ascontiguousarray(values)
+    if not len(array):
+        return joined_rows(pa.array([], _BINARY), counts)
+    return joined_rows(_terminated_numbers(array), counts)
+
+
+def _terminated_numbers(array: np.ndarray) -> pa.Array:
+    """Each entry of ``array`` (not empty) as orjson encodes it, with the comma after it.
+
+    The last entry ends in the closing bracket instead: one byte either way.
+    """
     text = orjson.dumps(array, option=orjson.OPT_SERIALIZE_NUMPY)
     commas = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == _COMMA)
-    # Entry i is text[offsets[i]:offsets[i+1]] with the comma (or bracket) after it, cut off.
-    offsets = np.empty(count + 1, dtype=np.int32)
+    # Entry i is text[offsets[i]:offsets[i+1]]: its encoding and the byte after it.
+    offsets = np.empty(len(array) + 1, dtype=np.int32)
     offsets[0] = 1
     offsets[1:-1] = commas + 1
     offsets[-1] = len(text)
-    with_separators = pa.Array.from_buffers(
-        _BINARY, count, [None, pa.py_buffer(offsets), pa.py_buffer(text)]
+    return pa.Array.from_buffers(
+        _BINARY, len(array), [None, pa.py_buffer(offsets), pa.py_buffer(text)]
     )
-    return pc.binary_slice(with_separators, 0, -1)
 
 
 def collapsed(
@@ -218,6 +241,42 @@ def joined(values: pa.Array | pa.ListArray, counts: ArrayLike | None = None) -> 
         np.cumsum(counts, out=offsets[1:])
         values = pa.ListArray.from_arrays(pa.array(offsets), values)
     return pc.binary_join(values, _ENTRY_SEPARATOR)
+
+
+def separated(values: pa.Array) -> pa.Array:
+    """Each of ``values`` followed by a comma: a table to take the entries of :func:`joined_rows`.
+
+    Made once for a table of encodings, the commas then cost nothing per line.
+    """
+    return pc.binary_join_element_wise(values, _ENTRY_SEPARATOR, NOTHING)
+
+
+def joined_rows(values: pa.Array, counts: ArrayLike) -> pa.Array:
+    """:func:`joined` of ``values`` whose entries each end in one separator byte.
+
+    The entries of a row lie one after another in ``values``' data, separators included (as
+    :func:`separated` entries taken from a table do): a row is that stretch of bytes but its
+    last byte, one slice per row and nothing per entry.
+
+    Args:
+        values: Encoded values, each followed by one byte (a comma), without nulls.
+        counts: How many of ``values`` each row takes, in order; they add up to all of them.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    ends = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=ends[1:])
+    if ends[-1] != len(values):
+        msg = f"the rows take {ends[-1]} entries, given {len(values)}"
+        raise ValueError(msg)
+    if len(values):
+        _, offsets, data = values.buffers()
+        bounds = np.frombuffer(
+            offsets, dtype=np.int32, count=len(values) + 1, offset=4 * values.offset
+        )
+    else:  # every row is empty
+        data, bounds = pa.py_buffer(b""), np.zeros(1, dtype=np.int32)
+    rows = pa.Array.from_buffers(_BINARY, len(counts), [None, pa.py_buffer(bounds[ends]), data])
+    return pc.binary_slice(rows, 0, -1)
 
 
 def only_where(mask: ArrayLike, values: pa.Array | pa.Scalar) -> pa.Array:

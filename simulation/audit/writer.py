@@ -41,11 +41,13 @@ from simulation.audit.lines import (
     LineTemplate,
     collapsed,
     encoded,
-    joined,
+    joined_numbers,
+    joined_rows,
     line_bytes,
     numbers,
     only_where,
     optional,
+    separated,
     strings,
 )
 from simulation.decisions.base import LEVELS
@@ -235,10 +237,28 @@ def _rounded_numbers(values: np.ndarray, scale: float) -> pa.Array:
     return numbers(_rounded_array(values, scale))
 
 
+def _joined_rounded_numbers(values: np.ndarray, scale: float, counts: np.ndarray) -> pa.Array:
+    """``joined(_rounded_numbers(values, scale), counts)``: rows of rounded shares, one list each.
+
+    Shares take their entries, comma and all, from a table (:func:`_separated_shares`).
+    """
+    if scale <= _TABLED_SCALE and len(values):
+        steps = (values * scale + _TO_INTEGER) - _TO_INTEGER  # as in _rounded_numbers
+        if ((steps >= 0.0) & (steps <= scale)).all():  # False for NaN
+            return joined_rows(_separated_shares(int(scale)).take(steps.astype(np.int64)), counts)
+    return joined_numbers(_rounded_array(values, scale), counts)
+
+
 @functools.cache
 def _shares(scale: int) -> pa.Array:
     """The encodings of 0, 1/scale, 2/scale, ... 1, by step."""
     return numbers(np.arange(scale + 1) / float(scale))
+
+
+@functools.cache
+def _separated_shares(scale: int) -> pa.Array:
+    """:func:`_shares`, each followed by a comma."""
+    return separated(_shares(scale))
 
 
 def _construct_entries(values: np.ndarray) -> pa.Array:
@@ -340,8 +360,9 @@ class DecisionLines(NamedTuple):
 
     Attributes:
         agent_ids: The households (encoded).
-        retrieved: The encoded ids of each one's retrieved memories, best first (a list array;
-            empty lists at ``minimal``).
+        retrieved: The encoded ids of each one's retrieved memories, best first, comma-joined
+            (the inside of a JSON array; empty at ``minimal``).
+        counts: How many memories each one retrieved (0 at ``minimal``).
         scores: Their retrieval scores, a row per household (padded past its count).
         updates: Each one's decision memory write (``None`` at ``minimal``).
         states_before: Each one's encoded ``state_before``: its :data:`DYNAMIC_FIELDS` that are
@@ -357,7 +378,8 @@ class DecisionLines(NamedTuple):
     """
 
     agent_ids: pa.Array
-    retrieved: pa.ListArray
+    retrieved: pa.Array
+    counts: np.ndarray
     scores: np.ndarray
     updates: MemoryLines | None
     states_before: pa.Array | None
@@ -994,10 +1016,10 @@ class AuditWriter:
             cost_entries = optional("cost", only_where(paid, cost))
         actions = _ACTION.fill(lines.skills, cost_entries)
         # Each household's retrieved scores, left-aligned in its row.
-        counts = lines.retrieved.value_lengths().to_numpy(zero_copy_only=False)
+        counts = lines.counts
         found = np.arange(lines.scores.shape[1]) < counts[:, None]
         scores = lines.scores[found]
-        retrieved = joined(lines.retrieved)
+        retrieved = lines.retrieved
         call = self._line_template(
             (_CALL, orjson.dumps(parameters)),
             {
@@ -1015,7 +1037,7 @@ class AuditWriter:
                 lines.agent_ids,
                 retrieved,
                 numbers(counts),
-                joined(numbers(_rounded_array(scores, 1e6)), counts),
+                joined_numbers(_rounded_array(scores, 1e6), counts),
             )
         )
         self._memory_updates(lines.updates)
@@ -1041,7 +1063,7 @@ class AuditWriter:
                 lines.agent_ids,
                 lines.states_before,
                 retrieved,
-                joined(_rounded_numbers(scores, 1e3), counts),
+                _joined_rounded_numbers(scores, 1e3, counts),
                 collapsed(lines.working),  # a full working memory's size, after a few years
                 numbers(lines.episodic),
                 lines.updates.ids,
