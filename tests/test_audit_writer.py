@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import math
 import threading
+import warnings
 from pathlib import Path
 
 import jsonschema
@@ -19,6 +21,7 @@ from simulation.audit import STREAMS, load_schema
 from simulation.audit.writer import (
     _construct_entries,
     _ids_and_scores,
+    _joined_rounded_numbers,
     _rounded,
     _rounded_array,
     _rounded_numbers,
@@ -320,6 +323,19 @@ def test_shares_are_encoded_from_a_table_as_orjson_encodes_them(
     array = np.array(values, dtype=float)
     got = _rounded_numbers(array, scale).to_pylist()
     assert got == [orjson.dumps(v) for v in _rounded_array(array, scale).tolist()]
+    # Rows of them, as a trace's retrieval scores: each row the inside of its JSON list.
+    counts = [len(values) // 2, 0, len(values) - len(values) // 2]
+    rows = _joined_rounded_numbers(array, scale, np.array(counts)).to_pylist()
+    starts = np.cumsum([0, *counts])
+    assert rows == [b",".join(got[a:b]) for a, b in itertools.pairwise(starts)]
+
+
+def test_values_too_large_to_scale_are_left_as_given_without_a_warning() -> None:
+    values = np.array([1e308, -1e308, 0.1234567])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rounded = _rounded_array(values, 1e6)
+    assert rounded.tolist() == [1e308, -1e308, 0.123457]
 
 
 @given(

@@ -209,8 +209,9 @@ def _ids_and_scores(
 
 def _rounded_array(values: np.ndarray, scale: float) -> np.ndarray:
     """:func:`_rounded` of every entry of ``values``."""
-    scaled = values * scale
-    with np.errstate(invalid="ignore"):
+    # A value too large to scale overflows to inf and is left as given, as _rounded leaves it.
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = values * scale
         exact = np.abs(scaled) < _EXACT_BELOW
     # The same two float operations as _rounded, in the same order, for every entry at once.
     # NaN (padding) and infinities stay as they are, as _rounded leaves them.
@@ -229,11 +230,9 @@ def _rounded_numbers(values: np.ndarray, scale: float) -> pa.Array:
     Appraisals and retrieval scores are shares, in [0, 1]: rounded to three decimals they take
     one of 1,001 values, whose encodings are made once and taken from.
     """
-    if scale <= _TABLED_SCALE and len(values):
-        # _rounded_array's operations, up to the division: an integer count of 1/scale steps.
-        steps = (values * scale + _TO_INTEGER) - _TO_INTEGER
-        if ((steps >= 0.0) & (steps <= scale)).all():  # False for NaN
-            return _shares(int(scale)).take(steps.astype(np.int64))
+    steps = _share_steps(values, scale)
+    if steps is not None:
+        return _shares(int(scale)).take(steps)
     return numbers(_rounded_array(values, scale))
 
 
@@ -242,11 +241,26 @@ def _joined_rounded_numbers(values: np.ndarray, scale: float, counts: np.ndarray
 
     Shares take their entries, comma and all, from a table (:func:`_separated_shares`).
     """
-    if scale <= _TABLED_SCALE and len(values):
-        steps = (values * scale + _TO_INTEGER) - _TO_INTEGER  # as in _rounded_numbers
-        if ((steps >= 0.0) & (steps <= scale)).all():  # False for NaN
-            return joined_rows(_separated_shares(int(scale)).take(steps.astype(np.int64)), counts)
+    steps = _share_steps(values, scale)
+    if steps is not None:
+        return joined_rows(_separated_shares(int(scale)).take(steps), counts)
     return joined_numbers(_rounded_array(values, scale), counts)
+
+
+def _share_steps(values: np.ndarray, scale: float) -> np.ndarray | None:
+    """Each value's count of ``1/scale`` steps, if all of them round into [0, 1], else ``None``.
+
+    :func:`_rounded_array`'s operations up to its division, for the tables of :func:`_shares`
+    (scales up to :data:`_TABLED_SCALE`). ``None`` too for no values, NaN, or a value too
+    large to scale.
+    """
+    if scale > _TABLED_SCALE or not len(values):
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        steps = (values * scale + _TO_INTEGER) - _TO_INTEGER
+    if not ((steps >= 0.0) & (steps <= scale)).all():  # False for NaN
+        return None
+    return steps.astype(np.int64)
 
 
 @functools.cache
@@ -268,10 +282,9 @@ def _construct_entries(values: np.ndarray) -> pa.Array:
     a few thousand entries occur, made once (:func:`_construct_table`) and taken from.
     """
     levels = _level_codes(values)
-    if len(values):
-        steps = (values * 1e3 + _TO_INTEGER) - _TO_INTEGER
-        if ((steps >= 0.0) & (steps <= 1e3)).all():  # False for NaN
-            return _construct_table().take(levels * 1001 + steps.astype(np.int64))
+    steps = _share_steps(values, 1e3)
+    if steps is not None:
+        return _construct_table().take(levels * 1001 + steps)
     return _CONSTRUCT.fill(_LEVEL_NAMES.take(levels), _rounded_numbers(values, 1e3))
 
 
