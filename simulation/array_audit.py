@@ -34,7 +34,13 @@ from simulation.audit.lines import (
     only_where,
     strings,
 )
-from simulation.audit.writer import DecisionLines, MemoryLines, StateChanges
+from simulation.audit.writer import (
+    NO_EVICTIONS,
+    DecisionLines,
+    MemoryLines,
+    StateChanges,
+    eviction_parts,
+)
 from simulation.memory.pool import POOL_STORES, PoolWrite
 
 if TYPE_CHECKING:
@@ -51,6 +57,7 @@ _BINARY = pa.binary()
 _TRUE = pa.scalar(b"true", _BINARY)
 _QUOTE = pa.scalar(b'"', _BINARY)
 _QUOTE_COMMA = pa.scalar(b'",', _BINARY)
+_NO_EVICTIONS = pa.scalar(NO_EVICTIONS, _BINARY)
 
 
 class _Written(NamedTuple):
@@ -112,9 +119,13 @@ class ArrayAudit:
         self._id_starts = pc.binary_slice(strings([f"{a}:" for a in self.agent_ids]), 0, -1)
         self._stores = strings(POOL_STORES)
         self._sources = strings(pool.source_names)
-        # The end of an item's id by its sequence number ('7"' of "H00001:7"), and the same
-        # followed by a comma (to join a list of ids), grown as needed.
-        self._id_ends = self._separated_id_ends = pa.array([], _BINARY)
+        # The end of an item's id by its sequence number ('7"' of "H00001:7"), the same
+        # followed by a comma (to join a list of ids), and by the rest of an eviction's list
+        # from each store in turn (by store * len(_id_ends) + seq); grown as needed.
+        self._id_ends = self._separated_id_ends = self._eviction_ends = pa.array([], _BINARY)
+        parts = [eviction_parts(store) for store in POOL_STORES]
+        self._eviction_start = pa.scalar(parts[0][0], _BINARY)  # '[{"id":', whatever the store
+        self._eviction_tails = [pa.scalar(b'"' + after, _BINARY) for _, after in parts]
 
     # ------------------------------------------------------------------ memory writes
     def queue(
@@ -161,16 +172,39 @@ class ArrayAudit:
             seqs: Each item's sequence number.
             separated: Follow each id with a comma (for :func:`joined_rows`).
         """
-        starts = self._id_starts.take(owners)
-        if len(seqs) and seqs.max() >= len(self._id_ends):
-            # A sequence number's digits need no escaping: an id's encoding is its start's,
-            # the digits and the closing quote. Doubling the table keeps its growth cheap.
-            count = max(2 * len(self._id_ends), int(seqs.max()) + 1, 64)
-            digits = numbers(np.arange(count))
-            self._id_ends = pc.binary_join_element_wise(digits, _QUOTE, NOTHING)
-            self._separated_id_ends = pc.binary_join_element_wise(digits, _QUOTE_COMMA, NOTHING)
+        self._cover(seqs)
         ends = self._separated_id_ends if separated else self._id_ends
-        return pc.binary_join_element_wise(starts, ends.take(seqs), NOTHING)
+        return pc.binary_join_element_wise(self._id_starts.take(owners), ends.take(seqs), NOTHING)
+
+    def _evictions(
+        self, owners: NDArray[np.int64], seqs: NDArray[np.int64], stores: NDArray[np.integer]
+    ) -> pa.Array:
+        """The ``evicted`` lists of writes that displaced the items of ``owners`` and ``seqs``.
+
+        Args:
+            owners: Each displaced item's household.
+            seqs: Its sequence number.
+            stores: The store it left (a position in ``POOL_STORES``).
+        """
+        self._cover(seqs)
+        ends = self._eviction_ends.take(stores.astype(np.int64) * len(self._id_ends) + seqs)
+        return pc.binary_join_element_wise(
+            self._eviction_start, self._id_starts.take(owners), ends, NOTHING
+        )
+
+    def _cover(self, seqs: NDArray[np.int64]) -> None:
+        """Grow the tables of id ends to hold every one of ``seqs``."""
+        if not len(seqs) or seqs.max() < len(self._id_ends):
+            return
+        # A sequence number's digits need no escaping: an id's encoding is its start's, the
+        # digits and the closing quote. Doubling the tables keeps their growth cheap.
+        count = max(2 * len(self._id_ends), int(seqs.max()) + 1, 64)
+        digits = numbers(np.arange(count))
+        self._id_ends = pc.binary_join_element_wise(digits, _QUOTE, NOTHING)
+        self._separated_id_ends = pc.binary_join_element_wise(digits, _QUOTE_COMMA, NOTHING)
+        self._eviction_ends = pa.concat_arrays(
+            [pc.binary_join_element_wise(digits, tail, NOTHING) for tail in self._eviction_tails]
+        )
 
     def _lines(self, rows: NDArray[np.int64], done: PoolWrite, written: _Written) -> MemoryLines:
         """The writes of ``done`` (to ``rows``) as the writer logs them, from the pool's columns."""
@@ -179,17 +213,14 @@ class ArrayAudit:
         has_amount = ~np.isnan(amounts)
         pinned = written.pinned
         evicting = done.evicted >= 0
+        evicted: pa.Array | bytes = NO_EVICTIONS
         if evicting.any():
-            mask = pa.array(evicting)
-            gone = self._item_ids(written.evicted_owner, written.evicted_seq)
-            evicted = pc.replace_with_mask(pa.nulls(count, _BINARY), mask, gone)
-            evicted_from = pc.replace_with_mask(
-                pa.nulls(count, _BINARY),
-                mask,
-                self._stores.take(done.evicted_from[evicting]),
+            evicted = self._evictions(
+                written.evicted_owner, written.evicted_seq, done.evicted_from[evicting]
             )
-        else:
-            evicted = evicted_from = pa.nulls(count, _BINARY)
+            if not evicting.all():
+                gaps = pc.replace_with_mask(pa.nulls(count, _BINARY), pa.array(evicting), evicted)
+                evicted = pc.fill_null(gaps, _NO_EVICTIONS)
         return MemoryLines(
             self._agents.take(rows),
             self._item_ids(written.owner, written.seq),
@@ -204,7 +235,6 @@ class ArrayAudit:
             only_where(pinned, _TRUE) if pinned.any() else pa.nulls(count, _BINARY),
             collapsed(done.stores, self._stores.take),
             evicted,
-            evicted_from,
         )
 
     # ------------------------------------------------------------------ decisions

@@ -152,6 +152,12 @@ def test_the_lines_of_a_slice_are_its_own():
     assert bytes(line_bytes(lines[:0])) == b""
 
 
+def test_a_template_shows_its_fixed_parts():
+    template = LineTemplate({"a": HOLE, "b": 1, "c": [HOLE]})
+    assert template.parts == (b'{"a":', b',"b":1,"c":[', b"]}\n")
+    assert template.holes == 2
+
+
 def test_a_value_template_has_no_newline():
     template = LineTemplate([{"id": HOLE, "to": None}], line=False)
     assert _values(template.fill(strings(["a"]))) == [b'[{"id":"a","to":null}]']

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from simulation.audit import STREAMS, load_schema
 from simulation.audit.writer import (
+    NO_EVICTIONS,
     _construct_entries,
     _ids_and_scores,
     _joined_rounded_numbers,
@@ -27,6 +28,7 @@ from simulation.audit.writer import (
     _rounded_numbers,
     _rounded_scores,
     _Stream,
+    eviction_parts,
 )
 from simulation.config import load_config
 from simulation.decisions.base import level_of
@@ -328,6 +330,15 @@ def test_shares_are_encoded_from_a_table_as_orjson_encodes_them(
     rows = _joined_rounded_numbers(array, scale, np.array(counts)).to_pylist()
     starts = np.cumsum([0, *counts])
     assert rows == [b",".join(got[a:b]) for a, b in itertools.pairwise(starts)]
+
+
+@pytest.mark.parametrize("store", ["working", "episodic"])
+def test_an_eviction_list_is_its_parts_around_the_id(store: str) -> None:
+    before, after = eviction_parts(store)
+    assert before + orjson.dumps("H1:3") + after == orjson.dumps(
+        [{"id": "H1:3", "from": store, "to": None}]
+    )
+    assert orjson.dumps([]) == NO_EVICTIONS
 
 
 def test_values_too_large_to_scale_are_left_as_given_without_a_warning() -> None:

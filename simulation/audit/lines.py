@@ -120,6 +120,11 @@ class LineTemplate:
         """How many columns :meth:`fill` takes."""
         return len(self._parts) - 1
 
+    @property
+    def parts(self) -> tuple[bytes, ...]:
+        """The fixed bytes before, between and after the placeholders (one more than holes)."""
+        return tuple(self._parts)
+
     def fill(self, *columns: pa.Array | bytes) -> pa.Array:
         """The lines whose values are the columns' entries, in the placeholders' order.
 

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DYNAMIC_FIELDS",
     "LLM_STREAM",
+    "NO_EVICTIONS",
     "SCHEMA_VERSION",
     "STREAMS",
     "AuditWriter",
@@ -81,6 +82,7 @@ __all__ = [
     "StateChanges",
     "changed_state",
     "dynamic_state",
+    "eviction_parts",
 ]
 
 SCHEMA_VERSION = 1
@@ -111,13 +113,11 @@ _dynamic_values = operator.attrgetter(*DYNAMIC_FIELDS)  # all of them in one C c
 _QUIET_KEPT = 4096
 #: The shapes of the lines the batch methods write (keys of their line formats).
 _UPDATE, _YEAR_END, _CALL, _TRACE, _MINIMAL_TRACE = range(5)
-#: The ``evicted`` list of a write that displaced an item, and a decision's action (with its
-#: cost where one was paid).
-_EVICTED = LineTemplate([{"id": HOLE, "from": HOLE, "to": None}], line=False)
+#: A decision's action (with its cost where one was paid).
 _ACTION = LineTemplate({"decision_skill": HOLE, "cost": OPTIONAL}, line=False)
 _BINARY = pa.binary()
-_NO_EVICTIONS = b"[]"
-_NO_EVICTIONS_SCALAR = pa.scalar(_NO_EVICTIONS, _BINARY)
+#: The ``evicted`` list of a memory write that displaced nothing.
+NO_EVICTIONS = b"[]"
 _LEVEL_NAMES = strings(LEVELS)
 #: A construct's entry in a trace (see _constructs).
 _CONSTRUCT = LineTemplate({"level": HOLE, "value": HOLE}, line=False)
@@ -316,6 +316,16 @@ class StateChanges(NamedTuple):
     which: np.ndarray
 
 
+def eviction_parts(store: str) -> tuple[bytes, bytes]:
+    """The ``evicted`` list of a write that displaced an item from ``store``, around its id.
+
+    ``[{"id":`` and ``,"from":"<store>","to":null}]``: the list of a displaced item is the
+    first, the item's encoded id, and the second (see :class:`MemoryLines`).
+    """
+    before, after = LineTemplate([{"id": HOLE, "from": store, "to": None}], line=False).parts
+    return before, after
+
+
 def _states_after(changes: StateChanges) -> pa.Array:
     """Each household's encoded ``state_after`` (what changed), null where nothing did.
 
@@ -347,8 +357,8 @@ class MemoryLines(NamedTuple):
         amounts: Its dollar amount; null where it has none.
         pinned: ``true`` where it is pinned, else null.
         stores: Where it went (``working`` or ``episodic``).
-        evicted: The id of the item it displaced (forgotten); null where it displaced none.
-        evicted_from: The store that item left; null likewise.
+        evicted: Its line's ``evicted`` list: the item it displaced (forgotten), with the store
+            that item left (:func:`eviction_parts`), or :data:`NO_EVICTIONS`.
     """
 
     agent_ids: pa.Array
@@ -361,8 +371,7 @@ class MemoryLines(NamedTuple):
     amounts: pa.Array
     pinned: pa.Array
     stores: pa.Array | bytes
-    evicted: pa.Array
-    evicted_from: pa.Array
+    evicted: pa.Array | bytes
 
 
 class DecisionLines(NamedTuple):
@@ -906,11 +915,6 @@ class AuditWriter:
                 "evicted": HOLE,
             },
         )
-        evicted: pa.Array | bytes = _NO_EVICTIONS
-        if lines.evicted.null_count < len(lines.evicted):
-            evicted = pc.fill_null(
-                _EVICTED.fill(lines.evicted, lines.evicted_from), _NO_EVICTIONS_SCALAR
-            )
         return template.fill(
             lines.agent_ids,
             lines.sources,
@@ -923,7 +927,7 @@ class AuditWriter:
             optional("amount", lines.amounts),
             optional("pinned", lines.pinned),
             lines.stores,
-            evicted,
+            lines.evicted,
         )
 
     def year_ends(
