@@ -326,16 +326,20 @@ def eviction_parts(store: str) -> tuple[bytes, bytes]:
     return before, after
 
 
-def _states_after(changes: StateChanges) -> pa.Array:
-    """Each household's encoded ``state_after`` (what changed), null where nothing did.
+def _state_after_entries(changes: StateChanges) -> pa.Array | bytes:
+    """Each household's :func:`optional` ``state_after`` entry: what changed, if anything did.
 
-    Each distinct change is encoded once.
+    Each distinct change is encoded once, key and all, and taken by the households.
+
+    Returns:
+        The column, or ``b""`` when no household's choice changed anything.
     """
     encodings = [
         orjson.dumps({k: new for k, (_, new) in change.items()}) if change else None
         for change in changes.kinds
     ]
-    return pa.array(encodings, _BINARY).take(changes.which)
+    entries = optional("state_after", pa.array(encodings, _BINARY))
+    return entries if isinstance(entries, bytes) else entries.take(changes.which)
 
 
 class MemoryLines(NamedTuple):
@@ -1086,7 +1090,7 @@ class AuditWriter:
                 lines.updates.ids,
                 *constructs,
                 actions,
-                optional("state_after", _states_after(lines.state_changes)),
+                _state_after_entries(lines.state_changes),
             )
         )
 
