@@ -14,7 +14,6 @@ from simulation.audit.lines import (
     OPTIONAL,
     LineTemplate,
     collapsed,
-    joined,
     joined_numbers,
     joined_rows,
     line_bytes,
@@ -61,8 +60,8 @@ def test_filled_lines_are_the_lines_orjson_writes(run_id, lines):
     filled = template.fill(
         strings(line["agent_id"] for line in lines),
         numbers(np.array([line["year"] for line in lines], dtype=np.int64)),
-        joined(
-            numbers(np.array([s for row in scores for s in row], dtype=float)),
+        joined_numbers(
+            np.array([s for row in scores for s in row], dtype=float),
             [len(row) for row in scores],
         ),
         optional(
@@ -114,13 +113,6 @@ def test_nan_is_encoded_as_orjson_encodes_it():
 @given(st.lists(st.one_of(texts, st.tuples(texts, texts))))
 def test_strings_and_tags_are_encoded_as_orjson_encodes_them(values):
     assert _values(strings(values)) == [orjson.dumps(v) for v in values]
-
-
-@given(st.lists(st.lists(floats, max_size=6)))
-def test_lists_are_joined_row_by_row(rows):
-    flat = numbers(np.array([v for row in rows for v in row], dtype=float))
-    got = _values(joined(flat, np.array([len(row) for row in rows], dtype=np.int64)))
-    assert got == [orjson.dumps(row)[1:-1] for row in rows]
 
 
 @given(st.lists(st.lists(floats, max_size=6)), st.lists(st.lists(ints, max_size=6)))

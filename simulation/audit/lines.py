@@ -21,7 +21,7 @@ Example:
     >>> lines = template.fill(
     ...     strings(["H1", "H2"]),
     ...     numbers(np.array([3, 4])),
-    ...     joined(numbers(np.array([0.5, 0.25, 1.0])), np.array([2, 1])),
+    ...     joined_numbers(np.array([0.5, 0.25, 1.0]), np.array([2, 1])),
     ... )
     >>> bytes(line_bytes(lines))
     b'{"agent_id":"H1","year":3,"scores":[0.5,0.25]}\n{"agent_id":"H2","year":4,"scores":[1.0]}\n'
@@ -50,7 +50,6 @@ __all__ = [
     "LineTemplate",
     "collapsed",
     "encoded",
-    "joined",
     "joined_numbers",
     "joined_rows",
     "line_bytes",
@@ -176,10 +175,11 @@ def numbers(values: ArrayLike) -> pa.Array:
 
 
 def joined_numbers(values: ArrayLike, counts: ArrayLike) -> pa.Array:
-    """``joined(numbers(values), counts)``, cut from orjson's encoding of all of ``values``.
+    """The inside of a JSON list per row: the next ``counts[i]`` of ``values``, encoded.
 
-    The encoding of the whole array already holds each row's entries and the commas between
-    them, one after another: a row is that stretch of it, with no step per entry.
+    Cut from orjson's encoding of the whole array, which already holds each row's entries and
+    the commas between them, one after another: a row is that stretch of it, with no step per
+    entry.
     """
     array = np.ascontiguousarray(values)
     if not len(array):
@@ -234,20 +234,6 @@ def strings(values: Iterable[Any]) -> pa.Array:
     return pa.array([encoded(value) for value in values], _BINARY)
 
 
-def joined(values: pa.Array | pa.ListArray, counts: ArrayLike | None = None) -> pa.Array:
-    """The inside of a JSON array per row: the next ``counts[i]`` of ``values``, comma-joined.
-
-    Args:
-        values: Encoded values, or a list array of them (a row per list; no ``counts``).
-        counts: How many of ``values`` each row takes, in order.
-    """
-    if counts is not None:
-        offsets = np.zeros(len(counts) + 1, dtype=np.int32)
-        np.cumsum(counts, out=offsets[1:])
-        values = pa.ListArray.from_arrays(pa.array(offsets), values)
-    return pc.binary_join(values, _ENTRY_SEPARATOR)
-
-
 def separated(values: pa.Array) -> pa.Array:
     """Each of ``values`` followed by a comma: a table to take the entries of :func:`joined_rows`.
 
@@ -257,11 +243,11 @@ def separated(values: pa.Array) -> pa.Array:
 
 
 def joined_rows(values: pa.Array, counts: ArrayLike) -> pa.Array:
-    """:func:`joined` of ``values`` whose entries each end in one separator byte.
+    """The inside of a JSON list per row: the next ``counts[i]`` of ``values``, comma-joined.
 
-    The entries of a row lie one after another in ``values``' data, separators included (as
-    :func:`separated` entries taken from a table do): a row is that stretch of bytes but its
-    last byte, one slice per row and nothing per entry.
+    Each entry of ``values`` already ends in its comma, and the entries of a row lie one after
+    another in ``values``' data (as :func:`separated` entries taken from a table do): a row is
+    that stretch of bytes but its last byte, one slice per row and nothing per entry.
 
     Args:
         values: Encoded values, each followed by one byte (a comma), without nulls.

@@ -237,7 +237,7 @@ def _rounded_numbers(values: np.ndarray, scale: float) -> pa.Array:
 
 
 def _joined_rounded_numbers(values: np.ndarray, scale: float, counts: np.ndarray) -> pa.Array:
-    """``joined(_rounded_numbers(values, scale), counts)``: rows of rounded shares, one list each.
+    """:func:`_rounded_numbers` of ``values`` as the inside of a JSON list per row of ``counts``.
 
     Shares take their entries, comma and all, from a table (:func:`_separated_shares`).
     """
