@@ -123,7 +123,10 @@ _LEVEL_NAMES = strings(LEVELS)
 _CONSTRUCT = LineTemplate({"level": HOLE, "value": HOLE}, line=False)
 #: Lines the batch methods make before writing them: a year's lines of a stream at once
 #: would take hundreds of MB at 100,000 households (and the stream's buffer would keep them).
-_LINES_PER_BATCH = 8192
+#: 2,048 traces are about 1 MB, the size of a core's L2 cache: at 10,000 households the
+#: kernel's time (copying lines to the page cache, faulting in fresh buffers) fell from 1.0-1.8
+#: to 0.45-0.65 µs per household-year against batches of 8,192 (docs/performance.md).
+_LINES_PER_BATCH = 2048
 #: A batch of encoded lines this large is written to its file directly, not through the
 #: stream's buffer: one system call is nothing beside copying a batch this size.
 _DIRECT_BYTES = 1 << 16
