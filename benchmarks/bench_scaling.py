@@ -12,7 +12,12 @@ for ``--years`` years in a fresh process and reports:
   with ``shuffle_do``, stepped for at least a second in each of ``--floor-processes`` fresh
   processes (5) right after each configuration; the floor of a size is the lowest of all the
   processes of that size in the run;
-* the ratio of floodsim's cost per household-year to the floor's.
+* the ratio of floodsim's cost per household-year to the floor's;
+* the CPU time of the steps per household-year, all threads (with the audit written behind the
+  run it can exceed the wall time), and in brackets the kernel's part of it: copying the audit
+  lines into the page cache and faulting in fresh memory (on this project's VM a sixth to a
+  quarter of a 10,000-household year at ``standard`` with batches of 8,192 lines, a tenth with
+  2,048: ``docs/performance.md``, 2026-11-28).
 
 Why several processes, and the lowest: in one process the floor's cost is steady, but from one
 process to the next it is either about 0.22 µs per agent-step at 1,000 agents or, in about one
@@ -281,6 +286,11 @@ def fill_memories(model: FloodAdaptationModel) -> None:
             memory.write(content, note.importance, 0, note.tags, store="working", source="neighbor")
 
 
+def _kernel_seconds() -> float:
+    """CPU seconds this process has spent in the kernel so far, all threads."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
 def repeats_for(households: int, years: int) -> int:
     """How many times to run a configuration (see :data:`MEASURED_HOUSEHOLD_YEARS`)."""
     return min(MAX_REPEATS, max(1, round(MEASURED_HOUSEHOLD_YEARS / (households * years))))
@@ -312,6 +322,7 @@ def measure_one(
     config, base = load_config(DEFAULT_CONFIG, overrides)
     times: list[float] = []
     whole: list[float] = []  # each run_simulation, steps and fixed costs
+    cpu_times: list[tuple[float, float]] = []  # each run's CPU seconds in the steps, and kernel's
     for attempt in range(repeats):
         with tempfile.TemporaryDirectory(prefix="bench_scaling_") as tmp:
             start = time.perf_counter()
@@ -324,7 +335,8 @@ def measure_one(
             # Only the yearly steps are timed: writing the run folder, the manifest and the
             # metrics, and logging the initial memories, are a run's fixed costs, which would
             # make small populations look slower per household-year.
-            stepping = [0.0]
+            # Wall time, CPU time of every thread, and the kernel's part of it, in the steps.
+            stepping = [0.0, 0.0, 0.0]
             step = model.step
 
             def timed_step(
@@ -332,6 +344,7 @@ def measure_one(
                 stepping: list[float] = stepping,
                 model: FloodAdaptationModel = model,
             ) -> None:
+                cpu, kernel = time.process_time(), _kernel_seconds()
                 start = time.perf_counter()
                 step()
                 if model.steps == years and model.audit is not None:
@@ -339,12 +352,15 @@ def measure_one(
                     # are part of the years' cost.
                     model.audit.wait()
                 stepping[0] += time.perf_counter() - start
+                stepping[1] += time.process_time() - cpu
+                stepping[2] += _kernel_seconds() - kernel
 
             model.step = timed_step
             start = time.perf_counter()
             result = run_simulation(config, base, Path(tmp), progress=False, model=model)
             whole.append(time.perf_counter() - start)
             times.append(stepping[0])
+            cpu_times.append((stepping[1], stepping[2]))
             audit_bytes = sum(p.stat().st_size for p in result.run_dir.glob("*.jsonl*"))
         if attempt < repeats - 1:
             model.release()
@@ -355,6 +371,8 @@ def measure_one(
     elapsed = statistics.median(times)
     household_years = households * years
     per_hy = elapsed / household_years
+    cpu = statistics.median(c for c, _ in cpu_times)
+    kernel = statistics.median(k for _, k in cpu_times)
     # Households that relocated keep their last memories but no longer write or forget.
     everyone = [h.memory for h in model.households]
     memories = [h.memory for h in model.households if h.active] or everyone
@@ -380,6 +398,11 @@ def measure_one(
         ),
         "household_years_per_s": round(household_years / elapsed, 1),
         "us_per_household_year": round(per_hy * 1e6, 2),
+        # CPU time of all the process's threads in the median run's steps (the audit's writer
+        # thread included, so it can exceed the wall time), and the kernel's part of it:
+        # copying lines into the page cache, faulting in fresh memory.
+        "cpu_us_per_household_year": round(cpu / household_years * 1e6, 2),
+        "system_us_per_household_year": round(kernel / household_years * 1e6, 2),
         "peak_rss_mb": peak_rss_mb,
         "audit_bytes_per_household_year": round(audit_bytes / household_years, 1),
     }
@@ -568,7 +591,7 @@ def main() -> None:
     header = (
         f"{'households':>10} {'audit':>8} {'engine':>7} {'memories':>8} {'hh-yr/s':>9} "
         f"{'us/hh-yr':>9} "
-        f"{'floor us':>8} {'x floor':>7} {'RSS MB':>7} {'audit B/hh-yr':>13}"
+        f"{'floor us':>8} {'x floor':>7} {'CPU us (sys)':>12} {'RSS MB':>7} {'audit B/hh-yr':>13}"
     )
     if args.set:
         print("every configuration with " + " ".join(f"--set {o}" for o in args.set))
@@ -579,7 +602,7 @@ def main() -> None:
             f"{r['households']:>10} {r['audit']:>8} {_engine(r):>7} {r['memories']:>8} "
             f"{r['household_years_per_s']:>9.0f} "
             f"{r['us_per_household_year']:>9.1f} {r['floor_us_per_agent_step']:>8.3f} "
-            f"{r['ratio_to_floor']:>7.1f} {r['peak_rss_mb']:>7.0f} "
+            f"{r['ratio_to_floor']:>7.1f} {_cpu(r):>12} {r['peak_rss_mb']:>7.0f} "
             f"{r['audit_bytes_per_household_year']:>13.0f}"
         )
     checks = target_checks(rows)
@@ -715,6 +738,11 @@ def split_lines(splits: list[dict[str, Any]]) -> list[str]:
             line += f", and the target allows {allowed:.2f} ({limit:g} x the floor)"
         lines.append(line)
     return lines
+
+
+def _cpu(row: dict[str, Any]) -> str:
+    """A row's CPU µs per household-year with the kernel's part in brackets, e.g. ``6.1 (0.6)``."""
+    return f"{row['cpu_us_per_household_year']:.1f} ({row['system_us_per_household_year']:.1f})"
 
 
 def _engine(row: dict[str, Any]) -> str:

@@ -160,6 +160,9 @@ def test_small_configurations_repeat_and_report_their_median(bench):
     assert row["us_per_household_year"] == pytest.approx(row["run_s"] / 1_000 * 1e6, rel=0.1)
     # A run's fixed costs (its folder, manifest, metrics) are not in the cost.
     assert row["run_fixed_s"] > 0
+    # The steps' CPU time, and the kernel's part of it.
+    assert row["cpu_us_per_household_year"] > 0
+    assert row["system_us_per_household_year"] >= 0
 
 
 def _rounds(row, costs):
@@ -200,7 +203,8 @@ def test_rounds_run_every_configuration_in_turn(bench, tmp_path, monkeypatch, ca
     argv += ["--floor-seconds", "0", "--floor-processes", "1"]
     monkeypatch.setattr("sys.argv", argv)
     bench.main()
-    started = [x for x in capsys.readouterr().err.splitlines() if x.startswith("running")]
+    printed = capsys.readouterr()
+    started = [x for x in printed.err.splitlines() if x.startswith("running")]
     assert started == [
         "running 20 households, audit off, engine objects (round 1 of 2) ...",
         "running 40 households, audit off, engine objects (round 1 of 2) ...",
@@ -212,6 +216,11 @@ def test_rounds_run_every_configuration_in_turn(bench, tmp_path, monkeypatch, ca
     assert any("cost per household-year at 40" in x for x in written["targets"])
     # One floor process after each configuration in each round: two per row, both kept.
     assert [len(r["floor_us_per_agent_step_processes"]) for r in written["rows"]] == [2, 2]
+    # Each row's CPU time, the kernel's in brackets, as the JSON has it.
+    header, _, *lines = printed.out.splitlines()
+    assert "CPU us (sys)" in header
+    cpu, kernel = (written["rows"][0][f"{k}_us_per_household_year"] for k in ("cpu", "system"))
+    assert f"{cpu:.1f} ({kernel:.1f})" in lines[0]
 
 
 def test_the_array_engine_is_measured_where_it_runs_and_judged_by_its_level(
