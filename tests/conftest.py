@@ -1,8 +1,13 @@
-"""Shared fixtures: ``load_benchmark`` imports a benchmark script (benchmarks/ is no package)."""
+"""Shared fixtures and set-up.
+
+``load_benchmark`` imports a benchmark script (benchmarks/ is no package). The suite also takes
+Ctrl-C back if the shell that started it had it ignored (see :func:`pytest_configure`).
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +18,20 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def pytest_configure() -> None:
+    """Catch SIGINT again where the suite was started with it ignored.
+
+    A shell without job control (a script) ignores SIGINT in what it starts in the background
+    (``make test &``), and an ignored signal stays ignored in every child. The tests of Ctrl-C
+    in batches (tests/test_cli.py, tests/test_executors.py) send SIGINT to the suite and to the
+    batches it starts, which would then go on as if nothing had happened. A signal that is
+    caught is reset to its default in a child at ``exec``, so Python's own handler here serves
+    the children too.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _load(name: str) -> ModuleType:
