@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import itertools
 import json
 import math
+import os
 import threading
 import warnings
 from pathlib import Path
@@ -18,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulation.audit import STREAMS, load_schema
+from simulation.audit import writer as audit_writer
 from simulation.audit.writer import (
     NO_EVICTIONS,
     _construct_entries,
@@ -253,6 +256,74 @@ def test_the_write_buffer_size_changes_no_line(tmp_path, gzip_streams):
             expected = [{**r, "run_id": ""} for r in lines(a)]
             assert expected, name
             assert [{**r, "run_id": ""} for r in lines(b)] == expected, (name, buffer)
+
+
+_SMALL_RUN = ("audit.timestamps=false", "audit.buffer_bytes=2000")
+
+
+def _same_lines(a: Path, b: Path, suffix: str = ".jsonl") -> None:
+    for name in STREAMS:
+        expected = [{**r, "run_id": ""} for r in lines(a / f"{name}{suffix}")]
+        assert expected, name
+        assert [{**r, "run_id": ""} for r in lines(b / f"{name}{suffix}")] == expected, name
+
+
+@pytest.mark.skipif(
+    not (hasattr(os, "posix_fadvise") and Path("/proc/self/fd").is_dir()),
+    reason="needs posix_fadvise and /proc to name the advised files",
+)
+@pytest.mark.parametrize(
+    ("engine", "gzip_streams"), [("objects", False), ("arrays", False), ("arrays", True)]
+)
+def test_streams_release_their_pages_every_so_many_bytes_with_the_same_lines(
+    tmp_path, monkeypatch, engine, gzip_streams
+):
+    """A stream advises the kernel to drop its file's cached pages once per release interval."""
+    settings = (*_SMALL_RUN, f"engine={engine}", f"audit.gzip={str(gzip_streams).lower()}")
+    suffix = ".jsonl.gz" if gzip_streams else ".jsonl"
+    kept = run(tmp_path / "kept", *settings, count=60, years=4)
+    advised: dict[str, int] = {}
+
+    def advise(fd: int, offset: int, length: int, advice: int) -> None:
+        assert (offset, length, advice) == (0, 0, os.POSIX_FADV_DONTNEED)
+        name = Path(os.readlink(f"/proc/self/fd/{fd}")).name
+        advised[name] = advised.get(name, 0) + 1
+        os.posix_fadvise(fd, offset, length, advice)
+
+    monkeypatch.setattr(audit_writer, "_RELEASE_BYTES", 4096)
+    monkeypatch.setattr(audit_writer, "_FADVISE", advise)
+    released = run(tmp_path / "released", *settings, count=60, years=4)
+    _same_lines(kept.run_dir, released.run_dir, suffix)
+    for name in STREAMS:
+        # Counted in the lines' bytes, before any compression.
+        size = sum(len(line) for line in _raw_lines(released.run_dir / f"{name}{suffix}"))
+        assert size > 3 * 4096, name  # the run is large enough to release every stream
+        assert 1 <= advised[f"{name}{suffix}"] <= size // 4096, name
+
+
+def _raw_lines(path: Path) -> list[bytes]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        return fh.readlines()
+
+
+@pytest.mark.parametrize("platform", ["refuses the advice", "has no posix_fadvise"])
+def test_streams_are_written_whole_where_pages_cannot_be_released(tmp_path, monkeypatch, platform):
+    kept = run(tmp_path / "kept", *_SMALL_RUN, count=60, years=4)
+    asked: list[int] = []
+
+    def refuse(fd: int, offset: int, length: int, advice: int) -> None:
+        asked.append(fd)
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(audit_writer, "_RELEASE_BYTES", 4096)
+    monkeypatch.setattr(
+        audit_writer, "_FADVISE", refuse if platform == "refuses the advice" else None
+    )
+    refused = run(tmp_path / "refused", *_SMALL_RUN, count=60, years=4)
+    _same_lines(kept.run_dir, refused.run_dir)
+    # Each stream asks once, and after a refusal never again.
+    assert len(asked) == (len(STREAMS) if platform == "refuses the advice" else 0)
 
 
 def test_without_timestamps_equal_seeds_give_byte_identical_outputs(tmp_path):
