@@ -46,10 +46,22 @@ def run(tmp_path: Path, *overrides: str, count: int = 40, years: int = 6):
     return run_simulation(config, base, tmp_path, progress=False)
 
 
-def lines(path: Path) -> list[dict]:
+def raw_lines(path: Path) -> list[bytes]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as fh:
-        return [orjson.loads(line) for line in fh]
+        return fh.readlines()
+
+
+def lines(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in raw_lines(path)]
+
+
+def same_lines(a: Path, b: Path, suffix: str = ".jsonl") -> None:
+    """Every stream of run folder ``b`` has ``a``'s lines, run ids aside (they hash the config)."""
+    for name in STREAMS:
+        expected = [{**r, "run_id": ""} for r in lines(a / f"{name}{suffix}")]
+        assert expected, name
+        assert [{**r, "run_id": ""} for r in lines(b / f"{name}{suffix}")] == expected, name
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +232,7 @@ def test_gzip_streams(tmp_path):
     assert lines(result.run_dir / "household_traces.jsonl.gz")
 
 
-def test_gzip_level_trades_size_for_speed_with_the_same_lines(tmp_path):
+def test_gzip_level_trades_size_for_speed_with_thesame_lines(tmp_path):
     fast = run(tmp_path / "fast", "audit.gzip=true", "audit.timestamps=false", count=60, years=4)
     small = run(
         tmp_path / "small",
@@ -250,22 +262,10 @@ def test_the_write_buffer_size_changes_no_line(tmp_path, gzip_streams):
         small = run(
             tmp_path / str(buffer), *settings, f"audit.buffer_bytes={buffer}", count=60, years=4
         )
-        for name in STREAMS:
-            a, b = default.run_dir / f"{name}{suffix}", small.run_dir / f"{name}{suffix}"
-            # The run ids differ (they hash the config); every other field is the same.
-            expected = [{**r, "run_id": ""} for r in lines(a)]
-            assert expected, name
-            assert [{**r, "run_id": ""} for r in lines(b)] == expected, (name, buffer)
+        same_lines(default.run_dir, small.run_dir, suffix)
 
 
 _SMALL_RUN = ("audit.timestamps=false", "audit.buffer_bytes=2000")
-
-
-def _same_lines(a: Path, b: Path, suffix: str = ".jsonl") -> None:
-    for name in STREAMS:
-        expected = [{**r, "run_id": ""} for r in lines(a / f"{name}{suffix}")]
-        assert expected, name
-        assert [{**r, "run_id": ""} for r in lines(b / f"{name}{suffix}")] == expected, name
 
 
 @pytest.mark.skipif(
@@ -275,7 +275,7 @@ def _same_lines(a: Path, b: Path, suffix: str = ".jsonl") -> None:
 @pytest.mark.parametrize(
     ("engine", "gzip_streams"), [("objects", False), ("arrays", False), ("arrays", True)]
 )
-def test_streams_release_their_pages_every_so_many_bytes_with_the_same_lines(
+def test_streams_release_their_pages_every_so_many_bytes_with_thesame_lines(
     tmp_path, monkeypatch, engine, gzip_streams
 ):
     """A stream advises the kernel to drop its file's cached pages once per release interval."""
@@ -293,18 +293,12 @@ def test_streams_release_their_pages_every_so_many_bytes_with_the_same_lines(
     monkeypatch.setattr(audit_writer, "_RELEASE_BYTES", 4096)
     monkeypatch.setattr(audit_writer, "_FADVISE", advise)
     released = run(tmp_path / "released", *settings, count=60, years=4)
-    _same_lines(kept.run_dir, released.run_dir, suffix)
+    same_lines(kept.run_dir, released.run_dir, suffix)
     for name in STREAMS:
         # Counted in the lines' bytes, before any compression.
-        size = sum(len(line) for line in _raw_lines(released.run_dir / f"{name}{suffix}"))
+        size = sum(len(line) for line in raw_lines(released.run_dir / f"{name}{suffix}"))
         assert size > 3 * 4096, name  # the run is large enough to release every stream
         assert 1 <= advised[f"{name}{suffix}"] <= size // 4096, name
-
-
-def _raw_lines(path: Path) -> list[bytes]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as fh:
-        return fh.readlines()
 
 
 @pytest.mark.parametrize("platform", ["refuses the advice", "has no posix_fadvise"])
@@ -321,7 +315,7 @@ def test_streams_are_written_whole_where_pages_cannot_be_released(tmp_path, monk
         audit_writer, "_FADVISE", refuse if platform == "refuses the advice" else None
     )
     refused = run(tmp_path / "refused", *_SMALL_RUN, count=60, years=4)
-    _same_lines(kept.run_dir, refused.run_dir)
+    same_lines(kept.run_dir, refused.run_dir)
     # Each stream asks once, and after a refusal never again.
     assert len(asked) == (len(STREAMS) if platform == "refuses the advice" else 0)
 
