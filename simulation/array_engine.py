@@ -638,10 +638,11 @@ class ArrayEngine:
             stat = DECISION_STATS.get(skill_id)
             if stat is not None:
                 stats[stat] += int(np.count_nonzero(which))
-            rendered, index = self._decision_texts(skill_id, these, cost, year, elevation_cost)
+            rendered, importance[which], tags, index = self._decision_texts(
+                skill_id, these, cost, year, elevation_cost
+            )
             text_index[which] = index + len(texts)
-            texts += [text for text, _, _ in rendered]
-            _, importance[which], tags = rendered[0]
+            texts += rendered
             tag_index[which] = len(tag_sets)
             tag_sets.append(tags)
         insurance = [j for j, skill in enumerate(self.skill_ids) if skill in INSURANCE_SKILLS]
@@ -672,12 +673,12 @@ class ArrayEngine:
         cost: np.ndarray,
         year: int,
         elevation_cost: float,
-    ) -> tuple[list[tuple[str, float, tuple[str, ...]]], NDArray[np.int64]]:
+    ) -> tuple[list[str], float, tuple[str, ...], NDArray[np.int64]]:
         """The registry's memory of executing ``skill_id``, for each of ``rows``.
 
         Returns:
-            The distinct memories rendered (``registry.memory_update``'s), and the position
-            of each row's among them.
+            The distinct texts rendered, the memory's importance and tags (the skill's), and
+            the position of each row's text among the texts.
         """
         registry = self.model.registry
         fields = set(registry.template_fields(skill_id))
@@ -690,22 +691,21 @@ class ArrayEngine:
             distinct, index = np.unique(cost, return_inverse=True)
             if self._anyone is None:  # a template reading no field reads nobody's state
                 self._anyone = self._state(int(rows[0]))
-            anyone = self._anyone
-            rendered = [
-                registry.memory_update(
-                    skill_id, anyone, _context(skill_id, year, c, elevation_cost)
-                )
-                for c in distinct.tolist()
-            ]
-        else:
-            index = np.arange(len(rows))
-            rendered = [
-                registry.memory_update(
-                    skill_id, self._state(r), _context(skill_id, year, c, elevation_cost)
-                )
-                for r, c in zip(rows.tolist(), cost.tolist(), strict=True)
-            ]
-        return rendered, index
+            texts, importance, tags = registry.memory_updates(
+                skill_id,
+                self._anyone,
+                {"year": year},
+                _cost_columns(skill_id, distinct, elevation_cost),
+            )
+            return texts, importance, tags, index
+        rendered = [
+            registry.memory_update(
+                skill_id, self._state(r), _context(skill_id, year, c, elevation_cost)
+            )
+            for r, c in zip(rows.tolist(), cost.tolist(), strict=True)
+        ]
+        _, importance, tags = rendered[0]
+        return [text for text, _, _ in rendered], importance, tags, np.arange(len(rows))
 
     # ----------------------------------------------------------------- year end
     def _end_year(
@@ -836,3 +836,16 @@ def _context(skill_id: str, year: int, cost: float, elevation_cost: float) -> di
     elif skill_id == "elevate_house":
         context["subsidy_share"] = 1.0 - cost / max(elevation_cost, 1e-9)
     return context
+
+
+def _cost_columns(
+    skill_id: str, costs: np.ndarray, elevation_cost: float
+) -> dict[str, list[float]]:
+    """:func:`_context`'s entries that follow from the cost, for each of ``costs``."""
+    columns = {"cost": costs.tolist()}
+    if skill_id in INSURANCE_SKILLS:
+        columns["premium"] = columns["cost"]
+    elif skill_id == "elevate_house":
+        # Element by element the same double arithmetic as _context's.
+        columns["subsidy_share"] = (1.0 - costs / max(elevation_cost, 1e-9)).tolist()
+    return columns

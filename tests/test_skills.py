@@ -27,6 +27,7 @@ from simulation.skills import (
     Validation,
     load_registry,
     render,
+    render_many,
     template_fields,
 )
 
@@ -544,6 +545,78 @@ def test_render_errors() -> None:
         render("{premium:,.0f}", {"premium": "cheap"})
     with pytest.raises(TemplateError, match="malformed"):
         template_fields("Year {year")
+
+
+#: Format specs each kind of value takes, for the placeholders of generated templates.
+_NAME_SPECS = {"year": ("", "d", ">8"), "premium": ("", ",.0f", ".0%", ".2f"), "note": ("", ">8")}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_LITERALS, st.sampled_from(sorted(_NAME_SPECS)), st.integers(0, 3)),
+        max_size=4,
+    ),
+    st.sets(st.sampled_from(sorted(_NAME_SPECS))),
+    st.lists(st.tuples(st.integers(-(10**6), 10**6), st.floats(-1e7, 1e7), _LITERALS), max_size=5),
+    _LITERALS,
+)
+def test_render_many_renders_each_row_as_render_would(
+    parts: list[tuple[str, str, int]],
+    varying: set[str],
+    rows: list[tuple[int, float, str]],
+    note: str,
+) -> None:
+    # The names not in columns are filled once (a text with braces among them), the others
+    # row by row.
+    template = ""
+    for literal, name, choice in parts:
+        specs = _NAME_SPECS[name]
+        spec = specs[choice % len(specs)]
+        escaped = literal.replace("{", "{{").replace("}", "}}")
+        template += escaped + "{" + name + (":" + spec if spec else "") + "}"
+    values: dict[str, object] = {"year": 7, "premium": 1234.5, "note": note}
+    columns = {
+        name: [dict(zip(("year", "premium", "note"), row, strict=True))[name] for row in rows]
+        for name in sorted(varying)
+    }
+    each = [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+    assert render_many(template, values, columns) == [
+        render(template, {**values, **row}) for row in each
+    ]
+
+
+def test_render_many_keeps_the_braces_of_values_filled_once() -> None:
+    template = "{note} paid {premium:,.0f} {{in braces}}"
+    texts = render_many(template, {"note": "{0} {x}"}, {"premium": [1500.0, 2.0]})
+    assert texts == ["{0} {x} paid 1,500 {in braces}", "{0} {x} paid 2 {in braces}"]
+
+
+def test_render_many_errors_name_the_placeholder() -> None:
+    with pytest.raises(TemplateError, match="no value for placeholder 'year'"):
+        render_many("Year {year}: ${premium:,.0f}", {}, {"premium": [1.0]})
+    with pytest.raises(TemplateError, match="placeholder 'premium'"):
+        render_many("Year {year}: ${premium:,.0f}", {"year": 1}, {"premium": [1.0, "cheap"]})
+    with pytest.raises(TemplateError, match="not a plain name"):
+        render_many("{a.b}", {}, {"a": [1]})
+
+
+def test_memory_updates_render_as_memory_update_does(registry: SkillRegistry) -> None:
+    state = make_state()
+    premiums = [1234.4, 99.0, 250_000.75]
+    contents, importance, tags = registry.memory_updates(
+        "buy_insurance", state, {"year": 3}, {"premium": premiums, "cost": premiums}
+    )
+    assert contents == [
+        registry.memory_update("buy_insurance", state, {"year": 3, "premium": p})[0]
+        for p in premiums
+    ]
+    assert contents[2] == "Year 3: I purchased flood insurance (premium: $250,001)"
+    assert (importance, tags) == (0.7, ("decision", "insurance"))
+    with pytest.raises(RegistryError, match="unknown skill 'nope'"):
+        registry.memory_updates("nope", state, {}, {})
+    with pytest.raises(TemplateError, match=r"skill 'buy_insurance'.*'year'"):
+        registry.memory_updates("buy_insurance", state, {}, {"premium": premiums})
 
 
 def test_context_fields_are_exported() -> None:

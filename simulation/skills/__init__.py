@@ -22,7 +22,7 @@ from simulation.skills.registry import (
     Validation,
     load_registry,
 )
-from simulation.skills.templates import TemplateError, render, template_fields
+from simulation.skills.templates import TemplateError, render, render_many, template_fields
 
 __all__ = [
     "ANY_AGENT",
@@ -40,5 +40,6 @@ __all__ = [
     "Validation",
     "load_registry",
     "render",
+    "render_many",
     "template_fields",
 ]

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulation.agents.state import FLOOD_ZONES, STATE_FIELDS, TENURES, HouseholdState
 from simulation.decisions.base import Option
-from simulation.skills.templates import TemplateError, render, template_fields
+from simulation.skills.templates import TemplateError, render, render_many, template_fields
 from simulation.yaml_errors import describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
@@ -1036,6 +1036,52 @@ class SkillRegistry:
             msg = f"skill {skill_id!r}: memory.template: {exc}"
             raise TemplateError(msg) from None
         return content, skill.memory.importance, skill.memory.tags
+
+    def memory_updates(
+        self,
+        skill_id: str,
+        state: HouseholdState,
+        context: Mapping[str, object],
+        columns: Mapping[str, Sequence[object]],
+    ) -> tuple[list[str], float, tuple[str, ...]]:
+        """:meth:`memory_update` for many contexts that differ only in ``columns``.
+
+        The array engine renders a skill's memory once for each distinct cost that households
+        paid for it (each premium, say); the placeholders filled from ``state`` and ``context``
+        are formatted once for all of them.
+
+        Args:
+            skill_id: The executed skill.
+            state: The household whose fields fill state placeholders (the same for all).
+            context: Values for context placeholders shared by all the texts.
+            columns: Values for context placeholders that differ, a sequence per name, all of
+                one length; a name here overrides ``context`` and the state.
+
+        Returns:
+            ``(contents, importance, tags)``: one content per position of ``columns``.
+
+        Raises:
+            RegistryError: For an unknown skill.
+            TemplateError: If a placeholder has no value, naming the skill and placeholder.
+        """
+        skill = self._skills.get(skill_id)
+        if skill is None:
+            msg = f"{self.origin}: no memory template for unknown skill {skill_id!r}"
+            raise RegistryError(msg)
+        values: dict[str, object] = {}
+        for name in self._placeholders[skill_id]:
+            if name in columns:
+                continue
+            if name in context:
+                values[name] = context[name]
+            elif name in STATE_FIELDS:
+                values[name] = getattr(state, name)
+        try:
+            contents = render_many(skill.memory.template, values, columns)
+        except TemplateError as exc:
+            msg = f"skill {skill_id!r}: memory.template: {exc}"
+            raise TemplateError(msg) from None
+        return contents, skill.memory.importance, skill.memory.tags
 
 
 class _Admission(NamedTuple):

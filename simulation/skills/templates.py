@@ -15,9 +15,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterator, Mapping, Sequence
 
-__all__ = ["TemplateError", "render", "template_fields"]
+__all__ = ["TemplateError", "render", "render_many", "template_fields"]
 
 _FORMATTER = string.Formatter()
 
@@ -107,6 +107,48 @@ def render(template: str, values: Mapping[str, object]) -> str:
         return template.format_map(values)
     except (KeyError, ValueError, TypeError):
         return _render_explained(pieces, values)
+
+
+def render_many(
+    template: str, values: Mapping[str, object], columns: Mapping[str, Sequence[object]]
+) -> list[str]:
+    """:func:`render` once for each row of ``columns``, with ``values`` for the other names.
+
+    The same texts as ``[render(template, {**values, **row}) for row in rows]``, faster: the
+    placeholders ``values`` fill are formatted once, and each row formats only its columns.
+
+    Args:
+        template: The template (checked as in :func:`template_fields`).
+        values: Value for each placeholder name that is not a column; extra entries are ignored.
+        columns: Values for some placeholder names, a sequence per name, all of one length;
+            where a name is both, the column's value is used.
+
+    Returns:
+        One text per row of ``columns``.
+
+    Raises:
+        TemplateError: As :func:`render`, for the first row that cannot be rendered.
+    """
+    names = list(columns)
+    parts: list[str] = []
+    for literal, name, spec in _pieces(template):  # checked: plain names, no braces in specs
+        parts.append(literal.replace("{", "{{").replace("}", "}}"))
+        if name is None:
+            continue
+        if name in columns:
+            parts.append(f"{{{names.index(name)}:{spec}}}")
+        else:
+            fixed = _render_explained(((("", name, spec)),), values)
+            parts.append(fixed.replace("{", "{{").replace("}", "}}"))
+    form = "".join(parts).format
+    rows = zip(*columns.values(), strict=True)
+    try:
+        return [form(*row) for row in rows]
+    except (ValueError, TypeError):
+        return [
+            render(template, {**values, **dict(zip(names, row, strict=True))})
+            for row in zip(*columns.values(), strict=True)
+        ]
 
 
 def _render_explained(
