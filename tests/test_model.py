@@ -461,6 +461,27 @@ def test_each_decision_draws_one_uniform_from_the_decision_stream():
     )
 
 
+def test_households_decide_in_a_fresh_shuffle_of_the_model_random_each_year():
+    # The order is what a checkpoint's restored streams reproduce and what the array engine
+    # draws: the active households shuffled once a year by Mesa's `random`, as shuffle_do would.
+    model = make_model("engine=objects", "hazard.source=scripted", "hazard.events={}", count=60)
+    decide_together = model._decide_together
+    orders: list[list[HouseholdAgent]] = []
+
+    def recording(order: list[HouseholdAgent], year: int) -> None:
+        orders.append(list(order))
+        decide_together(order, year)
+
+    model._decide_together = recording
+    for _ in range(3):
+        expected = [h for h in model.households if h.active]
+        copy.deepcopy(model.random).shuffle(expected)
+        model.step()
+        assert orders[-1] == expected
+    assert all(order != sorted(order, key=lambda h: h.unique_id) for order in orders)
+    assert orders[0] != orders[1] != orders[2]
+
+
 def test_decisions_follow_the_registry_and_insurance_lapses():
     model = make_model("hazard.source=scripted", "hazard.events={}", count=100)
     decide_for = model.decide_for
