@@ -38,7 +38,7 @@ from simulation.decisions.pmt import MEMORY_KINDS, PMTPolicy, kind_needs_amount,
 from simulation.hazard import Sites
 from simulation.memory.item import ScoredMemory
 from simulation.memory.pool import POOL_STORES, MemoryPool, PoolWrite
-from simulation.skills.templates import render
+from simulation.skills.templates import render_many
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -286,13 +286,8 @@ class ArrayEngine:
         """
         if not len(rows):
             return
-        names = list(values)
-        columns = [values[name].tolist() for name in names]
-        template = event.template
-        texts = [
-            render(template, {"year": year, **dict(zip(names, row, strict=True))})
-            for row in zip(*columns, strict=True)
-        ]
+        columns = {name: column.tolist() for name, column in values.items()}
+        texts = render_many(event.template, {"year": year}, columns)
         done = self.pool.write(
             rows, texts, event.importance, year, event.tags, source=source, amount=amount
         )
@@ -352,18 +347,18 @@ class ArrayEngine:
             # dozen renders serve every household.
             seen_of = (kinds * span + seen_count[which]) * span + total[which]
             distinct, index = np.unique(seen_of, return_inverse=True)
-            texts = [
-                render(
-                    event.template,
-                    {
-                        "year": year,
-                        "count": code // span % span,
-                        "total": code % span,
-                        "action": ADOPTION_PHRASES[_ADOPTIONS[code // (span * span)]],
-                    },
-                )
-                for code in distinct.tolist()
-            ]
+            codes = distinct.tolist()
+            texts = render_many(
+                event.template,
+                {"year": year},
+                {
+                    "count": [code // span % span for code in codes],
+                    "total": [code % span for code in codes],
+                    "action": [
+                        ADOPTION_PHRASES[_ADOPTIONS[code // (span * span)]] for code in codes
+                    ],
+                },
+            )
             done = self.pool.write(
                 active[which],
                 texts,
