@@ -138,17 +138,15 @@ def render_many(
         if name in columns:
             parts.append(f"{{{names.index(name)}:{spec}}}")
         else:
-            fixed = _render_explained(((("", name, spec)),), values)
+            fixed = _render_explained((("", name, spec),), values)
             parts.append(fixed.replace("{", "{{").replace("}", "}}"))
     form = "".join(parts).format
-    rows = zip(*columns.values(), strict=True)
+    rows = list(zip(*columns.values(), strict=True))
     try:
         return [form(*row) for row in rows]
     except (ValueError, TypeError):
-        return [
-            render(template, {**values, **dict(zip(names, row, strict=True))})
-            for row in zip(*columns.values(), strict=True)
-        ]
+        # A value its spec does not take: render's error names the placeholder and the value.
+        return [render(template, {**values, **dict(zip(names, row, strict=True))}) for row in rows]
 
 
 def _render_explained(
