@@ -238,6 +238,15 @@ def test_pool_refuses_memories_it_does_not_implement():
         MemoryPool.from_memories([CognitiveMemory("H0"), weighted])
     with pytest.raises(ValueError, match="other capacities"):
         MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory("H1", 3)])
+    held = CognitiveMemory("H2")
+    held.write("Year 1: flood", 0.9, 1)
+    data = held.to_dict()
+    data["stores"] = {"working": [], "episodic": [], "semantic": [0], "archive": []}
+    with pytest.raises(ValueError, match="H2: a pool does not implement semantic or archived"):
+        MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory.from_dict(data)])
+    held.episodic[0].rehearsed = 3
+    with pytest.raises(ValueError, match="H2: a pool does not implement rehearsed items"):
+        MemoryPool.from_memories([CognitiveMemory("H0"), held])
 
 
 def test_pool_writes_distinct_texts_by_index():
@@ -351,6 +360,25 @@ def test_a_pool_keeps_copies_of_the_texts_not_the_memories_own_strings():
     )
     assert not [text for text in pool._texts if id(text) in strings]
     assert pool.contents(pool.working(1)) == ["Year 2: note 1", "Year 3: note 1"]
+
+
+def test_a_pool_of_filled_memories_goes_on_as_the_memories_do():
+    """Items, pinned counts and counters are copied: the writes after agree, refusals too."""
+    memories = [CognitiveMemory(f"H{n}", 2, 3, 0.7, 0.9) for n in range(5)]
+    for n, memory in enumerate(memories[1:], start=1):
+        for year in range(min(n, 3)):
+            memory.write(f"Year {year}: kept {n}", 0.9, year, ("flood",), pinned=True)
+        memory.write(f"note {n}", 0.2, n + 1)
+    pool = MemoryPool.from_memories(memories)
+    _pin(memories, pool, [0, 1, 2], 0.9, 7, capacity=3)  # room left: written by both
+    _pin(memories, pool, [3], 0.9, 8, capacity=3)  # 3 pinned already: refused by both
+    pool.write([0, 1, 2, 3, 4], "later", 0.3, 9)
+    for memory in memories:
+        memory.write("later", 0.3, 9)
+    for row, memory in enumerate(memories):
+        fresh = CognitiveMemory(f"H{row}", 2, 3, 0.7, 0.9)
+        pool.store_into(row, fresh)
+        assert fresh.to_dict() == memory.to_dict()
 
 
 def test_many_full_memories_are_copied_in_batches():

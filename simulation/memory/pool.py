@@ -303,7 +303,11 @@ class MemoryPool:
         pool._allocate(max(_INITIAL_ITEMS, int(count * (1 + _GROWTH))))
         items: list[MemoryItem] = []
         owners: list[int] = []
+        pinned = [0] * len(memories)
         for row, memory in enumerate(memories):
+            ranked = memory._episodic.ranked()
+            if not (memory._working or ranked):
+                continue  # the usual at the start of a run: nothing to copy
             index = {}
             base = pool._size + len(items)
             for item in (*memory.working, *memory.episodic):
@@ -312,20 +316,21 @@ class MemoryPool:
                     items.append(item)
                     owners.append(row)
             working = [index[i.seq] for i in memory.working]
-            ranked = memory._episodic.ranked()
             episodic = [index[i.seq] for i in ranked]
             pool._working[row, : len(working)] = working
             pool._working_size[row] = len(working)
             pool._episodic[row, : len(episodic)] = episodic
             pool._episodic_size[row] = len(episodic)
-            pool._next_seq[row] = memory._next_seq
-            pool._clock[row] = memory._clock
-            pool._since_reflection[row] = memory._since_reflection
-            pool._episodic_pinned[row] = sum(i.pinned for i in ranked)
+            pinned[row] = sum(i.pinned for i in ranked)
             if len(items) >= _LOAD_BATCH:
                 pool._load_items(items, owners)
                 items, owners = [], []
         pool._load_items(items, owners)
+        # The counters of every row at once: a numpy element set one at a time costs more.
+        pool._next_seq[:] = [memory._next_seq for memory in memories]
+        pool._clock[:] = [memory._clock for memory in memories]
+        pool._since_reflection[:] = [memory._since_reflection for memory in memories]
+        pool._episodic_pinned[:] = pinned
         return pool
 
     def _load_items(self, items: Sequence[MemoryItem], owners: Sequence[int]) -> None:
@@ -980,10 +985,9 @@ def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
         problems.append(f"retention policy {memory.retention.policy!r}")
     if memory.reflection.enabled:
         problems.append("reflection")
-    counts = memory.counts()
-    if counts["semantic"] or counts["archive"]:
+    if len(memory._semantic) or len(memory._archive):
         problems.append("semantic or archived items")
-    if any(item.rehearsed is not None for item in (*memory.working, *memory.episodic)):
+    if any(item.rehearsed is not None for item in (*memory._working, *memory._episodic.ranked())):
         problems.append("rehearsed items")
     if problems:
         msg = f"memory of {memory.agent_id}: a pool does not implement {', '.join(problems)}"
@@ -992,4 +996,4 @@ def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
 
 def _distinct_count(memory: CognitiveMemory) -> int:
     """How many distinct items a memory's working and episodic stores hold."""
-    return len({item.seq for item in (*memory.working, *memory.episodic)})
+    return len({item.seq for item in (*memory._working, *memory._episodic.ranked())})
