@@ -127,12 +127,13 @@ class ArrayEngine:
             ]
         )
         position = {h: i for i, h in enumerate(households)}
-        width = max((len(h.neighbors) for h in households), default=0)
+        counts = np.array([len(h.neighbors) for h in households], dtype=np.int64)
+        width = int(counts.max(initial=0))
         self.neighbors = np.full((n, width), _NONE, dtype=np.int64)
-        for i, household in enumerate(households):
-            self.neighbors[i, : len(household.neighbors)] = [
-                position[other] for other in household.neighbors
-            ]
+        # Row by row, each household's neighbours in their order, the rest of the row -1.
+        self.neighbors[np.arange(width) < counts[:, None]] = [
+            position[other] for household in households for other in household.neighbors
+        ]
         self.floodplain = np.isin(self.columns["flood_zone"], list(SFHA_ZONES))
         self.zones = ZoneColumn.of(self.columns["flood_zone"].tolist())
         self._kinds = np.zeros(0, dtype=np.int64)  # kind code of each (tag set, source) pair
