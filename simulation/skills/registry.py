@@ -1019,19 +1019,9 @@ class SkillRegistry:
             RegistryError: For an unknown skill.
             TemplateError: If a placeholder has no value, naming the skill and placeholder.
         """
-        skill = self._skills.get(skill_id)
-        if skill is None:
-            msg = f"{self.origin}: no memory template for unknown skill {skill_id!r}"
-            raise RegistryError(msg)
-        template = skill.memory.template
-        values: dict[str, object] = {}
-        for name in self._placeholders[skill_id]:
-            if name in context:
-                values[name] = context[name]
-            elif name in STATE_FIELDS:
-                values[name] = getattr(state, name)
+        skill, values = self._template_values(skill_id, state, context)
         try:
-            content = render(template, values)
+            content = render(skill.memory.template, values)
         except TemplateError as exc:
             msg = f"skill {skill_id!r}: memory.template: {exc}"
             raise TemplateError(msg) from None
@@ -1064,6 +1054,28 @@ class SkillRegistry:
             RegistryError: For an unknown skill.
             TemplateError: If a placeholder has no value, naming the skill and placeholder.
         """
+        skill, values = self._template_values(skill_id, state, context, columns)
+        try:
+            contents = render_many(skill.memory.template, values, columns)
+        except TemplateError as exc:
+            msg = f"skill {skill_id!r}: memory.template: {exc}"
+            raise TemplateError(msg) from None
+        return contents, skill.memory.importance, skill.memory.tags
+
+    def _template_values(
+        self,
+        skill_id: str,
+        state: HouseholdState,
+        context: Mapping[str, object],
+        columns: Mapping[str, object] = MappingProxyType({}),
+    ) -> tuple[Skill, dict[str, object]]:
+        """The skill, and the values of its template's placeholders that ``columns`` leaves.
+
+        A placeholder takes its value from ``context`` first, then from the state's field.
+
+        Raises:
+            RegistryError: For an unknown skill.
+        """
         skill = self._skills.get(skill_id)
         if skill is None:
             msg = f"{self.origin}: no memory template for unknown skill {skill_id!r}"
@@ -1076,12 +1088,7 @@ class SkillRegistry:
                 values[name] = context[name]
             elif name in STATE_FIELDS:
                 values[name] = getattr(state, name)
-        try:
-            contents = render_many(skill.memory.template, values, columns)
-        except TemplateError as exc:
-            msg = f"skill {skill_id!r}: memory.template: {exc}"
-            raise TemplateError(msg) from None
-        return contents, skill.memory.importance, skill.memory.tags
+        return skill, values
 
 
 class _Admission(NamedTuple):
