@@ -109,6 +109,7 @@ class ArrayEngine:
         )
         skill_ids = model.registry.skill_ids
         self.skill_ids = skill_ids
+        self.buys_insurance = np.array([skill in INSURANCE_SKILLS for skill in skill_ids])
         self.decided = np.array(
             [
                 0 if h.last_decision is None else skill_ids.index(h.last_decision.skill_id)
@@ -347,8 +348,10 @@ class ArrayEngine:
             # One text per distinct (kind, count, total): neighbourhoods are small, so a few
             # dozen renders serve every household.
             seen_of = (kinds * span + seen_count[which]) * span + total[which]
-            distinct, index = np.unique(seen_of, return_inverse=True)
-            codes = distinct.tolist()
+            # Small codes: counted (np.bincount), not sorted as np.unique would.
+            occurs = np.bincount(seen_of) > 0
+            codes = np.flatnonzero(occurs).tolist()
+            index = (np.cumsum(occurs) - 1)[seen_of]
             texts = render_many(
                 event.template,
                 {"year": year},
@@ -392,13 +395,16 @@ class ArrayEngine:
             table = self._kinds = grown
         # Most memories share their source and tag set with thousands: each pair is classified
         # once; only a flood without a severity tag is classified by its amount.
-        for k in np.unique(key[table[key] == _UNCLASSIFIED]).tolist():
-            tags, source = pool.tag_sets[k // sources], pool.source_names[k % sources]
-            if kind_needs_amount(source, tags):
-                table[k] = _BY_AMOUNT
-            else:
-                table[k] = _kind_code(kind_of(source, tags, None, threshold))
         found_kinds = table[key]
+        new = found_kinds == _UNCLASSIFIED
+        if new.any():
+            for k in np.unique(key[new]).tolist():
+                tags, source = pool.tag_sets[k // sources], pool.source_names[k % sources]
+                if kind_needs_amount(source, tags):
+                    table[k] = _BY_AMOUNT
+                else:
+                    table[k] = _kind_code(kind_of(source, tags, None, threshold))
+            found_kinds = table[key]
         by_amount = np.flatnonzero(found_kinds == _BY_AMOUNT)
         if len(by_amount):
             amounts = pool.column("amount", found[by_amount]).tolist()
@@ -641,8 +647,7 @@ class ArrayEngine:
             texts += rendered
             tag_index[which] = len(tag_sets)
             tag_sets.append(tags)
-        insurance = [j for j, skill in enumerate(self.skill_ids) if skill in INSURANCE_SKILLS]
-        premiums = paid[np.isin(chosen, insurance)]
+        premiums = paid[self.buys_insurance[chosen]]
         # Added premium by premium in the decision order, as the object path adds them.
         model.premiums_collected = float(
             np.cumsum(np.concatenate(([model.premiums_collected], premiums)))[-1]
@@ -684,7 +689,7 @@ class ArrayEngine:
         elif skill_id == "elevate_house":
             context_keys.add("subsidy_share")
         if fields <= context_keys:  # one text per distinct cost, the household's fields unread
-            distinct, index = np.unique(cost, return_inverse=True)
+            distinct, index = _distinct(cost)
             if self._anyone is None:  # a template reading no field reads nobody's state
                 self._anyone = self._state(int(rows[0]))
             texts, importance, tags = registry.memory_updates(
@@ -822,6 +827,17 @@ def _release(obj: Any) -> None:
     original = type(obj).__dict__.get(_UNHELD)
     if original is not None:
         obj.__class__ = original
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, NDArray[np.int64]]:
+    """``np.unique(values, return_inverse=True)``, without its sort when all are equal.
+
+    A year's ``do_nothing`` memories, most of a population's, share one cost (nothing).
+    """
+    if len(values) and (values == values[0]).all():
+        return values[:1].copy(), np.zeros(len(values), dtype=np.int64)
+    distinct, index = np.unique(values, return_inverse=True)
+    return distinct, index.reshape(-1)
 
 
 def _context(skill_id: str, year: int, cost: float, elevation_cost: float) -> dict[str, Any]:
