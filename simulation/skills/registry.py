@@ -918,11 +918,18 @@ class SkillRegistry:
 
     def _valid_mask(self, columns: _Columns | _ArrayColumns, costs: np.ndarray) -> np.ndarray:
         valid = np.empty(costs.shape, dtype=bool)
+        of_tenure: dict[str, np.ndarray] = {}  # each tenure compared once, for every skill
         for j, (tenures, preconditions, limits) in enumerate(self._terms):
             cost = costs[:, j]
             admitted = np.isfinite(cost)
             if tenures is not None:
-                admitted &= np.isin(columns.array("tenure"), tenures)
+                eligible = np.zeros(len(cost), dtype=bool)
+                for tenure in tenures:
+                    same = of_tenure.get(tenure)
+                    if same is None:
+                        same = of_tenure[tenure] = columns.array("tenure") == tenure
+                    eligible |= same
+                admitted &= eligible
             for condition in preconditions:
                 admitted &= columns.holds(condition)
             if limits:
