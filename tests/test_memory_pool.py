@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -209,13 +211,46 @@ def test_pool_refuses_repeated_rows_and_bad_importance():
     pool = MemoryPool(["H0"], working_capacity=2, episodic_capacity=2)
     with pytest.raises(ValueError, match="at most once"):
         pool.write([0, 0], "x", 0.5, 1)
-    with pytest.raises(ValueError, match=r"importance must be in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"importance must be in \[0, 1\], got 1.5"):
         pool.write([0], "x", 1.5, 1)
+    two = MemoryPool(["H0", "H1"], working_capacity=2)
+    for bad in (-0.25, math.nan):
+        with pytest.raises(ValueError, match=rf"importance must be in \[0, 1\], got {bad}$"):
+            two.write([0, 1], "x", [0.5, bad], 1)
+    assert two.working_sizes.tolist() == [0, 0]
     with pytest.raises(ValueError, match="source must be one of"):
         pool.write([0], "x", 0.5, 1, source="rumour")
     with pytest.raises(ValueError, match="top_k"):
         pool.retrieve([0], -1)
     assert pool.working_sizes.tolist() == [0]
+
+
+@pytest.mark.parametrize("households", [2, 100])  # rows counted, and (few of many) sorted
+def test_pool_refuses_rows_repeated_or_outside_it(households):
+    pool = MemoryPool([f"H{n}" for n in range(households)], working_capacity=2)
+    last = households - 1
+    for rows in ([last, 0, last], [0, 1, 0]):
+        with pytest.raises(ValueError, match="at most once"):
+            pool.write(rows, "x", 0.5, 1)
+        with pytest.raises(ValueError, match="at most once"):
+            pool.retrieve(rows, 2)
+    for bad in (-1, households):
+        with pytest.raises(IndexError, match=rf"rows must be in 0 \.\. {last}, got {bad}$"):
+            pool.write([0, bad], "x", 0.5, 1)
+        with pytest.raises(IndexError, match=rf"got {bad}$"):
+            pool.retrieve([bad, 0], 2)
+    pool.write([last, 0], "x", 0.5, 1)
+    assert pool.working_sizes[[0, last]].tolist() == [1, 1]
+
+
+def test_pool_write_to_no_rows_writes_nothing():
+    # A phase whose event touched nobody (a year without floods) writes to no rows.
+    pool = MemoryPool(["H0", "H1"], working_capacity=2)
+    written = pool.write(np.array([], dtype=np.int64), [], np.array([]), 1)
+    assert written.items.tolist() == []
+    assert written.stores.tolist() == []
+    assert pool.working_sizes.tolist() == [0, 0]
+    assert pool.retrieve([0, 1], 2).counts.tolist() == [0, 0]
 
 
 def test_pool_item_table_grows_past_its_first_allocation():

@@ -651,9 +651,10 @@ class MemoryPool:
         if _repeats(rows, len(self)):
             msg = "a pool write takes each household at most once"
             raise ValueError(msg)
-        bad = ~((importance >= 0.0) & (importance <= 1.0))
-        if bad.any():
-            msg = f"importance must be in [0, 1], got {importance[bad][0]!r}"
+        # Two reductions in the usual write; a NaN fails both (its minimum is NaN).
+        if len(importance) and not (importance.min() >= 0.0 and importance.max() <= 1.0):
+            bad = ~((importance >= 0.0) & (importance <= 1.0))
+            msg = f"importance must be in [0, 1], got {float(importance[bad][0])!r}"
             raise ValueError(msg)
         source_code = _SOURCE_CODES.get(source)
         if source_code is None:
@@ -952,14 +953,20 @@ def _repeats(rows: NDArray[np.int64], households: int) -> bool:
     """Whether ``rows`` names a household twice (or one outside ``0 .. households - 1``)."""
     if not len(rows):
         return False
-    if rows.min() < 0 or rows.max() >= households:
+    if 16 * len(rows) < households:  # a few rows: sorting them beats counting every household
+        ordered = np.sort(rows)
+        _check_within(int(ordered[0]), int(ordered[-1]), rows, households)
+        return bool((ordered[1:] == ordered[:-1]).any())
+    _check_within(int(rows.min()), int(rows.max()), rows, households)
+    return bool(np.bincount(rows, minlength=households).max() > 1)
+
+
+def _check_within(low: int, high: int, rows: NDArray[np.int64], households: int) -> None:
+    """Refuse ``rows`` (lowest ``low``, highest ``high``) naming no household of the pool."""
+    if low < 0 or high >= households:
         outside = rows[(rows < 0) | (rows >= households)]
         msg = f"rows must be in 0 .. {households - 1}, got {outside[0]}"
         raise IndexError(msg)
-    if 16 * len(rows) < households:  # a few rows: sorting them beats counting every household
-        ordered = np.sort(rows)
-        return bool((ordered[1:] == ordered[:-1]).any())
-    return bool((np.bincount(rows, minlength=households) > 1).any())
 
 
 def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
