@@ -41,6 +41,8 @@ from simulation.memory.pool import POOL_STORES, MemoryPool, PoolWrite
 from simulation.skills.templates import render_many
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from numpy.typing import NDArray
 
     from simulation.config import EventTemplate
@@ -213,22 +215,21 @@ class ArrayEngine:
         columns["last_damage"][hit] = damage[damaged]
         stats["damaged_households"] += int(np.count_nonzero(damaged))
         major = damage >= events.major_damage_threshold
-        for event, which in (
-            (events.flood_major, damaged & major),
-            (events.flood_minor, damaged & ~major),
-            (events.flood_no_damage, ~damaged),
-        ):
-            self._remember(
-                rows[which],
-                np.flatnonzero(which),
-                0,
-                event,
-                year,
-                "flood",
-                damage[which],
-                damage=damage[which],
-                depth=depths[flooded][which],
-            )
+        self._remember(
+            rows,
+            np.arange(len(rows)),
+            0,
+            (
+                (events.flood_major, damaged & major),
+                (events.flood_minor, damaged & ~major),
+                (events.flood_no_damage, ~damaged),
+            ),
+            year,
+            "flood",
+            damage,
+            damage=damage,
+            depth=depths[flooded],
+        )
         has_insurance = columns["has_insurance"][rows]
         insured = has_insurance | columns["has_contents_insurance"][rows]
         covered = np.where(has_insurance, np.minimum(damage_s[flooded], ins.structure_limit), 0.0)
@@ -237,33 +238,22 @@ class ArrayEngine:
         stats["claims_filed"] += int(np.count_nonzero(claims))
         approved = claims & (approval_draws[flooded] < ins.claim_approval_probability)
         denied = claims & ~approved
-        payout = covered[approved] - ins.deductible
+        payout = np.where(approved, covered - ins.deductible, 0.0)
         # Added claim by claim in the households' order, as the object path adds them.
-        paid_total = float(np.cumsum(np.concatenate(([0.0], payout)))[-1])
+        paid_total = float(np.cumsum(np.concatenate(([0.0], payout[approved])))[-1])
         columns["claims_paid"][rows[approved]] += 1
         columns["claims_denied"][rows[denied]] += 1
         stats["claims_paid"] += int(np.count_nonzero(approved))
         self._remember(
-            rows[approved],
-            np.flatnonzero(approved),
+            rows[claims],
+            np.flatnonzero(claims),
             1,
-            events.claim_paid,
+            ((events.claim_paid, approved[claims]), (events.claim_denied, denied[claims])),
             year,
             "claim",
-            payout,
-            payout=payout,
-            damage=damage[approved],
-        )
-        self._remember(
-            rows[denied],
-            np.flatnonzero(denied),
-            1,
-            events.claim_denied,
-            year,
-            "claim",
-            np.zeros(np.count_nonzero(denied)),
-            payout=np.zeros(np.count_nonzero(denied)),
-            damage=damage[denied],
+            payout[claims],
+            payout=payout[claims],
+            damage=damage[claims],
         )
         stats["total_damage"] = float(np.sum(total_damage))
         stats["claims_paid_amount"] = paid_total
@@ -276,22 +266,46 @@ class ArrayEngine:
         rows: NDArray[np.int64],
         keys: np.ndarray,
         rank: int,
-        event: EventTemplate,
+        events: Sequence[tuple[EventTemplate, NDArray[np.bool_]]],
         year: int,
         source: str,
         amount: np.ndarray,
         **values: np.ndarray,
     ) -> None:
-        """Write ``event`` rendered with each row's ``values`` into the memories of ``rows``.
+        """Write into the memories of ``rows`` each row's event, rendered with its ``values``.
 
-        ``keys`` and ``rank`` order the audit's lines (see :meth:`ArrayAudit.queue`).
+        ``events`` pairs each event template with the rows it is for (masks over ``rows``
+        that split them): one pool write for all, as a write costs about the same for one row
+        as for a hundred. ``keys`` and ``rank`` order the audit's lines (see
+        :meth:`ArrayAudit.queue`).
         """
         if not len(rows):
             return
-        columns = {name: column.tolist() for name, column in values.items()}
-        texts = render_many(event.template, {"year": year}, columns)
+        texts: list[str] = []
+        text_index = np.empty(len(rows), dtype=np.int64)
+        importance = np.empty(len(rows))
+        tag_sets: list[tuple[str, ...]] = []
+        tag_index = np.empty(len(rows), dtype=np.int64)
+        for event, which in events:
+            if not which.any():
+                continue
+            columns = {name: column[which].tolist() for name, column in values.items()}
+            rendered = render_many(event.template, {"year": year}, columns)
+            text_index[which] = np.arange(len(texts), len(texts) + len(rendered))
+            texts += rendered
+            importance[which] = event.importance
+            tag_index[which] = len(tag_sets)
+            tag_sets.append(tuple(event.tags))
         done = self.pool.write(
-            rows, texts, event.importance, year, event.tags, source=source, amount=amount
+            rows,
+            texts,
+            importance,
+            year,
+            tag_sets,
+            source=source,
+            amount=amount,
+            text_index=text_index,
+            tag_index=tag_index,
         )
         if self.audit is not None:
             self.audit.queue(rows, done, keys, rank)
