@@ -51,6 +51,7 @@ from simulation.decisions.base import (
     Proposal,
     level_of,
 )
+from simulation.rowwise import row_any, row_cumsum, row_max, row_sum_in_order
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -763,7 +764,7 @@ class PMTPolicy:
         costs = np.asarray(costs, dtype=float)
         valid = np.asarray(valid, dtype=bool)
         draws = np.asarray(draws, dtype=float)
-        if not valid.any(axis=1).all():
+        if not row_any(valid).all():
             msg = "no options offered"
             raise ValueError(msg)
         zones = list(map(_FLOOD_ZONE, states))
@@ -843,18 +844,13 @@ class PMTPolicy:
         """
         c = self._c
         weight_of = np.array([c.weights[kind] for kind in MEMORY_KINDS] + [0.0])
-        n = len(zones)
         with np.errstate(invalid="ignore"):
             contribution = weight_of[kinds] * np.minimum(scores, c.score_cap)
             counts = (kinds >= 0) & (scores > 0.0) & (contribution > 0.0)
-        cued = counts.any(axis=1)
-        # Added one memory at a time, in retrieval order, as the scalar sum adds them: cumsum
-        # adds left to right, and adding 0.0 for a memory that does not count changes nothing.
-        evidence = (
-            np.cumsum(np.where(counts, contribution, 0.0), axis=1)[:, -1]
-            if kinds.shape[1]
-            else np.zeros(n)
-        )
+        cued = row_any(counts)
+        # Added one memory at a time, in retrieval order, as the scalar sum adds them; adding
+        # 0.0 for a memory that does not count changes nothing.
+        evidence = row_sum_in_order(np.where(counts, contribution, 0.0))
         base = per_zone(zones, c.zones, c.other_zone)
         gain = -c.gain
         # math.exp, not np.exp: the two may differ in the last bit, and TP decides choices.
@@ -912,15 +908,15 @@ class PMTPolicy:
         )
 
         offered = np.where(valid, utilities, -np.inf)
-        weights = np.exp(offered - offered.max(axis=1, keepdims=True))
-        cumulative = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+        weights = np.exp(offered - row_max(offered)[:, None])
+        cumulative = row_cumsum(weights / row_sum_in_order(weights)[:, None])
         below = draws[:, None] < cumulative
         chosen = below.argmax(axis=1)
         # numpy's exp and sum may differ from math.exp and math.fsum in the last bits, which
         # matters only where a draw falls within rounding of a cumulative probability (or past
         # the last one): those households decide through decide() itself.
         close = np.abs(cumulative - draws[:, None]) < _EXACT_MARGIN
-        recheck = ~below.any(axis=1) | (close & valid).any(axis=1)
+        recheck = ~row_any(below) | row_any(close & valid)
 
         # CP is that of the chosen action, else of the most attractive offered action.
         rows = np.arange(n)
@@ -929,7 +925,7 @@ class PMTPolicy:
         focus = np.where(
             chosen_cp < 0.0, np.where(actions, utilities, -np.inf).argmax(axis=1), chosen
         )
-        cp = np.where((chosen_cp < 0.0) & ~actions.any(axis=1), 0.0, coping[rows, focus])
+        cp = np.where((chosen_cp < 0.0) & ~row_any(actions), 0.0, coping[rows, focus])
         return chosen, cp, recheck
 
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from simulation.memory.item import SOURCES, MemoryItem
 from simulation.memory.settings import check_fraction, check_positive_int
+from simulation.rowwise import row_count, row_cumsum
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -709,7 +710,7 @@ class MemoryPool:
         keys = np.where(held, self._key[block], np.inf)
         new_keys = self._key[items]
         # Before every held item whose key is not lower: among equal keys the newest comes first.
-        position = ((keys < new_keys[:, None]) & held).sum(axis=1)
+        position = row_count((keys < new_keys[:, None]) & held)
         columns = np.arange(block.shape[1])
         shifted = np.empty_like(block)
         shifted[:, 1:] = block[:, :-1]
@@ -917,13 +918,13 @@ class MemoryPool:
         fresh = candidates >= 0
         for slot in range(width):  # a few slots: cheaper than one 3-d comparison
             fresh &= candidates != working[:, slot, None]
-        fresh &= np.cumsum(fresh, axis=1) <= (top_k - from_working)[:, None]
+        fresh &= row_cumsum(fresh) <= (top_k - from_working)[:, None]
         merged = np.concatenate((working, np.where(fresh, candidates, _EMPTY)), axis=1)
         # Chosen entries to the front in their order (stable), then the first top_k columns.
         front = np.argsort(merged < 0, axis=1, kind="stable")[:, :top_k]
         items = merged.take(front + (np.arange(m) * merged.shape[1])[:, None])
         got = items >= 0
-        counts = got.sum(axis=1)
+        counts = row_count(got)
         # Working memory's items come first, so an item's store follows from its position.
         stores = np.full(items.shape, _EMPTY, dtype=np.int8)
         stores[got] = _EPISODIC
