@@ -918,11 +918,15 @@ class MemoryPool:
         fresh = candidates >= 0
         for slot in range(width):  # a few slots: cheaper than one 3-d comparison
             fresh &= candidates != working[:, slot, None]
-        fresh &= row_cumsum(fresh) <= (top_k - from_working)[:, None]
-        merged = np.concatenate((working, np.where(fresh, candidates, _EMPTY)), axis=1)
-        # Chosen entries to the front in their order (stable), then the first top_k columns.
-        front = np.argsort(merged < 0, axis=1, kind="stable")[:, :top_k]
-        items = merged.take(front + (np.arange(m) * merged.shape[1])[:, None])
+        rank = row_cumsum(fresh)  # a fresh candidate's place among its household's
+        fresh &= rank <= (top_k - from_working)[:, None]
+        # Working memory's items first (its first columns), then the fresh candidates in their
+        # order: each goes straight to its column, with no sort.
+        items = np.full((m, top_k), _EMPTY, dtype=np.int64)
+        shown = min(width, top_k)
+        items[:, :shown] = working[:, :shown]
+        column = from_working[:, None] + rank - 1
+        items.ravel()[(column + (np.arange(m) * top_k)[:, None])[fresh]] = candidates[fresh]
         got = items >= 0
         counts = row_count(got)
         # Working memory's items come first, so an item's store follows from its position.
