@@ -38,6 +38,7 @@ from simulation.decisions.pmt import MEMORY_KINDS, PMTPolicy, kind_needs_amount,
 from simulation.hazard import Sites
 from simulation.memory.item import ScoredMemory
 from simulation.memory.pool import POOL_STORES, MemoryPool, PoolWrite
+from simulation.rowwise import row_count
 from simulation.skills.templates import render_many
 
 if TYPE_CHECKING:
@@ -335,33 +336,41 @@ class ArrayEngine:
         if not self.neighbors.shape[1]:
             return
         neighbors = self.neighbors.take(active, axis=0)  # faster than fancy indexing
-        present = neighbors >= 0
-        adopted = np.where(present, self.adopted_last[neighbors], _NONE)
-        total = ((adopted >= 0) | (present & ~self.columns["relocated"][neighbors])).sum(axis=1)
-        width = neighbors.shape[1]
-        counts = np.stack([(adopted == kind).sum(axis=1) for kind in range(len(_ADOPTIONS))], 1)
-        first = np.stack(
-            [
-                np.where(counts[:, kind] > 0, (adopted == kind).argmax(axis=1), width)
-                for kind in range(len(_ADOPTIONS))
-            ],
-            1,
+        adopted = self.adopted_last[neighbors]  # a missing neighbour (-1) is masked next
+        # Each (household, neighbour slot) that saw an adoption, household by household and
+        # slot by slot: only households next to an adopter have anything to remember, and
+        # there are few, so the work is done on these pairs rather than on the whole table.
+        seer, slot = np.nonzero((adopted >= 0) & (neighbors >= 0))
+        kinds_count = len(_ADOPTIONS)
+        # A (household, kind) group per kind a household saw; its first pair is where its
+        # neighbours first show that kind, so ordering the groups by it ranks each
+        # household's kinds in the order it saw them.
+        keys, first, seen = np.unique(
+            seer * kinds_count + adopted[seer, slot], return_index=True, return_counts=True
         )
-        ranked = np.argsort(first, axis=1, kind="stable")
+        in_order = np.argsort(first)
+        keys, seen = keys[in_order], seen[in_order]
+        households, kinds = np.divmod(keys, kinds_count)
+        opens = np.ones(len(households), dtype=np.bool_)  # a household's first kind
+        opens[1:] = households[1:] != households[:-1]
+        starts = np.flatnonzero(opens)
+        owner = np.cumsum(opens) - 1  # each group's household, by its place in starts
+        ranks = np.arange(len(keys)) - starts[owner]
+        # Neighbours still there, or gone this year after adopting, of the households that saw.
+        around = neighbors[households[starts]]
+        total = row_count(
+            (around >= 0) & ((self.adopted_last[around] >= 0) | ~self.columns["relocated"][around])
+        )[owner]
         event = config.events.neighbor_adaptation
         tag_sets = [(*event.tags, name) for name in _ADOPTIONS]
-        span = width + 1
-        for rank in range(len(_ADOPTIONS)):
-            # Each household's rank-th kind seen, all of them in one write.
-            kind_at = ranked[:, rank]
-            seen_count = np.take_along_axis(counts, kind_at[:, None], axis=1)[:, 0]
-            which = np.flatnonzero(seen_count > 0)
-            if not len(which):
-                break  # a household that saw no kind at this rank saw none at the next
-            kinds = kind_at[which]
+        span = neighbors.shape[1] + 1
+        for rank in range(int(ranks.max()) + 1 if len(ranks) else 0):
+            # Each household's rank-th kind seen, all of them in one write (in row order).
+            at = np.flatnonzero(ranks == rank)
+            which, kind = households[at], kinds[at]
             # One text per distinct (kind, count, total): neighbourhoods are small, so a few
             # dozen renders serve every household.
-            seen_of = (kinds * span + seen_count[which]) * span + total[which]
+            seen_of = (kind * span + seen[at]) * span + total[at]
             # Small codes: counted (np.bincount), not sorted as np.unique would.
             occurs = np.bincount(seen_of) > 0
             codes = np.flatnonzero(occurs).tolist()
@@ -385,7 +394,7 @@ class ArrayEngine:
                 tag_sets,
                 source="neighbor",
                 text_index=index,
-                tag_index=kinds,
+                tag_index=kind,
             )
             if self.audit is not None:
                 self.audit.queue(active[which], done, which, rank)
