@@ -314,14 +314,34 @@ def test_pool_writes_distinct_tag_sets_by_index():
         pool.write([0, 1, 2], "noted", 0.5, 2, [("a",)], tag_index=[0, 0])
 
 
-def test_year_ends_compact_forgotten_items_and_their_texts():
-    pool = MemoryPool([f"H{n}" for n in range(100)], working_capacity=2, episodic_capacity=2)
-    rows = np.arange(100)
-    for year in range(60):
+def _noting_years(pool: MemoryPool, years: int) -> list[int]:
+    """Write a note and a flood to every household a year; the table's size after each year."""
+    rows = np.arange(len(pool))
+    sizes = []
+    for year in range(years):
         pool.write(rows, [f"Year {year}: note {n}" for n in rows], 0.5, year)
         pool.write(rows, f"Year {year}: flood", 0.9, year)
         pool.end_year(year, rows)
-        assert pool._size <= 2 * 400 + 1024  # 4 live items a household
+        sizes.append(pool._size)
+    return sizes
+
+
+def test_a_small_table_keeps_its_forgotten_items_until_they_are_many(monkeypatch):
+    """Below _FORGOTTEN_KEPT forgotten items a year end leaves the table as it is."""
+    monkeypatch.setattr("simulation.memory.pool._FORGOTTEN_KEPT", 3000)
+    pool = MemoryPool([f"H{n}" for n in range(100)], working_capacity=2, episodic_capacity=2)
+    sizes = _noting_years(pool, 40)
+    # 400 live items (4 a household) and up to 3,000 forgotten ones; 200 more a year.
+    assert sizes[:17] == list(range(200, 3401, 200))
+    assert sizes[17] == 400  # 3,200 forgotten: compacted
+    assert max(sizes) == 3400
+    assert pool.contents(pool.working(7)) == ["Year 38: note 7", "Year 39: note 7"]
+
+
+def test_year_ends_compact_forgotten_items_and_their_texts(monkeypatch):
+    monkeypatch.setattr("simulation.memory.pool._FORGOTTEN_KEPT", 0)
+    pool = MemoryPool([f"H{n}" for n in range(100)], working_capacity=2, episodic_capacity=2)
+    assert max(_noting_years(pool, 60)) <= 2 * 400 + 1024  # 4 live items a household
     assert len(pool._texts) <= pool._size
     assert pool.contents(pool.working(7)) == ["Year 58: note 7", "Year 59: note 7"]
     assert pool.contents(pool.episodic(7)) == ["Year 58: flood", "Year 59: flood"]

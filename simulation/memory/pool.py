@@ -92,6 +92,11 @@ _GROWTH = 0.25
 #: given, so that a table sized for its memories need not grow (growing copies it, and keeps
 #: the larger size). Unused texts are dropped once they reach this share of the used ones.
 _SLACK = _GROWTH / 2
+#: Forgotten items kept however few the live ones: dropping them from a small table saves a
+#: few megabytes but costs a pass over it and a rebuilt text map (0.5 ms or so at 1,000
+#: households, every fourth year). From about 2,000,000 live items (40,000 full memories),
+#: ``_SLACK`` of them is more and decides alone.
+_FORGOTTEN_KEPT = 1 << 18
 _LOAD_BATCH = 65_536  # items copied from object memories at a time (see from_memories)
 #: Table entries :meth:`MemoryPool.compact` indexes or copies at a time.
 _COMPACT_BLOCK = 1 << 20
@@ -788,9 +793,12 @@ class MemoryPool:
             What :meth:`consolidate` moved.
         """
         live = int(self._working_size.sum() + self._episodic_size.sum())
+        forgotten = self._size - live
         # Compacting copies the whole table: it waits until the table is also nearly full (a
         # table sized for full memories already is; a growing one compacts less often).
-        if self._size > max(live * (1 + _SLACK) + _INITIAL_ITEMS, self._capacity * (1 - _SLACK)):
+        if forgotten > max(live * _SLACK + _INITIAL_ITEMS, _FORGOTTEN_KEPT) and self._size > (
+            self._capacity * (1 - _SLACK)
+        ):
             self.compact()
         rows = (
             np.arange(len(self), dtype=np.int64)
@@ -804,8 +812,8 @@ class MemoryPool:
         """Drop the items no store holds any more, and unused texts once there are enough.
 
         Forgotten items stay in the item table until this runs (:meth:`end_year` runs it first
-        once they reach an eighth of the live ones and the table is seven eighths full), so
-        item indices are valid until then. Texts no item uses stay until they are an eighth of
+        once they reach an eighth of the live ones and ``_FORGOTTEN_KEPT``, and the table is
+        seven eighths full), so item indices are valid until then. Texts no item uses stay until they are an eighth of
         those used.
         """
         # Marks rather than np.unique, and every pass over the table a block at a time: at
