@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulation.memory import CognitiveMemory
-from simulation.memory.pool import POOL_STORES, MemoryPool
+from simulation.memory.pool import _MIN_GROWTH, POOL_STORES, MemoryPool
 
 HOUSEHOLDS = 4
 # Few distinct importances and years, so that equal ranking keys (ties) are common.
@@ -329,6 +329,7 @@ def _noting_years(pool: MemoryPool, years: int) -> list[int]:
 def test_a_small_table_keeps_its_forgotten_items_until_they_are_many(monkeypatch):
     """Below _FORGOTTEN_KEPT forgotten items a year end leaves the table as it is."""
     monkeypatch.setattr("simulation.memory.pool._FORGOTTEN_KEPT", 3000)
+    monkeypatch.setattr("simulation.memory.pool._MIN_GROWTH", 0)  # a table of its own size
     pool = MemoryPool([f"H{n}" for n in range(100)], working_capacity=2, episodic_capacity=2)
     sizes = _noting_years(pool, 40)
     # 400 live items (4 a household) and up to 3,000 forgotten ones; 200 more a year.
@@ -338,8 +339,22 @@ def test_a_small_table_keeps_its_forgotten_items_until_they_are_many(monkeypatch
     assert pool.contents(pool.working(7)) == ["Year 38: note 7", "Year 39: note 7"]
 
 
+def test_a_full_table_grows_by_a_quarter_and_at_least_min_growth(monkeypatch):
+    pool = MemoryPool([f"H{n}" for n in range(10)], working_capacity=2, episodic_capacity=2)
+    start = pool._capacity
+    for year in range(start // 10 + 1):
+        pool.write(np.arange(10), "note", 0.5, year)
+    assert pool._capacity == start + _MIN_GROWTH
+    monkeypatch.setattr("simulation.memory.pool._MIN_GROWTH", 0)
+    grown = pool._capacity
+    for year in range((grown - pool._size) // 10 + 1):
+        pool.write(np.arange(10), "note", 0.5, year)
+    assert pool._capacity == int(grown * 1.25)
+
+
 def test_year_ends_compact_forgotten_items_and_their_texts(monkeypatch):
     monkeypatch.setattr("simulation.memory.pool._FORGOTTEN_KEPT", 0)
+    monkeypatch.setattr("simulation.memory.pool._MIN_GROWTH", 0)  # a table of its own size
     pool = MemoryPool([f"H{n}" for n in range(100)], working_capacity=2, episodic_capacity=2)
     assert max(_noting_years(pool, 60)) <= 2 * 400 + 1024  # 4 live items a household
     assert len(pool._texts) <= pool._size

@@ -87,6 +87,9 @@ _INITIAL_ITEMS = 1024
 #: 100,000 full memories, claim 900 MB more at the first write for a year's few hundred
 #: thousand new items (and copy the old 450 MB alongside).
 _GROWTH = 0.25
+#: ... but by at least this many items (about 4 MB): growing copies the table, and a small
+#: table grown by a quarter at a time was copied a dozen times in a 1,000-household run.
+_MIN_GROWTH = 1 << 16
 #: Forgotten items are dropped (:meth:`MemoryPool.compact`) at a year end once they reach this
 #: share of the live ones and the table is full but for this share: half the room the table is
 #: given, so that a table sized for its memories need not grow (growing copies it, and keeps
@@ -225,7 +228,9 @@ class MemoryPool:
         """Reserve ``count`` rows of the item table and return their indices."""
         start, end = self._size, self._size + count
         if end > self._capacity:
-            self._allocate(max(end, int(self._capacity * (1 + _GROWTH))))
+            self._allocate(
+                max(end, int(self._capacity * (1 + _GROWTH)), self._capacity + _MIN_GROWTH)
+            )
         self._size = end
         return np.arange(start, end, dtype=np.int64)
 
