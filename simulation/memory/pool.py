@@ -88,7 +88,7 @@ _INITIAL_ITEMS = 1024
 #: thousand new items (and copy the old 450 MB alongside).
 _GROWTH = 0.25
 #: ... but by at least this many items (about 4 MB): growing copies the table, and a small
-#: table grown by a quarter at a time was copied a dozen times in a 1,000-household run.
+#: table grown by a quarter at a time was copied 19 times in a 1,000-household run of 31 years.
 _MIN_GROWTH = 1 << 16
 #: Forgotten items are dropped (:meth:`MemoryPool.compact`) at a year end once they reach this
 #: share of the live ones and the table is full but for this share: half the room the table is
@@ -818,8 +818,8 @@ class MemoryPool:
 
         Forgotten items stay in the item table until this runs (:meth:`end_year` runs it first
         once they reach an eighth of the live ones and ``_FORGOTTEN_KEPT``, and the table is
-        seven eighths full), so item indices are valid until then. Texts no item uses stay until they are an eighth of
-        those used.
+        seven eighths full), so item indices are valid until then. Texts no item uses stay until
+        they are an eighth of those used.
         """
         # Marks rather than np.unique, and every pass over the table a block at a time: at
         # 100,000 full memories the table holds millions of items, and a whole-table index or
