@@ -115,6 +115,26 @@ def test_strings_and_tags_are_encoded_as_orjson_encodes_them(values):
     assert _values(strings(values)) == [orjson.dumps(v) for v in values]
 
 
+# Printable ASCII: mostly texts cut from one encoding of the whole list, and now and then one
+# with a quote or a backslash, which orjson escapes.
+ascii_texts = st.text(st.characters(min_codepoint=32, max_codepoint=126))
+
+
+@given(st.lists(st.one_of(ascii_texts, st.just(()), st.none(), ints)))
+def test_strings_cut_from_one_encoding_are_orjsons(values):
+    """Texts, empty tag sets, nulls and numbers: each entry as orjson encodes it alone."""
+    assert _values(strings(iter(values))) == [orjson.dumps(v) for v in values]
+
+
+def test_strings_of_many_plain_texts_are_cut_from_one_encoding():
+    texts = [f"Year {n}: a flood of {n % 7}.5 ft, damage ${n * 1234:,}" for n in range(5000)]
+    assert _values(strings(texts)) == [orjson.dumps(t) for t in texts]
+    assert _values(strings([*texts, 'the "levee"'])) == [
+        *(orjson.dumps(t) for t in texts),
+        b'"the \\"levee\\""',
+    ]
+
+
 @given(st.lists(st.lists(floats, max_size=6)), st.lists(st.lists(ints, max_size=6)))
 def test_numbers_are_joined_row_by_row_from_one_encoding(float_rows, int_rows):
     for rows, dtype in ((float_rows, float), (int_rows, np.int64)):

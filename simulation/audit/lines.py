@@ -81,6 +81,7 @@ _ENTRY_SEPARATOR = pa.scalar(b",", _BINARY)
 _NULL = pa.scalar(None, _BINARY)
 _OPEN, _CLOSE = pa.scalar(b"{", _BINARY), pa.scalar(b"}", _BINARY)
 _EMPTY_OBJECT = pa.array([b"{}"], _BINARY)
+_BIG = 2**31  # a binary array's offsets are 32-bit
 
 
 def encoded(value: Any) -> bytes:
@@ -228,10 +229,35 @@ def strings(values: Iterable[Any]) -> pa.Array:
     """Each of ``values`` (strings, tuples of strings, ...) as orjson encodes it.
 
     Meant for tables of distinct values, taken from by code (``strings(names).take(codes)``).
-    Each encoding is copied out of orjson's 4 KB object (:func:`encoded`) before the next is
-    made: the table of 100,000 household ids would otherwise pass through 400 MB.
+    orjson encodes the whole list at once, and the entries are cut from that encoding where
+    each is as long as it can be at the least: ``len(value) + 2`` bytes, an ASCII text without
+    escapes between its quotes (or an empty tuple). No encoding is shorter, so when the whole
+    list's length is the sum of these, every entry's is, and their bounds follow from the
+    lengths alone. 10,000 memory texts took 0.45 ms this way, against 2.8 ms one by one.
+    Otherwise (an escape, a character beyond ASCII, a tag set) each value is encoded on its
+    own and copied out of orjson's 4 KB object (:func:`encoded`) before the next is made: the
+    table of 100,000 household ids would otherwise pass through 400 MB.
     """
-    return pa.array([encoded(value) for value in values], _BINARY)
+    values = values if isinstance(values, list) else list(values)
+    count = len(values)
+    if not count:
+        return pa.array([], _BINARY)
+    text = orjson.dumps(values)
+    try:
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=count)
+    except TypeError:  # a value without a length (a number): encoded on its own
+        lengths = None
+    # '[' + the entries, each followed by ',' (the last by ']'): len(value) + 3 bytes apiece.
+    if lengths is None or len(text) != int(lengths.sum()) + 3 * count + 1 or len(text) >= _BIG:
+        return pa.array([encoded(value) for value in values], _BINARY)
+    ends = np.empty(count + 1, dtype=np.int32)
+    ends[0] = 1
+    np.cumsum(lengths + 3, out=ends[1:])
+    ends[1:] += 1
+    terminated = pa.Array.from_buffers(
+        _BINARY, count, [None, pa.py_buffer(ends), pa.py_buffer(text)]
+    )
+    return pc.binary_slice(terminated, 0, -1)
 
 
 def separated(values: pa.Array) -> pa.Array:
