@@ -6,9 +6,10 @@ dwarfs a handful of values: ``table.max(axis=1)`` over 1,000 rows of 5 floats to
 one whole-column operation per column, took 5 µs and 0.85 ms. The year's decisions and
 retrievals reduce such tables a dozen times, so these functions do it column by column.
 
-The results are numpy's own, bit for bit: maxima, ``any`` and counts do not depend on the
-order of their operands, and :func:`row_cumsum` and :func:`row_sum_in_order` add left to
-right, as ``np.cumsum`` does. Tables wider than :data:`NARROW` columns go to numpy, whose
+The results are numpy's own: maxima (NaN wherever numpy's is, though not always with its sign
+bit), ``any`` and counts do not depend on the order of their operands, and the sums of
+:func:`row_cumsum` and :func:`row_sum_in_order` are numpy's bit for bit, added left to right
+as ``np.cumsum`` adds them. Tables wider than :data:`NARROW` columns go to numpy, whose
 per-row cost is then spread over enough values.
 
 Example:
