@@ -282,32 +282,14 @@ class ArrayEngine:
         """
         if not len(rows):
             return
-        texts: list[str] = []
-        text_index = np.empty(len(rows), dtype=np.int64)
-        importance = np.empty(len(rows))
-        tag_sets: list[tuple[str, ...]] = []
-        tag_index = np.empty(len(rows), dtype=np.int64)
+        memories = _Gathered(len(rows))
         for event, which in events:
             if not which.any():
                 continue
             columns = {name: column[which].tolist() for name, column in values.items()}
             rendered = render_many(event.template, {"year": year}, columns)
-            text_index[which] = np.arange(len(texts), len(texts) + len(rendered))
-            texts += rendered
-            importance[which] = event.importance
-            tag_index[which] = len(tag_sets)
-            tag_sets.append(tuple(event.tags))
-        done = self.pool.write(
-            rows,
-            texts,
-            importance,
-            year,
-            tag_sets,
-            source=source,
-            amount=amount,
-            text_index=text_index,
-            tag_index=tag_index,
-        )
+            memories.add(which, rendered, event.importance, event.tags)
+        done = memories.write(self.pool, rows, year, source=source, amount=amount)
         if self.audit is not None:
             self.audit.queue(rows, done, keys, rank)
 
@@ -630,14 +612,9 @@ class ArrayEngine:
         was_insured = columns["has_insurance"][rows] | columns["has_contents_insurance"][rows]
         renews = model._renews
         elevation_cost = model.config.adaptation.elevation_cost
-        m = len(rows)
         # Every household's decision memory goes in one pool write: its text, importance and
         # tags are the skill's, rendered as each skill executes (a template may read the state).
-        texts: list[str] = []
-        text_index = np.empty(m, dtype=np.int64)
-        importance = np.empty(m)
-        tag_sets: list[tuple[str, ...]] = []
-        tag_index = np.empty(m, dtype=np.int64)
+        memories = _Gathered(len(rows))
         for j, skill_id in enumerate(self.skill_ids):
             which = chosen == j
             if not which.any():
@@ -663,13 +640,7 @@ class ArrayEngine:
             stat = DECISION_STATS.get(skill_id)
             if stat is not None:
                 stats[stat] += int(np.count_nonzero(which))
-            rendered, importance[which], tags, index = self._decision_texts(
-                skill_id, these, cost, year, elevation_cost
-            )
-            text_index[which] = index + len(texts)
-            texts += rendered
-            tag_index[which] = len(tag_sets)
-            tag_sets.append(tags)
+            memories.add(which, *self._decision_texts(skill_id, these, cost, year, elevation_cost))
         premiums = paid[self.buys_insurance[chosen]]
         # Added premium by premium in the decision order, as the object path adds them.
         model.premiums_collected = float(
@@ -679,16 +650,7 @@ class ArrayEngine:
         self.decided[rows] = chosen
         self.decided_cost[rows] = paid
         self.decided_tp[rows] = tp
-        return self.pool.write(
-            rows,
-            texts,
-            importance,
-            year,
-            tag_sets,
-            source="decision",
-            text_index=text_index,
-            tag_index=tag_index,
-        )
+        return memories.write(self.pool, rows, year, source="decision")
 
     def _decision_texts(
         self,
@@ -850,6 +812,55 @@ def _release(obj: Any) -> None:
     original = type(obj).__dict__.get(_UNHELD)
     if original is not None:
         obj.__class__ = original
+
+
+class _Gathered:
+    """One pool write's memories, gathered a group of its rows at a time.
+
+    Each group (a mask over the write's rows) brings its rendered texts, its importance and
+    its tags; :meth:`write` then makes one pool write of them all, as a write costs about the
+    same for one row as for a hundred.
+    """
+
+    __slots__ = ("importance", "tag_index", "tag_sets", "text_index", "texts")
+
+    def __init__(self, count: int) -> None:
+        self.texts: list[str] = []
+        self.text_index = np.empty(count, dtype=np.int64)
+        self.importance = np.empty(count)
+        self.tag_sets: list[tuple[str, ...]] = []
+        self.tag_index = np.empty(count, dtype=np.int64)
+
+    def add(
+        self,
+        which: NDArray[np.bool_],
+        texts: list[str],
+        importance: float,
+        tags: Sequence[str],
+        index: NDArray[np.int64] | None = None,
+    ) -> None:
+        """Give the rows of ``which`` these texts (``index``: each row's; else one apiece)."""
+        start = len(self.texts)
+        self.text_index[which] = start + (np.arange(len(texts)) if index is None else index)
+        self.texts += texts
+        self.importance[which] = importance
+        self.tag_index[which] = len(self.tag_sets)
+        self.tag_sets.append(tuple(tags))
+
+    def write(
+        self, pool: MemoryPool, rows: NDArray[np.int64], year: int, **options: Any
+    ) -> PoolWrite:
+        """Write the gathered memories to ``rows`` (``options``: :meth:`MemoryPool.write`'s)."""
+        return pool.write(
+            rows,
+            self.texts,
+            self.importance,
+            year,
+            self.tag_sets,
+            text_index=self.text_index,
+            tag_index=self.tag_index,
+            **options,
+        )
 
 
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, NDArray[np.int64]]:
