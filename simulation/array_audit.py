@@ -247,7 +247,7 @@ class ArrayAudit:
         choices: dict[str, np.ndarray],
         state_changes: StateChanges,
         written: PoolWrite,
-        top_k: int,
+        parameters: dict[str, Any],
     ) -> None:
         """Log each audited household's retrieval, decision memory and trace, in order.
 
@@ -260,7 +260,8 @@ class ArrayAudit:
             choices: ``skill`` (column), ``cost``, ``tp`` and ``cp`` of each household.
             state_changes: What executing changed, for each audited household.
             written: Each household's decision memory write, in decision order.
-            top_k: The retrieval's ``top_k``.
+            parameters: The parameters of the ``retrieve_memory`` calls
+                (:func:`~simulation.cycle.retrieval_parameters`).
         """
         pool = self.pool
         audited = np.flatnonzero(self.audited[rows])
@@ -302,7 +303,7 @@ class ArrayAudit:
                     cp,
                     state_changes,
                 ),
-                {"top_k": top_k, "current_year": year},
+                parameters,
             )
 
         self.writer.later(log)

@@ -16,7 +16,7 @@ that reaches a result is added in the object path's order.
 
 The engine covers the configurations whose every step it implements
 (:func:`simulation.config.array_engine_limits` names what it does not: another decision policy,
-weighted retrieval, other retention policies, reflection, the full audit trail); the standard
+a retrieval query, other retention policies, reflection, the full audit trail); the standard
 and minimal trails go through :class:`~simulation.array_audit.ArrayAudit`. The households'
 objects are brought up to date by :meth:`ArrayEngine.store`; the model does it whenever one of
 them is read.
@@ -32,7 +32,13 @@ import numpy as np
 from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, HouseholdState, ZoneColumn
 from simulation.array_audit import ArrayAudit
 from simulation.audit.writer import DYNAMIC_FIELDS, StateChanges
-from simulation.cycle import ADOPTION_PHRASES, DECISION_STATS, INSURANCE_SKILLS, POLICY_FLAGS
+from simulation.cycle import (
+    ADOPTION_PHRASES,
+    DECISION_STATS,
+    INSURANCE_SKILLS,
+    POLICY_FLAGS,
+    retrieval_parameters,
+)
 from simulation.decisions.base import DrawnUniform, Option
 from simulation.decisions.pmt import MEMORY_KINDS, PMTPolicy, kind_needs_amount, kind_of
 from simulation.hazard import Sites
@@ -511,7 +517,7 @@ class ArrayEngine:
             {"skill_ids": self.skill_ids, "skill": chosen, "cost": paid, "tp": tp, "cp": cps},
             changes,
             written,
-            model.config.memory.retrieval.top_k,
+            retrieval_parameters(model.config.memory.retrieval, year),
         )
         return tp
 

@@ -54,7 +54,13 @@ from simulation.agents.state import (
 from simulation.array_engine import ArrayEngine
 from simulation.audit.writer import changed_state, dynamic_state
 from simulation.config import ConfigError, ConfigWarning, is_curve_file, warn_ignored_keys
-from simulation.cycle import ADOPTION_PHRASES, DECISION_STATS, INSURANCE_SKILLS, POLICY_FLAGS
+from simulation.cycle import (
+    ADOPTION_PHRASES,
+    DECISION_STATS,
+    INSURANCE_SKILLS,
+    POLICY_FLAGS,
+    retrieval_parameters,
+)
 from simulation.decisions.base import DrawnUniform
 from simulation.decisions.llm import (
     CacheMiss,
@@ -1015,13 +1021,7 @@ class FloodAdaptationModel(mesa.Model):
         audit, state = self.audit, household.state
         if audit is None or not audit.audits(state.agent_id):
             return
-        retrieval = self.config.memory.retrieval
-        parameters = {"top_k": retrieval.top_k, "current_year": gathered.year}
-        if retrieval.strategy != "spec":
-            # The scores of weighted retrieval depend on the query: the trail names it, so that
-            # they can be explained from the trail alone (spec lines stay as the seed's).
-            parameters["strategy"] = retrieval.strategy
-            parameters["query"] = retrieval.query
+        parameters = retrieval_parameters(self.config.memory.retrieval, gathered.year)
         audit.tool_invocation(state.agent_id, parameters, gathered.retrieved)
         if audit.level == "full":
             gathered.before = dynamic_state(state)

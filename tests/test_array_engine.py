@@ -76,8 +76,25 @@ def _assert_same_households(
             "memory.consolidation_threshold=0.5",
         ),
         ("damage.curves=jrc_north_america", "social.observe=false"),
+        # Weighted retrieval (no query): recency by last access, both terms min-max scaled.
+        (
+            "memory.retrieval.strategy=weighted",
+            "memory.retrieval.w_recency=0.5",
+            "memory.retrieval.recency_decay=0.8",
+            "households.prior_flood_share=0.4",
+            "memory.episodic_capacity=5",
+        ),
     ],
-    ids=["default", "seeded", "subsidy-budget", "small-world", "von-neumann", "tiny-memory", "jrc"],
+    ids=[
+        "default",
+        "seeded",
+        "subsidy-budget",
+        "small-world",
+        "von-neumann",
+        "tiny-memory",
+        "jrc",
+        "weighted",
+    ],
 )
 def test_both_engines_give_the_same_run(overrides):
     objects, arrays = _pair(*overrides)
@@ -260,7 +277,14 @@ def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path):
     [
         (["audit.level=full"], "audit.level full"),
         (["audit.level=off", "decision.policy=llm"], "decision.policy llm"),
-        (["audit.level=off", "memory.retrieval.strategy=weighted"], "strategy weighted"),
+        (
+            [
+                "audit.level=off",
+                "memory.retrieval.strategy=weighted",
+                "memory.retrieval.query=flood damage",
+            ],
+            "memory.retrieval.query",
+        ),
         (["audit.level=off", "memory.retention.policy=fifo"], "retention.policy fifo"),
         (["audit.level=off", "memory.reflection.enabled=true"], "reflection.enabled true"),
     ],
@@ -279,7 +303,15 @@ def test_configs_the_array_engine_does_not_implement_are_refused(overrides, name
         (["audit.level=minimal"], "arrays"),
         (["audit.level=full"], "objects"),
         (["audit.level=off", "decision.policy=llm"], "objects"),
-        (["audit.level=off", "memory.retrieval.strategy=weighted"], "objects"),
+        (["audit.level=off", "memory.retrieval.strategy=weighted"], "arrays"),
+        (
+            [
+                "audit.level=off",
+                "memory.retrieval.strategy=weighted",
+                "memory.retrieval.query=flood damage",
+            ],
+            "objects",
+        ),
         (["audit.level=off", "memory.reflection.enabled=true"], "objects"),
         (["engine=objects"], "objects"),
     ],
@@ -368,8 +400,9 @@ def _streams_of_both(
         ("audit.level=minimal", "social.neighborhood=small_world"),
         # The lines made on the run's own thread (the others are written behind it).
         ("audit.background=false",),
+        ("memory.retrieval.strategy=weighted", "households.prior_flood_share=0.4"),
     ],
-    ids=["standard", "consolidating", "sampled-gzip", "minimal", "one-thread"],
+    ids=["standard", "consolidating", "sampled-gzip", "minimal", "one-thread", "weighted"],
 )
 def test_both_engines_write_the_same_audit_trail(tmp_path, overrides):
     settings = ["households.count=200", "years=12", "audit.timestamps=false", *overrides]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulation.memory import CognitiveMemory
+from simulation.memory import CognitiveMemory, RetrievalSettings
 from simulation.memory.pool import _MIN_GROWTH, POOL_STORES, MemoryPool
 
 HOUSEHOLDS = 4
@@ -31,11 +31,31 @@ operation = st.one_of(
     ),
 )
 
+# The strategies a pool implements: spec, and weighted without a query (with the recency
+# decay its own or the memory's, and a weight at zero).
+retrievals = st.sampled_from(
+    [
+        RetrievalSettings(),
+        RetrievalSettings(strategy="weighted"),
+        RetrievalSettings(strategy="weighted", w_recency=0.3, w_importance=2.0, recency_decay=0.8),
+        RetrievalSettings(strategy="weighted", w_recency=0.0),
+    ]
+)
 
-def _build(working: int, episodic: int, threshold: float, decay: float):
+
+def _build(
+    working: int,
+    episodic: int,
+    threshold: float,
+    decay: float,
+    retrieval: RetrievalSettings | None = None,
+):
     ids = [f"H{n}" for n in range(HOUSEHOLDS)]
-    memories = [CognitiveMemory(i, working, episodic, threshold, decay) for i in ids]
-    return memories, MemoryPool(ids, working, episodic, threshold, decay)
+    retrieval = retrieval or RetrievalSettings()
+    memories = [
+        CognitiveMemory(i, working, episodic, threshold, decay, retrieval=retrieval) for i in ids
+    ]
+    return memories, MemoryPool(ids, working, episodic, threshold, decay, retrieval=retrieval)
 
 
 def _held(pool: MemoryPool, row: int) -> set[int]:
@@ -143,10 +163,11 @@ def _retrieve(memories, pool, targets, k, when):
     st.integers(min_value=1, max_value=5),
     st.sampled_from([0.0, 0.5, 0.7, 1.0]),
     st.sampled_from([0.5, 0.898, 0.95, 1.0]),
+    retrievals,
 )
-def test_pool_matches_cognitive_memory(ops, working, episodic, threshold, decay):
+def test_pool_matches_cognitive_memory(ops, working, episodic, threshold, decay, retrieval):
     """Any sequence of writes, pins, consolidations and retrievals gives equal results."""
-    memories, pool = _build(working, episodic, threshold, decay)
+    memories, pool = _build(working, episodic, threshold, decay, retrieval)
     for op in ops:
         kind, *args = op
         if kind == "write":
@@ -163,15 +184,48 @@ def test_pool_matches_cognitive_memory(ops, working, episodic, threshold, decay)
             _retrieve(memories, pool, *args)
         _same_stores(memories, pool)
     _same_snapshots(memories, pool, working, episodic, threshold, decay)
-    _same_snapshots(
-        memories, MemoryPool.from_memories(memories), working, episodic, threshold, decay
-    )
+    copied = MemoryPool.from_memories(memories)
+    assert copied.retrieval == retrieval
+    _same_snapshots(memories, copied, working, episodic, threshold, decay)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(rows, importance, year, st.booleans()), max_size=25),
+    st.sampled_from([0.5, 0.7]),
+    retrievals,
+    st.integers(min_value=1, max_value=8),
+    year,
+)
+def test_pool_retrieves_an_item_in_both_stores_once(writes, threshold, retrieval, k, when):
+    """Items written to working memory and consolidated sit in both stores: one candidate."""
+    memories, _ = _build(3, 4, threshold, 0.9, retrieval)
+    for targets, value, written, consolidate in writes:
+        for r in targets:
+            memories[r].write(f"Year {written}: note {value}", value, written, store="working")
+            if consolidate:
+                memories[r].consolidate_detailed()
+    pool = MemoryPool.from_memories(memories)
+    _retrieve(memories, pool, list(range(HOUSEHOLDS)), k, when)
+    _same_snapshots(memories, pool, 3, 4, threshold, 0.9)  # access counts refreshed alike
+
+
+def test_weighted_retrieval_scales_values_within_1e_12_to_one_half():
+    """Importances that differ by less than 1e-12 carry no ranking, as CognitiveMemory has it."""
+    memories, pool = _build(3, 4, 0.7, 0.9, RetrievalSettings(strategy="weighted"))
+    for value in (0.5, 0.5 + 1e-13, 0.5 - 1e-13):
+        _write(memories, pool, [0, 1], [value, 0.4, 0.0, 0.0], 2)
+    _retrieve(memories, pool, [0, 1], 3, 4)
+    scores = pool.retrieve([0, 1], 3, 4).scores.tolist()
+    assert scores == [[1.0] * 3] * 2  # recency and importance alike in each: 0.5 + 0.5
 
 
 def _same_snapshots(memories, pool, working, episodic, threshold, decay) -> None:
     """The pool's households, stored into fresh object memories, snapshot as the originals."""
     for row, memory in enumerate(memories):
-        fresh = CognitiveMemory(memory.agent_id, working, episodic, threshold, decay)
+        fresh = CognitiveMemory(
+            memory.agent_id, working, episodic, threshold, decay, retrieval=pool.retrieval
+        )
         pool.store_into(row, fresh)
         assert fresh.to_dict() == memory.to_dict()
 
@@ -266,11 +320,16 @@ def test_pool_item_table_grows_past_its_first_allocation():
 
 
 def test_pool_refuses_memories_it_does_not_implement():
-    from simulation.memory import RetrievalSettings
-
-    weighted = CognitiveMemory("H1", retrieval=RetrievalSettings(strategy="weighted"))
-    with pytest.raises(ValueError, match="H1: a pool does not implement retrieval strategy"):
-        MemoryPool.from_memories([CognitiveMemory("H0"), weighted])
+    weighted = RetrievalSettings(strategy="weighted")
+    with pytest.raises(ValueError, match="H1 has other retrieval settings than the first"):
+        MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory("H1", retrieval=weighted)])
+    asking = RetrievalSettings(strategy="weighted", query="flood insurance")
+    with pytest.raises(
+        ValueError, match="H0: a pool does not implement relevance to a retrieval query"
+    ):
+        MemoryPool.from_memories([CognitiveMemory("H0", retrieval=asking)])
+    with pytest.raises(ValueError, match=r"relevance to a retrieval query \('flood insurance'\)"):
+        MemoryPool(["H0"], retrieval=asking)
     with pytest.raises(ValueError, match="other capacities"):
         MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory("H1", 3)])
     held = CognitiveMemory("H2")

@@ -14,7 +14,8 @@ few numpy calls:
 
 The pool implements the seed-000 configuration of ``CognitiveMemory`` exactly: ``spec``
 retrieval, the ``decayed_importance`` retention policy, consolidation, pinned items, and no
-reflection or tiering. Equal calls give equal items, scores, orders, evictions and access
+reflection or tiering; and ``weighted`` retrieval without a query (recency and importance, no
+relevance). Equal calls give equal items, scores, orders, evictions and access
 counts (``tests/test_memory_pool.py`` checks this against ``CognitiveMemory`` operation by
 operation). Decay factors and the logarithms that rank items are computed with Python's float
 arithmetic, as the object memory computes them, so that ties break the same way.
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from simulation.memory.item import SOURCES, MemoryItem
-from simulation.memory.settings import check_fraction, check_positive_int
+from simulation.memory.settings import RetrievalSettings, check_fraction, check_positive_int
 from simulation.rowwise import row_count, row_cumsum
 
 if TYPE_CHECKING:
@@ -151,10 +152,13 @@ class MemoryPool:
         consolidation_threshold: Importance at or above which a write goes to episodic memory
             and :meth:`consolidate` copies a working item there.
         decay_rate: Per-year decay of importance in (0, 1].
+        retrieval: How :meth:`retrieve` ranks memories: ``spec`` (the default) or ``weighted``
+            without a query (``top_k`` and ``relevance`` are not read: :meth:`retrieve` takes
+            its ``top_k``, and relevance is scored only against a query).
 
     Raises:
-        ValueError: For a capacity below 1, a threshold outside [0, 1] or a decay rate outside
-            (0, 1], naming the argument and the value.
+        ValueError: For a capacity below 1, a threshold outside [0, 1], a decay rate outside
+            (0, 1] (naming the argument and the value), or retrieval with a query.
     """
 
     def __init__(
@@ -164,19 +168,28 @@ class MemoryPool:
         episodic_capacity: int = 50,
         consolidation_threshold: float = 0.7,
         decay_rate: float = 0.95,
+        *,
+        retrieval: RetrievalSettings | None = None,
     ):
         check_positive_int("working_capacity", working_capacity)
         check_positive_int("episodic_capacity", episodic_capacity)
         check_fraction("consolidation_threshold", consolidation_threshold)
         check_fraction("decay_rate", decay_rate, low_open=True)
+        retrieval = RetrievalSettings() if retrieval is None else retrieval
+        if retrieval.query is not None:
+            msg = f"a pool does not implement relevance to a retrieval query ({retrieval.query!r})"
+            raise ValueError(msg)
         self.agent_ids = tuple(str(agent_id) for agent_id in agent_ids)
         n = len(self.agent_ids)
         self.working_capacity = working_capacity
         self.episodic_capacity = episodic_capacity
         self.consolidation_threshold = float(consolidation_threshold)
         self.decay_rate = float(decay_rate)
+        self.retrieval = retrieval
         self._log_decay = math.log(self.decay_rate)
-        self._decay_powers = np.ones(1)  # decay ** age for ages 0, 1, ... (grown on demand)
+        # rate ** age for ages 0, 1, ... by rate (grown on demand): the decay of importance,
+        # and weighted retrieval's decay of recency.
+        self._powers: dict[float, NDArray[np.float64]] = {}
         self._texts: list[str] = []
         self._text_ids: dict[str, int] = {}
         self._tag_sets: list[tuple[str, ...]] = []
@@ -269,20 +282,26 @@ class MemoryPool:
         logs = np.array([math.log(v) if v > 0.0 else -math.inf for v in distinct.tolist()])
         return year * self._log_decay - logs[where.reshape(importance.shape)]
 
-    def _decay_factors(self, ages: NDArray[np.int64]) -> NDArray[np.float64]:
-        """``decay ** age`` for integer ages, each computed once with Python's float power."""
+    def _decay_factors(
+        self, ages: NDArray[np.int64], rate: float | None = None
+    ) -> NDArray[np.float64]:
+        """``rate ** age`` for integer ages, each computed once with Python's float power.
+
+        Args:
+            ages: The ages, of any shape.
+            rate: The decay per year; ``None``: the pool's ``decay_rate``.
+        """
+        rate = self.decay_rate if rate is None else rate
         if ages.size == 0:
             return np.ones(ages.shape)
         low, high = int(ages.min()), int(ages.max())
-        if low < 0:  # retrieving before an item's year: rare, computed apart
+        if low < 0:  # retrieving before an item's year (or last access): rare, computed apart
             distinct, where = np.unique(ages, return_inverse=True)
-            decay = self.decay_rate
-            powers = np.array([decay ** int(age) for age in distinct.tolist()])
+            powers = np.array([rate ** int(age) for age in distinct.tolist()])
             return powers[where.reshape(ages.shape)]
-        table = self._decay_powers
-        if high >= len(table):
-            decay = self.decay_rate
-            table = self._decay_powers = np.array([decay**age for age in range(2 * high + 1)])
+        table = self._powers.get(rate)
+        if table is None or high >= len(table):
+            table = self._powers[rate] = np.array([rate**age for age in range(2 * high + 1)])
         return table[ages]
 
     # ------------------------------------------------------- object memories
@@ -291,23 +310,24 @@ class MemoryPool:
         """A pool holding copies of ``memories`` (their items, stores, counters), row by row.
 
         Raises:
-            ValueError: If the memories differ in capacity, threshold or decay, or use what a
-                pool does not implement (another retrieval strategy or retention policy,
-                reflection, semantic or archived items).
+            ValueError: If the memories differ in capacity, threshold, decay or retrieval
+                settings, or use what a pool does not implement (a retrieval query, another
+                retention policy, reflection, semantic or archived items).
         """
         if not memories:
             msg = "a pool needs at least one memory"
             raise ValueError(msg)
         first = memories[0]
+        for memory in memories:
+            _check_poolable(memory, first)
         pool = cls(
             [memory.agent_id for memory in memories],
             first.working_capacity,
             first.episodic_capacity,
             first.consolidation_threshold,
             first.decay_rate,
+            retrieval=first.retrieval,
         )
-        for memory in memories:
-            _check_poolable(memory, first)
         # The table is sized once, and items are copied a batch at a time: at 100,000 full
         # memories a column of Python values for every item at once would take gigabytes.
         count = sum(_distinct_count(m) for m in memories)
@@ -874,11 +894,12 @@ class MemoryPool:
     def retrieve(
         self, rows: ArrayLike, top_k: int, year: int | ArrayLike | None = None
     ) -> PoolRetrieval:
-        """The ``spec`` retrieval of ``CognitiveMemory.retrieve_scored`` for each of ``rows``.
+        """``CognitiveMemory.retrieve_scored`` for each of ``rows``, by the pool's strategy.
 
-        Working memory comes first, most recent year first, then higher importance, then the
-        newest; then episodic memory by decayed importance, skipping items already returned
-        from working memory. Every returned item's access count and last access are refreshed.
+        ``spec``: working memory comes first, most recent year first, then higher importance,
+        then the newest; then episodic memory by decayed importance, skipping items already
+        returned from working memory. ``weighted``: see :meth:`_retrieve_weighted`. Every
+        returned item's access count and last access are refreshed.
 
         Args:
             rows: The households retrieving, each at most once.
@@ -906,12 +927,9 @@ class MemoryPool:
             else np.broadcast_to(np.asarray(year, dtype=np.int64), (m,))
         )
         if top_k == 0 or m == 0:
-            return PoolRetrieval(
-                np.full((m, top_k), _EMPTY, dtype=np.int64),
-                np.full((m, top_k), np.nan),
-                np.full((m, top_k), _EMPTY, dtype=np.int8),
-                np.zeros(m, dtype=np.int64),
-            )
+            return _nothing_retrieved(m, top_k)
+        if self.retrieval.strategy == "weighted":
+            return self._retrieve_weighted(rows, top_k, now)
         # take, not fancy indexing: numpy copies whole rows many times faster this way.
         working = self._working.take(rows, axis=0)
         held = working >= 0
@@ -953,6 +971,99 @@ class MemoryPool:
         self._access_count[found] += 1
         self._last_access[found] = np.maximum(self._last_access[found], when)
         return PoolRetrieval(items, scores, stores, counts)
+
+    def _retrieve_weighted(
+        self, rows: NDArray[np.int64], top_k: int, now: NDArray[np.int64]
+    ) -> PoolRetrieval:
+        """``weighted`` retrieval without a query, as ``CognitiveMemory`` ranks it.
+
+        Each distinct item of a household's working and episodic memory is a candidate, scored
+        ``w_recency * recency + w_importance * importance``: each term min-max scaled over the
+        household's candidates (0.5 for all when they span 1e-12 or less), recency being
+        ``recency_decay ** (year - last access)``. The best ``top_k`` come first by score,
+        then the newest.
+        """
+        settings = self.retrieval
+        m = len(rows)
+        working = self._working.take(rows, axis=0)
+        # Ranked from the front: the longest of these households' episodic memories is enough.
+        episodic = self._episodic[rows, : int(self._episodic_size[rows].max())]
+        # A working item consolidated into episodic memory stays in working memory: once.
+        again = np.zeros(episodic.shape, dtype=bool)
+        for slot in range(working.shape[1]):
+            again |= episodic == working[:, slot, None]
+        held = np.concatenate((working >= 0, (episodic >= 0) & ~again), axis=1)
+        if not held.any():
+            return _nothing_retrieved(m, top_k)
+        # Row-major: each household's candidates next to each other, its working items first.
+        owner, column = np.nonzero(held)
+        found = np.concatenate((working, episodic), axis=1)[owner, column]
+        counts = np.bincount(owner, minlength=m)
+        starts = np.zeros(m, dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        rate = self.decay_rate if settings.recency_decay is None else settings.recency_decay
+        recency = self._decay_factors(now[owner] - self._last_access[found], float(rate))
+        score = settings.w_recency * _scaled(recency, owner, starts, counts) + (
+            settings.w_importance * _scaled(self._importance[found], owner, starts, counts)
+        )
+        # Each household's candidates side by side in a row, sorted row by row: by score, then
+        # the newest (seq), best first. One lexsort of all of them, by household first, took
+        # three times as long.
+        place = np.arange(len(found)) - starts[owner]
+        by_score = np.full((m, int(counts.max())), -np.inf)  # scores are >= 0: gaps sort last
+        by_score[owner, place] = score
+        by_seq = np.zeros(by_score.shape, dtype=np.int64)
+        by_seq[owner, place] = self._seq[found]
+        best = np.lexsort((-by_seq, -by_score), axis=1)[:, :top_k]
+        got = np.arange(best.shape[1]) < np.minimum(counts, top_k)[:, None]
+        chosen = (starts[:, None] + best)[got]  # row by row, best first
+        found = found[chosen]
+        shown = (slice(None), slice(0, best.shape[1]))
+        items = np.full((m, top_k), _EMPTY, dtype=np.int64)
+        items[shown][got] = found
+        scores = np.full((m, top_k), np.nan)
+        scores[shown][got] = score[chosen]
+        stores = np.full((m, top_k), _EMPTY, dtype=np.int8)
+        stores[shown][got] = np.where(column[chosen] < working.shape[1], _WORKING, _EPISODIC)
+        when = now[owner[chosen]]
+        self._access_count[found] += 1
+        self._last_access[found] = np.maximum(self._last_access[found], when)
+        return PoolRetrieval(items, scores, stores, np.minimum(counts, top_k))
+
+
+def _nothing_retrieved(m: int, top_k: int) -> PoolRetrieval:
+    """The retrieval of ``m`` households that got nothing (``top_k`` columns of padding)."""
+    return PoolRetrieval(
+        np.full((m, top_k), _EMPTY, dtype=np.int64),
+        np.full((m, top_k), np.nan),
+        np.full((m, top_k), _EMPTY, dtype=np.int8),
+        np.zeros(m, dtype=np.int64),
+    )
+
+
+def _scaled(
+    values: NDArray[np.float64],
+    owner: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    counts: NDArray[np.int64],
+) -> NDArray[np.float64]:
+    """``values`` min-max scaled to [0, 1] within each household's run of them.
+
+    A household's values lie together, from ``starts[h]``, ``counts[h]`` of them (``owner``
+    names each one's household). Where a household's values span 1e-12 or less they carry no
+    ranking and are all 0.5, as ``CognitiveMemory`` scales them.
+    """
+    some = np.flatnonzero(counts)
+    low = np.zeros(len(counts))
+    high = np.zeros(len(counts))
+    low[some] = np.minimum.reduceat(values, starts[some])
+    high[some] = np.maximum.reduceat(values, starts[some])
+    span = high - low
+    flat = span <= 1e-12
+    span[flat] = 1.0  # not divided by: those households' values are 0.5
+    scaled = (values - low[owner]) / span[owner]
+    scaled[flat[owner]] = 0.5
+    return scaled
 
 
 def _copy_of(text: str) -> str:
@@ -1003,9 +1114,12 @@ def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
     ):
         msg = f"memory of {memory.agent_id} has other capacities, threshold or decay than the first"
         raise ValueError(msg)
+    if memory.retrieval != first.retrieval:
+        msg = f"memory of {memory.agent_id} has other retrieval settings than the first"
+        raise ValueError(msg)
     problems = []
-    if memory.retrieval.strategy != "spec":
-        problems.append(f"retrieval strategy {memory.retrieval.strategy!r}")
+    if memory.retrieval.query is not None:
+        problems.append(f"relevance to a retrieval query ({memory.retrieval.query!r})")
     if memory.retention.policy != "decayed_importance":
         problems.append(f"retention policy {memory.retention.policy!r}")
     if memory.reflection.enabled:
