@@ -939,7 +939,7 @@ class RunConfig(Section):
         "state and CognitiveMemory objects (every feature). arrays: all households at once on "
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
         "faster, for the pmt policy with spec retrieval or weighted retrieval without a query, "
-        "decayed_importance retention, no reflection and audit levels off, minimal or "
+        "any retention policy but tiered, no reflection and audit levels off, minimal or "
         "standard. auto (the default): arrays where it implements the config, else objects "
         "(the run's config.resolved.yaml and floodsim run's summary name the engine chosen).",
         validate_default=True,  # so that auto is resolved when no config names an engine
@@ -993,8 +993,8 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
     if memory is not None:
         if memory.retrieval.query is not None:  # relevance to it: scored item by item
             problems.append("memory.retrieval.query (relevance under strategy weighted)")
-        if memory.retention.policy != "decayed_importance":
-            problems.append(f"memory.retention.policy {memory.retention.policy}")
+        if memory.retention.policy == "tiered":  # demotion to an archive the pool lacks
+            problems.append("memory.retention.policy tiered")
         if memory.reflection.enabled:
             problems.append("memory.reflection.enabled true")
     if audit is not None and audit.level == "full":

@@ -84,6 +84,14 @@ def _assert_same_households(
             "households.prior_flood_share=0.4",
             "memory.episodic_capacity=5",
         ),
+        # Retention policies other than the spec's, with memories small enough to forget.
+        ("memory.retention.policy=fifo", "memory.episodic_capacity=3"),
+        (
+            "memory.retention.policy=importance_weighted",
+            "memory.retention.w_recency=0.6",
+            "memory.episodic_capacity=3",
+            "memory.consolidation_threshold=0.5",
+        ),
     ],
     ids=[
         "default",
@@ -94,6 +102,8 @@ def _assert_same_households(
         "tiny-memory",
         "jrc",
         "weighted",
+        "fifo",
+        "importance-weighted",
     ],
 )
 def test_both_engines_give_the_same_run(overrides):
@@ -285,7 +295,7 @@ def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path):
             ],
             "memory.retrieval.query",
         ),
-        (["audit.level=off", "memory.retention.policy=fifo"], "retention.policy fifo"),
+        (["audit.level=off", "memory.retention.policy=tiered"], "retention.policy tiered"),
         (["audit.level=off", "memory.reflection.enabled=true"], "reflection.enabled true"),
     ],
 )
@@ -304,6 +314,8 @@ def test_configs_the_array_engine_does_not_implement_are_refused(overrides, name
         (["audit.level=full"], "objects"),
         (["audit.level=off", "decision.policy=llm"], "objects"),
         (["audit.level=off", "memory.retrieval.strategy=weighted"], "arrays"),
+        (["audit.level=off", "memory.retention.policy=importance_weighted"], "arrays"),
+        (["audit.level=off", "memory.retention.policy=tiered"], "objects"),
         (
             [
                 "audit.level=off",
@@ -401,8 +413,21 @@ def _streams_of_both(
         # The lines made on the run's own thread (the others are written behind it).
         ("audit.background=false",),
         ("memory.retrieval.strategy=weighted", "households.prior_flood_share=0.4"),
+        (
+            "memory.retention.policy=importance_weighted",
+            "memory.episodic_capacity=3",
+            "households.prior_flood_share=0.4",
+        ),
     ],
-    ids=["standard", "consolidating", "sampled-gzip", "minimal", "one-thread", "weighted"],
+    ids=[
+        "standard",
+        "consolidating",
+        "sampled-gzip",
+        "minimal",
+        "one-thread",
+        "weighted",
+        "importance-weighted",
+    ],
 )
 def test_both_engines_write_the_same_audit_trail(tmp_path, overrides):
     settings = ["households.count=200", "years=12", "audit.timestamps=false", *overrides]

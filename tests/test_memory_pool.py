@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulation.memory import CognitiveMemory, RetrievalSettings
+from simulation.memory import CognitiveMemory, RetentionSettings, RetrievalSettings
 from simulation.memory.pool import _MIN_GROWTH, POOL_STORES, MemoryPool
 
 HOUSEHOLDS = 4
@@ -41,6 +41,15 @@ retrievals = st.sampled_from(
         RetrievalSettings(strategy="weighted", w_recency=0.0),
     ]
 )
+# The retention policies a pool implements (every one but tiered, which needs an archive).
+retentions = st.sampled_from(
+    [
+        RetentionSettings(),
+        RetentionSettings(policy="fifo"),
+        RetentionSettings(policy="importance_weighted"),
+        RetentionSettings(policy="importance_weighted", w_importance=0.0, w_recency=2.0),
+    ]
+)
 
 
 def _build(
@@ -49,13 +58,15 @@ def _build(
     threshold: float,
     decay: float,
     retrieval: RetrievalSettings | None = None,
+    retention: RetentionSettings | None = None,
 ):
     ids = [f"H{n}" for n in range(HOUSEHOLDS)]
-    retrieval = retrieval or RetrievalSettings()
-    memories = [
-        CognitiveMemory(i, working, episodic, threshold, decay, retrieval=retrieval) for i in ids
-    ]
-    return memories, MemoryPool(ids, working, episodic, threshold, decay, retrieval=retrieval)
+    settings = {
+        "retrieval": retrieval or RetrievalSettings(),
+        "retention": retention or RetentionSettings(),
+    }
+    memories = [CognitiveMemory(i, working, episodic, threshold, decay, **settings) for i in ids]
+    return memories, MemoryPool(ids, working, episodic, threshold, decay, **settings)
 
 
 def _held(pool: MemoryPool, row: int) -> set[int]:
@@ -164,10 +175,13 @@ def _retrieve(memories, pool, targets, k, when):
     st.sampled_from([0.0, 0.5, 0.7, 1.0]),
     st.sampled_from([0.5, 0.898, 0.95, 1.0]),
     retrievals,
+    retentions,
 )
-def test_pool_matches_cognitive_memory(ops, working, episodic, threshold, decay, retrieval):
+def test_pool_matches_cognitive_memory(
+    ops, working, episodic, threshold, decay, retrieval, retention
+):
     """Any sequence of writes, pins, consolidations and retrievals gives equal results."""
-    memories, pool = _build(working, episodic, threshold, decay, retrieval)
+    memories, pool = _build(working, episodic, threshold, decay, retrieval, retention)
     for op in ops:
         kind, *args = op
         if kind == "write":
@@ -185,7 +199,7 @@ def test_pool_matches_cognitive_memory(ops, working, episodic, threshold, decay,
         _same_stores(memories, pool)
     _same_snapshots(memories, pool, working, episodic, threshold, decay)
     copied = MemoryPool.from_memories(memories)
-    assert copied.retrieval == retrieval
+    assert (copied.retrieval, copied.retention) == (retrieval, retention)
     _same_snapshots(memories, copied, working, episodic, threshold, decay)
 
 
@@ -220,11 +234,30 @@ def test_weighted_retrieval_scales_values_within_1e_12_to_one_half():
     assert scores == [[1.0] * 3] * 2  # recency and importance alike in each: 0.5 + 0.5
 
 
+def test_importance_weighted_retention_keeps_a_recalled_memory():
+    """Recency counts from the last retrieval: an old flood recalled this year outlives one
+    from a year later that was not."""
+    recall = RetentionSettings(policy="importance_weighted", w_importance=0.0, w_recency=1.0)
+    memories, pool = _build(2, 2, 0.5, 0.95, retention=recall)
+    _write(memories, pool, [0], [0.9], 1)  # H0:0, ranked first by decayed importance
+    _write(memories, pool, [0], [0.8], 2)  # H0:1
+    _retrieve(memories, pool, [0], 1, 5)  # recalls H0:0 only
+    done = pool.write([0], "Year 5: flood", 0.8, 5)
+    assert pool.item(done.evicted[0]).seq == 1
+    assert [e.item.seq for e in memories[0].write("Year 5: flood", 0.8, 5).evictions] == [1]
+
+
 def _same_snapshots(memories, pool, working, episodic, threshold, decay) -> None:
     """The pool's households, stored into fresh object memories, snapshot as the originals."""
     for row, memory in enumerate(memories):
         fresh = CognitiveMemory(
-            memory.agent_id, working, episodic, threshold, decay, retrieval=pool.retrieval
+            memory.agent_id,
+            working,
+            episodic,
+            threshold,
+            decay,
+            retrieval=pool.retrieval,
+            retention=pool.retention,
         )
         pool.store_into(row, fresh)
         assert fresh.to_dict() == memory.to_dict()
@@ -321,8 +354,17 @@ def test_pool_item_table_grows_past_its_first_allocation():
 
 def test_pool_refuses_memories_it_does_not_implement():
     weighted = RetrievalSettings(strategy="weighted")
-    with pytest.raises(ValueError, match="H1 has other retrieval settings than the first"):
+    other = "has other retrieval or retention settings than the first"
+    with pytest.raises(ValueError, match=f"H1 {other}"):
         MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory("H1", retrieval=weighted)])
+    fifo = RetentionSettings(policy="fifo")
+    with pytest.raises(ValueError, match=f"H1 {other}"):
+        MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory("H1", retention=fifo)])
+    tiered = RetentionSettings(policy="tiered")
+    with pytest.raises(ValueError, match="H0: a pool does not implement retention policy 'tier"):
+        MemoryPool.from_memories([CognitiveMemory("H0", retention=tiered)])
+    with pytest.raises(ValueError, match=r"retention policy 'tiered' \(it has no archive\)"):
+        MemoryPool(["H0"], retention=tiered)
     asking = RetrievalSettings(strategy="weighted", query="flood insurance")
     with pytest.raises(
         ValueError, match="H0: a pool does not implement relevance to a retrieval query"

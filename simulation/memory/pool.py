@@ -14,9 +14,10 @@ few numpy calls:
 
 The pool implements the seed-000 configuration of ``CognitiveMemory`` exactly: ``spec``
 retrieval, the ``decayed_importance`` retention policy, consolidation, pinned items, and no
-reflection or tiering; and ``weighted`` retrieval without a query (recency and importance, no
-relevance). Equal calls give equal items, scores, orders, evictions and access
-counts (``tests/test_memory_pool.py`` checks this against ``CognitiveMemory`` operation by
+reflection or tiering. It also implements ``weighted`` retrieval without a query (recency and
+importance; relevance needs one) and the ``fifo`` and ``importance_weighted`` retention
+policies. Equal calls give equal items, scores, orders, evictions and access counts
+(``tests/test_memory_pool.py`` checks this against ``CognitiveMemory`` operation by
 operation). Decay factors and the logarithms that rank items are computed with Python's float
 arithmetic, as the object memory computes them, so that ties break the same way.
 
@@ -36,7 +37,12 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from simulation.memory.item import SOURCES, MemoryItem
-from simulation.memory.settings import RetrievalSettings, check_fraction, check_positive_int
+from simulation.memory.settings import (
+    RetentionSettings,
+    RetrievalSettings,
+    check_fraction,
+    check_positive_int,
+)
 from simulation.rowwise import row_count, row_cumsum
 
 if TYPE_CHECKING:
@@ -155,10 +161,14 @@ class MemoryPool:
         retrieval: How :meth:`retrieve` ranks memories: ``spec`` (the default) or ``weighted``
             without a query (``top_k`` and ``relevance`` are not read: :meth:`retrieve` takes
             its ``top_k``, and relevance is scored only against a query).
+        retention: What an over-full episodic memory forgets: ``decayed_importance`` (the
+            default), ``fifo`` or ``importance_weighted`` (not ``tiered``, which needs an
+            archive).
 
     Raises:
         ValueError: For a capacity below 1, a threshold outside [0, 1], a decay rate outside
-            (0, 1] (naming the argument and the value), or retrieval with a query.
+            (0, 1] (naming the argument and the value), retrieval with a query or tiered
+            retention.
     """
 
     def __init__(
@@ -170,6 +180,7 @@ class MemoryPool:
         decay_rate: float = 0.95,
         *,
         retrieval: RetrievalSettings | None = None,
+        retention: RetentionSettings | None = None,
     ):
         check_positive_int("working_capacity", working_capacity)
         check_positive_int("episodic_capacity", episodic_capacity)
@@ -179,6 +190,10 @@ class MemoryPool:
         if retrieval.query is not None:
             msg = f"a pool does not implement relevance to a retrieval query ({retrieval.query!r})"
             raise ValueError(msg)
+        retention = RetentionSettings() if retention is None else retention
+        if retention.policy == "tiered":
+            msg = "a pool does not implement retention policy 'tiered' (it has no archive)"
+            raise ValueError(msg)
         self.agent_ids = tuple(str(agent_id) for agent_id in agent_ids)
         n = len(self.agent_ids)
         self.working_capacity = working_capacity
@@ -186,6 +201,7 @@ class MemoryPool:
         self.consolidation_threshold = float(consolidation_threshold)
         self.decay_rate = float(decay_rate)
         self.retrieval = retrieval
+        self.retention = retention
         self._log_decay = math.log(self.decay_rate)
         # rate ** age for ages 0, 1, ... by rate (grown on demand): the decay of importance,
         # and weighted retrieval's decay of recency.
@@ -311,8 +327,8 @@ class MemoryPool:
 
         Raises:
             ValueError: If the memories differ in capacity, threshold, decay or retrieval
-                settings, or use what a pool does not implement (a retrieval query, another
-                retention policy, reflection, semantic or archived items).
+                or retention settings, or use what a pool does not implement (a retrieval
+                query, tiered retention, reflection, semantic or archived items).
         """
         if not memories:
             msg = "a pool needs at least one memory"
@@ -327,6 +343,7 @@ class MemoryPool:
             first.consolidation_threshold,
             first.decay_rate,
             retrieval=first.retrieval,
+            retention=first.retention,
         )
         # The table is sized once, and items are copied a batch at a time: at 100,000 full
         # memories a column of Python values for every item at once would take gigabytes.
@@ -754,10 +771,7 @@ class MemoryPool:
         over = sizes > self.episodic_capacity
         if over.any():
             full = block[over]
-            # The last unpinned item in retrieval order: the lowest decayed importance, and
-            # among equal ones the earliest inserted.
-            unpinned = ~self._pinned[full]
-            last = full.shape[1] - 1 - np.argmax(unpinned[:, ::-1], axis=1)
+            last = self._forgotten(rows[over], full)
             evicted[over] = full[np.arange(len(full)), last]
             after = np.empty_like(full)
             after[:, :-1] = full[:, 1:]
@@ -767,6 +781,32 @@ class MemoryPool:
         self._episodic[rows, :width] = block
         self._episodic_size[rows] = sizes
         return evicted
+
+    def _forgotten(self, rows: NDArray[np.int64], full: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The column of the item each over-full episodic memory forgets, by retention policy.
+
+        Args:
+            rows: The households over capacity.
+            full: Their episodic memories, in retrieval order, one item over capacity.
+        """
+        unpinned = ~self._pinned[full]
+        policy = self.retention.policy
+        if policy == "decayed_importance":
+            # The last unpinned item in retrieval order: the lowest decayed importance, and
+            # among equal ones the earliest inserted.
+            return full.shape[1] - 1 - np.argmax(unpinned[:, ::-1], axis=1)
+        # fifo: the oldest unpinned item (lowest seq); importance_weighted: the lowest
+        # w_importance * importance + w_recency * decay ** (clock - last access), then the oldest.
+        seqs = np.where(unpinned, self._seq[full], np.iinfo(np.int32).max)
+        if policy == "importance_weighted":
+            settings = self.retention
+            ages = self._clock[rows][:, None] - self._last_access[full]
+            value = settings.w_importance * self._importance[full] + (
+                settings.w_recency * self._decay_factors(ages)
+            )
+            value[~unpinned] = np.inf
+            seqs[value != value.min(axis=1)[:, None]] = np.iinfo(np.int32).max
+        return np.argmin(seqs, axis=1)
 
     # ----------------------------------------------------------- consolidation
     def consolidate(self, rows: ArrayLike | None = None) -> tuple[PoolWrite, ...]:
@@ -1114,14 +1154,16 @@ def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
     ):
         msg = f"memory of {memory.agent_id} has other capacities, threshold or decay than the first"
         raise ValueError(msg)
-    if memory.retrieval != first.retrieval:
-        msg = f"memory of {memory.agent_id} has other retrieval settings than the first"
+    if memory.retrieval != first.retrieval or memory.retention != first.retention:
+        msg = (
+            f"memory of {memory.agent_id} has other retrieval or retention settings than the first"
+        )
         raise ValueError(msg)
     problems = []
     if memory.retrieval.query is not None:
         problems.append(f"relevance to a retrieval query ({memory.retrieval.query!r})")
-    if memory.retention.policy != "decayed_importance":
-        problems.append(f"retention policy {memory.retention.policy!r}")
+    if memory.retention.policy == "tiered":
+        problems.append("retention policy 'tiered'")
     if memory.reflection.enabled:
         problems.append("reflection")
     if len(memory._semantic) or len(memory._archive):
