@@ -234,6 +234,26 @@ def test_weighted_retrieval_scales_values_within_1e_12_to_one_half():
     assert scores == [[1.0] * 3] * 2  # recency and importance alike in each: 0.5 + 0.5
 
 
+def test_weighted_retrieval_a_block_of_households_at_a_time_is_the_same(monkeypatch):
+    rng = np.random.default_rng(7)
+    ids = [f"H{n}" for n in range(10)]
+    weighted = RetrievalSettings(strategy="weighted", w_recency=0.4)
+    pools = [MemoryPool(ids, 3, 6, 0.5, 0.9, retrieval=weighted) for _ in range(2)]
+    for when in range(1, 9):
+        values = rng.choice([0.2, 0.4, 0.6, 0.9], size=10).tolist()
+        for pool in pools:
+            pool.write(range(10), [f"Year {when}: {v}" for v in values], values, when)
+            pool.end_year(when)
+    whole = pools[0].retrieve(range(10), 4, 9)
+    monkeypatch.setattr("simulation.memory.pool._WEIGHTED_BLOCK", 3)
+    blocked = pools[1].retrieve(range(10), 4, 9)
+    for got, expected in zip(blocked, whole, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert whole.counts.tolist() == [4] * 10
+    used = pools[0]._size
+    assert pools[1]._access_count[:used].tolist() == pools[0]._access_count[:used].tolist()
+
+
 def test_importance_weighted_retention_keeps_a_recalled_memory():
     """Recency counts from the last retrieval: an old flood recalled this year outlives one
     from a year later that was not."""
