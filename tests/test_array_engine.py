@@ -252,8 +252,22 @@ def test_an_engine_prepared_ahead_gives_the_same_run_and_sees_changes_made_after
     _assert_same_households(objects, arrays)
 
 
-def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path):
-    settings = ["households.count=150", "years=9", *OFF]
+@pytest.mark.parametrize(
+    "memory",
+    [
+        (),
+        # Recency from the last access, which a resumed pool must take from the checkpoint.
+        (
+            "memory.retrieval.strategy=weighted",
+            "memory.retention.policy=importance_weighted",
+            "memory.episodic_capacity=3",
+            "households.prior_flood_share=0.4",
+        ),
+    ],
+    ids=["default", "weighted"],
+)
+def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path, memory):
+    settings = ["households.count=150", "years=9", *OFF, *memory]
     runs = {}
     for engine in ("objects", "arrays"):
         config, base = load_config(DEFAULT, [*settings, f"engine={engine}"])
