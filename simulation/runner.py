@@ -77,6 +77,12 @@ __all__ = [
     "usable_cores",
 ]
 
+# A progress bar, even a disabled one, starts tqdm's monitor thread (it only tunes how often a
+# bar redraws), and a process with another thread is not forked safely: the batch's process
+# pool then spawns its workers, which import floodsim again (about 1.2 s each; see
+# simulation.experiments.executors.pool_start_method).
+tqdm.monitor_interval = 0
+
 #: Config keys that choose how a run is carried out, not what it writes: runs that differ only
 #: in them write the same files, byte for byte (``audit.background`` moves the writing of the
 #: lines to another thread, in the same order). They are left out of the config's hash, so they

@@ -2,7 +2,7 @@
 stops them at once (but never the workers of a Dask cluster it did not start).
 
 The functions a worker runs are defined here, at module level: a spawned worker imports this
-module to unpickle them.
+module to unpickle them. The process pool's tests run with workers forked and spawned.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -22,7 +23,12 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
-from simulation.experiments.executors import DaskExecutor, ProcessExecutor, _sigint_blocked
+from simulation.experiments.executors import (
+    DaskExecutor,
+    ProcessExecutor,
+    _sigint_blocked,
+    pool_start_method,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -72,16 +78,38 @@ def _exited(process: multiprocessing.Process) -> bool:
     return bool(connection.wait([process.sentinel], timeout=0))
 
 
-def test_a_worker_ignores_ctrl_c(capfd):
-    with ProcessExecutor(1) as executor:
+# How the process pool's workers start: forked from the batch (auto, on Linux) or spawned.
+start_methods = pytest.mark.parametrize("start_method", ["fork", "spawn"])
+
+
+def test_auto_forks_the_workers_on_linux_only_while_no_other_thread_runs():
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert pool_start_method() == "spawn"
+    finally:
+        stop.set()
+        other.join()
+    alone = threading.active_count() == 1
+    assert pool_start_method() == ("fork" if sys.platform == "linux" and alone else "spawn")
+    assert pool_start_method("spawn") == "spawn"
+    with pytest.raises(ValueError, match=r"start method must be auto or one of .*spawn"):
+        pool_start_method("thread")
+
+
+@start_methods
+def test_a_worker_ignores_ctrl_c(capfd, start_method):
+    with ProcessExecutor(1, start_method) as executor:
         assert executor._submit(_interrupt_self).result(timeout=120) == "ignored"
     assert "KeyboardInterrupt" not in capfd.readouterr().err
 
 
-def test_a_worker_interrupted_while_it_starts_runs_its_task(capfd):
+@start_methods
+def test_a_worker_interrupted_while_it_starts_runs_its_task(capfd, start_method):
     """Ctrl-C right after a batch starts reaches workers still importing floodsim."""
     before = set(multiprocessing.active_children())
-    with ProcessExecutor(1) as executor:
+    with ProcessExecutor(1, start_method) as executor:
         future = executor._submit(os.getpid)
         (worker,) = _new_children(before)
         # Spawned a moment ago: it has seconds of imports to go before its pool initializer.
@@ -90,12 +118,13 @@ def test_a_worker_interrupted_while_it_starts_runs_its_task(capfd):
     assert "KeyboardInterrupt" not in capfd.readouterr().err
 
 
-def test_ctrl_c_terminates_the_workers_without_waiting_for_their_runs(tmp_path):
+@start_methods
+def test_ctrl_c_terminates_the_workers_without_waiting_for_their_runs(tmp_path, start_method):
     before = set(multiprocessing.active_children())
     workers = set()
 
     def ctrl_c_during_a_run() -> None:
-        with ProcessExecutor(1) as executor:
+        with ProcessExecutor(1, start_method) as executor:
             executor._submit(_sleep_in_worker, str(tmp_path))
             _wait_for(tmp_path / "started")
             workers.update(_new_children(before))
@@ -131,11 +160,12 @@ def test_a_ctrl_c_while_sigint_is_blocked_is_raised_when_the_block_ends():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_ctrl_c_while_closing_after_an_error_terminates_the_workers(tmp_path):
+@start_methods
+def test_ctrl_c_while_closing_after_an_error_terminates_the_workers(tmp_path, start_method):
     """Another error ends the block and close() waits for the run: Ctrl-C then kills it."""
     before = set(multiprocessing.active_children())
     workers = set()
-    executor = ProcessExecutor(1)
+    executor = ProcessExecutor(1, start_method)
     executor._submit(_sleep_in_worker, str(tmp_path))
     _wait_for(tmp_path / "started")
     workers.update(_new_children(before))

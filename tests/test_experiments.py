@@ -18,6 +18,7 @@ from simulation.cli import main
 from simulation.config import ConfigError, IgnoredKeyWarning, RunConfig, load_config
 from simulation.experiments import (
     batch,
+    executors,
     load_experiment,
     plan_runs,
     replicate_seeds,
@@ -118,8 +119,11 @@ def test_serial_batch_writes_runs_state_and_parquet(serial_result):
     assert serial_result.wall_s >= sum(r["duration_s"] for r in records)
 
 
-@pytest.mark.parametrize("kind", ["process", "dask"])
-def test_results_identical_whichever_executor_ran_them(serial_result, tmp_path, kind):
+@pytest.mark.parametrize("kind", ["process", "process-fork", "process-spawn", "dask"])
+def test_results_identical_whichever_executor_ran_them(serial_result, tmp_path, kind, monkeypatch):
+    if kind.startswith("process-"):  # workers started one way (else as auto picks here)
+        kind, method = kind.split("-")
+        monkeypatch.setattr(executors, "pool_start_method", lambda choice="auto": method)
     path = write_experiment(tmp_path)
     result = run_experiment(path, tmp_path / "out", executor=kind, workers=2)
     assert result.failed == 0

@@ -2,8 +2,11 @@
 
 Every executor takes independent :class:`RunTask` objects and yields :class:`RunOutcome` objects
 as runs finish (in any order). A run that raises is reported as failed; it never stops the
-others. Importing Mesa sets the multiprocessing start method to "spawn", so the process pool
-uses a spawn context explicitly and tasks are plain picklable data.
+others. Tasks are plain picklable data. The process pool names its start method rather than
+take the default (importing Mesa sets "spawn"): it forks its workers from the batch's process on
+Linux while that process runs no other thread, so that they start at once with floodsim
+imported (a spawned worker imports it again, about 1.2 s, which took a third of a batch of 8
+default runs), and spawns them otherwise (see :func:`pool_start_method`).
 
 An executor is a context manager: the end of its ``with`` block closes it, letting runs in
 progress finish, and Ctrl-C ending the block terminates it instead. The workers of the process
@@ -22,6 +25,7 @@ import asyncio
 import logging
 import multiprocessing
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -51,6 +55,7 @@ __all__ = [
     "SerialExecutor",
     "execute_run",
     "make_executor",
+    "pool_start_method",
 ]
 
 
@@ -274,21 +279,51 @@ def _init_worker() -> None:
     tqdm.set_lock(threading.RLock())
 
 
+def pool_start_method(choice: str = "auto") -> str:
+    """How a process pool started now should start its workers.
+
+    Args:
+        choice: ``spawn``, ``fork`` or ``forkserver``, or ``auto``: ``fork`` on Linux while
+            this process runs no other thread (a fork copies only the forking thread, and a lock
+            another thread held would stay locked in the worker), else ``spawn``.
+
+    Raises:
+        ValueError: For a method this platform does not have.
+    """
+    if choice == "auto":
+        alone = threading.active_count() == 1
+        return "fork" if sys.platform == "linux" and alone else "spawn"
+    if choice not in multiprocessing.get_all_start_methods():
+        methods = ", ".join(multiprocessing.get_all_start_methods())
+        msg = f"start method must be auto or one of {methods} here, got {choice!r}"
+        raise ValueError(msg)
+    return choice
+
+
 class ProcessExecutor(_ExecutorBase):
-    """Runs tasks in a pool of ``workers`` spawned processes on this machine.
+    """Runs tasks in a pool of ``workers`` processes on this machine.
 
     The workers ignore Ctrl-C; :meth:`terminate` stops them.
+
+    Args:
+        workers: Processes in the pool.
+        start_method: How they start (:func:`pool_start_method`). Forked workers start here,
+            at once: later this process may run other threads (a progress bar's).
     """
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, start_method: str = "auto"):
+        self.start_method = pool_start_method(start_method)
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=multiprocessing.get_context(self.start_method),
             initializer=_init_worker,
         )
+        if self.start_method == "fork":
+            # A pool of forked workers starts all of them at its first task.
+            self._submit(int)
 
     def _submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
-        """Run ``fn(*args)`` in a worker, spawning one if none is idle and the pool is not full."""
+        """Run ``fn(*args)`` in a worker, starting one if none is idle and the pool is not full."""
         # A spawned worker imports floodsim and its dependencies (seconds) before its
         # initializer runs, and a Ctrl-C meanwhile would end it with a traceback. It inherits
         # this thread's signal mask, so it starts with SIGINT blocked until the initializer
