@@ -16,7 +16,7 @@ that reaches a result is added in the object path's order.
 
 The engine covers the configurations whose every step it implements
 (:func:`simulation.config.array_engine_limits` names what it does not: another decision policy,
-a retrieval query, tiered retention, reflection, the full audit trail); the standard
+tiered retention, reflection, the full audit trail); the standard
 and minimal trails go through :class:`~simulation.array_audit.ArrayAudit`. The households'
 objects are brought up to date by :meth:`ArrayEngine.store`; the model does it whenever one of
 them is read.

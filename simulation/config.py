@@ -938,7 +938,7 @@ class RunConfig(Section):
         description="How years are computed. objects: household by household, each with its "
         "state and CognitiveMemory objects (every feature). arrays: all households at once on "
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
-        "faster, for the pmt policy with spec retrieval or weighted retrieval without a query, "
+        "faster, for the pmt policy with spec or weighted retrieval (a query too), "
         "any retention policy but tiered, no reflection and audit levels off, minimal or "
         "standard. auto (the default): arrays where it implements the config, else objects "
         "(the run's config.resolved.yaml and floodsim run's summary name the engine chosen).",
@@ -991,8 +991,6 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
     if decision is not None and decision.policy != "pmt":
         problems.append(f"decision.policy {decision.policy}")
     if memory is not None:
-        if memory.retrieval.query is not None:  # relevance to it: scored item by item
-            problems.append("memory.retrieval.query (relevance under strategy weighted)")
         if memory.retention.policy == "tiered":  # demotion to an archive the pool lacks
             problems.append("memory.retention.policy tiered")
         if memory.reflection.enabled:

@@ -84,6 +84,15 @@ def _assert_same_households(
             "households.prior_flood_share=0.4",
             "memory.episodic_capacity=5",
         ),
+        # Weighted retrieval with a query: TF-IDF relevance among each household's candidates,
+        # with a word repeated (a weight not a power of two) and one no memory holds.
+        (
+            "memory.retrieval.strategy=weighted",
+            "memory.retrieval.query=flood flood flood damage insurance claim hurricane",
+            "memory.retrieval.w_relevance=2.0",
+            "households.prior_flood_share=0.4",
+            "memory.episodic_capacity=8",
+        ),
         # Retention policies other than the spec's, with memories small enough to forget.
         ("memory.retention.policy=fifo", "memory.episodic_capacity=3"),
         (
@@ -102,6 +111,7 @@ def _assert_same_households(
         "tiny-memory",
         "jrc",
         "weighted",
+        "query",
         "fifo",
         "importance-weighted",
     ],
@@ -263,8 +273,14 @@ def test_an_engine_prepared_ahead_gives_the_same_run_and_sees_changes_made_after
             "memory.episodic_capacity=3",
             "households.prior_flood_share=0.4",
         ),
+        # Relevance to a query, whose index of the pool's texts a resumed pool builds anew.
+        (
+            "memory.retrieval.strategy=weighted",
+            "memory.retrieval.query=flood insurance",
+            "households.prior_flood_share=0.4",
+        ),
     ],
-    ids=["default", "weighted"],
+    ids=["default", "weighted", "query"],
 )
 def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path, memory):
     settings = ["households.count=150", "years=9", *OFF, *memory]
@@ -301,14 +317,6 @@ def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path, m
     [
         (["audit.level=full"], "audit.level full"),
         (["audit.level=off", "decision.policy=llm"], "decision.policy llm"),
-        (
-            [
-                "audit.level=off",
-                "memory.retrieval.strategy=weighted",
-                "memory.retrieval.query=flood damage",
-            ],
-            "memory.retrieval.query",
-        ),
         (["audit.level=off", "memory.retention.policy=tiered"], "retention.policy tiered"),
         (["audit.level=off", "memory.reflection.enabled=true"], "reflection.enabled true"),
     ],
@@ -336,7 +344,7 @@ def test_configs_the_array_engine_does_not_implement_are_refused(overrides, name
                 "memory.retrieval.strategy=weighted",
                 "memory.retrieval.query=flood damage",
             ],
-            "objects",
+            "arrays",
         ),
         (["audit.level=off", "memory.reflection.enabled=true"], "objects"),
         (["engine=objects"], "objects"),
@@ -428,6 +436,11 @@ def _streams_of_both(
         ("audit.background=false",),
         ("memory.retrieval.strategy=weighted", "households.prior_flood_share=0.4"),
         (
+            "memory.retrieval.strategy=weighted",
+            "memory.retrieval.query=insurance claim damage",
+            "households.prior_flood_share=0.4",
+        ),
+        (
             "memory.retention.policy=importance_weighted",
             "memory.episodic_capacity=3",
             "households.prior_flood_share=0.4",
@@ -440,6 +453,7 @@ def _streams_of_both(
         "minimal",
         "one-thread",
         "weighted",
+        "query",
         "importance-weighted",
     ],
 )

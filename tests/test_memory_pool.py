@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulation.memory import CognitiveMemory, RetentionSettings, RetrievalSettings
+from simulation.memory import (
+    CognitiveMemory,
+    EmbeddingRelevance,
+    RetentionSettings,
+    RetrievalSettings,
+)
 from simulation.memory.pool import _MIN_GROWTH, POOL_STORES, MemoryPool
 
 HOUSEHOLDS = 4
@@ -31,16 +36,37 @@ operation = st.one_of(
     ),
 )
 
-# The strategies a pool implements: spec, and weighted without a query (with the recency
-# decay its own or the memory's, and a weight at zero).
+# The strategies a pool implements: spec, and weighted (with the recency decay its own or the
+# memory's, a weight at zero, and queries: of words some texts hold, twice, or not at all, of
+# stopwords only, and blank).
 retrievals = st.sampled_from(
     [
         RetrievalSettings(),
         RetrievalSettings(strategy="weighted"),
         RetrievalSettings(strategy="weighted", w_recency=0.3, w_importance=2.0, recency_decay=0.8),
         RetrievalSettings(strategy="weighted", w_recency=0.0),
+        RetrievalSettings(strategy="weighted", query="flood insurance"),
+        RetrievalSettings(
+            strategy="weighted", query="Damage, flood damage and hurricanes", w_relevance=2.5
+        ),
+        RetrievalSettings(strategy="weighted", query="the year", w_importance=0.0),
+        RetrievalSettings(strategy="weighted", query="flood", w_relevance=0.0),
+        RetrievalSettings(strategy="weighted", query="  "),
     ]
 )
+# What a write of each importance says: words that some of the others share, a word twice, a
+# skill id, stopwords only and none at all (relevance scores them all).
+_SAYS = {
+    0.0: "",
+    0.2: "a flood",
+    0.4: "flood damage, flood damage",
+    0.5: "bought flood insurance",
+    0.69: "it was the year",
+    0.7: "chose buy_insurance",
+    0.8: "river flood damage to the house",
+    0.9: "insurance claim paid",
+    1.0: "no flood",
+}
 # The retention policies a pool implements (every one but tiered, which needs an archive).
 retentions = st.sampled_from(
     [
@@ -109,7 +135,7 @@ def _fields(item) -> tuple:
 
 def _write(memories, pool, targets, importances, when):
     values = [importances[r] for r in targets]
-    texts = [f"Year {when}: event {v}" for v in values]
+    texts = [f"Year {when}: event {v} {_SAYS.get(v, '')}" for v in values]
     done = pool.write(targets, texts, values, when, ("flood",), source="flood", amount=5.0)
     for n, r in enumerate(targets):
         result = memories[r].write(
@@ -234,18 +260,21 @@ def test_weighted_retrieval_scales_values_within_1e_12_to_one_half():
     assert scores == [[1.0] * 3] * 2  # recency and importance alike in each: 0.5 + 0.5
 
 
-def test_weighted_retrieval_a_block_of_households_at_a_time_is_the_same(monkeypatch):
+@pytest.mark.parametrize("query", [None, "flood damage insurance"])
+def test_weighted_retrieval_a_block_of_households_at_a_time_is_the_same(monkeypatch, query):
     rng = np.random.default_rng(7)
     ids = [f"H{n}" for n in range(10)]
-    weighted = RetrievalSettings(strategy="weighted", w_recency=0.4)
+    weighted = RetrievalSettings(strategy="weighted", w_recency=0.4, query=query)
     pools = [MemoryPool(ids, 3, 6, 0.5, 0.9, retrieval=weighted) for _ in range(2)]
     for when in range(1, 9):
         values = rng.choice([0.2, 0.4, 0.6, 0.9], size=10).tolist()
+        texts = [f"Year {when}: {_SAYS.get(v, 'flood')}" for v in values]
         for pool in pools:
-            pool.write(range(10), [f"Year {when}: {v}" for v in values], values, when)
+            pool.write(range(10), texts, values, when)
             pool.end_year(when)
     whole = pools[0].retrieve(range(10), 4, 9)
     monkeypatch.setattr("simulation.memory.pool._WEIGHTED_BLOCK", 3)
+    monkeypatch.setattr("simulation.memory.pool._RELEVANCE_BLOCK", 3)
     blocked = pools[1].retrieve(range(10), 4, 9)
     for got, expected in zip(blocked, whole, strict=True):
         np.testing.assert_array_equal(got, expected)
@@ -385,13 +414,14 @@ def test_pool_refuses_memories_it_does_not_implement():
         MemoryPool.from_memories([CognitiveMemory("H0", retention=tiered)])
     with pytest.raises(ValueError, match=r"retention policy 'tiered' \(it has no archive\)"):
         MemoryPool(["H0"], retention=tiered)
-    asking = RetrievalSettings(strategy="weighted", query="flood insurance")
+    embedding = RetrievalSettings(strategy="weighted", query="flood", relevance="embedding")
+    scorer = EmbeddingRelevance(lambda texts: np.ones((len(texts), 2)))
     with pytest.raises(
-        ValueError, match="H0: a pool does not implement relevance to a retrieval query"
+        ValueError, match="H0: a pool does not implement relevance scored by EmbeddingRelevance"
     ):
-        MemoryPool.from_memories([CognitiveMemory("H0", retrieval=asking)])
-    with pytest.raises(ValueError, match=r"relevance to a retrieval query \('flood insurance'\)"):
-        MemoryPool(["H0"], retrieval=asking)
+        MemoryPool.from_memories([CognitiveMemory("H0", retrieval=embedding, relevance=scorer)])
+    with pytest.raises(ValueError, match="scores relevance to a query with keywords, not 'embed"):
+        MemoryPool(["H0"], retrieval=embedding)
     with pytest.raises(ValueError, match="other capacities"):
         MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory("H1", 3)])
     held = CognitiveMemory("H2")
@@ -535,6 +565,24 @@ def test_compacting_keeps_a_few_unused_texts_and_drops_many():
     assert pool.contents(pool.working(9)) == ["kept 9"]
     pool.write(rows[:1], "kept 0", 0.5, 3)  # a dropped text written again
     assert pool.contents(pool.working(0)) == ["kept 0"]
+
+
+def test_relevance_to_a_query_reads_the_texts_a_compaction_renumbered():
+    """Texts dropped by a compaction renumber the rest: relevance follows them."""
+    query = RetrievalSettings(strategy="weighted", query="flood insurance claim", w_recency=0.0)
+    memories, pool = _build(1, 1, 0.5, 0.9, query)
+    rows = list(range(HOUSEHOLDS))
+    for when, says in enumerate(["no claim", "a flood", "river flood damage", "flood insurance"]):
+        _write(memories, pool, rows, [0.5] * HOUSEHOLDS, when)
+        pool.write(rows, f"Year {when}: {says}", 0.4, when)  # below the threshold: working
+        for memory in memories:
+            memory.write(f"Year {when}: {says}", 0.4, when)
+        _retrieve(memories, pool, rows, 2, when)  # indexes the texts written so far
+    texts = len(pool._texts)
+    pool.compact()
+    assert len(pool._texts) < texts  # the forgotten texts are dropped, the others renumbered
+    _write(memories, pool, rows, [0.9, 0.8, 0.5, 0.4], 5)
+    _retrieve(memories, pool, rows, 2, 6)
 
 
 def test_a_pool_keeps_copies_of_the_texts_not_the_memories_own_strings():

@@ -14,12 +14,13 @@ few numpy calls:
 
 The pool implements the seed-000 configuration of ``CognitiveMemory`` exactly: ``spec``
 retrieval, the ``decayed_importance`` retention policy, consolidation, pinned items, and no
-reflection or tiering. It also implements ``weighted`` retrieval without a query (recency and
-importance; relevance needs one) and the ``fifo`` and ``importance_weighted`` retention
-policies. Equal calls give equal items, scores, orders, evictions and access counts
-(``tests/test_memory_pool.py`` checks this against ``CognitiveMemory`` operation by
-operation). Decay factors and the logarithms that rank items are computed with Python's float
-arithmetic, as the object memory computes them, so that ties break the same way.
+reflection or tiering. It also implements ``weighted`` retrieval (recency, importance and
+keyword relevance to the settings' query: :class:`~simulation.memory.relevance.KeywordIndex`)
+and the ``fifo`` and ``importance_weighted`` retention policies. Equal calls give equal items,
+scores, orders, evictions and access counts (``tests/test_memory_pool.py`` checks this against
+``CognitiveMemory`` operation by operation). Decay factors and the logarithms that rank items
+are computed with Python's float arithmetic, as the object memory computes them, so that ties
+break the same way.
 
 Example:
     >>> pool = MemoryPool(["H0", "H1"], working_capacity=2, episodic_capacity=3)
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from simulation.memory.item import SOURCES, MemoryItem
+from simulation.memory.relevance import KeywordIndex, KeywordRelevance
 from simulation.memory.settings import (
     RetentionSettings,
     RetrievalSettings,
@@ -113,6 +115,10 @@ _COMPACT_BLOCK = 1 << 20
 #: Households a weighted retrieval scores at a time: it reads every item of every memory, and
 #: 100,000 full memories at once took 250 MB more at the run's peak (2,030 MB in all).
 _WEIGHTED_BLOCK = 1 << 14
+# Households scored for relevance at a time: each has an entry per term of each of its texts'
+# kinds, and a row of counts per term and per kind of text (_FREQUENCY_CELLS in all at most).
+_RELEVANCE_BLOCK = 1 << 12
+_FREQUENCY_CELLS = 1 << 22
 
 
 class PoolWrite(NamedTuple):
@@ -161,17 +167,17 @@ class MemoryPool:
         consolidation_threshold: Importance at or above which a write goes to episodic memory
             and :meth:`consolidate` copies a working item there.
         decay_rate: Per-year decay of importance in (0, 1].
-        retrieval: How :meth:`retrieve` ranks memories: ``spec`` (the default) or ``weighted``
-            without a query (``top_k`` and ``relevance`` are not read: :meth:`retrieve` takes
-            its ``top_k``, and relevance is scored only against a query).
+        retrieval: How :meth:`retrieve` ranks memories: ``spec`` (the default) or ``weighted``,
+            with keyword relevance to its ``query`` if it has one (``top_k`` is not read:
+            :meth:`retrieve` takes its own).
         retention: What an over-full episodic memory forgets: ``decayed_importance`` (the
             default), ``fifo`` or ``importance_weighted`` (not ``tiered``, which needs an
             archive).
 
     Raises:
         ValueError: For a capacity below 1, a threshold outside [0, 1], a decay rate outside
-            (0, 1] (naming the argument and the value), retrieval with a query or tiered
-            retention.
+            (0, 1] (naming the argument and the value), ``embedding`` relevance to a query
+            (a pool scores keywords only) or tiered retention.
     """
 
     def __init__(
@@ -190,8 +196,8 @@ class MemoryPool:
         check_fraction("consolidation_threshold", consolidation_threshold)
         check_fraction("decay_rate", decay_rate, low_open=True)
         retrieval = RetrievalSettings() if retrieval is None else retrieval
-        if retrieval.query is not None:
-            msg = f"a pool does not implement relevance to a retrieval query ({retrieval.query!r})"
+        if retrieval.query is not None and retrieval.relevance != "keyword":
+            msg = f"a pool scores relevance to a query with keywords, not {retrieval.relevance!r}"
             raise ValueError(msg)
         retention = RetentionSettings() if retention is None else retention
         if retention.policy == "tiered":
@@ -205,6 +211,18 @@ class MemoryPool:
         self.decay_rate = float(decay_rate)
         self.retrieval = retrieval
         self.retention = retention
+        # The query relevance is scored against, as CognitiveMemory scores it: a blank query
+        # or a relevance weight of 0 scores none.
+        query = retrieval.query
+        self._query = (
+            query
+            if retrieval.strategy == "weighted"
+            and query is not None
+            and query.strip()
+            and retrieval.w_relevance > 0.0
+            else None
+        )
+        self._keywords = KeywordIndex()
         self._log_decay = math.log(self.decay_rate)
         # rate ** age for ages 0, 1, ... by rate (grown on demand): the decay of importance,
         # and weighted retrieval's decay of recency.
@@ -330,8 +348,9 @@ class MemoryPool:
 
         Raises:
             ValueError: If the memories differ in capacity, threshold, decay or retrieval
-                or retention settings, or use what a pool does not implement (a retrieval
-                query, tiered retention, reflection, semantic or archived items).
+                or retention settings, or use what a pool does not implement (relevance scored
+                otherwise than by keywords, tiered retention, reflection, semantic or archived
+                items).
         """
         if not memories:
             msg = "a pool needs at least one memory"
@@ -930,6 +949,7 @@ class MemoryPool:
         # over a million texts, and both at once would be the year's peak of memory.
         self._text_ids = {}
         self._texts = list(compress(self._texts, used.tolist()))
+        self._keywords.keep(used)
         del used
         self._text_ids = {text: i for i, text in enumerate(self._texts)}
 
@@ -972,11 +992,14 @@ class MemoryPool:
         if top_k == 0 or m == 0:
             return _nothing_retrieved(m, top_k)
         if self.retrieval.strategy == "weighted":
+            block = _WEIGHTED_BLOCK
+            if self._query is not None:
+                self._keywords.update(self._texts)
+                cells = self._keywords.cells_per_household
+                block = max(1, min(_RELEVANCE_BLOCK, _FREQUENCY_CELLS // cells))
             blocks = [
-                self._retrieve_weighted(
-                    rows[i : i + _WEIGHTED_BLOCK], top_k, now[i : i + _WEIGHTED_BLOCK]
-                )
-                for i in range(0, m, _WEIGHTED_BLOCK)
+                self._retrieve_weighted(rows[i : i + block], top_k, now[i : i + block])
+                for i in range(0, m, block)
             ]
             if len(blocks) == 1:
                 return blocks[0]
@@ -1026,13 +1049,14 @@ class MemoryPool:
     def _retrieve_weighted(
         self, rows: NDArray[np.int64], top_k: int, now: NDArray[np.int64]
     ) -> PoolRetrieval:
-        """``weighted`` retrieval without a query, as ``CognitiveMemory`` ranks it.
+        """``weighted`` retrieval, as ``CognitiveMemory`` ranks it.
 
         Each distinct item of a household's working and episodic memory is a candidate, scored
-        ``w_recency * recency + w_importance * importance``: each term min-max scaled over the
-        household's candidates (0.5 for all when they span 1e-12 or less), recency being
-        ``recency_decay ** (year - last access)``. The best ``top_k`` come first by score,
-        then the newest.
+        ``w_recency * recency + w_importance * importance (+ w_relevance * relevance)``: each
+        term min-max scaled over the household's candidates (0.5 for all when they span 1e-12
+        or less), recency being ``recency_decay ** (year - last access)`` and relevance the
+        TF-IDF similarity of an item's text to the query among the household's candidates
+        (with a query only). The best ``top_k`` come first by score, then the newest.
         """
         settings = self.retrieval
         m = len(rows)
@@ -1057,6 +1081,9 @@ class MemoryPool:
         score = settings.w_recency * _scaled(recency, owner, starts, counts) + (
             settings.w_importance * _scaled(self._importance[found], owner, starts, counts)
         )
+        if self._query is not None:
+            relevance = self._keywords.scores(self._query, self._text[found], owner, counts)
+            score = score + settings.w_relevance * _scaled(relevance, owner, starts, counts)
         # Each household's candidates side by side in a row, sorted row by row: by score, then
         # the newest (seq), best first. One lexsort of all of them, by household first, took
         # three times as long.
@@ -1171,8 +1198,8 @@ def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
         )
         raise ValueError(msg)
     problems = []
-    if memory.retrieval.query is not None:
-        problems.append(f"relevance to a retrieval query ({memory.retrieval.query!r})")
+    if memory.retrieval.query is not None and type(memory.relevance) is not KeywordRelevance:
+        problems.append(f"relevance scored by {type(memory.relevance).__name__}")
     if memory.retention.policy == "tiered":
         problems.append("retention policy 'tiered'")
     if memory.reflection.enabled:

@@ -5,7 +5,8 @@ retrieval strategy min-max normalises those ratings, so any monotone similarity 
 
 The keyword scorer is written here rather than taken from scikit-learn on purpose: a household's
 corpus is a few dozen short sentences and changes every year, and refitting a vectorizer per
-retrieval costs about a millisecond where this costs microseconds.
+retrieval costs about a millisecond where this costs microseconds. :class:`KeywordIndex` is the
+same scorer for many households at once, over a memory pool's table of texts (the array engine).
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ import numpy as np
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from numpy.typing import NDArray
+
     from simulation.memory.item import MemoryItem
 
 __all__ = [
     "Embedder",
     "EmbeddingRelevance",
+    "KeywordIndex",
     "KeywordRelevance",
     "RelevanceScorer",
     "tokenize",
@@ -70,10 +74,14 @@ _STOPWORDS = frozenset(
 )
 
 
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
+
+
 @lru_cache(maxsize=65_536)
 def tokenize(text: str) -> tuple[str, ...]:
     """Lower-case word tokens of ``text`` without stopwords or numbers (cached)."""
-    return tuple(w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
+    return _words(text)
 
 
 @runtime_checkable
@@ -114,9 +122,167 @@ class KeywordRelevance:
             if dot == 0.0:
                 out.append(0.0)
                 continue
-            d_norm = math.sqrt(sum((tf * idf[t]) ** 2 for t, tf in doc.items()))
+            # w * w, not w ** 2: C's pow (Python's **) misses the nearest float for about one
+            # value in a thousand, and KeywordIndex squares with numpy's product.
+            d_norm = math.sqrt(sum(w * w for w in [tf * idf[t] for t, tf in doc.items()]))
             out.append(dot / (q_norm * d_norm))
         return out
+
+
+class KeywordIndex:
+    """:class:`KeywordRelevance` for many households' candidates at once, over a table of texts.
+
+    A :class:`~simulation.memory.pool.MemoryPool` keeps its texts in a table, and its items
+    name them by position. The index tokenizes each text of the table once, into its
+    *signature*: its distinct terms in the order they first occur, with their counts (the texts
+    of one memory template differ in numbers, which are not terms, so they share one).
+    :meth:`scores` then rates every household's candidates in a few numpy calls with
+    :class:`KeywordRelevance`'s arithmetic, step for step, so that the two agree to the bit:
+    the logarithms come from ``math.log`` (a table by candidate count and document frequency)
+    and each sum is added left to right in the object scorer's order (``np.bincount`` adds
+    its weights in their order).
+    """
+
+    def __init__(self) -> None:
+        self._terms: dict[str, int] = {}  # the vocabulary: term -> id
+        self._signatures: dict[tuple[str, ...], int] = {}  # by a text's tokens
+        self._signature_of = np.zeros(0, dtype=np.int64)  # by text code
+        # The signatures' terms and counts, one after another: signature s has entries
+        # start[s] .. start[s] + length[s] - 1.
+        self._start: list[int] = []
+        self._length: list[int] = []
+        self._term: list[int] = []
+        self._count: list[float] = []
+        self._arrays: tuple[np.ndarray, ...] = ()  # the four lists as arrays, once indexed
+        self._idf = np.zeros((0, 0))  # idf[n, df] for df <= n
+
+    @property
+    def vocabulary_size(self) -> int:
+        """How many distinct terms the indexed texts hold."""
+        return len(self._terms)
+
+    @property
+    def cells_per_household(self) -> int:
+        """The width of a household's rows in :meth:`scores`' tables (by term, by signature)."""
+        return max(1, len(self._terms), len(self._start))
+
+    def update(self, texts: Sequence[str]) -> None:
+        """Index the texts of ``texts`` past those already indexed.
+
+        The table may only have grown since the last call (or since :meth:`keep`).
+        """
+        known = len(self._signature_of)
+        if known == len(texts):
+            return
+        signatures, terms = self._signatures, self._terms
+        codes = []
+        for text in itertools.islice(texts, known, None):
+            tokens = _words(text)  # once per text: caching them would only evict others
+            signature = signatures.get(tokens)
+            if signature is None:
+                signature = signatures[tokens] = len(self._start)
+                doc = Counter(tokens)
+                self._start.append(len(self._term))
+                self._length.append(len(doc))
+                self._term.extend(terms.setdefault(term, len(terms)) for term in doc)
+                self._count.extend(float(count) for count in doc.values())
+                self._arrays = ()
+            codes.append(signature)
+        self._signature_of = np.concatenate((self._signature_of, np.array(codes, dtype=np.int64)))
+
+    def keep(self, used: NDArray[np.bool_]) -> None:
+        """Follow the text table as it drops the texts not ``used`` (by their old codes)."""
+        self._signature_of = self._signature_of[used[: len(self._signature_of)]]
+
+    def scores(
+        self,
+        query: str,
+        texts: NDArray[np.integer],
+        owner: NDArray[np.int64],
+        counts: NDArray[np.int64],
+    ) -> NDArray[np.float64]:
+        """Each candidate's TF-IDF cosine similarity to ``query`` among its household's.
+
+        Args:
+            query: The query.
+            texts: Each candidate's text code (indexed by :meth:`update`).
+            owner: Each candidate's household, ``0 .. len(counts) - 1``.
+            counts: Each household's number of candidates (its documents for the idf).
+
+        Returns:
+            What :meth:`KeywordRelevance.scores` gives each candidate, called with its
+            household's candidates.
+        """
+        query_terms = Counter(tokenize(query))
+        found = len(texts)
+        if not query_terms or not found:
+            return np.zeros(found)
+        if not self._arrays:
+            self._arrays = (
+                np.array(self._start, dtype=np.int64),
+                np.array(self._length, dtype=np.int64),
+                np.array(self._term, dtype=np.int64),
+                np.array(self._count),
+            )
+        start, length, term_of, count_of = self._arrays
+        m, vocabulary, kinds = len(counts), len(self._terms), len(self._start)
+        # A household's candidates of one signature score alike: each (household, signature)
+        # pair is scored once, its candidates counted as that many documents. In a default run
+        # a household's candidates have a third as many pairs.
+        pair_of = owner * kinds + self._signature_of[texts]
+        held = np.bincount(pair_of, minlength=m * kinds)
+        pairs = np.flatnonzero(held)
+        owner_of, signature = np.divmod(pairs, kinds)
+        lengths = length[signature]
+        # One entry per term of each pair, a signature's in the order of its text.
+        pair = np.repeat(np.arange(len(pairs)), lengths)
+        entry = np.arange(len(pair)) + np.repeat(
+            start[signature] - (np.cumsum(lengths) - lengths), lengths
+        )
+        term, count = term_of[entry], count_of[entry]
+        household = owner_of[pair]
+        cell = household * vocabulary + term
+        # How many of its household's candidates hold each term (each holds it at most once).
+        frequency = np.bincount(cell, weights=held[pairs][pair], minlength=m * vocabulary)
+        frequency = frequency.astype(np.int64)
+        idf_of = self._idf_table(int(counts.max()))
+        width = idf_of.shape[1]
+        idf = idf_of.ravel()[counts[household] * width + frequency[cell]]
+        weight = count * idf
+        norm = np.sqrt(np.bincount(pair, weights=weight * weight, minlength=len(pairs)))
+        dot = np.zeros(len(pairs))
+        query_norm = np.zeros(m)  # 0.0 + w: what Python's sum starts with
+        households = np.arange(m) * vocabulary
+        for word, times in query_terms.items():
+            term_id = self._terms.get(word)
+            # A word of no text has no document; its idf is that of a frequency of 0.
+            term_idf = idf_of[counts, 0 if term_id is None else frequency[households + term_id]]
+            query_weight = times * term_idf
+            query_norm += query_weight * query_weight
+            if term_id is None:
+                continue
+            hit = np.flatnonzero(term == term_id)
+            holder = household[hit]
+            dot[pair[hit]] += query_weight[holder] * count[hit] * term_idf[holder]
+        query_norm = np.sqrt(query_norm)
+        similarity = np.zeros(len(pairs))
+        some = np.flatnonzero(dot)  # a zero product is 0 without a norm (an empty text has 0)
+        similarity[some] = dot[some] / (query_norm[owner_of[some]] * norm[some])
+        place = np.zeros(len(held), dtype=np.int64)
+        place[pairs] = np.arange(len(pairs))
+        return similarity[place[pair_of]]
+
+    def _idf_table(self, most: int) -> NDArray[np.float64]:
+        """``ln((1 + n) / (1 + df)) + 1`` at ``[n, df]`` for ``df <= n <= most`` (``math.log``)."""
+        table = self._idf
+        if most < len(table):
+            return table
+        size = max(most + 1, 2 * len(table))
+        table = np.zeros((size, size))
+        for n in range(size):
+            table[n, : n + 1] = [math.log((1 + n) / (1 + df)) + 1.0 for df in range(n + 1)]
+        self._idf = table
+        return table
 
 
 @runtime_checkable
