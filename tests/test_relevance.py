@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from simulation.memory.relevance import KeywordIndex, KeywordRelevance
+from simulation.memory.relevance import KeywordIndex, KeywordRelevance, tokenize
 
 # Texts sharing words in several numbers and orders, with repeats, stopwords only and nothing.
 TEXTS = [
@@ -57,6 +59,34 @@ def _expected(query: str, candidates: list[list[int]], table: list[str]) -> list
         for held in candidates
         for value in scorer.scores(query, [SimpleNamespace(content=table[c]) for c in held])
     ]
+
+
+def _textbook(query: str, texts: list[str]) -> list[float]:
+    """TF-IDF cosine similarity document by document, as the docstring defines it."""
+    q_terms = Counter(tokenize(query))
+    if not q_terms:
+        return [0.0] * len(texts)
+    docs = [Counter(tokenize(text)) for text in texts]
+    n = len(docs)
+    df = Counter(term for doc in docs for term in doc)
+    idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
+    q_weights = {t: tf * idf.get(t, math.log(1 + n) + 1.0) for t, tf in q_terms.items()}
+    q_norm = math.sqrt(sum(w * w for w in q_weights.values()))
+    out = []
+    for doc in docs:
+        dot = sum(w * doc[t] * idf[t] for t, w in q_weights.items() if t in doc)
+        d_norm = math.sqrt(sum((tf * idf[t]) * (tf * idf[t]) for t, tf in doc.items()))
+        out.append(dot / (q_norm * d_norm) if dot else 0.0)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(TEXTS), max_size=30), st.sampled_from(QUERIES))
+def test_keyword_relevance_is_the_textbook_similarity(texts, query):
+    """Scoring each distinct document once gives every document its own value, exactly."""
+    items = [SimpleNamespace(content=text) for text in texts]
+    assert KeywordRelevance().scores(query, items) == _textbook(query, texts)
+    assert KeywordRelevance().scores(query, items[:1]) == _textbook(query, texts[:1])
 
 
 @settings(max_examples=200, deadline=None)

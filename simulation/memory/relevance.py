@@ -105,28 +105,36 @@ class KeywordRelevance:
         q_terms = Counter(tokenize(query))
         if not q_terms or not items:
             return [0.0] * len(items)
-        docs = [Counter(tokenize(item.content)) for item in items]
+        # Items of one template differ in numbers only: their tokens, and so their values, are
+        # the same. Each distinct document is scored once, counted as often as it occurs.
+        keys = [tokenize(item.content) for item in items]
+        copies = Counter(keys)
+        docs = {key: _document(key) for key in copies}
         df: Counter[str] = Counter()
-        for doc in docs:
-            df.update(doc.keys())
-        n = len(docs)
+        for key, times in copies.items():
+            for term in docs[key]:
+                df[term] += times
+        n = len(items)
         idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
         q_weights = {t: tf * idf.get(t, math.log(1 + n) + 1.0) for t, tf in q_terms.items()}
         q_norm = math.sqrt(sum(w * w for w in q_weights.values()))
-        out = []
-        for doc in docs:
-            if not doc:
-                out.append(0.0)
-                continue
+        value = {}
+        for key, doc in docs.items():
             dot = sum(w * doc[t] * idf[t] for t, w in q_weights.items() if t in doc)
-            if dot == 0.0:
-                out.append(0.0)
+            if dot == 0.0:  # also every document without terms
+                value[key] = 0.0
                 continue
             # w * w, not w ** 2: C's pow (Python's **) misses the nearest float for about one
             # value in a thousand, and KeywordIndex squares with numpy's product.
             d_norm = math.sqrt(sum(w * w for w in [tf * idf[t] for t, tf in doc.items()]))
-            out.append(dot / (q_norm * d_norm))
-        return out
+            value[key] = dot / (q_norm * d_norm)
+        return [value[key] for key in keys]
+
+
+@lru_cache(maxsize=4096)
+def _document(tokens: tuple[str, ...]) -> Counter[str]:
+    """The term counts of a document, in the order its terms first occur (not to be changed)."""
+    return Counter(tokens)
 
 
 class KeywordIndex:
