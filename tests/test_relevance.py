@@ -103,6 +103,48 @@ def test_index_scores_as_the_object_scorer_to_the_bit(candidates, query, table):
     assert got.tolist() == _expected(query, candidates, table)
 
 
+# Words and what lies between them: capitals, digits, punctuation, line breaks, one-letter
+# words, stopwords, letters outside ASCII (a capital I with a dot, a Kelvin sign that lowers
+# to an ASCII k, an e with an accent inside a word).
+pieces = st.sampled_from(
+    [
+        "flood",
+        "FLOODS",
+        "Flood-damage",
+        "insurance",
+        "claim",
+        "the",
+        "a",
+        "x",
+        " ",
+        "  ",
+        ", ",
+        "$12,000",
+        "7",
+        "\n",
+        "\u0130nsurance",
+        "\u212alaim",
+        "dam\u00e9ge",
+        "river",
+    ]
+)
+texts_of_pieces = st.lists(st.lists(pieces, max_size=8).map("".join), min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts_of_pieces, texts_of_pieces, st.sampled_from([*QUERIES, "claim flood damage klaim"]))
+@example(["x flood", "flood"], ["Flood\n7", "\u212alaim flood"], "flood klaim")
+def test_index_tokenizes_any_text_as_the_object_scorer(first, later, query):
+    """Texts indexed in batches (ASCII or not, with line breaks or not) have their own tokens."""
+    index = KeywordIndex()
+    index.update(first)
+    table = [*first, *later]
+    index.update(table)
+    candidates = [list(range(len(table)))]
+    texts, owner, counts = _flat(candidates)
+    assert index.scores(query, texts, owner, counts).tolist() == _expected(query, candidates, table)
+
+
 def test_index_reads_texts_added_later_and_follows_a_table_that_drops_some():
     index = KeywordIndex()
     table = TEXTS[:3]
