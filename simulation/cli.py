@@ -37,7 +37,7 @@ from simulation.audit import commands as audit_commands
 from simulation.audit.readers import AuditReadError
 from simulation.calibration import commands as calibration_commands
 from simulation.calibration.fit import CalibrationError
-from simulation.config import ConfigError
+from simulation.config import ConfigError, array_engine_limits
 from simulation.decisions.llm import CacheMiss, EndpointUnreachable
 from simulation.hazard import HazardError
 from simulation.launcher import EXIT_INTERRUPTED
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from typing import TextIO
 
     import pandas as pd
+
+    from simulation.config import RunConfig
 
 __all__ = ["main"]
 
@@ -169,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(
             f"floodsim: {config.name}, {len(result.model.households)} households, "
-            f"{config.years} years, seed {config.seed}, engine {config.engine}"
+            f"{config.years} years, seed {config.seed}, {_engine(config)}"
         )
         print(_summary(result.metrics))
     fallbacks = fallback_summary(result.metrics, result.model.registry.default_skill)
@@ -234,7 +236,7 @@ def _validate(args: argparse.Namespace) -> int:
     print(
         f"{args.config}: ok ({len(model.households)} households, {config.years} years, "
         f"hazard {config.hazard.source}, decisions {config.decision.policy}, "
-        f"engine {config.engine})"
+        f"{_engine(config)})"
     )
     return 0
 
@@ -459,6 +461,17 @@ def _continue_hint(command: str, err: BaseException) -> str:
         f"; continue it with: floodsim run --resume {run_dirs[0]} (from its last checkpoint, "
         "or from the start without one)"
     )
+
+
+def _engine(config: RunConfig) -> str:
+    """The engine a run uses and, on objects, what keeps it off the faster arrays engine."""
+    if config.engine == "arrays":
+        return "engine arrays"
+    sections = {"decision": config.decision, "memory": config.memory, "audit": config.audit}
+    limits = array_engine_limits(sections)
+    if not limits:  # chosen: engine objects
+        return "engine objects"
+    return f"engine objects (arrays does not implement {'; '.join(limits)})"
 
 
 if __name__ == "__main__":

@@ -941,7 +941,8 @@ class RunConfig(Section):
         "faster, for the pmt policy with spec or weighted retrieval (a query too), "
         "any retention policy but tiered, no reflection and audit levels off, minimal or "
         "standard. auto (the default): arrays where it implements the config, else objects "
-        "(the run's config.resolved.yaml and floodsim run's summary name the engine chosen).",
+        "(the run's config.resolved.yaml names the engine chosen; floodsim run and validate "
+        "also name what keeps a config off arrays).",
         validate_default=True,  # so that auto is resolved when no config names an engine
     )
 

@@ -466,6 +466,28 @@ def test_validate_default_config(capsys):
     assert "ok (1000 households, 30 years" in out
 
 
+@pytest.mark.parametrize(
+    ("overrides", "engine"),
+    [
+        ([], "engine arrays)"),
+        (["engine=objects"], "engine objects)"),  # chosen, though arrays would run it
+        (
+            ["memory.retention.policy=tiered", "memory.reflection.enabled=true"],
+            (
+                "engine objects (arrays does not implement memory.retention.policy tiered; "
+                "memory.reflection.enabled true))"
+            ),
+        ),
+    ],
+)
+def test_validate_names_what_keeps_a_config_off_the_arrays_engine(capsys, overrides, engine):
+    """engine: auto picks the slower object path for some configs: the summary says why."""
+    sets = [arg for key in overrides for arg in ("--set", key)]
+    code, out, _ = call(capsys, "validate", DEFAULT, *sets)
+    assert code == 0
+    assert out.rstrip("\n").endswith(f"decisions pmt, {engine}")
+
+
 # ------------------------------------------------------------------------------------ bad input
 @dataclass(frozen=True)
 class Case:
