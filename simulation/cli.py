@@ -170,8 +170,8 @@ def _run(args: argparse.Namespace) -> int:
             )
     if not args.quiet:
         print(
-            f"floodsim: {config.name}, {len(result.model.households)} households, "
-            f"{config.years} years, seed {config.seed}, {_engine(config)}"
+            f"floodsim: {config.name}, {_many(len(result.model.households), 'household')}, "
+            f"{_many(config.years, 'year')}, seed {config.seed}, {_engine(config)}"
         )
         print(_summary(result.metrics))
     fallbacks = fallback_summary(result.metrics, result.model.registry.default_skill)
@@ -234,7 +234,8 @@ def _validate(args: argparse.Namespace) -> int:
     origin_of = setting_origin(args.config, args.set, args.seed)
     model = build_model(config, base_dir, args.config, origin_of)
     print(
-        f"{args.config}: ok ({len(model.households)} households, {config.years} years, "
+        f"{args.config}: ok ({_many(len(model.households), 'household')}, "
+        f"{_many(config.years, 'year')}, "
         f"hazard {config.hazard.source}, decisions {config.decision.policy}, "
         f"{_engine(config)})"
     )
@@ -461,6 +462,11 @@ def _continue_hint(command: str, err: BaseException) -> str:
         f"; continue it with: floodsim run --resume {run_dirs[0]} (from its last checkpoint, "
         "or from the start without one)"
     )
+
+
+def _many(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless the count is 1 ("1 year", "30 years")."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _engine(config: RunConfig) -> str:

@@ -466,6 +466,14 @@ def test_validate_default_config(capsys):
     assert "ok (1000 households, 30 years" in out
 
 
+def test_validate_counts_one_household_and_one_year_in_the_singular(capsys):
+    code, out, _ = call(
+        capsys, "validate", DEFAULT, "--set", "households.count=1", "--set", "years=1"
+    )
+    assert code == 0
+    assert "ok (1 household, 1 year, hazard" in out
+
+
 @pytest.mark.parametrize(
     ("overrides", "engine"),
     [
