@@ -378,7 +378,9 @@ def run_simulation(
         model = build_model(config, base_dir)
     elif model.steps or (model.config is not config and model.config != config):
         problem = (
-            f"was already stepped {model.steps} years" if model.steps else "has another config"
+            f"was already stepped {model.steps} year{'' if model.steps == 1 else 's'}"
+            if model.steps
+            else "has another config"
         )
         msg = (
             f"model: {problem}; run_simulation needs a model freshly built from config "

@@ -30,7 +30,7 @@ def test_a_model_already_stepped_is_refused(tmp_path):
     config, base = load_config(DEFAULT, SMALL)
     model = build_model(config, base)
     model.step()
-    with pytest.raises(ValueError, match=r"^model: was already stepped 1 years; "):
+    with pytest.raises(ValueError, match=r"^model: was already stepped 1 year; "):
         run_simulation(config, base, tmp_path, progress=False, model=model)
     assert list(tmp_path.iterdir()) == []
 
