@@ -224,9 +224,8 @@ def _validate(args: argparse.Namespace) -> int:
         runs = plan_runs(experiment, base, args.config)
         points = len(runs) // experiment.replicates
         print(
-            f"{args.config}: ok (experiment {experiment.name}: {len(runs)} runs = {points} "
-            f"design point{'s' if points != 1 else ''} x {experiment.replicates} replicate"
-            f"{'s' if experiment.replicates != 1 else ''}, "
+            f"{args.config}: ok (experiment {experiment.name}: {len(runs)} runs = "
+            f"{_many(points, 'design point')} x {_many(experiment.replicates, 'replicate')}, "
             f"executor {experiment.executor.kind})"
         )
         return 0

@@ -212,16 +212,9 @@ class MemoryPool:
         self.retrieval = retrieval
         self.retention = retention
         # The query relevance is scored against, as CognitiveMemory scores it: a blank query
-        # or a relevance weight of 0 scores none.
+        # or a relevance weight of 0 scores none (and spec retrieval has no query).
         query = retrieval.query
-        self._query = (
-            query
-            if retrieval.strategy == "weighted"
-            and query is not None
-            and query.strip()
-            and retrieval.w_relevance > 0.0
-            else None
-        )
+        self._query = query if query and query.strip() and retrieval.w_relevance > 0.0 else None
         self._keywords = KeywordIndex()
         self._log_decay = math.log(self.decay_rate)
         # rate ** age for ages 0, 1, ... by rate (grown on demand): the decay of importance,

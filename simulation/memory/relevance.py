@@ -204,7 +204,7 @@ class KeywordIndex:
             return
         by_shape = self._by_shape
         codes = []
-        for shape in _shapes(list(itertools.islice(texts, known, None))):
+        for shape in _shapes(texts[known:]):
             signature = by_shape.get(shape)
             if signature is None:
                 if isinstance(shape, bytes):
