@@ -39,6 +39,7 @@ from simulation.audit.writer import (
     DecisionLines,
     MemoryLines,
     StateChanges,
+    dynamic_state,
     eviction_parts,
 )
 from simulation.memory.pool import POOL_STORES, PoolWrite
@@ -48,8 +49,11 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
+    from simulation.agents.state import HouseholdState
     from simulation.audit.writer import AuditWriter
+    from simulation.memory.item import MemoryItem
     from simulation.memory.pool import MemoryPool, PoolRetrieval
+    from simulation.model import Decision
 
 __all__ = ["ArrayAudit"]
 
@@ -100,7 +104,7 @@ class ArrayAudit:
     """An audit writer fed from a memory pool and the engine's columns.
 
     Args:
-        writer: The run's writer (levels ``standard`` and ``minimal``).
+        writer: The run's writer (any level but ``off``).
         pool: The engine's memory pool.
         agent_ids: The households' ids, by row.
     """
@@ -110,7 +114,9 @@ class ArrayAudit:
         self.pool = pool
         self.agent_ids = list(agent_ids)
         self.audited = np.array([writer.audits(a) for a in self.agent_ids], dtype=bool)
-        self.memory_streams = writer.level == "standard"
+        self.memory_streams = writer.level in ("standard", "full")
+        #: Households whose traces explain their decisions (the audited ones, at ``full``).
+        self.explains = self.audited & (writer.level == "full")
         # Writes waiting for their phase's end: (order keys, rank, rows, write), all audited.
         self._queued: list[tuple[np.ndarray, int, np.ndarray, PoolWrite]] = []
         # Encoded once, taken from by row or code (see simulation/audit/lines.py): each
@@ -308,6 +314,44 @@ class ArrayAudit:
 
         self.writer.later(log)
 
+    def explained_decisions(
+        self,
+        rows: NDArray[np.int64],
+        written: PoolWrite,
+        decisions: Sequence[tuple[int, Decision, HouseholdState, HouseholdState]],
+        parameters: dict[str, Any],
+    ) -> None:
+        """Log each explained household's retrieval, decision memory and full trace, in order.
+
+        At ``full`` a trace shows the household's whole memory and the policy's reasons, which
+        no batch of columns holds: each is the record the object path writes, through the same
+        writer methods, on the run's thread (the pool moves on after).
+
+        Args:
+            rows: The households in decision order.
+            written: Each household's decision memory write, in decision order.
+            decisions: ``(position, decision, state before, state after)`` of each explained
+                household, in decision order.
+            parameters: The parameters of the ``retrieve_memory`` calls.
+        """
+        pool, writer, agent_ids = self.pool, self.writer, self.agent_ids
+        positions = np.array([position for position, *_ in decisions], dtype=np.int64)
+        households = rows[positions]
+        decided = PoolWrite(*(part[positions] for part in written))
+        writer.memory_updates(self._lines(households, decided, _Written.read(pool, decided)))
+        rows_list = households.tolist()
+        working = [pool.working(row) for row in rows_list]
+        episodic = [pool.episodic(row) for row in rows_list]
+        items = iter(pool.items([i for held in (*working, *episodic) for i in held]))
+        held = [[next(items) for _ in indices] for indices in (*working, *episodic)]
+        for row, (_, decision, before, after), working_items, episodic_items in zip(
+            rows_list, decisions, held[: len(rows_list)], held[len(rows_list) :], strict=True
+        ):
+            agent_id = agent_ids[row]
+            writer.tool_invocation(agent_id, parameters, decision.retrieved)
+            memory = _MemoryView(working_items, episodic_items)
+            writer.trace(agent_id, decision, dynamic_state(before), after, memory)
+
     # ------------------------------------------------------------------ year end
     def year_end(self, active: NDArray[np.int64], moves: Sequence[PoolWrite]) -> None:
         """Log each audited active household's year end (consolidation), in household order."""
@@ -340,6 +384,23 @@ class ArrayAudit:
             pool.episodic_sizes[rows],
             moved,
         )
+
+
+class _MemoryView:
+    """What a full trace reads of a household's memory, by ``CognitiveMemory``'s names.
+
+    Args:
+        working: Its working memory, oldest first.
+        episodic: Its episodic memory in the order the items entered it.
+    """
+
+    __slots__ = ("episodic", "episodic_size", "working", "working_size")
+
+    def __init__(self, working: list[MemoryItem], episodic: list[MemoryItem]):
+        self.working = working
+        self.episodic = episodic
+        self.working_size = len(working)
+        self.episodic_size = len(episodic)
 
 
 def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.Array:

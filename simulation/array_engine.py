@@ -16,10 +16,11 @@ that reaches a result is added in the object path's order.
 
 The engine covers the configurations whose every step it implements
 (:func:`simulation.config.array_engine_limits` names what it does not: another decision policy,
-tiered retention, reflection, the full audit trail); the standard
-and minimal trails go through :class:`~simulation.array_audit.ArrayAudit`. The households'
-objects are brought up to date by :meth:`ArrayEngine.store`; the model does it whenever one of
-them is read.
+tiered retention, reflection); the audit trail goes through
+:class:`~simulation.array_audit.ArrayAudit`. At ``full`` the audited households' decisions are
+explained, so those households decide one by one with the policy's scalar ``decide``, as the
+object path's do. The households' objects are brought up to date by :meth:`ArrayEngine.store`;
+the model does it whenever one of them is read.
 """
 
 from __future__ import annotations
@@ -39,12 +40,14 @@ from simulation.cycle import (
     POLICY_FLAGS,
     retrieval_parameters,
 )
-from simulation.decisions.base import DrawnUniform, Option
+from simulation.decisions.base import DrawnUniform, Option, Proposal
 from simulation.decisions.pmt import MEMORY_KINDS, PMTPolicy, kind_needs_amount, kind_of
 from simulation.hazard import Sites
+from simulation.memory.cognitive import WriteResult
 from simulation.memory.item import ScoredMemory
 from simulation.memory.pool import POOL_STORES, MemoryPool, PoolWrite
 from simulation.rowwise import row_count
+from simulation.skills.registry import VALID
 from simulation.skills.templates import render_many
 
 if TYPE_CHECKING:
@@ -53,7 +56,8 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from simulation.config import EventTemplate
-    from simulation.model import FloodAdaptationModel
+    from simulation.memory.pool import PoolRetrieval
+    from simulation.model import Decision, FloodAdaptationModel
 
 __all__ = ["ArrayEngine"]
 
@@ -63,6 +67,9 @@ _NONE = -1
 # Codes of the kinds table: a (source, tag set) pair not classified yet, or whose memories are
 # classified by their amount.
 _UNCLASSIFIED, _BY_AMOUNT = -3, -2
+#: The households a full trace explains, by their place in the decision order: each one's
+#: explained proposal, the memories it retrieved and its state when it decided.
+_Explained = dict[int, tuple[Proposal, list[ScoredMemory], HouseholdState]]
 
 
 def _kind_code(kind: str | None) -> int:
@@ -148,6 +155,7 @@ class ArrayEngine:
         self.zones = ZoneColumn.of(self.columns["flood_zone"].tolist())
         self._kinds = np.zeros(0, dtype=np.int64)  # kind code of each (tag set, source) pair
         self._anyone: HouseholdState | None = None  # see _decision_texts
+        self._state_names = tuple(STATE_FIELDS)
         self.audit = (
             None
             if model.audit is None
@@ -459,6 +467,12 @@ class ArrayEngine:
         cps = np.empty(len(rows))
         skills = self.skill_ids
         elevate = skills.index("elevate_house") if "elevate_house" in skills else -1
+        audit = self.audit
+        # Households whose full trace explains their decision decide one by one, as on the
+        # object path.
+        explained: _Explained = {}
+        explains = audit.explains[rows] if audit is not None else np.zeros(len(rows), bool)
+        context = model._decision_context(year)
         start = 0
         while start < len(rows):
             subsidy = government.subsidy_for(elevation_cost)
@@ -478,10 +492,28 @@ class ArrayEngine:
                 valid,
                 draws[part],
             )
-            for i in np.flatnonzero(recheck).tolist():
-                picks[i], cp[i] = self._decide_alone(
+            for i in np.flatnonzero(recheck & ~explains[part]).tolist():
+                proposal = self._decide_alone(
                     these[i], retrieved, start + i, costs[i], valid[i], float(draws[start + i])
                 )
+                picks[i], cp[i] = skills.index(proposal.skill_id), proposal.constructs["CP"].value
+            explaining = np.flatnonzero(explains[part])
+            if len(explaining):
+                self._explain(
+                    these[explaining],
+                    retrieved,
+                    start + explaining,
+                    costs[explaining],
+                    valid[explaining],
+                    draws,
+                    context,
+                    explained,
+                )
+                for i in explaining.tolist():
+                    proposal = explained[start + i][0]
+                    picks[i] = skills.index(proposal.skill_id)
+                    cp[i] = proposal.constructs["CP"].value
+                    tp[start + i] = proposal.constructs["TP"].value
             end = len(rows)
             for i in np.flatnonzero(picks == elevate).tolist():
                 cost = float(costs[i, elevate])
@@ -497,10 +529,32 @@ class ArrayEngine:
             paid[done] = costs[np.arange(end - start), picks[: end - start]]
             cps[done] = cp[: end - start]
             start = end
-        audit = self.audit
+        self._execute_and_log(year, rows, retrieved, chosen, paid, tp, cps, explained, stats)
+        return tp
+
+    def _execute_and_log(
+        self,
+        year: int,
+        rows: NDArray[np.int64],
+        retrieved: PoolRetrieval,
+        chosen: NDArray[np.int64],
+        paid: np.ndarray,
+        tp: np.ndarray,
+        cp: np.ndarray,
+        explained: _Explained,
+        stats: dict[str, float],
+    ) -> None:
+        """Execute the year's choices (:meth:`_execute`) and log the audited households'."""
+        audit, columns = self.audit, self.columns
         if audit is None:
             self._execute(year, rows, chosen, paid, tp, stats)
-            return tp
+            return
+        parameters = retrieval_parameters(self.model.config.memory.retrieval, year)
+        if explained:
+            written = self._execute(year, rows, chosen, paid, tp, stats)
+            decisions = self._explained_decisions(year, rows, explained, chosen, paid, written)
+            audit.explained_decisions(rows, written, decisions, parameters)
+            return
         audited = np.flatnonzero(audit.audited[rows])
         before = (
             {name: columns[name][rows[audited]] for name in DYNAMIC_FIELDS}
@@ -509,17 +563,8 @@ class ArrayEngine:
         )
         changes = self._state_changes(rows[audited], chosen[audited])
         written = self._execute(year, rows, chosen, paid, tp, stats)
-        audit.decisions(
-            year,
-            rows,
-            retrieved,
-            before,
-            {"skill_ids": self.skill_ids, "skill": chosen, "cost": paid, "tp": tp, "cp": cps},
-            changes,
-            written,
-            retrieval_parameters(model.config.memory.retrieval, year),
-        )
-        return tp
+        choices = {"skill_ids": self.skill_ids, "skill": chosen, "cost": paid, "tp": tp, "cp": cp}
+        audit.decisions(year, rows, retrieved, before, choices, changes, written, parameters)
 
     def _state_changes(self, rows: NDArray[np.int64], chosen: NDArray[np.int64]) -> StateChanges:
         """What executing each choice will change (``Decision.state_changes``), before it does.
@@ -567,38 +612,126 @@ class ArrayEngine:
     def _decide_alone(
         self,
         row: int,
-        retrieved: Any,
+        retrieved: PoolRetrieval,
         position: int,
         costs: np.ndarray,
         valid: np.ndarray,
         draw: float,
-    ) -> tuple[int, float]:
-        """The scalar decision of one household whose draw fell within rounding of a boundary.
+    ) -> Proposal:
+        """The scalar decision of one household whose draw fell within rounding of a boundary."""
+        options = [Option(self.skill_ids[j], float(costs[j])) for j in np.flatnonzero(valid)]
+        return self.model.policy.decide(
+            self._states([row])[0],
+            self._recalled(retrieved, [position])[0],
+            options,
+            {},
+            DrawnUniform(draw),
+            explain=False,
+        )
+
+    def _explain(
+        self,
+        rows: NDArray[np.int64],
+        retrieved: PoolRetrieval,
+        positions: NDArray[np.int64],
+        costs: np.ndarray,
+        valid: np.ndarray,
+        draws: np.ndarray,
+        context: dict[str, Any],
+        explained: _Explained,
+    ) -> None:
+        """Decide for households whose full traces explain it, one by one as the object path.
+
+        Args:
+            rows: The households.
+            retrieved: What every household retrieved this year.
+            positions: Their places in the decision order (and in ``retrieved``).
+            costs: Their cost of each skill, a row each.
+            valid: The skills each may take.
+            draws: The year's uniforms of the decision stream, by position.
+            context: The year's decision context.
+            explained: Receives ``(proposal, retrieved memories, state)`` by position.
+        """
+        decide, skill_ids = self.model.policy.decide, self.skill_ids
+        positions_list = positions.tolist()
+        for position, state, memories, cost, allowed in zip(
+            positions_list,
+            self._states(rows),
+            self._recalled(retrieved, positions_list),
+            costs.tolist(),
+            valid,
+            strict=True,
+        ):
+            options = [Option(skill_ids[j], cost[j]) for j in np.flatnonzero(allowed).tolist()]
+            proposal = decide(
+                state,
+                memories,
+                options,
+                context,
+                DrawnUniform(float(draws[position])),
+                explain=True,
+            )
+            explained[position] = (proposal, memories, state)
+
+    def _recalled(self, retrieved: PoolRetrieval, positions: list[int]) -> list[list[ScoredMemory]]:
+        """What the households at ``positions`` retrieved, as the object path's scored memories."""
+        counts = retrieved.counts[positions]
+        found = np.arange(retrieved.items.shape[1]) < counts[:, None]
+        items = iter(self.pool.items(retrieved.items[positions][found]))
+        scores = iter(retrieved.scores[positions][found].tolist())
+        stores = iter(retrieved.stores[positions][found].tolist())
+        return [
+            [
+                ScoredMemory(next(items), next(scores), POOL_STORES[next(stores)])
+                for _ in range(count)
+            ]
+            for count in counts.tolist()
+        ]
+
+    def _explained_decisions(
+        self,
+        year: int,
+        rows: NDArray[np.int64],
+        explained: _Explained,
+        chosen: NDArray[np.int64],
+        paid: np.ndarray,
+        written: PoolWrite,
+    ) -> list[tuple[int, Decision, HouseholdState, HouseholdState]]:
+        """The object path's :class:`~simulation.model.Decision` of each explained household.
 
         Returns:
-            The chosen column and the CP reported with it.
+            ``(position, decision, state before, state after)`` in decision order.
         """
-        pool = self.pool
-        count = int(retrieved.counts[position])
-        memories = [
-            ScoredMemory(pool.item(int(item)), float(score), POOL_STORES[store])
-            for item, score, store in zip(
-                retrieved.items[position, :count].tolist(),
-                retrieved.scores[position, :count].tolist(),
-                retrieved.stores[position, :count].tolist(),
-                strict=True,
-            )
-        ]
-        options = [Option(self.skill_ids[j], float(costs[j])) for j in np.flatnonzero(valid)]
-        proposal = self.model.policy.decide(
-            self._state(row), memories, options, {}, DrawnUniform(draw), explain=False
-        )
-        return self.skill_ids.index(proposal.skill_id), proposal.constructs["CP"].value
+        from simulation.model import Decision  # noqa: PLC0415 - the model imports this
 
-    def _state(self, row: int) -> HouseholdState:
-        """Household ``row``'s state as an object (a copy)."""
-        columns = self.columns
-        return HouseholdState(**{name: columns[name][row].item() for name in STATE_FIELDS})
+        positions = sorted(explained)
+        updates = self.pool.items(written.items[positions])
+        decisions = []
+        for position, update, store, after in zip(
+            positions,
+            updates,
+            written.stores[positions].tolist(),
+            self._states(rows[positions]),
+            strict=True,
+        ):
+            proposal, memories, before = explained[position]
+            decision = Decision(
+                year,
+                proposal,
+                self.skill_ids[chosen[position]],
+                VALID,
+                memories,
+                memory_update=WriteResult(update, POOL_STORES[store], ()),
+                cost=float(paid[position]),
+            )
+            decisions.append((position, decision, before, after))
+        return decisions
+
+    def _states(self, rows: NDArray[np.int64] | list[int]) -> list[HouseholdState]:
+        """The states of ``rows``' households as objects (copies)."""
+        columns, names = self.columns, self._state_names
+        values = zip(*(columns[name][rows].tolist() for name in names), strict=True)
+        return [HouseholdState(**dict(zip(names, state, strict=True))) for state in values]
 
     def _execute(
         self,
@@ -682,7 +815,7 @@ class ArrayEngine:
         if fields <= context_keys:  # one text per distinct cost, the household's fields unread
             distinct, index = _distinct(cost)
             if self._anyone is None:  # a template reading no field reads nobody's state
-                self._anyone = self._state(int(rows[0]))
+                self._anyone = self._states(rows[:1])[0]
             texts, importance, tags = registry.memory_updates(
                 skill_id,
                 self._anyone,
@@ -691,10 +824,8 @@ class ArrayEngine:
             )
             return texts, importance, tags, index
         rendered = [
-            registry.memory_update(
-                skill_id, self._state(r), _context(skill_id, year, c, elevation_cost)
-            )
-            for r, c in zip(rows.tolist(), cost.tolist(), strict=True)
+            registry.memory_update(skill_id, state, _context(skill_id, year, c, elevation_cost))
+            for state, c in zip(self._states(rows), cost.tolist(), strict=True)
         ]
         _, importance, tags = rendered[0]
         return [text for text, _, _ in rendered], importance, tags, np.arange(len(rows))

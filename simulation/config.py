@@ -939,8 +939,8 @@ class RunConfig(Section):
         "state and CognitiveMemory objects (every feature). arrays: all households at once on "
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
         "faster, for the pmt policy with spec or weighted retrieval (a query too), "
-        "any retention policy but tiered, no reflection and audit levels off, minimal or "
-        "standard. auto (the default): arrays where it implements the config, else objects "
+        "any retention policy but tiered and no reflection, at every audit level. auto (the "
+        "default): arrays where it implements the config, else objects "
         "(the run's config.resolved.yaml names the engine chosen; floodsim run and validate "
         "also name what keeps a config off arrays).",
         validate_default=True,  # so that auto is resolved when no config names an engine
@@ -988,7 +988,7 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
     Each entry names the key and its value; sections that failed validation are skipped.
     """
     problems = []
-    decision, memory, audit = (sections.get(k) for k in ("decision", "memory", "audit"))
+    decision, memory = sections.get("decision"), sections.get("memory")
     if decision is not None and decision.policy != "pmt":
         problems.append(f"decision.policy {decision.policy}")
     if memory is not None:
@@ -996,8 +996,6 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
             problems.append("memory.retention.policy tiered")
         if memory.reflection.enabled:
             problems.append("memory.reflection.enabled true")
-    if audit is not None and audit.level == "full":
-        problems.append("audit.level full (its traces explain each decision)")
     return problems
 
 

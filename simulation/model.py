@@ -481,17 +481,7 @@ class FloodAdaptationModel(mesa.Model):
         self._decision_memories.clear()
 
     def attach_audit(self, writer: AuditWriter) -> None:
-        """Stream this run's audit trail to ``writer`` (logs the households' initial memories).
-
-        Raises:
-            ValueError: If the model runs on ``engine: arrays`` and the writer's level is
-                ``full``, whose traces explain each decision: the engine does not.
-        """
-        if self.config.engine == "arrays" and writer.level == "full":
-            msg = (
-                "engine arrays writes no full audit trail: use engine objects for audit.level full"
-            )
-            raise ValueError(msg)
+        """Stream this run's audit trail to ``writer`` (logs the households' initial memories)."""
         self.audit = writer
         for household in self.households:
             writer.initial_memory(household.state.agent_id, household.memory)

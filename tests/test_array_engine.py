@@ -315,7 +315,6 @@ def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path, m
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [
-        (["audit.level=full"], "audit.level full"),
         (["audit.level=off", "decision.policy=llm"], "decision.policy llm"),
         (["audit.level=off", "memory.retention.policy=tiered"], "retention.policy tiered"),
         (["audit.level=off", "memory.reflection.enabled=true"], "reflection.enabled true"),
@@ -333,7 +332,7 @@ def test_configs_the_array_engine_does_not_implement_are_refused(overrides, name
     [
         ([], "arrays"),
         (["audit.level=minimal"], "arrays"),
-        (["audit.level=full"], "objects"),
+        (["audit.level=full"], "arrays"),
         (["audit.level=off", "decision.policy=llm"], "objects"),
         (["audit.level=off", "memory.retrieval.strategy=weighted"], "arrays"),
         (["audit.level=off", "memory.retention.policy=importance_weighted"], "arrays"),
@@ -356,23 +355,15 @@ def test_engine_auto_runs_arrays_where_it_implements_the_config(overrides, engin
     assert config.to_yaml_dict()["engine"] == engine  # what config.resolved.yaml records
 
 
-@pytest.mark.parametrize(("level", "engine"), [("standard", "arrays"), ("full", "objects")])
-def test_engine_auto_is_the_default_of_a_config_that_names_none(level, engine):
-    config, _ = load_config(DEFAULT, [f"audit.level={level}"])
+@pytest.mark.parametrize(
+    ("override", "engine"),
+    [("audit.level=full", "arrays"), ("memory.reflection.enabled=true", "objects")],
+)
+def test_engine_auto_is_the_default_of_a_config_that_names_none(override, engine):
+    config, _ = load_config(DEFAULT, [override])
     data = config.to_yaml_dict()
     del data["engine"]
     assert RunConfig.model_validate(data).engine == engine
-
-
-def test_a_model_on_arrays_refuses_a_full_audit_trail():
-    config, base = load_config(DEFAULT, ["households.count=20", *OFF, "engine=arrays"])
-    model = build_model(config, base)
-
-    class FullWriter:
-        level = "full"
-
-    with pytest.raises(ValueError, match="engine arrays writes no full audit trail"):
-        model.attach_audit(FullWriter())  # type: ignore[arg-type]
 
 
 def _streams(run_dir: Path) -> dict[str, bytes]:
@@ -445,6 +436,27 @@ def _streams_of_both(
             "memory.episodic_capacity=3",
             "households.prior_flood_share=0.4",
         ),
+        # Full traces: each decision explained, with the household's whole memory.
+        ("audit.level=full", "households.prior_flood_share=0.4", "memory.episodic_capacity=4"),
+        # Explained households among unaudited ones, on the run's thread, and a subsidy budget
+        # that runs out part way: those after are priced again and explained again.
+        (
+            "audit.level=full",
+            "audit.sample=0.3",
+            "audit.gzip=true",
+            "audit.background=false",
+            "decision.pmt.asc.elevate_house=-1.0",
+            "government.budget=300000",
+            "government.initial_subsidy=0.9",
+            "decision.pmt.asc.relocate=-3.0",
+        ),
+        (
+            "audit.level=full",
+            "memory.retrieval.strategy=weighted",
+            "memory.retrieval.query=insurance claim damage",
+            "memory.retention.policy=importance_weighted",
+            "memory.episodic_capacity=3",
+        ),
     ],
     ids=[
         "standard",
@@ -455,6 +467,9 @@ def _streams_of_both(
         "weighted",
         "query",
         "importance-weighted",
+        "full",
+        "full-sampled-budget",
+        "full-query",
     ],
 )
 def test_both_engines_write_the_same_audit_trail(tmp_path, overrides):

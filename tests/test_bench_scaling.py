@@ -223,7 +223,7 @@ def test_rounds_run_every_configuration_in_turn(bench, tmp_path, monkeypatch, ca
     assert f"{cpu:.1f} ({kernel:.1f})" in lines[0]
 
 
-def test_the_array_engine_is_measured_where_it_runs_and_judged_by_its_level(
+def test_both_engines_are_measured_at_each_level_and_judged_by_it(
     bench, tmp_path, monkeypatch, capsys
 ):
     out = tmp_path / "scaling.json"
@@ -233,22 +233,23 @@ def test_the_array_engine_is_measured_where_it_runs_and_judged_by_its_level(
     monkeypatch.setattr("sys.argv", argv)
     bench.main()
     started = [x for x in capsys.readouterr().err.splitlines() if x.startswith("running")]
-    # The array engine does not write the full audit trail: not measured there.
     assert started == [
         "running 30 households, audit off, engine objects ...",
         "running 30 households, audit off, engine arrays ...",
         "running 30 households, audit full, engine objects ...",
+        "running 30 households, audit full, engine arrays ...",
     ]
     rows = json.loads(out.read_text())["rows"]
     assert [(r["audit"], r["engine"]) for r in rows] == [
         ("off", "objects"),
         ("off", "arrays"),
         ("full", "objects"),
+        ("full", "arrays"),
     ]
-    # Two fresh processes after each configuration; the size's floor is the lowest of all six.
-    assert [len(r["floor_us_per_agent_step_processes"]) for r in rows] == [2, 2, 2]
+    # Two fresh processes after each configuration; the size's floor is the lowest of all 8.
+    assert [len(r["floor_us_per_agent_step_processes"]) for r in rows] == [2, 2, 2, 2]
     lowest = min(f for r in rows for f in r["floor_us_per_agent_step_processes"])
-    assert [r["floor_us_per_agent_step"] for r in rows] == [lowest] * 3
+    assert [r["floor_us_per_agent_step"] for r in rows] == [lowest] * 4
     assert lowest > 0
     arrays = {**_row(1_000, "off", 5.0, 0.4), "engine": "arrays"}
     (line,) = [x for x in bench.target_checks([arrays]) if "floor" in x]
@@ -256,7 +257,8 @@ def test_the_array_engine_is_measured_where_it_runs_and_judged_by_its_level(
         line == "   1000 households, audit off, engine arrays: 12.5x floor (target <= 15.0x): met"
     )
     assert ("standard", "arrays") in bench.MATRIX[100_000]
-    assert ("full", "arrays") not in bench.MATRIX[1_000]
+    assert ("full", "arrays") in bench.MATRIX[1_000]
+    assert ("full", "arrays") not in bench.MATRIX[100_000]
 
 
 def test_rounds_must_be_positive(bench, monkeypatch):

@@ -149,8 +149,12 @@ def test_cycles_made_while_collection_is_rare_are_collected() -> None:
     del held
 
 
-@pytest.mark.parametrize("level", ["off", "full"])
-def test_stepping_the_model_creates_no_reference_cycles(tmp_path: Path, level: str) -> None:
+@pytest.mark.parametrize(
+    ("level", "engine"), [("off", "arrays"), ("full", "arrays"), ("full", "objects")]
+)
+def test_stepping_the_model_creates_no_reference_cycles(
+    tmp_path: Path, level: str, engine: str
+) -> None:
     """What makes pausing the collector safe: a year leaves no cyclic garbage behind.
 
     A change that makes stepping create cycles (a closure capturing its owner, an exception
@@ -158,7 +162,7 @@ def test_stepping_the_model_creates_no_reference_cycles(tmp_path: Path, level: s
     """
     from simulation.audit.writer import AuditWriter
 
-    overrides = ["households.count=150", "years=6", f"audit.level={level}"]
+    overrides = ["households.count=150", "years=6", f"audit.level={level}", f"engine={engine}"]
     config, base = load_config(DEFAULT, overrides)
     model = build_model(config, base)
     if level != "off":
