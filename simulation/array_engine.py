@@ -659,10 +659,11 @@ class ArrayEngine:
             self._states(rows),
             self._recalled(retrieved, positions_list),
             costs.tolist(),
-            valid,
+            valid.tolist(),
             strict=True,
         ):
-            options = [Option(skill_ids[j], cost[j]) for j in np.flatnonzero(allowed).tolist()]
+            offered = zip(skill_ids, cost, allowed, strict=True)
+            options = [Option(skill_id, c) for skill_id, c, ok in offered if ok]
             proposal = decide(
                 state,
                 memories,
