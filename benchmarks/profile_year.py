@@ -90,7 +90,7 @@ def phase_seconds(model: FloodAdaptationModel, years: int) -> dict[str, float]:
     ``step`` spends outside the phases (audit flushes, the year's bookkeeping) and ``"total"``
     the whole of the years.
 
-    A model on ``engine: arrays`` that decides in bulk runs its years in an
+    A model on ``engine: arrays`` runs its years in an
     :class:`~simulation.array_engine.ArrayEngine`, whose methods (:data:`ARRAY_PHASES`) are
     timed instead.
 
@@ -98,7 +98,7 @@ def phase_seconds(model: FloodAdaptationModel, years: int) -> dict[str, float]:
         Seconds per phase name of :data:`PHASES` (only the phases that ran), then ``"rest of
         step"`` and ``"total"``.
     """
-    if model.config.engine == "arrays" and model._decides_together():
+    if model._runs_on_arrays():
         phases, mro = ARRAY_PHASES, ArrayEngine.__mro__
     else:
         phases, mro = PHASES, type(model).__mro__

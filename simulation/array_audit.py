@@ -39,6 +39,7 @@ from simulation.audit.writer import (
     DecisionLines,
     MemoryLines,
     StateChanges,
+    changed_state,
     dynamic_state,
     eviction_parts,
 )
@@ -115,8 +116,11 @@ class ArrayAudit:
         self.agent_ids = list(agent_ids)
         self.audited = np.array([writer.audits(a) for a in self.agent_ids], dtype=bool)
         self.memory_streams = writer.level in ("standard", "full")
-        #: Households whose traces explain their decisions (the audited ones, at ``full``).
-        self.explains = self.audited & (writer.level == "full")
+        self.full = writer.level == "full"
+        #: Households whose decisions are traced (the audited ones, at a level with traces).
+        self.traced = self.audited & (writer.traces is not None)
+        #: Households whose traces explain their decisions (the traced ones, at ``full``).
+        self.explains = self.traced & self.full
         # Writes waiting for their phase's end: (order keys, rank, rows, write), all audited.
         self._queued: list[tuple[np.ndarray, int, np.ndarray, PoolWrite]] = []
         # Encoded once, taken from by row or code (see simulation/audit/lines.py): each
@@ -314,43 +318,60 @@ class ArrayAudit:
 
         self.writer.later(log)
 
-    def explained_decisions(
+    def decisions_apart(
         self,
-        rows: NDArray[np.int64],
+        households: NDArray[np.int64],
         written: PoolWrite,
-        decisions: Sequence[tuple[int, Decision, HouseholdState, HouseholdState]],
+        positions: list[int],
+        decisions: Sequence[tuple[Decision, HouseholdState]],
+        after: Sequence[HouseholdState],
         parameters: dict[str, Any],
     ) -> None:
-        """Log each explained household's retrieval, decision memory and full trace, in order.
+        """Log households decided one by one: retrieval, decision memory and trace, in order.
 
-        At ``full`` a trace shows the household's whole memory and the policy's reasons, which
-        no batch of columns holds: each is the record the object path writes, through the same
-        writer methods, on the run's thread (the pool moves on after).
+        A full trace shows the household's whole memory and the policy's reasons, and a
+        decision table's trace may show a rejected proposal and why: no batch of columns holds
+        these, so each is the record the object path writes, through the same writer methods,
+        on the run's thread (the pool moves on after).
 
         Args:
-            rows: The households in decision order.
-            written: Each household's decision memory write, in decision order.
-            decisions: ``(position, decision, state before, state after)`` of each explained
-                household, in decision order.
+            households: The households, in decision order.
+            written: Every household's decision memory write, in decision order.
+            positions: The households' places in the decision order.
+            decisions: Each one's decision and its state before it decided.
+            after: Each one's state after.
             parameters: The parameters of the ``retrieve_memory`` calls.
         """
         pool, writer, agent_ids = self.pool, self.writer, self.agent_ids
-        positions = np.array([position for position, *_ in decisions], dtype=np.int64)
-        households = rows[positions]
-        decided = PoolWrite(*(part[positions] for part in written))
-        writer.memory_updates(self._lines(households, decided, _Written.read(pool, decided)))
-        rows_list = households.tolist()
-        working = [pool.working(row) for row in rows_list]
-        episodic = [pool.episodic(row) for row in rows_list]
-        items = iter(pool.items([i for held in (*working, *episodic) for i in held]))
-        held = [[next(items) for _ in indices] for indices in (*working, *episodic)]
-        for row, (_, decision, before, after), working_items, episodic_items in zip(
-            rows_list, decisions, held[: len(rows_list)], held[len(rows_list) :], strict=True
+        if self.memory_streams:
+            decided = PoolWrite(*(part[positions] for part in written))
+            writer.memory_updates(self._lines(households, decided, _Written.read(pool, decided)))
+        rows = households.tolist()
+        if self.full:
+            working = [pool.working(row) for row in rows]
+            episodic = [pool.episodic(row) for row in rows]
+            items = iter(pool.items([i for held in (*working, *episodic) for i in held]))
+            held = [[next(items) for _ in indices] for indices in (*working, *episodic)]
+            memories = [
+                _MemoryView(w, e) for w, e in zip(held[: len(rows)], held[len(rows) :], strict=True)
+            ]
+        else:  # the traces read only the sizes
+            memories = [
+                _MemoryView.sized(w, e)
+                for w, e in zip(
+                    pool.working_sizes[rows].tolist(),
+                    pool.episodic_sizes[rows].tolist(),
+                    strict=True,
+                )
+            ]
+        snapshot = {"full": dynamic_state, "standard": changed_state}.get(writer.level)
+        for row, (decision, before), state, memory in zip(
+            rows, decisions, after, memories, strict=True
         ):
             agent_id = agent_ids[row]
             writer.tool_invocation(agent_id, parameters, decision.retrieved)
-            memory = _MemoryView(working_items, episodic_items)
-            writer.trace(agent_id, decision, dynamic_state(before), after, memory)
+            before_state = snapshot(before) if snapshot is not None else None
+            writer.trace(agent_id, decision, before_state, state, memory)
 
     # ------------------------------------------------------------------ year end
     def year_end(self, active: NDArray[np.int64], moves: Sequence[PoolWrite]) -> None:
@@ -401,6 +422,13 @@ class _MemoryView:
         self.episodic = episodic
         self.working_size = len(working)
         self.episodic_size = len(episodic)
+
+    @classmethod
+    def sized(cls, working: int, episodic: int) -> _MemoryView:
+        """A view of the sizes alone (what traces below ``full`` read)."""
+        view = cls([], [])
+        view.working_size, view.episodic_size = working, episodic
+        return view
 
 
 def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.Array:

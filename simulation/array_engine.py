@@ -15,11 +15,13 @@ stream is drawn in the same amounts and order, households decide in the same shu
 that reaches a result is added in the object path's order.
 
 The engine covers the configurations whose every step it implements
-(:func:`simulation.config.array_engine_limits` names what it does not: another decision policy,
-tiered retention, reflection); the audit trail goes through
+(:func:`simulation.config.array_engine_limits` names what it does not: language-model
+decisions, tiered retention, reflection); the audit trail goes through
 :class:`~simulation.array_audit.ArrayAudit`. At ``full`` the audited households' decisions are
 explained, so those households decide one by one with the policy's scalar ``decide``, as the
-object path's do. The households' objects are brought up to date by :meth:`ArrayEngine.store`;
+object path's do; so does every audited household under a decision table (``scripted``), whose
+trace may show a rejected proposal. The others' table entries are looked up and validated for
+the whole year at once. The households' objects are brought up to date by :meth:`ArrayEngine.store`;
 the model does it whenever one of them is read.
 """
 
@@ -41,13 +43,14 @@ from simulation.cycle import (
     retrieval_parameters,
 )
 from simulation.decisions.base import DrawnUniform, Option, Proposal
-from simulation.decisions.pmt import MEMORY_KINDS, PMTPolicy, kind_needs_amount, kind_of
+from simulation.decisions.pmt import MEMORY_KINDS, kind_needs_amount, kind_of
+from simulation.decisions.scripted import ScriptedPolicy
 from simulation.hazard import Sites
 from simulation.memory.cognitive import WriteResult
 from simulation.memory.item import ScoredMemory
 from simulation.memory.pool import POOL_STORES, MemoryPool, PoolWrite
 from simulation.rowwise import row_count
-from simulation.skills.registry import VALID
+from simulation.skills.registry import VALID, Validation
 from simulation.skills.templates import render_many
 
 if TYPE_CHECKING:
@@ -67,9 +70,10 @@ _NONE = -1
 # Codes of the kinds table: a (source, tag set) pair not classified yet, or whose memories are
 # classified by their amount.
 _UNCLASSIFIED, _BY_AMOUNT = -3, -2
-#: The households a full trace explains, by their place in the decision order: each one's
-#: explained proposal, the memories it retrieved and its state when it decided.
-_Explained = dict[int, tuple[Proposal, list[ScoredMemory], HouseholdState]]
+#: The households decided one by one, by their place in the decision order (those a full trace
+#: explains, and every audited one under a decision table): each one's proposal, its
+#: validation, the memories it retrieved and its state when it decided.
+_Apart = dict[int, tuple[Proposal, Validation, list[ScoredMemory], HouseholdState]]
 
 
 def _kind_code(kind: str | None) -> int:
@@ -132,6 +136,16 @@ class ArrayEngine:
                 for h in households
             ]
         )
+        # The skill each household last proposed, and whether it could take it.
+        self.decided_proposed = np.array(
+            [
+                0 if h.last_decision is None else skill_ids.index(h.last_decision.proposed_skill_id)
+                for h in households
+            ]
+        )
+        self.decided_valid = np.array(
+            [h.last_decision is None or h.last_decision.valid for h in households], dtype=bool
+        )
         self.decided_cost = np.array(
             [0.0 if h.last_decision is None else h.last_decision.cost for h in households]
         )
@@ -152,14 +166,13 @@ class ArrayEngine:
             position[other] for household in households for other in household.neighbors
         ]
         self.floodplain = np.isin(self.columns["flood_zone"], list(SFHA_ZONES))
+        self.agent_ids: list[str] = self.columns["agent_id"].tolist()
         self.zones = ZoneColumn.of(self.columns["flood_zone"].tolist())
         self._kinds = np.zeros(0, dtype=np.int64)  # kind code of each (tag set, source) pair
         self._anyone: HouseholdState | None = None  # see _decision_texts
         self._state_names = tuple(STATE_FIELDS)
         self.audit = (
-            None
-            if model.audit is None
-            else ArrayAudit(model.audit, self.pool, self.columns["agent_id"].tolist())
+            None if model.audit is None else ArrayAudit(model.audit, self.pool, self.agent_ids)
         )
 
     # ------------------------------------------------------------------ the year
@@ -454,83 +467,161 @@ class ArrayEngine:
         Returns:
             The households' threat appraisals, in decision order.
         """
-        model, pool, columns = self.model, self.pool, self.columns
-        policy: PMTPolicy = model.policy  # type: ignore[assignment]
+        model, pool, columns, registry = self.model, self.pool, self.columns, self.model.registry
         retrieved = pool.retrieve(rows, model.config.memory.retrieval.top_k, year)
-        kinds = self._kind_codes(retrieved.items)
-        zones = self.zones[rows]
-        tp = policy.appraise_threats(kinds, retrieved.scores, zones)
+        scripted = isinstance(model.policy, ScriptedPolicy)
+        if scripted:  # no appraisal: the table names each household's skill
+            tp = np.full(len(rows), math.nan)
+            proposed = self._scripted_skills(model.policy, year, rows)
+        else:
+            kinds = self._kind_codes(retrieved.items)
+            tp = model.policy.appraise_threats(kinds, retrieved.scores, self.zones[rows])
         elevation_cost = model.config.adaptation.elevation_cost
-        government = model.government
         chosen = np.empty(len(rows), dtype=np.int64)
+        offered = np.empty(len(rows), dtype=np.int64)  # the skill each household proposed
+        accepted = np.empty(len(rows), dtype=bool)  # whether it could take it
         paid = np.empty(len(rows))
         cps = np.empty(len(rows))
-        skills = self.skill_ids
-        elevate = skills.index("elevate_house") if "elevate_house" in skills else -1
+        fallback = self.skill_ids.index(registry.default_skill)
+        # Households decided one by one, as on the object path: those whose full trace explains
+        # the decision and, under a decision table, every audited one (its trace may show a
+        # rejected proposal and why).
+        apart: _Apart = {}
         audit = self.audit
-        # Households whose full trace explains their decision decide one by one, as on the
-        # object path.
-        explained: _Explained = {}
-        explains = audit.explains[rows] if audit is not None else np.zeros(len(rows), bool)
+        alone = (
+            np.zeros(len(rows), dtype=bool)
+            if audit is None
+            else (audit.traced if scripted else audit.explains)[rows]
+        )
         context = model._decision_context(year)
         start = 0
         while start < len(rows):
-            subsidy = government.subsidy_for(elevation_cost)
+            subsidy = model.government.subsidy_for(elevation_cost)
             part = slice(start, len(rows))
             these = rows[part]
             costs = self._cost_matrix(these)
-            valid = model.registry.valid_mask_columns(columns, these, costs)
-            picks, cp, recheck = policy.choose_many(
-                tp[part],
-                zones[start:],
-                columns["income"][these].astype(float),
-                columns["claims_paid"][these].astype(float),
-                columns["claims_denied"][these].astype(float),
-                columns["has_insurance"][these] | columns["has_contents_insurance"][these],
-                self.skill_ids,
-                costs,
-                valid,
-                draws[part],
-            )
-            for i in np.flatnonzero(recheck & ~explains[part]).tolist():
-                proposal = self._decide_alone(
-                    these[i], retrieved, start + i, costs[i], valid[i], float(draws[start + i])
+            valid = registry.valid_mask_columns(columns, these, costs)
+            if scripted:
+                picks, cp = proposed[part].copy(), np.full(len(these), math.nan)
+            else:
+                picks, cp = self._choose(
+                    retrieved, start, these, costs, valid, tp, draws, ~alone[part]
                 )
-                picks[i], cp[i] = skills.index(proposal.skill_id), proposal.constructs["CP"].value
-            explaining = np.flatnonzero(explains[part])
-            if len(explaining):
-                self._explain(
-                    these[explaining],
+            deciding = np.flatnonzero(alone[part])
+            if len(deciding):
+                picks[deciding], cp[deciding], tp[start + deciding] = self._decide_apart(
+                    these[deciding],
                     retrieved,
-                    start + explaining,
-                    costs[explaining],
-                    valid[explaining],
+                    start + deciding,
+                    costs[deciding],
+                    valid[deciding],
                     draws,
                     context,
-                    explained,
+                    apart,
                 )
-                for i in explaining.tolist():
-                    proposal = explained[start + i][0]
-                    picks[i] = skills.index(proposal.skill_id)
-                    cp[i] = proposal.constructs["CP"].value
-                    tp[start + i] = proposal.constructs["TP"].value
-            end = len(rows)
-            for i in np.flatnonzero(picks == elevate).tolist():
-                cost = float(costs[i, elevate])
-                spent = government.spent_this_year
-                government.pay(elevation_cost * (1.0 - cost / max(elevation_cost, 1e-9)))
-                if government.spent_this_year != spent and (
-                    government.subsidy_for(elevation_cost) != subsidy
-                ):
-                    end = start + i + 1  # the rest are priced at the new subsidy
-                    break
+            proposals = picks.copy()
+            # A skill the household may not take this year gives way to the default skill (the
+            # PMT policy chooses among the valid ones; a decision table need not).
+            ok = valid[np.arange(len(picks)), picks]
+            picks[~ok] = fallback
+            end = start + self._until_subsidy_changes(picks, costs, subsidy)
             done = slice(start, end)
             chosen[done] = picks[: end - start]
+            offered[done] = proposals[: end - start]
+            accepted[done] = ok[: end - start]
             paid[done] = costs[np.arange(end - start), picks[: end - start]]
             cps[done] = cp[: end - start]
             start = end
-        self._execute_and_log(year, rows, retrieved, chosen, paid, tp, cps, explained, stats)
+        stats["invalid_proposals"] += len(rows) - int(np.count_nonzero(accepted))
+        self.decided_proposed[rows] = offered
+        self.decided_valid[rows] = accepted
+        self._execute_and_log(year, rows, retrieved, chosen, paid, tp, cps, apart, stats)
         return tp
+
+    def _choose(
+        self,
+        retrieved: PoolRetrieval,
+        start: int,
+        rows: NDArray[np.int64],
+        costs: np.ndarray,
+        valid: np.ndarray,
+        tp: np.ndarray,
+        draws: np.ndarray,
+        rechecked: NDArray[np.bool_],
+    ) -> tuple[NDArray[np.int64], np.ndarray]:
+        """The PMT policy's choices of the households from ``start`` in the decision order.
+
+        Args:
+            retrieved: What every household retrieved this year.
+            start: The first household's place in the decision order.
+            rows: The households from there on, in decision order.
+            costs: The households' cost of each skill, a row each.
+            valid: The skills each may take.
+            tp: Every household's threat appraisal, in decision order.
+            draws: The year's uniforms of the decision stream, in decision order.
+            rechecked: The households whose draw near a boundary is decided again alone (the
+                others are decided apart, or not near one).
+
+        Returns:
+            The skill (column) each chose, and the CP reported with it.
+        """
+        model, columns = self.model, self.columns
+        part = slice(start, None)
+        picks, cp, recheck = model.policy.choose_many(
+            tp[part],
+            self.zones[rows],
+            columns["income"][rows].astype(float),
+            columns["claims_paid"][rows].astype(float),
+            columns["claims_denied"][rows].astype(float),
+            columns["has_insurance"][rows] | columns["has_contents_insurance"][rows],
+            self.skill_ids,
+            costs,
+            valid,
+            draws[part],
+        )
+        for i in np.flatnonzero(recheck & rechecked).tolist():
+            proposal = self._decide_alone(
+                rows[i], retrieved, start + i, costs[i], valid[i], float(draws[start + i])
+            )
+            picks[i] = self.skill_ids.index(proposal.skill_id)
+            cp[i] = proposal.constructs["CP"].value
+        return picks, cp
+
+    def _until_subsidy_changes(
+        self, picks: NDArray[np.int64], costs: np.ndarray, subsidy: float
+    ) -> int:
+        """Pay the subsidies of the elevations among ``picks`` in turn, until one changes it.
+
+        Returns:
+            How many of the choices stand: all of them, or those up to and including the
+            elevation that changed the subsidy (the rest are priced again).
+        """
+        skills, government = self.skill_ids, self.model.government
+        if "elevate_house" not in skills:
+            return len(picks)
+        elevate = skills.index("elevate_house")
+        elevation_cost = self.model.config.adaptation.elevation_cost
+        for i in np.flatnonzero(picks == elevate).tolist():
+            cost = float(costs[i, elevate])
+            spent = government.spent_this_year
+            government.pay(elevation_cost * (1.0 - cost / max(elevation_cost, 1e-9)))
+            if government.spent_this_year != spent and (
+                government.subsidy_for(elevation_cost) != subsidy
+            ):
+                return i + 1
+        return len(picks)
+
+    def _scripted_skills(
+        self, policy: ScriptedPolicy, year: int, rows: NDArray[np.int64]
+    ) -> NDArray[np.int64]:
+        """The skill (column) a decision table names for each of ``rows`` in ``year``."""
+        table, agent_ids = policy.decisions, self.agent_ids
+        column = {skill_id: j for j, skill_id in enumerate(self.skill_ids)}
+        default = policy.default_skill
+        return np.array(
+            [column[table.get((agent_ids[row], year), default)] for row in rows.tolist()],
+            dtype=np.int64,
+        )
 
     def _execute_and_log(
         self,
@@ -541,7 +632,7 @@ class ArrayEngine:
         paid: np.ndarray,
         tp: np.ndarray,
         cp: np.ndarray,
-        explained: _Explained,
+        apart: _Apart,
         stats: dict[str, float],
     ) -> None:
         """Execute the year's choices (:meth:`_execute`) and log the audited households'."""
@@ -550,10 +641,16 @@ class ArrayEngine:
             self._execute(year, rows, chosen, paid, tp, stats)
             return
         parameters = retrieval_parameters(self.model.config.memory.retrieval, year)
-        if explained:
+        if apart:
+            positions, decisions = self._apart_decisions(year, rows, apart, chosen, paid)
             written = self._execute(year, rows, chosen, paid, tp, stats)
-            decisions = self._explained_decisions(year, rows, explained, chosen, paid, written)
-            audit.explained_decisions(rows, written, decisions, parameters)
+            updates = self.pool.items(written.items[positions])
+            for (decision, _), item, store in zip(
+                decisions, updates, written.stores[positions].tolist(), strict=True
+            ):
+                decision.memory_update = WriteResult(item, POOL_STORES[store], ())
+            after = self._states(rows[positions])
+            audit.decisions_apart(rows[positions], written, positions, decisions, after, parameters)
             return
         audited = np.flatnonzero(audit.audited[rows])
         before = (
@@ -629,7 +726,7 @@ class ArrayEngine:
             explain=False,
         )
 
-    def _explain(
+    def _decide_apart(
         self,
         rows: NDArray[np.int64],
         retrieved: PoolRetrieval,
@@ -638,9 +735,12 @@ class ArrayEngine:
         valid: np.ndarray,
         draws: np.ndarray,
         context: dict[str, Any],
-        explained: _Explained,
-    ) -> None:
-        """Decide for households whose full traces explain it, one by one as the object path.
+        apart: _Apart,
+    ) -> tuple[NDArray[np.int64], np.ndarray, np.ndarray]:
+        """Decide for households one by one with the policy's ``decide``, as the object path.
+
+        Their proposals are explained at ``full`` and validated as ``FloodAdaptationModel``
+        validates them: a skill outside the valid options is checked again for the reasons.
 
         Args:
             rows: The households.
@@ -650,10 +750,18 @@ class ArrayEngine:
             valid: The skills each may take.
             draws: The year's uniforms of the decision stream, by position.
             context: The year's decision context.
-            explained: Receives ``(proposal, retrieved memories, state)`` by position.
+            apart: Receives ``(proposal, validation, retrieved memories, state)`` by position.
+
+        Returns:
+            The skill (column) each proposed, and the CP and TP it reported (NaN: none).
         """
-        decide, skill_ids = self.model.policy.decide, self.skill_ids
+        model, skill_ids = self.model, self.skill_ids
+        decide, check = model.policy.decide, model.registry.check
+        explain = self.audit is not None and self.audit.full
         positions_list = positions.tolist()
+        picks: list[int] = []
+        cps: list[float] = []
+        tps: list[float] = []
         for position, state, memories, cost, allowed in zip(
             positions_list,
             self._states(rows),
@@ -664,15 +772,16 @@ class ArrayEngine:
         ):
             offered = zip(skill_ids, cost, allowed, strict=True)
             options = [Option(skill_id, c) for skill_id, c, ok in offered if ok]
-            proposal = decide(
-                state,
-                memories,
-                options,
-                context,
-                DrawnUniform(float(draws[position])),
-                explain=True,
-            )
-            explained[position] = (proposal, memories, state)
+            draw = DrawnUniform(float(draws[position]))
+            proposal = decide(state, memories, options, context, draw, explain=explain)
+            j = skill_ids.index(proposal.skill_id)
+            validation = VALID if allowed[j] else check(proposal.skill_id, state, cost[j])
+            apart[position] = (proposal, validation, memories, state)
+            constructs = proposal.constructs
+            picks.append(j)
+            cps.append(constructs["CP"].value if "CP" in constructs else math.nan)
+            tps.append(constructs["TP"].value if "TP" in constructs else math.nan)
+        return np.array(picks, dtype=np.int64), np.array(cps), np.array(tps)
 
     def _recalled(self, retrieved: PoolRetrieval, positions: list[int]) -> list[list[ScoredMemory]]:
         """What the households at ``positions`` retrieved, as the object path's scored memories."""
@@ -689,44 +798,41 @@ class ArrayEngine:
             for count in counts.tolist()
         ]
 
-    def _explained_decisions(
+    def _apart_decisions(
         self,
         year: int,
         rows: NDArray[np.int64],
-        explained: _Explained,
+        apart: _Apart,
         chosen: NDArray[np.int64],
         paid: np.ndarray,
-        written: PoolWrite,
-    ) -> list[tuple[int, Decision, HouseholdState, HouseholdState]]:
-        """The object path's :class:`~simulation.model.Decision` of each explained household.
+    ) -> tuple[list[int], list[tuple[Decision, HouseholdState]]]:
+        """The object path's :class:`~simulation.model.Decision` of each household decided apart.
+
+        Called before the choices are executed: each decision's ``state_changes`` are what
+        executing it will change. Its ``memory_update`` is set once written.
 
         Returns:
-            ``(position, decision, state before, state after)`` in decision order.
+            The households' positions in decision order, and each one's decision and state
+            before it decided.
         """
         from simulation.model import Decision  # noqa: PLC0415 - the model imports this
 
-        positions = sorted(explained)
-        updates = self.pool.items(written.items[positions])
+        positions = sorted(apart)
+        changes = self._state_changes(rows[positions], chosen[positions])
         decisions = []
-        for position, update, store, after in zip(
-            positions,
-            updates,
-            written.stores[positions].tolist(),
-            self._states(rows[positions]),
-            strict=True,
-        ):
-            proposal, memories, before = explained[position]
+        for position, which in zip(positions, changes.which.tolist(), strict=True):
+            proposal, validation, memories, before = apart[position]
             decision = Decision(
                 year,
                 proposal,
                 self.skill_ids[chosen[position]],
-                VALID,
+                validation,
                 memories,
-                memory_update=WriteResult(update, POOL_STORES[store], ()),
+                state_changes=changes.kinds[which],
                 cost=float(paid[position]),
             )
-            decisions.append((position, decision, before, after))
-        return decisions
+            decisions.append((decision, before))
+        return positions, decisions
 
     def _states(self, rows: NDArray[np.int64] | list[int]) -> list[HouseholdState]:
         """The states of ``rows``' households as objects (copies)."""
@@ -894,8 +1000,8 @@ class ArrayEngine:
                 household.last_decision = DecisionSummary(
                     int(self.decided_in[row]),
                     skill_id,
-                    skill_id,
-                    True,
+                    self.skill_ids[self.decided_proposed[row]],
+                    bool(self.decided_valid[row]),
                     float(self.decided_cost[row]),
                     None if math.isnan(tp) else tp,
                     False,

@@ -938,7 +938,8 @@ class RunConfig(Section):
         description="How years are computed. objects: household by household, each with its "
         "state and CognitiveMemory objects (every feature). arrays: all households at once on "
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
-        "faster, for the pmt policy with spec or weighted retrieval (a query too), "
+        "faster, for the pmt and scripted policies with spec or weighted retrieval (a query "
+        "too), "
         "any retention policy but tiered and no reflection, at every audit level. auto (the "
         "default): arrays where it implements the config, else objects "
         "(the run's config.resolved.yaml names the engine chosen; floodsim run and validate "
@@ -989,7 +990,7 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
     """
     problems = []
     decision, memory = sections.get("decision"), sections.get("memory")
-    if decision is not None and decision.policy != "pmt":
+    if decision is not None and decision.policy == "llm":
         problems.append(f"decision.policy {decision.policy}")
     if memory is not None:
         if memory.retention.policy == "tiered":  # demotion to an archive the pool lacks

@@ -572,7 +572,7 @@ class FloodAdaptationModel(mesa.Model):
         first year, so that the years it times and reports are years only. Does nothing where
         the next step would not run on arrays.
         """
-        if self.config.engine == "arrays" and self._decides_together():
+        if self._runs_on_arrays():
             self._array_engine()
 
     def _array_engine(self) -> ArrayEngine:
@@ -588,7 +588,7 @@ class FloodAdaptationModel(mesa.Model):
 
     def step(self) -> None:
         """Advance one year (see the module docstring for the order)."""
-        if self.config.engine == "arrays" and self._decides_together():
+        if self._runs_on_arrays():
             self._step_arrays()
             return
         self.sync()
@@ -1018,6 +1018,29 @@ class FloodAdaptationModel(mesa.Model):
         elif audit.level == "standard":
             gathered.before = changed_state(state)
 
+    def _runs_on_arrays(self) -> bool:
+        """Whether the array engine runs this model's years.
+
+        That needs ``engine: arrays`` and decisions it makes as :meth:`decide_for` would: the
+        PMT policy's (see :meth:`_decides_together`) or a decision table's, with neither
+        :meth:`decide_for` nor :meth:`costs_for` replaced.
+        """
+        if self.config.engine != "arrays":
+            return False
+        return self._decides_together() or (
+            type(self.policy).decide is ScriptedPolicy.decide and self._own_decisions()
+        )
+
+    def _own_decisions(self) -> bool:
+        """Whether :meth:`decide_for` and :meth:`costs_for` are this class's own."""
+        cls = type(self)
+        return (
+            cls.costs_for is FloodAdaptationModel.costs_for
+            and cls.decide_for is FloodAdaptationModel.decide_for
+            and "decide_for" not in vars(self)
+            and "costs_for" not in vars(self)
+        )
+
     def _decides_together(self) -> bool:
         """Whether this year's decisions can go through :meth:`_decide_together`.
 
@@ -1026,14 +1049,10 @@ class FloodAdaptationModel(mesa.Model):
         wrapper set on the instance) or a policy that overrides ``decide`` keeps the
         one-household-at-a-time path, so the replacement is what runs.
         """
-        cls = type(self)
         return (
             self.llm is None
             and type(self.policy).decide is PMTPolicy.decide
-            and cls.costs_for is FloodAdaptationModel.costs_for
-            and cls.decide_for is FloodAdaptationModel.decide_for
-            and "decide_for" not in vars(self)
-            and "costs_for" not in vars(self)
+            and self._own_decisions()
         )
 
     def _decide_together(self, order: list[HouseholdAgent], year: int) -> None:

@@ -50,7 +50,8 @@ def test_each_phase_that_ran_is_timed_and_they_add_up_to_the_years(profile_year,
 def test_decisions_one_by_one_are_timed_as_such(profile_year, tmp_path):
     script = tmp_path / "script.csv"
     script.write_text("agent_id,year,skill_id\n", encoding="utf-8")  # everyone waits
-    model = _model("decision.policy=scripted", f"decision.script={script}")
+    # The object path decides a table's households one by one (the array engine, in bulk).
+    model = _model("decision.policy=scripted", f"decision.script={script}", "engine=objects")
     seconds = profile_year.phase_seconds(model, 1)
     assert seconds["7 decisions (one by one)"] > 0.0
     assert "7 decisions (in bulk)" not in seconds
