@@ -478,8 +478,10 @@ class ArrayEngine:
             tp = model.policy.appraise_threats(kinds, retrieved.scores, self.zones[rows])
         elevation_cost = model.config.adaptation.elevation_cost
         chosen = np.empty(len(rows), dtype=np.int64)
-        offered = np.empty(len(rows), dtype=np.int64)  # the skill each household proposed
-        accepted = np.empty(len(rows), dtype=bool)  # whether it could take it
+        # The skill each household proposed, and whether it could take it: the PMT policy
+        # chooses among the valid skills; a decision table need not.
+        offered = np.empty(len(rows), dtype=np.int64) if scripted else chosen
+        accepted = np.ones(len(rows), dtype=bool)
         paid = np.empty(len(rows))
         cps = np.empty(len(rows))
         fallback = self.skill_ids.index(registry.default_skill)
@@ -519,24 +521,34 @@ class ArrayEngine:
                     context,
                     apart,
                 )
-            proposals = picks.copy()
-            # A skill the household may not take this year gives way to the default skill (the
-            # PMT policy chooses among the valid ones; a decision table need not).
-            ok = valid[np.arange(len(picks)), picks]
-            picks[~ok] = fallback
+            if scripted:  # a skill the household may not take gives way to the default skill
+                proposals = picks.copy()
+                ok = valid[np.arange(len(picks)), picks]
+                picks[~ok] = fallback
             end = start + self._until_subsidy_changes(picks, costs, subsidy)
             done = slice(start, end)
             chosen[done] = picks[: end - start]
-            offered[done] = proposals[: end - start]
-            accepted[done] = ok[: end - start]
+            if scripted:
+                offered[done] = proposals[: end - start]
+                accepted[done] = ok[: end - start]
             paid[done] = costs[np.arange(end - start), picks[: end - start]]
             cps[done] = cp[: end - start]
             start = end
-        stats["invalid_proposals"] += len(rows) - int(np.count_nonzero(accepted))
-        self.decided_proposed[rows] = offered
-        self.decided_valid[rows] = accepted
+        self._keep_proposals(rows, offered, accepted, stats)
         self._execute_and_log(year, rows, retrieved, chosen, paid, tp, cps, apart, stats)
         return tp
+
+    def _keep_proposals(
+        self,
+        rows: NDArray[np.int64],
+        offered: NDArray[np.int64],
+        accepted: NDArray[np.bool_],
+        stats: dict[str, float],
+    ) -> None:
+        """Keep what each household proposed and whether it could take it; count the others."""
+        self.decided_proposed[rows] = offered
+        self.decided_valid[rows] = accepted
+        stats["invalid_proposals"] += len(rows) - int(np.count_nonzero(accepted))
 
     def _choose(
         self,
