@@ -21,8 +21,8 @@ decisions, tiered retention, reflection); the audit trail goes through
 explained, so those households decide one by one with the policy's scalar ``decide``, as the
 object path's do; so does every audited household under a decision table (``scripted``), whose
 trace may show a rejected proposal. The others' table entries are looked up and validated for
-the whole year at once. The households' objects are brought up to date by :meth:`ArrayEngine.store`;
-the model does it whenever one of them is read.
+the whole year at once. The households' objects are brought up to date by
+:meth:`ArrayEngine.store`; the model does it whenever one of them is read.
 """
 
 from __future__ import annotations
@@ -522,14 +522,13 @@ class ArrayEngine:
                     apart,
                 )
             if scripted:  # a skill the household may not take gives way to the default skill
-                proposals = picks.copy()
                 ok = valid[np.arange(len(picks)), picks]
                 picks[~ok] = fallback
             end = start + self._until_subsidy_changes(picks, costs, subsidy)
             done = slice(start, end)
             chosen[done] = picks[: end - start]
             if scripted:
-                offered[done] = proposals[: end - start]
+                offered[done] = proposed[done]
                 accepted[done] = ok[: end - start]
             paid[done] = costs[np.arange(end - start), picks[: end - start]]
             cps[done] = cp[: end - start]
@@ -728,15 +727,19 @@ class ArrayEngine:
         draw: float,
     ) -> Proposal:
         """The scalar decision of one household whose draw fell within rounding of a boundary."""
-        options = [Option(self.skill_ids[j], float(costs[j])) for j in np.flatnonzero(valid)]
         return self.model.policy.decide(
             self._states([row])[0],
             self._recalled(retrieved, [position])[0],
-            options,
+            self._options(costs.tolist(), valid.tolist()),
             {},
             DrawnUniform(draw),
             explain=False,
         )
+
+    def _options(self, costs: list[float], valid: list[bool]) -> list[Option]:
+        """The skills a household may take, with their costs (a policy's ``options``)."""
+        offered = zip(self.skill_ids, costs, valid, strict=True)
+        return [Option(skill_id, cost) for skill_id, cost, ok in offered if ok]
 
     def _decide_apart(
         self,
@@ -782,9 +785,8 @@ class ArrayEngine:
             valid.tolist(),
             strict=True,
         ):
-            offered = zip(skill_ids, cost, allowed, strict=True)
-            options = [Option(skill_id, c) for skill_id, c, ok in offered if ok]
             draw = DrawnUniform(float(draws[position]))
+            options = self._options(cost, allowed)
             proposal = decide(state, memories, options, context, draw, explain=explain)
             j = skill_ids.index(proposal.skill_id)
             validation = VALID if allowed[j] else check(proposal.skill_id, state, cost[j])
