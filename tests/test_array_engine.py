@@ -14,6 +14,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from simulation import array_audit
 from simulation.config import ConfigError, RunConfig, load_config
 from simulation.decisions.scripted import IgnoredScriptRowsWarning
 from simulation.runner import FallbackWarning, build_model, resume_run, run_simulation
@@ -480,6 +481,14 @@ def test_both_engines_write_the_same_audit_trail(tmp_path, overrides):
     expected, got = _streams_of_both(tmp_path, settings)
     assert expected  # the level writes streams
     assert all(len(data) > 1000 for data in expected.values())
+    assert got == expected
+
+
+def test_full_traces_made_a_block_at_a_time_match_the_object_path(tmp_path, monkeypatch):
+    # The whole memories a full trace shows are read a block of households at a time.
+    monkeypatch.setattr(array_audit, "_APART_BLOCK", 7)
+    settings = ["households.count=60", "years=8", "audit.timestamps=false", "audit.level=full"]
+    expected, got = _streams_of_both(tmp_path, [*settings, "households.prior_flood_share=0.4"])
     assert got == expected
 
 
