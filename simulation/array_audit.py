@@ -262,6 +262,7 @@ class ArrayAudit:
         state_changes: StateChanges,
         written: PoolWrite,
         parameters: dict[str, Any],
+        rejections: dict[int, Decision] | None = None,
     ) -> None:
         """Log each audited household's retrieval, decision memory and trace, in order.
 
@@ -271,11 +272,14 @@ class ArrayAudit:
             retrieved: What each retrieved.
             before: The dynamic state fields of each audited household before it decided
                 (``None`` at ``minimal``, whose traces leave them out).
-            choices: ``skill`` (column), ``cost``, ``tp`` and ``cp`` of each household.
+            choices: ``skill`` (column), ``cost``, ``tp`` and ``cp`` of each household (``tp``
+                and ``cp`` ``None``: a policy that appraises nothing, as a decision table).
             state_changes: What executing changed, for each audited household.
             written: Each household's decision memory write, in decision order.
             parameters: The parameters of the ``retrieve_memory`` calls
                 (:func:`~simulation.cycle.retrieval_parameters`).
+            rejections: The decisions of the audited households whose proposal was rejected,
+                by position in ``rows`` (their traces give the reasons).
         """
         pool = self.pool
         audited = np.flatnonzero(self.audited[rows])
@@ -293,7 +297,10 @@ class ArrayAudit:
             memories = _Written.read(pool, decided)
         sizes = pool.working_sizes[households], pool.episodic_sizes[households]
         scores = retrieved.scores.take(audited, axis=0)
-        skill, cost, tp, cp = (choices[key][audited] for key in ("skill", "cost", "tp", "cp"))
+        skill, cost = choices["skill"][audited], choices["cost"][audited]
+        tp, cp = (None if choices[key] is None else choices[key][audited] for key in ("tp", "cp"))
+        rejected_at = sorted(rejections) if rejections else []
+        rejected = [rejections[position] for position in rejected_at] if rejections else []
 
         def log() -> None:
             # Retrieved items are named by id only (the memory streams carry the contents).
@@ -302,6 +309,13 @@ class ArrayAudit:
                 if standard
                 else pa.array([], _BINARY)
             )
+            entries = None
+            if rejected:  # each rejected proposal's action and reasons, among nulls
+                entries = _among_nulls(
+                    len(audited),
+                    np.searchsorted(audited, rejected_at),
+                    [self.writer.rejection(decision) for decision in rejected],
+                )
             self.writer.decisions(
                 DecisionLines(
                     self._agents.take(households),
@@ -316,6 +330,7 @@ class ArrayAudit:
                     tp,
                     cp,
                     state_changes,
+                    entries,
                 ),
                 parameters,
             )
@@ -333,10 +348,9 @@ class ArrayAudit:
     ) -> None:
         """Log households decided one by one: retrieval, decision memory and trace, in order.
 
-        A full trace shows the household's whole memory and the policy's reasons, and a
-        decision table's trace may show a rejected proposal and why: no batch of columns holds
-        these, so each is the record the object path writes, through the same writer methods,
-        on the run's thread (the pool moves on after).
+        A full trace shows the household's whole memory and the policy's reasons: no batch of
+        columns holds these, so each is the record the object path writes, through the same
+        writer methods, on the run's thread (the pool moves on after).
 
         Args:
             households: The households, in decision order.
@@ -441,6 +455,20 @@ class _MemoryView:
         view = cls([], [])
         view.working_size, view.episodic_size = working, episodic
         return view
+
+
+def _among_nulls(
+    count: int, where: NDArray[np.int64], rows: list[tuple[bytes, bytes]]
+) -> tuple[pa.Array, pa.Array]:
+    """Two columns of ``count`` nulls, with the pairs of ``rows`` at the positions ``where``."""
+    mask = np.zeros(count, dtype=bool)
+    mask[where] = True
+    nulls, given = pa.nulls(count, _BINARY), pa.array(mask)
+    first, second = zip(*rows, strict=True)
+    return (
+        pc.replace_with_mask(nulls, given, pa.array(first, _BINARY)),
+        pc.replace_with_mask(nulls, given, pa.array(second, _BINARY)),
+    )
 
 
 def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.Array:

@@ -28,7 +28,7 @@ the whole year at once. The households' objects are brought up to date by
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -71,9 +71,36 @@ _NONE = -1
 # classified by their amount.
 _UNCLASSIFIED, _BY_AMOUNT = -3, -2
 #: The households decided one by one, by their place in the decision order (those a full trace
-#: explains, and every audited one under a decision table): each one's proposal, its
-#: validation, the memories it retrieved and its state when it decided.
+#: explains): each one's proposal, its validation, the memories it retrieved and its state when
+#: it decided.
 _Apart = dict[int, tuple[Proposal, Validation, list[ScoredMemory], HouseholdState]]
+
+
+class _Proposals(NamedTuple):
+    """What a decision table proposed for each household of a year, in decision order.
+
+    Attributes:
+        skills: The skill (column) proposed.
+        valid: Whether the household could take it (else it took the default skill).
+        costs: Its cost to the household when it decided.
+    """
+
+    skills: NDArray[np.int64]
+    valid: NDArray[np.bool_]
+    costs: np.ndarray
+
+    @classmethod
+    def empty(cls, count: int) -> _Proposals:
+        """Room for ``count`` households' proposals."""
+        return cls(np.empty(count, dtype=np.int64), np.empty(count, dtype=bool), np.empty(count))
+
+    def keep(
+        self, done: slice, skills: NDArray[np.int64], valid: NDArray[np.bool_], costs: np.ndarray
+    ) -> None:
+        """Keep the proposals at positions ``done``, whose costs are the rows of ``costs``."""
+        self.skills[done] = skills
+        self.valid[done] = valid
+        self.costs[done] = costs[np.arange(len(skills)), skills]
 
 
 def _kind_code(kind: str | None) -> int:
@@ -478,23 +505,17 @@ class ArrayEngine:
             tp = model.policy.appraise_threats(kinds, retrieved.scores, self.zones[rows])
         elevation_cost = model.config.adaptation.elevation_cost
         chosen = np.empty(len(rows), dtype=np.int64)
-        # The skill each household proposed, and whether it could take it: the PMT policy
-        # chooses among the valid skills; a decision table need not.
-        offered = np.empty(len(rows), dtype=np.int64) if scripted else chosen
-        accepted = np.ones(len(rows), dtype=bool)
         paid = np.empty(len(rows))
         cps = np.empty(len(rows))
+        # What a decision table proposed (the PMT policy chooses among the valid skills).
+        proposals = _Proposals.empty(len(rows)) if scripted else None
         fallback = self.skill_ids.index(registry.default_skill)
         # Households decided one by one, as on the object path: those whose full trace explains
-        # the decision and, under a decision table, every audited one (its trace may show a
-        # rejected proposal and why).
+        # the decision. (A trace below full gives a rejected proposal's reasons alone: see
+        # _rejections.)
         apart: _Apart = {}
         audit = self.audit
-        alone = (
-            np.zeros(len(rows), dtype=bool)
-            if audit is None
-            else (audit.traced if scripted else audit.explains)[rows]
-        )
+        alone = np.zeros(len(rows), dtype=bool) if audit is None else audit.explains[rows]
         context = model._decision_context(year)
         start = 0
         while start < len(rows):
@@ -527,27 +548,38 @@ class ArrayEngine:
             end = start + self._until_subsidy_changes(picks, costs, subsidy)
             done = slice(start, end)
             chosen[done] = picks[: end - start]
-            if scripted:
-                offered[done] = proposed[done]
-                accepted[done] = ok[: end - start]
+            if proposals is not None:
+                proposals.keep(done, proposed[done], ok[: end - start], costs)
             paid[done] = costs[np.arange(end - start), picks[: end - start]]
             cps[done] = cp[: end - start]
             start = end
-        self._keep_proposals(rows, offered, accepted, stats)
-        self._execute_and_log(year, rows, retrieved, chosen, paid, tp, cps, apart, stats)
+        self._keep_proposals(rows, chosen, proposals, stats)
+        self._execute_and_log(year, rows, retrieved, chosen, paid, tp, cps, apart, proposals, stats)
         return tp
 
     def _keep_proposals(
         self,
         rows: NDArray[np.int64],
-        offered: NDArray[np.int64],
-        accepted: NDArray[np.bool_],
+        chosen: NDArray[np.int64],
+        proposals: _Proposals | None,
         stats: dict[str, float],
     ) -> None:
-        """Keep what each household proposed and whether it could take it; count the others."""
-        self.decided_proposed[rows] = offered
-        self.decided_valid[rows] = accepted
-        stats["invalid_proposals"] += len(rows) - int(np.count_nonzero(accepted))
+        """Keep what each household proposed and whether it could take it; count the others.
+
+        Args:
+            rows: The households, in decision order.
+            chosen: The skill (column) each executes.
+            proposals: What a decision table proposed (``None``: the PMT policy, which
+                proposes what it executes).
+            stats: The year's counts.
+        """
+        if proposals is None:
+            self.decided_proposed[rows] = chosen
+            self.decided_valid[rows] = True
+            return
+        self.decided_proposed[rows] = proposals.skills
+        self.decided_valid[rows] = proposals.valid
+        stats["invalid_proposals"] += len(rows) - int(np.count_nonzero(proposals.valid))
 
     def _choose(
         self,
@@ -644,9 +676,23 @@ class ArrayEngine:
         tp: np.ndarray,
         cp: np.ndarray,
         apart: _Apart,
+        proposals: _Proposals | None,
         stats: dict[str, float],
     ) -> None:
-        """Execute the year's choices (:meth:`_execute`) and log the audited households'."""
+        """Execute the year's choices (:meth:`_execute`) and log the audited households'.
+
+        Args:
+            year: The year.
+            rows: The households, in decision order.
+            retrieved: What each retrieved.
+            chosen: The skill (column) each executes.
+            paid: What each pays for it.
+            tp: Each one's threat appraisal.
+            cp: The coping appraisal reported with each choice.
+            apart: The households decided one by one (:meth:`_decide_apart`), by position.
+            proposals: What a decision table proposed (``None``: the PMT policy).
+            stats: The year's counts.
+        """
         audit, columns = self.audit, self.columns
         if audit is None:
             self._execute(year, rows, chosen, paid, tp, stats)
@@ -670,9 +716,59 @@ class ArrayEngine:
             else None
         )
         changes = self._state_changes(rows[audited], chosen[audited])
+        rejections = None
+        appraisals = {"tp": tp, "cp": cp}
+        if proposals is not None:  # a table appraises nothing, and may be turned down
+            appraisals = {"tp": None, "cp": None}
+            turned_down = audited[~proposals.valid[audited]]
+            if len(turned_down):
+                rejections = self._rejections(year, rows, turned_down, chosen, paid, proposals)
         written = self._execute(year, rows, chosen, paid, tp, stats)
-        choices = {"skill_ids": self.skill_ids, "skill": chosen, "cost": paid, "tp": tp, "cp": cp}
-        audit.decisions(year, rows, retrieved, before, choices, changes, written, parameters)
+        choices = {"skill_ids": self.skill_ids, "skill": chosen, "cost": paid, **appraisals}
+        audit.decisions(
+            year, rows, retrieved, before, choices, changes, written, parameters, rejections
+        )
+
+    def _rejections(
+        self,
+        year: int,
+        rows: NDArray[np.int64],
+        positions: NDArray[np.int64],
+        chosen: NDArray[np.int64],
+        paid: np.ndarray,
+        proposals: _Proposals,
+    ) -> dict[int, Decision]:
+        """The decisions whose table proposal was rejected, with the registry's reasons.
+
+        Called before the choices are executed (the reasons are about the state before). The
+        reasons are the object path's: the proposed skill checked again, at its cost then.
+
+        Args:
+            year: The year.
+            rows: The households, in decision order.
+            positions: The rejected ones' places in that order.
+            chosen: The skill (column) each executes instead.
+            paid: What each pays for it.
+            proposals: What the table proposed.
+
+        Returns:
+            Each one's :class:`~simulation.model.Decision` (what its trace needs), by position.
+        """
+        from simulation.model import Decision  # noqa: PLC0415 - the model imports this
+
+        check, skill_ids = self.model.registry.check, self.skill_ids
+        rejections = {}
+        for position, state in zip(positions.tolist(), self._states(rows[positions]), strict=True):
+            proposed = skill_ids[proposals.skills[position]]
+            rejections[position] = Decision(
+                year,
+                Proposal(skill_id=proposed),
+                skill_ids[chosen[position]],
+                check(proposed, state, float(proposals.costs[position])),
+                [],
+                cost=float(paid[position]),
+            )
+        return rejections
 
     def _state_changes(self, rows: NDArray[np.int64], chosen: NDArray[np.int64]) -> StateChanges:
         """What executing each choice will change (``Decision.state_changes``), before it does.

@@ -113,6 +113,8 @@ _dynamic_values = operator.attrgetter(*DYNAMIC_FIELDS)  # all of them in one C c
 _QUIET_KEPT = 4096
 #: The shapes of the lines the batch methods write (keys of their line formats).
 _UPDATE, _YEAR_END, _CALL, _TRACE, _MINIMAL_TRACE = range(5)
+#: The ``validation`` entry of a trace whose proposal stood (below ``full``).
+_VALID = pa.scalar(b'{"valid":true}', pa.binary())
 #: A decision's action (with its cost where one was paid).
 _ACTION = LineTemplate({"decision_skill": HOLE, "cost": OPTIONAL}, line=False)
 _BINARY = pa.binary()
@@ -403,12 +405,15 @@ class DecisionLines(NamedTuple):
             not 0 or False before deciding (``standard``; ``None`` at ``minimal``).
         working: Each one's working memory size after its write.
         episodic: Each one's episodic memory size after its write.
-        skills: The skill each executed (encoded; as proposed: these decisions are never
-            rejected).
+        skills: The skill each executed (encoded).
         costs: What each paid.
-        tp: Each one's threat appraisal.
-        cp: The coping appraisal reported with each choice.
+        tp: Each one's threat appraisal (``None``: the policy appraises nothing, as a decision
+            table; the traces' ``constructs`` are empty).
+        cp: The coping appraisal reported with each choice (``None`` with ``tp``).
         state_changes: What executing changed for each.
+        rejections: The encoded trace entries, ``action`` and ``validation``
+            (:meth:`AuditWriter.rejection`), of each decision whose proposal was rejected, and
+            nulls for the others (``None``: every proposal stood, as the PMT policy's do).
     """
 
     agent_ids: pa.Array
@@ -421,9 +426,10 @@ class DecisionLines(NamedTuple):
     episodic: np.ndarray
     skills: pa.Array
     costs: np.ndarray
-    tp: np.ndarray
-    cp: np.ndarray
+    tp: np.ndarray | None
+    cp: np.ndarray | None
     state_changes: StateChanges
+    rejections: tuple[pa.Array, pa.Array] | None = None
 
 
 def _rows(lines: Any, start: int, stop: int) -> Any:
@@ -436,6 +442,8 @@ def _rows(lines: Any, start: int, stop: int) -> Any:
             return _rows(part, start, stop)
         if isinstance(part, StateChanges):
             return StateChanges(part.kinds, part.which[start:stop])
+        if isinstance(part, tuple):  # the rejections' two columns
+            return tuple(column[start:stop] for column in part)
         return part[start:stop]
 
     return type(lines)(*(rows_of(part) for part in lines))
@@ -466,6 +474,39 @@ def _constructs(constructs: dict[str, Construct], *, full: bool) -> dict[str, An
     return {
         name: {"level": c.level, "value": _rounded(c.value, 1e3)} for name, c in constructs.items()
     }
+
+
+def _action(decision: Decision, level: str) -> dict[str, Any]:
+    """A trace's ``action`` entry: the skill executed and, above ``minimal``, how it came."""
+    action: dict[str, Any] = {"decision_skill": decision.skill_id}
+    if level == "minimal":
+        return action
+    full = level == "full"
+    proposal = decision.proposal
+    # Decision.proposed_skill_id, read without the property call (once per trace)
+    proposed = decision.rejected_skill_id or proposal.skill_id
+    if proposed != decision.skill_id or full:
+        action["proposed_skill"] = proposed
+    if proposal.parameters or full:
+        action["skill_parameters"] = proposal.parameters
+    if decision.cost or full:
+        action["cost"] = _rounded(decision.cost, 1e2)
+    return action
+
+
+def _validation(decision: Decision, *, full: bool) -> dict[str, Any]:
+    """A trace's ``validation`` entry: the verdict, with its reasons where there are any."""
+    validation = decision.validation
+    if not (full or validation.errors or validation.warnings or decision.via_llm):
+        return {"valid": validation.valid}
+    entry: dict[str, Any] = {
+        "valid": validation.valid,
+        "errors": list(validation.errors),
+        "warnings": list(validation.warnings),
+    }
+    if decision.via_llm:
+        entry["retries"] = decision.retries
+    return entry
 
 
 def _item(item: MemoryItem, destination: str | None = None) -> dict[str, Any]:
@@ -879,8 +920,6 @@ class AuditWriter:
         scale = 1e4 if full else 1e3
         record = self._head(agent_id)
         reasoning: dict[str, Any] = {"constructs": _constructs(proposal.constructs, full=full)}
-        action: dict[str, Any] = {"decision_skill": decision.skill_id}
-        validation = decision.validation
         if self.level != "minimal":
             ids, scores = self._retrieval(decision.retrieved, scale)
             record["state_before"] = state_before
@@ -890,14 +929,6 @@ class AuditWriter:
                 "working_count": memory.working_size,
                 "episodic_count": memory.episodic_size,
             }
-            # Decision.proposed_skill_id, read without the property call (once per trace)
-            proposed = decision.rejected_skill_id or proposal.skill_id
-            if proposed != decision.skill_id or full:
-                action["proposed_skill"] = proposed
-            if proposal.parameters or full:
-                action["skill_parameters"] = proposal.parameters
-            if decision.cost or full:
-                action["cost"] = _rounded(decision.cost, 1e2)
             update = decision.memory_update
             if update is not None:
                 record["memory_update"] = (
@@ -912,17 +943,8 @@ class AuditWriter:
                     else {"id": update.item.id}
                 )
         record["reasoning"] = reasoning
-        record["action"] = action
-        if full or validation.errors or validation.warnings or decision.via_llm:
-            record["validation"] = {
-                "valid": validation.valid,
-                "errors": list(validation.errors),
-                "warnings": list(validation.warnings),
-            }
-            if decision.via_llm:
-                record["validation"]["retries"] = decision.retries
-        else:
-            record["validation"] = {"valid": validation.valid}
+        record["action"] = _action(decision, self.level)
+        record["validation"] = _validation(decision, full=full)
         if self.level == "standard":
             if decision.state_changes:
                 record["state_after"] = {k: new for k, (_, new) in decision.state_changes.items()}
@@ -1046,9 +1068,10 @@ class AuditWriter:
         """Log many audited households' policy decisions at once, in order.
 
         Writes, household by household, what :meth:`tool_invocation`, :meth:`memory_update` and
-        :meth:`trace` write for a validated decision of the PMT policy (no LLM, no parameters,
-        never rejected) at the ``standard`` or ``minimal`` level; its arithmetic is theirs, on
-        arrays (tests/test_array_engine.py holds the lines to theirs, byte for byte).
+        :meth:`trace` write for a decision of the PMT policy or a decision table (no LLM, no
+        parameters) at the ``standard`` or ``minimal`` level; its arithmetic is theirs, on
+        arrays, and a rejected proposal's entries are theirs (:meth:`rejection`).
+        tests/test_array_engine.py holds the lines to theirs, byte for byte.
 
         Args:
             lines: The decisions.
@@ -1064,15 +1087,32 @@ class AuditWriter:
 
     def _decisions(self, lines: DecisionLines, parameters: dict[str, Any]) -> None:
         """:meth:`decisions` of at most :data:`_LINES_PER_BATCH` households."""
-        reasoning = {"constructs": {"TP": HOLE, "CP": HOLE}}
-        constructs = (_construct_entries(lines.tp), _construct_entries(lines.cp))
-        valid = {"valid": True}
-        if lines.updates is None:  # minimal: the trace alone
+        appraised = lines.tp is not None
+        if appraised:
+            reasoning = {"constructs": {"TP": HOLE, "CP": HOLE}}
+            constructs = (_construct_entries(lines.tp), _construct_entries(lines.cp))
+        else:  # a decision table appraises nothing
+            reasoning, constructs = {"constructs": {}}, ()
+        rejections = lines.rejections
+        if rejections is None:
+            validation: Any = {"valid": True}
+            validations = ()
+        else:  # the rejected proposals' reasons, among the others' verdict
+            validation = HOLE
+            validations = (pc.fill_null(rejections[1], _VALID),)
+        shape = (appraised, rejections is not None)
+        if lines.updates is None:  # minimal: the trace alone (its action is the skill alone)
             template = self._line_template(
-                _MINIMAL_TRACE,
-                {"reasoning": reasoning, "action": {"decision_skill": HOLE}, "validation": valid},
+                (_MINIMAL_TRACE, *shape),
+                {
+                    "reasoning": reasoning,
+                    "action": {"decision_skill": HOLE},
+                    "validation": validation,
+                },
             )
-            self.traces.write_lines(template.fill(lines.agent_ids, *constructs, lines.skills))
+            self.traces.write_lines(
+                template.fill(lines.agent_ids, *constructs, lines.skills, *validations)
+            )
             return
         # The action shows a cost where one was paid.
         costs = lines.costs
@@ -1083,6 +1123,8 @@ class AuditWriter:
         else:
             cost_entries = optional("cost", only_where(paid, cost))
         actions = _ACTION.fill(lines.skills, cost_entries)
+        if rejections is not None:  # a rejected proposal's action names it
+            actions = pc.coalesce(rejections[0], actions)
         # Each household's retrieved scores, left-aligned in its row.
         counts = lines.counts
         found = np.arange(lines.scores.shape[1]) < counts[:, None]
@@ -1110,7 +1152,7 @@ class AuditWriter:
         )
         self._memory_updates(lines.updates)
         trace = self._line_template(
-            _TRACE,
+            (_TRACE, *shape),
             {
                 "state_before": HOLE,
                 "memory": {
@@ -1122,7 +1164,7 @@ class AuditWriter:
                 "memory_update": {"id": HOLE},
                 "reasoning": reasoning,
                 "action": HOLE,
-                "validation": valid,
+                "validation": validation,
                 "state_after": OPTIONAL,
             },
         )
@@ -1137,9 +1179,19 @@ class AuditWriter:
                 lines.updates.ids,
                 *constructs,
                 actions,
+                *validations,
                 _state_after_entries(lines.state_changes),
             )
         )
+
+    def rejection(self, decision: Decision) -> tuple[bytes, bytes]:
+        """The encoded ``action`` and ``validation`` of the trace of ``decision``.
+
+        For :class:`DecisionLines` ``rejections``: the lines of a decision whose proposal was
+        rejected differ from the others' only in these, which :meth:`trace` makes alike.
+        """
+        validation = _validation(decision, full=self.full)
+        return encoded(_action(decision, self.level)), encoded(validation)
 
     def _retrieval(self, hits: list[ScoredMemory], scale: float) -> tuple[list[str], list[float]]:
         """The ids of ``hits`` and their scores rounded to ``1/scale``, as last logged if so."""
