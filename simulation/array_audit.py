@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from simulation.agents.state import HouseholdState
-    from simulation.audit.writer import AuditWriter
+    from simulation.audit.writer import AuditWriter, YearEndMoves
     from simulation.memory.pool import MemoryPool, PoolRetrieval
     from simulation.model import Decision
 
@@ -407,15 +407,23 @@ class ArrayAudit:
         return [_MemoryView(w, e) for w, e in zip(held[:count], held[count:], strict=True)]
 
     # ------------------------------------------------------------------ year end
-    def year_end(self, active: NDArray[np.int64], moves: Sequence[PoolWrite]) -> None:
-        """Log each audited active household's year end (consolidation), in household order."""
+    def year_end(
+        self, active: NDArray[np.int64], moves: Sequence[PoolWrite], reflections: PoolWrite
+    ) -> None:
+        """Log each audited active household's year end (consolidation), in household order.
+
+        Args:
+            active: The households whose year ended.
+            moves: What consolidation moved, a working slot at a time.
+            reflections: The reflections written, and the reflections they displaced.
+        """
         if not self.memory_streams:
             return
         pool = self.pool
         rows = active[self.audited[active]]
         position = np.full(len(pool), -1, dtype=np.int64)
         position[rows] = np.arange(len(rows))
-        moved: dict[int, tuple[list[str], list[tuple[str, str]]]] = {}
+        moved: dict[int, YearEndMoves] = {}
         for move in moves:  # one working slot after another: each household's own order
             owners = pool.column("owner", move.items)
             keep = self.audited[owners]
@@ -428,10 +436,22 @@ class ArrayAudit:
                 move.evicted_from[keep].tolist(),
                 strict=True,
             ):
-                transferred, forgotten = moved.setdefault(int(position[row]), ([], []))
+                transferred, forgotten, _ = moved.setdefault(int(position[row]), ([], [], []))
                 transferred.append(item_id)
                 if gone >= 0:
                     forgotten.append((pool.ids([gone])[0], POOL_STORES[gone_from]))
+        # A reflection comes after the consolidation, and so does the reflection it displaced.
+        keep = self.audited[pool.column("owner", reflections.items)]
+        for item, gone in zip(
+            reflections.items[keep].tolist(), reflections.evicted[keep].tolist(), strict=True
+        ):
+            written = pool.item(item)
+            _, forgotten, reflected = moved.setdefault(
+                int(position[pool.column("owner", item)]), ([], [], [])
+            )
+            reflected.append(written)
+            if gone >= 0:
+                forgotten.append((pool.ids([gone])[0], "semantic"))
         self.writer.year_ends(
             self._agents.take(rows),
             pool.working_sizes[rows],

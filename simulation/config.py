@@ -939,7 +939,8 @@ class RunConfig(Section):
         "state and CognitiveMemory objects (every feature). arrays: all households at once on "
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
         "faster, for the pmt and scripted policies with spec or weighted retrieval (a query "
-        "too), any retention policy but tiered and no reflection, at every audit level. auto "
+        "too), any retention policy but tiered, with or without reflection, at every audit "
+        "level. auto "
         "(the default): arrays where it implements the config, else objects "
         "(the run's config.resolved.yaml names the engine chosen; floodsim run and validate "
         "also name what keeps a config off arrays).",
@@ -991,11 +992,9 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
     decision, memory = sections.get("decision"), sections.get("memory")
     if decision is not None and decision.policy == "llm":
         problems.append(f"decision.policy {decision.policy}")
-    if memory is not None:
-        if memory.retention.policy == "tiered":  # demotion to an archive the pool lacks
-            problems.append("memory.retention.policy tiered")
-        if memory.reflection.enabled:
-            problems.append("memory.reflection.enabled true")
+    # Tiered retention demotes to an archive, which the pool lacks.
+    if memory is not None and memory.retention.policy == "tiered":
+        problems.append("memory.retention.policy tiered")
     return problems
 
 

@@ -105,6 +105,20 @@ def _assert_same_households(
             "memory.episodic_capacity=3",
             "memory.consolidation_threshold=0.5",
         ),
+        # Reflection: summaries of floods and claims (seeded floods among them) that decisions
+        # retrieve beside episodic memory, in a semantic memory small enough to forget.
+        (
+            "memory.reflection.enabled=true",
+            "memory.reflection.threshold=1.5",
+            "memory.reflection.semantic_capacity=2",
+            "households.prior_flood_share=0.4",
+        ),
+        (
+            "memory.reflection.enabled=true",
+            "memory.retrieval.strategy=weighted",
+            "memory.retrieval.query=flood damage insurance claim",
+            "memory.episodic_capacity=4",
+        ),
     ],
     ids=[
         "default",
@@ -118,6 +132,8 @@ def _assert_same_households(
         "query",
         "fifo",
         "importance-weighted",
+        "reflection",
+        "reflection-query",
     ],
 )
 def test_both_engines_give_the_same_run(overrides):
@@ -283,8 +299,16 @@ def test_an_engine_prepared_ahead_gives_the_same_run_and_sees_changes_made_after
             "memory.retrieval.query=flood insurance",
             "households.prior_flood_share=0.4",
         ),
+        # Reflections a resumed pool is given back, compared by their evidence's ids, and
+        # those it still has to find nothing new in.
+        (
+            "memory.reflection.enabled=true",
+            "memory.reflection.threshold=1.0",
+            "memory.reflection.semantic_capacity=2",
+            "households.prior_flood_share=0.4",
+        ),
     ],
-    ids=["default", "weighted", "query"],
+    ids=["default", "weighted", "query", "reflection"],
 )
 def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path, memory):
     settings = ["households.count=150", "years=9", *OFF, *memory]
@@ -321,7 +345,6 @@ def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path, m
     [
         (["audit.level=off", "decision.policy=llm"], "decision.policy llm"),
         (["audit.level=off", "memory.retention.policy=tiered"], "retention.policy tiered"),
-        (["audit.level=off", "memory.reflection.enabled=true"], "reflection.enabled true"),
     ],
 )
 def test_configs_the_array_engine_does_not_implement_are_refused(overrides, named):
@@ -349,7 +372,11 @@ def test_configs_the_array_engine_does_not_implement_are_refused(overrides, name
             ],
             "arrays",
         ),
-        (["audit.level=off", "memory.reflection.enabled=true"], "objects"),
+        (["audit.level=off", "memory.reflection.enabled=true"], "arrays"),
+        (
+            ["memory.reflection.enabled=true", "memory.retention.policy=tiered"],
+            "objects",
+        ),
         (["engine=objects"], "objects"),
     ],
 )
@@ -361,7 +388,7 @@ def test_engine_auto_runs_arrays_where_it_implements_the_config(overrides, engin
 
 @pytest.mark.parametrize(
     ("override", "engine"),
-    [("audit.level=full", "arrays"), ("memory.reflection.enabled=true", "objects")],
+    [("audit.level=full", "arrays"), ("memory.retention.policy=tiered", "objects")],
 )
 def test_engine_auto_is_the_default_of_a_config_that_names_none(override, engine):
     config, _ = load_config(DEFAULT, [override])
@@ -461,6 +488,21 @@ def _streams_of_both(
             "memory.retention.policy=importance_weighted",
             "memory.episodic_capacity=3",
         ),
+        # Reflections and the reflections they displace, in the consolidation stream; at full
+        # too, in a sample, where decisions explain the reflections they retrieved.
+        (
+            "memory.reflection.enabled=true",
+            "memory.reflection.threshold=1.0",
+            "memory.reflection.semantic_capacity=1",
+            "households.prior_flood_share=0.4",
+        ),
+        (
+            "audit.level=full",
+            "audit.sample=0.4",
+            "memory.reflection.enabled=true",
+            "memory.reflection.threshold=1.5",
+            "memory.episodic_capacity=4",
+        ),
     ],
     ids=[
         "standard",
@@ -474,6 +516,8 @@ def _streams_of_both(
         "full",
         "full-sampled-budget",
         "full-query",
+        "reflection",
+        "full-reflection",
     ],
 )
 def test_both_engines_write_the_same_audit_trail(tmp_path, overrides):

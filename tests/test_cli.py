@@ -479,12 +479,10 @@ def test_validate_counts_one_household_and_one_year_in_the_singular(capsys):
     [
         ([], "engine arrays)"),
         (["engine=objects"], "engine objects)"),  # chosen, though arrays would run it
+        (["memory.reflection.enabled=true"], "engine arrays)"),
         (
             ["memory.retention.policy=tiered", "memory.reflection.enabled=true"],
-            (
-                "engine objects (arrays does not implement memory.retention.policy tiered; "
-                "memory.reflection.enabled true))"
-            ),
+            "engine objects (arrays does not implement memory.retention.policy tiered))",
         ),
     ],
 )

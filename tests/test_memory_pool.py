@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from simulation.memory import (
     CognitiveMemory,
     EmbeddingRelevance,
+    ReflectionSettings,
     RetentionSettings,
     RetrievalSettings,
+    RuleBasedReflector,
 )
 from simulation.memory.pool import _MIN_GROWTH, POOL_STORES, MemoryPool
 
@@ -307,6 +309,7 @@ def _same_snapshots(memories, pool, working, episodic, threshold, decay) -> None
             decay,
             retrieval=pool.retrieval,
             retention=pool.retention,
+            reflection=pool.reflection,
         )
         pool.store_into(row, fresh)
         assert fresh.to_dict() == memory.to_dict()
@@ -403,7 +406,7 @@ def test_pool_item_table_grows_past_its_first_allocation():
 
 def test_pool_refuses_memories_it_does_not_implement():
     weighted = RetrievalSettings(strategy="weighted")
-    other = "has other retrieval or retention settings than the first"
+    other = "has other retrieval, retention or reflection settings than the first"
     with pytest.raises(ValueError, match=f"H1 {other}"):
         MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory("H1", retrieval=weighted)])
     fifo = RetentionSettings(policy="fifo")
@@ -428,8 +431,24 @@ def test_pool_refuses_memories_it_does_not_implement():
     held.write("Year 1: flood", 0.9, 1)
     data = held.to_dict()
     data["stores"] = {"working": [], "episodic": [], "semantic": [0], "archive": []}
-    with pytest.raises(ValueError, match="H2: a pool does not implement semantic or archived"):
+    with pytest.raises(ValueError, match="H2: a pool does not implement semantic items beyond"):
         MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory.from_dict(data)])
+    data["stores"] = {"working": [], "episodic": [], "semantic": [], "archive": [0]}
+    with pytest.raises(ValueError, match="H2: a pool does not implement archived items"):
+        MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory.from_dict(data)])
+    reflective = ReflectionSettings(enabled=True)
+    with pytest.raises(ValueError, match=f"H1 {other}"):
+        MemoryPool.from_memories(
+            [CognitiveMemory("H0"), CognitiveMemory("H1", reflection=reflective)]
+        )
+
+    class Summariser(RuleBasedReflector):
+        """Another reflector: the pool words only the rule-based one's reflections."""
+
+    with pytest.raises(ValueError, match="H0: a pool does not implement reflection by Summar"):
+        MemoryPool.from_memories(
+            [CognitiveMemory("H0", reflection=reflective, reflector=Summariser())]
+        )
     held.episodic[0].rehearsed = 3
     with pytest.raises(ValueError, match="H2: a pool does not implement rehearsed items"):
         MemoryPool.from_memories([CognitiveMemory("H0"), held])
@@ -633,3 +652,132 @@ def test_many_full_memories_are_copied_in_batches():
         fresh = CognitiveMemory(f"H{row}", 2, 40, 0.7, 0.9)
         pool.store_into(row, fresh)
         assert fresh.to_dict() == memories[row].to_dict()
+
+
+# What households remember that reflection reads: floods of known, unknown and no damage,
+# claims paid and denied (with and without their payout), seeded floods, other seeded memories,
+# and decisions it passes over. (source, tags, amount).
+_EXPERIENCES = [
+    ("flood", ("flood", "major"), 52000.5),
+    ("flood", ("flood",), None),
+    ("flood", ("flood", "no_damage"), 0.0),
+    ("claim", ("claim",), 1200.25),
+    ("claim", ("claim", "denied"), None),
+    ("claim", ("claim",), None),
+    ("seed", ("flood", "survey"), None),
+    ("seed", ("survey",), None),
+    ("decision", ("decision",), None),
+]
+reflective_operation = st.one_of(
+    st.tuples(
+        st.just("write"),
+        rows,
+        st.sampled_from(range(len(_EXPERIENCES))),
+        st.sampled_from([0.0, 0.4, 0.7, 0.9, 1.0]),
+        year,
+    ),
+    st.tuples(st.just("end_year"), rows, year),
+    st.tuples(st.just("end_year"), st.just(list(range(HOUSEHOLDS))), year),
+    st.tuples(
+        st.just("retrieve"),
+        rows,
+        st.integers(min_value=0, max_value=8),
+        st.one_of(st.none(), year),
+    ),
+    st.tuples(st.just("compact")),
+)
+# Low thresholds and small semantic memories: reflections, repeats and their evictions are
+# common.
+reflections = st.builds(
+    ReflectionSettings,
+    enabled=st.just(True),
+    threshold=st.sampled_from([0.2, 0.5, 1.5]),
+    importance=st.sampled_from([0.8, 0.3, 1.0]),
+    semantic_capacity=st.integers(min_value=1, max_value=3),
+)
+
+
+def _reflective(working, episodic, threshold, decay, retrieval, reflection):
+    ids = [f"H{n}" for n in range(HOUSEHOLDS)]
+    settings = {"retrieval": retrieval, "reflection": reflection}
+    memories = [CognitiveMemory(i, working, episodic, threshold, decay, **settings) for i in ids]
+    return memories, MemoryPool(ids, working, episodic, threshold, decay, **settings)
+
+
+def _remember(memories, pool, targets, kind, value, when):
+    source, tags, amount = _EXPERIENCES[kind]
+    text = f"Year {when}: {source} {_SAYS.get(value, '')}"
+    done = pool.write(targets, text, value, when, tags, source=source, amount=amount)
+    for n, r in enumerate(targets):
+        result = memories[r].write(text, value, when, tags, source=source, amount=amount)
+        assert _fields(pool.item(done.items[n])) == _fields(result.item)
+        _same_evictions(pool, done.evicted[n], result.evictions)
+
+
+def _end_year(memories, pool, targets, when):
+    done = pool.end_year(when, targets)
+    moved = {r: [] for r in targets}
+    for move in done.moves:
+        for item, evicted in zip(move.items, move.evicted, strict=True):
+            moved[pool._owner[item]].append(
+                (pool.item(item).seq, pool.item(evicted).seq if evicted >= 0 else None)
+            )
+    reflected = {
+        int(pool._owner[i]): (i, e)
+        for i, e in zip(done.reflections.items, done.reflections.evicted, strict=True)
+    }
+    assert (done.reflections.stores == POOL_STORES.index("semantic")).all()
+    for r in targets:
+        expected = memories[r].end_year(when)
+        semantic = [e for e in expected.evictions if e.store == "semantic"]
+        consolidated = [e for e in expected.evictions if e.store != "semantic"]
+        assert [seq for seq, _ in moved[r]] == [i.seq for i in expected.transferred]
+        assert [gone for _, gone in moved[r] if gone is not None] == [
+            e.item.seq for e in consolidated
+        ]
+        if not expected.reflections:
+            assert r not in reflected
+            continue
+        (reflection,) = expected.reflections
+        item, evicted = reflected[r]
+        got = pool.item(item)
+        assert _fields(got) == _fields(reflection)
+        assert got.evidence == reflection.evidence
+        assert ([] if evicted < 0 else [pool.item(evicted).seq]) == [e.item.seq for e in semantic]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(reflective_operation, min_size=10, max_size=60),
+    st.integers(min_value=1, max_value=4),
+    st.integers(min_value=1, max_value=5),
+    st.sampled_from([0.0, 0.5, 0.7, 1.0]),
+    st.sampled_from([0.5, 0.898, 1.0]),
+    retrievals,
+    reflections,
+)
+def test_pool_reflects_as_cognitive_memory(
+    ops, working, episodic, threshold, decay, retrieval, reflection
+):
+    """Writes of every kind reflection reads, year ends, retrievals and compaction: equal
+    reflections (text, tags, evidence), semantic memories, retrievals and counters."""
+    memories, pool = _reflective(working, episodic, threshold, decay, retrieval, reflection)
+    for op in ops:
+        kind, *args = op
+        if kind == "write":
+            _remember(memories, pool, *args)
+        elif kind == "end_year":
+            _end_year(memories, pool, *args)
+        elif kind == "compact":
+            pool.compact()
+        else:
+            _retrieve(memories, pool, *args)
+        _same_stores(memories, pool)
+        for row, memory in enumerate(memories):
+            ranked = pool._semantic[row, : pool._semantic_size[row]]
+            assert _seqs(pool, ranked) == [i.seq for i in memory._semantic.ranked()]
+    _same_snapshots(memories, pool, working, episodic, threshold, decay)
+    copied = MemoryPool.from_memories(memories)
+    for when in (13, 14):  # reflections it was given are compared by their evidence's ids
+        _end_year(memories, copied, list(range(HOUSEHOLDS)), when)
+        _retrieve(memories, copied, list(range(HOUSEHOLDS)), 4, when)

@@ -80,12 +80,16 @@ __all__ = [
     "DecisionLines",
     "MemoryLines",
     "StateChanges",
+    "YearEndMoves",
     "changed_state",
     "dynamic_state",
     "eviction_parts",
 ]
 
 SCHEMA_VERSION = 1
+#: What a household's year end moved, for :meth:`AuditWriter.year_ends`: the ids of the items
+#: it transferred, the ``(id, store)`` of each item it forgot, and the reflections it wrote.
+YearEndMoves = tuple[list[str], list[tuple[str, str]], list["MemoryItem"]]
 STREAMS = ("household_traces", "memory_updates", "consolidation", "tool_invocations")
 #: Written besides :data:`STREAMS` when households decide with a language model.
 LLM_STREAM = "llm_calls"
@@ -1008,20 +1012,18 @@ class AuditWriter:
         agent_ids: pa.Array,
         working: np.ndarray,
         episodic: np.ndarray,
-        moved: dict[int, tuple[list[str], list[tuple[str, str]]]],
+        moved: dict[int, YearEndMoves],
     ) -> None:
         """Log many audited households' year ends at once, in order.
 
-        Writes what :meth:`consolidation` writes for a year end without promotions or
-        reflections.
+        Writes what :meth:`consolidation` writes for a year end without promotions.
 
         Args:
             agent_ids: The households (encoded, see simulation/audit/lines.py).
             working: Each one's working memory size after its year end.
             episodic: Each one's episodic memory size after it.
             moved: For the households (by position in ``agent_ids``) whose year end moved
-                anything: the ids of the items it transferred, and the ``(id, store)`` of each
-                item it forgot.
+                anything: what it moved (:data:`YearEndMoves`).
         """
         self.later(self._year_ends, agent_ids, working, episodic, moved)
 
@@ -1030,7 +1032,7 @@ class AuditWriter:
         agent_ids: pa.Array,
         working: np.ndarray,
         episodic: np.ndarray,
-        moved: dict[int, tuple[list[str], list[tuple[str, str]]]],
+        moved: dict[int, YearEndMoves],
     ) -> None:
         if self.consolidations is None or not len(agent_ids):
             return
@@ -1045,14 +1047,14 @@ class AuditWriter:
             changed[list(moved)] = True
             given = []
             for n in sorted(moved):
-                transferred, forgotten = moved[n]
+                transferred, forgotten, reflections = moved[n]
                 given.append(
                     {
                         "transferred_count": len(transferred),
                         "transferred_items": transferred,
                         "evicted": [{"id": i, "from": store, "to": None} for i, store in forgotten],
                         "promoted": [],
-                        "reflections": [],
+                        "reflections": [_item(i) for i in reflections],
                         "working_after": int(working[n]),
                         "episodic_after": int(episodic[n]),
                     }

@@ -531,19 +531,27 @@ class CognitiveMemory:
         next_seq: int,
         clock: int,
         since_reflection: float,
+        semantic_ranked: Sequence[MemoryItem] = (),
+        dry_reflection_seq: int = -1,
     ) -> None:
-        """Replace the working and episodic stores and the counters (from a memory pool).
+        """Replace the working, episodic and semantic stores and the counters (from a pool).
 
-        ``episodic_ranked`` is in retrieval order; an item in both stores is one object.
+        ``episodic_ranked`` and ``semantic_ranked`` are in retrieval order; an item in both
+        working and episodic memory is one object.
         """
         self._working = working
         self._unconsolidated_max = max(
             (i.importance for i in working if not i.consolidated), default=-1.0
         )
         self._episodic.restore_ranked(episodic_ranked)
+        if semantic_ranked:
+            self._own_semantic().restore_ranked(list(semantic_ranked))
+        else:
+            self._semantic = _NO_SEMANTIC
         self._next_seq = next_seq
         self._clock = clock
         self._since_reflection = since_reflection
+        self._dry_reflection_seq = dry_reflection_seq
 
     # ---------------------------------------------------------- consolidation
     def consolidate(self) -> int:

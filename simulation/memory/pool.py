@@ -13,10 +13,13 @@ few numpy calls:
   retention drops from its back, as :class:`~simulation.memory.stores.LongTermStore` does.
 
 The pool implements the seed-000 configuration of ``CognitiveMemory`` exactly: ``spec``
-retrieval, the ``decayed_importance`` retention policy, consolidation, pinned items, and no
-reflection or tiering. It also implements ``weighted`` retrieval (recency, importance and
-keyword relevance to the settings' query: :class:`~simulation.memory.relevance.KeywordIndex`)
-and the ``fifo`` and ``importance_weighted`` retention policies. Equal calls give equal items,
+retrieval, the ``decayed_importance`` retention policy, consolidation and pinned items. It also
+implements ``weighted`` retrieval (recency, importance and keyword relevance to the settings'
+query: :class:`~simulation.memory.relevance.KeywordIndex`), the ``fifo`` and
+``importance_weighted`` retention policies, and reflection by the
+:class:`~simulation.memory.reflection.RuleBasedReflector` into semantic memory (a third matrix,
+``households x (semantic_capacity + 1)``, ranked as episodic memory is); not tiered retention,
+which needs an archive. Equal calls give equal items,
 scores, orders, evictions and access counts (``tests/test_memory_pool.py`` checks this against
 ``CognitiveMemory`` operation by operation). Decay factors and the logarithms that rank items
 are computed with Python's float arithmetic, as the object memory computes them, so that ties
@@ -38,8 +41,10 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from simulation.memory.item import SOURCES, MemoryItem
+from simulation.memory.reflection import RuleBasedReflector, flood_experience
 from simulation.memory.relevance import KeywordIndex, KeywordRelevance
 from simulation.memory.settings import (
+    ReflectionSettings,
     RetentionSettings,
     RetrievalSettings,
     check_fraction,
@@ -54,13 +59,15 @@ if TYPE_CHECKING:
 
     from simulation.memory.cognitive import CognitiveMemory
 
-__all__ = ["POOL_STORES", "MemoryPool", "PoolRetrieval", "PoolWrite"]
+__all__ = ["POOL_STORES", "MemoryPool", "PoolRetrieval", "PoolWrite", "PoolYearEnd"]
 
 #: Store codes of :class:`PoolWrite` and :class:`PoolRetrieval` (-1: none).
-POOL_STORES: tuple[str, ...] = ("working", "episodic")
-_WORKING, _EPISODIC = 0, 1
+POOL_STORES: tuple[str, ...] = ("working", "episodic", "semantic")
+_WORKING, _EPISODIC, _SEMANTIC = 0, 1, 2
 _SOURCE_NAMES: tuple[str, ...] = tuple(sorted(SOURCES))
 _SOURCE_CODES = {name: code for code, name in enumerate(_SOURCE_NAMES)}
+_FLOOD, _CLAIM, _SEED = (_SOURCE_CODES[name] for name in ("flood", "claim", "seed"))
+_REFLECTION = _SOURCE_CODES["reflection"]
 _EMPTY = -1
 # The item table's columns in the order MemoryItem takes them (those it has).
 _ITEM_FIELDS = (
@@ -137,6 +144,29 @@ class PoolWrite(NamedTuple):
     evicted_from: NDArray[np.int8]
 
 
+#: What a year end that reflected nothing wrote.
+_NOTHING_WRITTEN = PoolWrite(
+    np.zeros(0, dtype=np.int64),
+    np.zeros(0, dtype=np.int8),
+    np.zeros(0, dtype=np.int64),
+    np.zeros(0, dtype=np.int8),
+)
+
+
+class PoolYearEnd(NamedTuple):
+    """What one :meth:`MemoryPool.end_year` did.
+
+    Attributes:
+        moves: What consolidation moved: one :class:`PoolWrite` per working slot that moved
+            something, with what each item displaced from episodic memory.
+        reflections: The reflections written (all to semantic memory) and the reflection each
+            displaced (empty without reflection).
+    """
+
+    moves: tuple[PoolWrite, ...]
+    reflections: PoolWrite
+
+
 class PoolRetrieval(NamedTuple):
     """The best memories of each household asked, best first, padded with -1.
 
@@ -173,6 +203,8 @@ class MemoryPool:
         retention: What an over-full episodic memory forgets: ``decayed_importance`` (the
             default), ``fifo`` or ``importance_weighted`` (not ``tiered``, which needs an
             archive).
+        reflection: When :meth:`end_year` reflects, as ``CognitiveMemory``'s default
+            :class:`~simulation.memory.reflection.RuleBasedReflector` does; off by default.
 
     Raises:
         ValueError: For a capacity below 1, a threshold outside [0, 1], a decay rate outside
@@ -190,6 +222,7 @@ class MemoryPool:
         *,
         retrieval: RetrievalSettings | None = None,
         retention: RetentionSettings | None = None,
+        reflection: ReflectionSettings | None = None,
     ):
         check_positive_int("working_capacity", working_capacity)
         check_positive_int("episodic_capacity", episodic_capacity)
@@ -211,6 +244,7 @@ class MemoryPool:
         self.decay_rate = float(decay_rate)
         self.retrieval = retrieval
         self.retention = retention
+        self.reflection = ReflectionSettings() if reflection is None else reflection
         # The query relevance is scored against, as CognitiveMemory scores it: a blank query
         # or a relevance weight of 0 scores none (and spec retrieval has no query).
         query = retrieval.query
@@ -235,6 +269,18 @@ class MemoryPool:
         self._episodic = np.full((n, episodic_capacity + 1), _EMPTY, dtype=np.int64)
         self._episodic_size = np.zeros(n, dtype=np.int64)
         self._episodic_pinned = np.zeros(n, dtype=np.int64)
+        # Semantic memory, in retrieval order like episodic memory: one column when nothing is
+        # ever reflected, so that it costs nothing.
+        width = self.reflection.semantic_capacity + 1 if self.reflection.enabled else 1
+        self._semantic = np.full((n, width), _EMPTY, dtype=np.int64)
+        self._semantic_size = np.zeros(n, dtype=np.int64)
+        # Beside each semantic item: how many items its evidence names when the pool reflected
+        # it, or -1 for one it was given (see _held_reflections).
+        self._semantic_evidence = np.full((n, width), _EMPTY, dtype=np.int64)
+        self._evidence: dict[int, tuple[str, ...]] = {}  # item -> its evidence, if it has any
+        # next_seq when the reflector last found nothing new (-1: never), as CognitiveMemory's.
+        self._dry_seq = np.full(n, _EMPTY, dtype=np.int64)
+        self._flood_tags = np.zeros(0, dtype=bool)  # whether each tag set holds "flood"
         self._stamp = 0  # episodic insertions so far: orders equal keys, newest first
 
     # ------------------------------------------------------------------ item table
@@ -340,10 +386,10 @@ class MemoryPool:
         """A pool holding copies of ``memories`` (their items, stores, counters), row by row.
 
         Raises:
-            ValueError: If the memories differ in capacity, threshold, decay or retrieval
-                or retention settings, or use what a pool does not implement (relevance scored
-                otherwise than by keywords, tiered retention, reflection, semantic or archived
-                items).
+            ValueError: If the memories differ in capacity, threshold, decay or retrieval,
+                retention or reflection settings, or use what a pool does not implement
+                (relevance scored otherwise than by keywords, tiered retention, a reflector
+                other than the rule-based one, archived or rehearsed items).
         """
         if not memories:
             msg = "a pool needs at least one memory"
@@ -359,6 +405,7 @@ class MemoryPool:
             first.decay_rate,
             retrieval=first.retrieval,
             retention=first.retention,
+            reflection=first.reflection,
         )
         # The table is sized once, and items are copied a batch at a time: at 100,000 full
         # memories a column of Python values for every item at once would take gigabytes.
@@ -369,21 +416,26 @@ class MemoryPool:
         pinned = [0] * len(memories)
         for row, memory in enumerate(memories):
             ranked = memory._episodic.ranked()
-            if not (memory._working or ranked):
+            reflections = memory._semantic.ranked()
+            if not (memory._working or ranked or reflections):
                 continue  # the usual at the start of a run: nothing to copy
             index = {}
             base = pool._size + len(items)
-            for item in (*memory.working, *memory.episodic):
+            for item in (*memory.working, *memory.episodic, *reflections):
                 if item.seq not in index:
                     index[item.seq] = base + len(index)
                     items.append(item)
                     owners.append(row)
+                    if item.evidence:
+                        pool._evidence[index[item.seq]] = tuple(item.evidence)
             working = [index[i.seq] for i in memory.working]
             episodic = [index[i.seq] for i in ranked]
             pool._working[row, : len(working)] = working
             pool._working_size[row] = len(working)
             pool._episodic[row, : len(episodic)] = episodic
             pool._episodic_size[row] = len(episodic)
+            pool._semantic[row, : len(reflections)] = [index[i.seq] for i in reflections]
+            pool._semantic_size[row] = len(reflections)
             pinned[row] = sum(i.pinned for i in ranked)
             if len(items) >= _LOAD_BATCH:
                 pool._load_items(items, owners)
@@ -393,6 +445,7 @@ class MemoryPool:
         pool._next_seq[:] = [memory._next_seq for memory in memories]
         pool._clock[:] = [memory._clock for memory in memories]
         pool._since_reflection[:] = [memory._since_reflection for memory in memories]
+        pool._dry_seq[:] = [memory._dry_reflection_seq for memory in memories]
         pool._episodic_pinned[:] = pinned
         return pool
 
@@ -427,9 +480,10 @@ class MemoryPool:
         for index in self._episodic[row, : self._episodic_size[row]].tolist():
             seq = int(self._seq[index])
             ranked.append(by_seq.get(seq) or self.item(index))
+        reflections = self.items(self._semantic[row, : self._semantic_size[row]])
         texts = memory.texts
         if texts is not None:
-            for item in {id(i): i for i in (*working, *ranked)}.values():
+            for item in {id(i): i for i in (*working, *ranked, *reflections)}.values():
                 item.content = texts.setdefault(item.content, item.content)
         memory._load(
             working,
@@ -437,6 +491,8 @@ class MemoryPool:
             next_seq=int(self._next_seq[row]),
             clock=int(self._clock[row]),
             since_reflection=float(self._since_reflection[row]),
+            semantic_ranked=reflections,
+            dry_reflection_seq=int(self._dry_seq[row]),
         )
 
     # ------------------------------------------------------------------ views
@@ -514,7 +570,7 @@ class MemoryPool:
             self._tag_sets[self._tags[index]],
             _SOURCE_NAMES[self._source[index]],
             bool(self._pinned[index]),
-            (),
+            self._evidence.get(int(index), ()),
             None if math.isnan(amount) else amount,
             int(self._last_access[index]),
             int(self._access_count[index]),
@@ -526,8 +582,10 @@ class MemoryPool:
         """:meth:`item` of many items at once (each field gathered in one call)."""
         index = np.asarray(indices, dtype=np.int64).ravel()
         agent_ids, texts, tag_sets = self.agent_ids, self._texts, self._tag_sets
+        evidence = self._evidence
 
         def snapshot(
+            at: int,
             owner: int,
             seq: int,
             text: int,
@@ -550,7 +608,7 @@ class MemoryPool:
                 tag_sets[tags],
                 _SOURCE_NAMES[source],
                 pinned,
-                (),
+                evidence.get(at, ()) if evidence else (),
                 None if math.isnan(amount) else amount,
                 last_access,
                 access_count,
@@ -559,7 +617,7 @@ class MemoryPool:
             )
 
         columns = (getattr(self, "_" + name)[index].tolist() for name in _ITEM_FIELDS)
-        return [snapshot(*fields) for fields in zip(*columns, strict=True)]
+        return [snapshot(*fields) for fields in zip(index.tolist(), *columns, strict=True)]
 
     def ids(self, indices: ArrayLike) -> list[str]:
         """The ids (``"<agent_id>:<seq>"``) of many items at once."""
@@ -859,8 +917,8 @@ class MemoryPool:
                 moves.append(PoolWrite(moving, stores, evicted, evicted_from))
         return tuple(moves)
 
-    def end_year(self, year: int, rows: ArrayLike | None = None) -> tuple[PoolWrite, ...]:
-        """``CognitiveMemory.end_year`` without tiering or reflection: the clock, consolidation.
+    def end_year(self, year: int, rows: ArrayLike | None = None) -> PoolYearEnd:
+        """``CognitiveMemory.end_year`` without tiering: the clock, consolidation, reflection.
 
         Item indices returned before this call may be invalid after it (:meth:`compact`);
         those it returns stay valid until the next year end.
@@ -870,9 +928,9 @@ class MemoryPool:
             rows: The households whose year ends; all when ``None``.
 
         Returns:
-            What :meth:`consolidate` moved.
+            What :meth:`consolidate` moved, and the reflections written (see :meth:`reflect`).
         """
-        live = int(self._working_size.sum() + self._episodic_size.sum())
+        live = int(self._working_size.sum() + self._episodic_size.sum() + self._semantic_size.sum())
         forgotten = self._size - live
         # Compacting copies the whole table: it waits until the table is also nearly full (a
         # table sized for full memories already is; a growing one compacts less often).
@@ -886,7 +944,224 @@ class MemoryPool:
             else np.asarray(rows, dtype=np.int64).ravel()
         )
         self._clock[rows] = np.maximum(self._clock[rows], int(year))
-        return self.consolidate(rows)
+        moves = self.consolidate(rows)
+        if not self.reflection.enabled:
+            return PoolYearEnd(moves, _NOTHING_WRITTEN)
+        return PoolYearEnd(moves, self.reflect(int(year), rows))
+
+    # ---------------------------------------------------------------- reflection
+    def reflect(self, year: int, rows: ArrayLike) -> PoolWrite:
+        """``CognitiveMemory.reflect`` with the rule-based reflector, for many households.
+
+        A household reflects once the importance written since its last reflection reaches the
+        threshold, and not again after finding nothing new until something is written. Its
+        reflection, worded by :func:`~simulation.memory.reflection.flood_experience`, rests on
+        the flood and claim memories of its working and episodic memory; it is not written
+        when a reflection held in semantic memory rests on exactly those. A semantic memory
+        over its capacity forgets its oldest unpinned reflection.
+
+        Args:
+            year: The year reflected in (the reflections' year).
+            rows: The households that may reflect, each at most once.
+
+        Returns:
+            The reflections written, in the order of ``rows``, and the reflection each one
+            displaced (or -1).
+        """
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        settings = self.reflection
+        asked = rows[
+            (self._since_reflection[rows] >= settings.threshold)
+            & (self._next_seq[rows] != self._dry_seq[rows])
+        ]
+        if not len(asked):
+            return _NOTHING_WRITTEN
+        owner, found, flood = self._evidence_of(asked)
+        counts = np.bincount(owner, minlength=len(asked))
+        writing = (counts > 0) & ~self._held_reflections(asked, owner, found, flood, counts)
+        # Having found nothing new, a household asks again only once something is written.
+        idle = asked[~writing]
+        self._dry_seq[idle] = self._next_seq[idle]
+        if not writing.any():
+            return _NOTHING_WRITTEN
+        writers = asked[writing]
+        contents, tag_sets, evidence = [], [], []
+        starts = np.zeros(len(asked) + 1, dtype=np.int64)
+        np.cumsum(counts, out=starts[1:])
+        years, amounts = self._year[found].tolist(), self._amount[found].tolist()
+        denied = self._denied(found).tolist()
+        agent_ids, seqs, floods = self.agent_ids, self._seq[found].tolist(), flood.tolist()
+        for n in np.flatnonzero(writing).tolist():
+            span = range(starts[n], starts[n + 1])
+            flooded = [i for i in span if floods[i]]
+            claimed = [i for i in span if not floods[i]]
+            content, tags = flood_experience(
+                year,
+                [years[i] for i in flooded],
+                [None if amounts[i] != amounts[i] else amounts[i] for i in flooded],  # NaN: none
+                [denied[i] for i in claimed],
+                [None if amounts[i] != amounts[i] else amounts[i] for i in claimed],
+            )
+            contents.append(content)
+            tag_sets.append(("reflection", *tags))
+            agent = agent_ids[asked[n]]
+            evidence.append(tuple(f"{agent}:{seqs[i]}" for i in (*flooded, *claimed)))
+        items = self._write_reflections(writers, contents, tag_sets, year)
+        for index, ids in zip(items.tolist(), evidence, strict=True):
+            self._evidence[index] = ids
+        evicted = self._insert_semantic(writers, items, counts[writing])
+        stores = np.full(len(items), _SEMANTIC, dtype=np.int8)
+        evicted_from = np.where(evicted >= 0, _SEMANTIC, _EMPTY).astype(np.int8)
+        return PoolWrite(items, stores, evicted, evicted_from)
+
+    def _evidence_of(
+        self, rows: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+        """The flood and claim memories of each of ``rows``' working and episodic memories.
+
+        Returns:
+            Each one's household (a position in ``rows``), item and whether it is a flood (else
+            a claim), a household's together and oldest first.
+        """
+        working = self._working.take(rows, axis=0)
+        episodic = self._episodic[rows, : max(1, int(self._episodic_size[rows].max()))]
+        again = np.zeros(episodic.shape, dtype=bool)  # consolidated, still in working memory
+        for slot in range(working.shape[1]):
+            again |= episodic == working[:, slot, None]
+        held = np.concatenate((working >= 0, (episodic >= 0) & ~again), axis=1)
+        owner, column = np.nonzero(held)
+        found = np.concatenate((working, episodic), axis=1)[owner, column]
+        source = self._source[found]
+        if len(self._flood_tags) < len(self._tag_sets):
+            self._flood_tags = np.array(["flood" in tags for tags in self._tag_sets], dtype=bool)
+        flood = (source == _FLOOD) | ((source == _SEED) & self._flood_tags[self._tags[found]])
+        evident = flood | (source == _CLAIM)
+        owner, found, flood = owner[evident], found[evident], flood[evident]
+        order = np.lexsort((self._seq[found], owner))
+        return owner[order], found[order], flood[order]
+
+    def _denied(self, items: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Whether each of ``items`` is tagged ``denied``."""
+        denied = np.array(["denied" in tags for tags in self._tag_sets], dtype=bool)
+        return denied[self._tags[items]]
+
+    def _held_reflections(
+        self,
+        rows: NDArray[np.int64],
+        owner: NDArray[np.int64],
+        found: NDArray[np.int64],
+        flood: NDArray[np.bool_],
+        counts: NDArray[np.int64],
+    ) -> NDArray[np.bool_]:
+        """Whether a reflection in each of ``rows``' semantic memory rests on exactly its evidence.
+
+        A reflection this pool wrote rested on every flood and claim memory its household held
+        then. Memories are only ever forgotten (no archive brings them back), so it rests on
+        exactly those held now when all of these are older than it and as many as it named.
+        A reflection the pool was given is compared by its evidence's ids.
+        """
+        held = np.zeros(len(rows), dtype=bool)
+        if not self._semantic_size[rows].any():
+            return held
+        width = int(self._semantic_size[rows].max())
+        reflections = self._semantic[rows, :width]
+        named = self._semantic_evidence[rows, :width]
+        some = np.flatnonzero(counts)
+        newest = np.full(len(rows), -1, dtype=np.int64)
+        starts = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(counts, out=starts[1:])
+        newest[some] = np.maximum.reduceat(self._seq[found], starts[some])
+        present = reflections >= 0
+        older = self._seq[np.where(present, reflections, 0)] > newest[:, None]
+        held = (present & (named == counts[:, None]) & older).any(axis=1)
+        given = (present & (named < 0)).any(axis=1) & ~held & (counts > 0)
+        for n in np.flatnonzero(given).tolist():
+            agent = self.agent_ids[rows[n]]
+            span = slice(starts[n], starts[n + 1])
+            ids = frozenset(f"{agent}:{seq}" for seq in self._seq[found[span]].tolist())
+            given_ids = (
+                self._evidence.get(i, ()) for i in reflections[n][named[n] < 0].tolist() if i >= 0
+            )
+            held[n] = any(evidence and frozenset(evidence) == ids for evidence in given_ids)
+        return held
+
+    def _write_reflections(
+        self,
+        rows: NDArray[np.int64],
+        contents: list[str],
+        tag_sets: list[tuple[str, ...]],
+        year: int,
+    ) -> NDArray[np.int64]:
+        """Add a reflection item to the item table for each of ``rows``; return the items."""
+        importance = self.reflection.importance
+        m = len(rows)
+        start = self._size
+        items = self._new_items(m)
+        new = slice(start, start + m)
+        self._owner[new] = rows
+        seqs = self._next_seq[rows]
+        self._seq[new] = seqs
+        self._next_seq[rows] = seqs + 1
+        self._text[new] = self._intern_texts(contents)
+        self._tags[new] = [self._intern_tags(tags) for tags in tag_sets]
+        self._source[new] = _REFLECTION
+        self._importance[new] = importance
+        self._year[new] = year
+        self._amount[new] = np.nan
+        self._pinned[new] = False
+        self._consolidated[new] = True
+        self._last_access[new] = year
+        self._access_count[new] = 0
+        self._key[new] = self._ranking_keys(np.full(m, importance), np.full(m, year))
+        self._clock[rows] = np.maximum(self._clock[rows], year)
+        # CognitiveMemory counts a reflection's importance, then starts again from nothing.
+        self._since_reflection[rows] = 0.0
+        return items
+
+    def _insert_semantic(
+        self, rows: NDArray[np.int64], items: NDArray[np.int64], named: NDArray[np.int64]
+    ) -> NDArray[np.int64]:
+        """Insert reflections at their rank in the semantic memories of ``rows``.
+
+        Args:
+            rows: The households, each at most once.
+            items: Their new reflections.
+            named: How many items each one's evidence names.
+
+        Returns:
+            The reflection each household forgot (its oldest unpinned), or -1.
+        """
+        evicted = np.full(len(rows), _EMPTY, dtype=np.int64)
+        sizes = self._semantic_size[rows]
+        width = int(sizes.max()) + 1
+        block = self._semantic[rows, :width]
+        evidence = self._semantic_evidence[rows, :width]
+        held = block >= 0
+        keys = np.where(held, self._key[np.where(held, block, 0)], np.inf)
+        # Before every held item whose key is not lower: among equal keys the newest first.
+        position = row_count((keys < self._key[items][:, None]) & held)
+        block = _inserted(block, position, items)
+        evidence = _inserted(evidence, position, named)
+        sizes = sizes + 1
+        over = sizes > self.reflection.semantic_capacity
+        if over.any():
+            full = block[over]
+            seqs = np.where(self._pinned[full], np.iinfo(np.int32).max, self._seq[full])
+            last = np.argmin(seqs, axis=1)
+            if self._pinned[full[np.arange(len(full)), last]].any():
+                agent = self.agent_ids[rows[over][self._pinned[full].all(axis=1)][0]]
+                msg = f"{agent}: semantic memory is full of pinned items"
+                raise ValueError(msg)
+            evicted[over] = full[np.arange(len(full)), last]
+            block[over] = _removed(full, last)
+            evidence[over] = _removed(evidence[over], last)
+            sizes[over] = self.reflection.semantic_capacity
+        self._semantic[rows, :width] = block
+        self._semantic_evidence[rows, :width] = evidence
+        self._semantic_size[rows] = sizes
+        for gone in evicted[evicted >= 0].tolist():
+            self._evidence.pop(gone, None)
+        return evicted
 
     def compact(self) -> None:
         """Drop the items no store holds any more, and unused texts once there are enough.
@@ -900,10 +1175,11 @@ class MemoryPool:
         # 100,000 full memories the table holds millions of items, and a whole-table index or
         # copy at once (145 MB of them, measured) would be the run's peak of memory.
         size, step = self._size, _COMPACT_BLOCK
-        working, episodic = self._working, self._episodic
+        working, episodic, semantic = self._working, self._episodic, self._semantic
         alive = np.zeros(size + 1, dtype=bool)  # the last entry stands for the -1 of free slots
         alive[working] = True
         alive[episodic] = True
+        alive[semantic] = True
         alive[size] = False
         # remap[i]: item i's index once the dead are dropped, or -1 (also at the end, for -1).
         remap = np.cumsum(alive, dtype=np.int32 if size <= np.iinfo(np.int32).max else np.int64)
@@ -917,11 +1193,13 @@ class MemoryPool:
                 column[kept : kept + len(live)] = column[live]
             kept += len(live)
         del alive
-        for block in (working, episodic):
+        for block in (working, episodic, semantic):
             per = step // block.shape[1] + 1  # rows of about ``step`` entries
             for start in range(0, len(block), per):
                 rows = block[start : start + per]
                 rows[...] = remap[rows]
+        moved = ((int(remap[i]), ids) for i, ids in self._evidence.items())
+        self._evidence = {i: ids for i, ids in moved if i >= 0}
         del remap
         self._size = kept
         codes = self._text[:kept]  # a view: renumbered in place
@@ -954,8 +1232,9 @@ class MemoryPool:
 
         ``spec``: working memory comes first, most recent year first, then higher importance,
         then the newest; then episodic memory by decayed importance, skipping items already
-        returned from working memory. ``weighted``: see :meth:`_retrieve_weighted`. Every
-        returned item's access count and last access are refreshed.
+        returned from working memory, and semantic memory's reflections merged in by decayed
+        importance. ``weighted``: see :meth:`_retrieve_weighted`. Every returned item's access
+        count and last access are refreshed.
 
         Args:
             rows: The households retrieving, each at most once.
@@ -997,6 +1276,13 @@ class MemoryPool:
             if len(blocks) == 1:
                 return blocks[0]
             return PoolRetrieval(*(np.concatenate(part) for part in zip(*blocks, strict=True)))
+        return self._retrieve_spec(rows, top_k, now)
+
+    def _retrieve_spec(
+        self, rows: NDArray[np.int64], top_k: int, now: NDArray[np.int64]
+    ) -> PoolRetrieval:
+        """``spec`` retrieval (see :meth:`retrieve`), reflections merged in by score."""
+        m = len(rows)
         # take, not fancy indexing: numpy copies whole rows many times faster this way.
         working = self._working.take(rows, axis=0)
         held = working >= 0
@@ -1017,6 +1303,9 @@ class MemoryPool:
         for slot in range(width):  # a few slots: cheaper than one 3-d comparison
             fresh &= candidates != working[:, slot, None]
         rank = row_cumsum(fresh)  # a fresh candidate's place among its household's
+        # Households with reflections merge them in below, from every fresh candidate.
+        merging = np.flatnonzero(self._semantic_size[rows]) if self.reflection.enabled else ()
+        eligible = fresh[merging] if len(merging) else None
         fresh &= rank <= (top_k - from_working)[:, None]
         # Working memory's items first (its first columns), then the fresh candidates in their
         # order: each goes straight to its column, with no sort.
@@ -1031,6 +1320,20 @@ class MemoryPool:
         stores = np.full(items.shape, _EMPTY, dtype=np.int8)
         stores[got] = _EPISODIC
         stores[np.arange(items.shape[1]) < from_working[:, None]] = _WORKING
+        if len(merging):
+            self._merge_semantic(
+                rows[merging],
+                now[merging],
+                candidates[merging],
+                eligible,
+                rank[merging],
+                from_working[merging],
+                items,
+                stores,
+                merging,
+            )
+            got = items >= 0
+            counts = row_count(got)
         found = items[got]  # row by row, each row's from the front
         when = np.repeat(now, counts)
         scores = np.full(items.shape, np.nan)
@@ -1038,6 +1341,88 @@ class MemoryPool:
         self._access_count[found] += 1
         self._last_access[found] = np.maximum(self._last_access[found], when)
         return PoolRetrieval(items, scores, stores, counts)
+
+    def _merge_semantic(
+        self,
+        rows: NDArray[np.int64],
+        now: NDArray[np.int64],
+        candidates: NDArray[np.int64],
+        eligible: NDArray[np.bool_],
+        rank: NDArray[np.int64],
+        from_working: NDArray[np.int64],
+        items: NDArray[np.int64],
+        stores: NDArray[np.int8],
+        at: NDArray[np.int64],
+    ) -> None:
+        """The long-term part of a ``spec`` retrieval by households holding reflections.
+
+        ``CognitiveMemory`` merges its long-term stores by their heads: the next of episodic
+        memory's fresh candidates and the next reflection, the higher decayed importance first,
+        and on equal scores the newer item. A store's order is by ranking key, which may
+        disagree with the scores in their last bit, so the merge goes head by head, a column
+        at a time for all the households, rather than sorting the candidates.
+
+        Args:
+            rows: The households.
+            now: The year each retrieves in.
+            candidates: Their first ``top_k`` episodic items (fewer where the store is smaller).
+            eligible: Which of these working memory did not return.
+            rank: An eligible candidate's place among its household's (from 1).
+            from_working: How many items each took from working memory.
+            items: The retrieval's items, ``top_k`` columns: the rows ``at`` are theirs, and
+                past their working memory's items they receive the merge's, in order.
+            stores: The items' store codes, filled alike.
+            at: The households' rows in ``items`` and ``stores``.
+        """
+        top_k = items.shape[1]
+        need = top_k - from_working
+        m, width = candidates.shape
+        own = np.arange(m)
+        # The fresh candidates side by side, and the reflections; one empty column more, so that
+        # a head past the end reads an empty slot.
+        first = np.full((m, width + 1), _EMPTY, dtype=np.int64)
+        first.ravel()[(rank - 1 + (own * (width + 1))[:, None])[eligible]] = candidates[eligible]
+        second = np.full((m, top_k + 1), _EMPTY, dtype=np.int64)
+        shown = min(top_k, self._semantic.shape[1])
+        second[:, :shown] = self._semantic[rows, :shown]
+        firsts, seconds = row_count(eligible), np.minimum(self._semantic_size[rows], top_k)
+        scores, seqs = [], []
+        for block in (first, second):
+            held = block >= 0
+            safe = np.where(held, block, 0)
+            ages = np.where(held, now[:, None] - self._year[safe], 0)
+            scores.append(self._importance[safe] * self._decay_factors(ages))
+            seqs.append(self._seq[safe])
+        merged = np.full((m, top_k), _EMPTY, dtype=np.int64)
+        codes = np.full((m, top_k), _EMPTY, dtype=np.int8)
+        at_first = np.zeros(m, dtype=np.int64)
+        at_second = np.zeros(m, dtype=np.int64)
+        for column in range(top_k):
+            has_first, has_second = at_first < firsts, at_second < seconds
+            score_first, score_second = scores[0][own, at_first], scores[1][own, at_second]
+            newer = seqs[1][own, at_second] > seqs[0][own, at_first]
+            takes_second = has_second & (
+                ~has_first | (score_second > score_first) | ((score_second == score_first) & newer)
+            )
+            takes_first = has_first & ~takes_second
+            going = column < need
+            takes_first &= going
+            takes_second &= going
+            merged[:, column] = np.where(
+                takes_second,
+                second[own, at_second],
+                np.where(takes_first, first[own, at_first], _EMPTY),
+            )
+            codes[:, column] = np.where(
+                takes_second, _SEMANTIC, np.where(takes_first, _EPISODIC, _EMPTY)
+            )
+            at_first += takes_first
+            at_second += takes_second
+        # Past working memory's items, each column takes the merge's next one.
+        after = np.arange(top_k) - from_working[:, None]
+        place = np.maximum(after, 0)
+        items[at] = np.where(after >= 0, merged[own[:, None], place], items[at])
+        stores[at] = np.where(after >= 0, codes[own[:, None], place], stores[at])
 
     def _retrieve_weighted(
         self, rows: NDArray[np.int64], top_k: int, now: NDArray[np.int64]
@@ -1060,12 +1445,14 @@ class MemoryPool:
         again = np.zeros(episodic.shape, dtype=bool)
         for slot in range(working.shape[1]):
             again |= episodic == working[:, slot, None]
-        held = np.concatenate((working >= 0, (episodic >= 0) & ~again), axis=1)
+        # Reflections last, as CognitiveMemory lists its stores' items.
+        semantic = self._semantic[rows, : int(self._semantic_size[rows].max())]
+        held = np.concatenate((working >= 0, (episodic >= 0) & ~again, semantic >= 0), axis=1)
         if not held.any():
             return _nothing_retrieved(m, top_k)
         # Row-major: each household's candidates next to each other, its working items first.
         owner, column = np.nonzero(held)
-        found = np.concatenate((working, episodic), axis=1)[owner, column]
+        found = np.concatenate((working, episodic, semantic), axis=1)[owner, column]
         counts = np.bincount(owner, minlength=m)
         starts = np.zeros(m, dtype=np.int64)
         np.cumsum(counts[:-1], out=starts[1:])
@@ -1095,11 +1482,38 @@ class MemoryPool:
         scores = np.full((m, top_k), np.nan)
         scores[shown][got] = score[chosen]
         stores = np.full((m, top_k), _EMPTY, dtype=np.int8)
-        stores[shown][got] = np.where(column[chosen] < working.shape[1], _WORKING, _EPISODIC)
+        where = np.searchsorted(
+            np.cumsum([working.shape[1], episodic.shape[1]]), column[chosen], side="right"
+        )
+        stores[shown][got] = np.array([_WORKING, _EPISODIC, _SEMANTIC], dtype=np.int8)[where]
         when = now[owner[chosen]]
         self._access_count[found] += 1
         self._last_access[found] = np.maximum(self._last_access[found], when)
         return PoolRetrieval(items, scores, stores, np.minimum(counts, top_k))
+
+
+def _inserted(block: NDArray, position: NDArray[np.int64], values: NDArray) -> NDArray:
+    """``block`` with ``values[r]`` inserted at column ``position[r]`` of each row ``r``.
+
+    The last column falls off: it is empty in a store one over its capacity at most.
+    """
+    columns = np.arange(block.shape[1])
+    shifted = np.empty_like(block)
+    shifted[:, 1:] = block[:, :-1]
+    shifted[:, 0] = _EMPTY
+    return np.where(
+        columns < position[:, None],
+        block,
+        np.where(columns == position[:, None], values[:, None], shifted),
+    )
+
+
+def _removed(block: NDArray, column: NDArray[np.int64]) -> NDArray:
+    """``block`` without column ``column[r]`` of each row ``r``, an empty slot at the end."""
+    after = np.empty_like(block)
+    after[:, :-1] = block[:, 1:]
+    after[:, -1] = _EMPTY
+    return np.where(np.arange(block.shape[1]) < column[:, None], block, after)
 
 
 def _nothing_retrieved(m: int, top_k: int) -> PoolRetrieval:
@@ -1185,9 +1599,14 @@ def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
     ):
         msg = f"memory of {memory.agent_id} has other capacities, threshold or decay than the first"
         raise ValueError(msg)
-    if memory.retrieval != first.retrieval or memory.retention != first.retention:
+    if (memory.retrieval, memory.retention, memory.reflection) != (
+        first.retrieval,
+        first.retention,
+        first.reflection,
+    ):
         msg = (
-            f"memory of {memory.agent_id} has other retrieval or retention settings than the first"
+            f"memory of {memory.agent_id} has other retrieval, retention or reflection settings "
+            "than the first"
         )
         raise ValueError(msg)
     problems = []
@@ -1195,10 +1614,14 @@ def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
         problems.append(f"relevance scored by {type(memory.relevance).__name__}")
     if memory.retention.policy == "tiered":
         problems.append("retention policy 'tiered'")
-    if memory.reflection.enabled:
-        problems.append("reflection")
-    if len(memory._semantic) or len(memory._archive):
-        problems.append("semantic or archived items")
+    if memory.reflection.enabled and type(memory.reflector) is not RuleBasedReflector:
+        problems.append(f"reflection by {type(memory.reflector).__name__}")
+    if len(memory._semantic) > memory.reflection.semantic_capacity or (
+        len(memory._semantic) and not memory.reflection.enabled
+    ):
+        problems.append("semantic items beyond what its reflection settings keep")
+    if len(memory._archive):
+        problems.append("archived items")
     if any(item.rehearsed is not None for item in (*memory._working, *memory._episodic.ranked())):
         problems.append("rehearsed items")
     if problems:
@@ -1207,5 +1630,6 @@ def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
 
 
 def _distinct_count(memory: CognitiveMemory) -> int:
-    """How many distinct items a memory's working and episodic stores hold."""
-    return len({item.seq for item in (*memory._working, *memory._episodic.ranked())})
+    """How many distinct items a memory's working, episodic and semantic stores hold."""
+    stores = (*memory._working, *memory._episodic.ranked(), *memory._semantic.ranked())
+    return len({item.seq for item in stores})

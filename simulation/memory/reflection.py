@@ -16,7 +16,13 @@ if TYPE_CHECKING:
 
     from simulation.memory.item import MemoryItem
 
-__all__ = ["ReflectionDraft", "Reflector", "RuleBasedReflector"]
+__all__ = [
+    "ReflectionDraft",
+    "Reflector",
+    "RuleBasedReflector",
+    "flood_experience",
+    "is_flood",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,39 +70,75 @@ class RuleBasedReflector:
 
     def reflect(self, items: Sequence[MemoryItem], year: int) -> list[ReflectionDraft]:
         """Return one flood-experience reflection, or none when there is no flood or claim."""
-        floods = [
-            i for i in items if i.source == "flood" or (i.source == "seed" and "flood" in i.tags)
-        ]
+        floods = [i for i in items if is_flood(i.source, i.tags)]
         claims = [i for i in items if i.source == "claim"]
         if not floods and not claims:
             return []
-        parts = []
-        if floods:
-            first, last = min(i.year for i in floods), max(i.year for i in floods)
-            span = f"in year {first}" if first == last else f"between years {first} and {last}"
-            text = f"I remember {len(floods)} flood{'s' if len(floods) != 1 else ''} {span}"
-            damages = [i.amount for i in floods if i.amount is not None]
-            if damages:
-                damaging = sum(d > 0.0 for d in damages)
-                text += f"; {damaging} damaged my home, ${sum(damages):,.0f} in total"
-                if len(damages) < len(floods):
-                    text += f", and I do not know the damage of {len(floods) - len(damages)}"
-            parts.append(text)
-        if claims:
-            approved = [i for i in claims if "denied" not in i.tags]
-            denied = len(claims) - len(approved)
-            known = [i.amount for i in approved if i.amount is not None]
-            amount = ""
-            if known:
-                paid = f"${sum(known):,.0f}"
-                amount = (
-                    f" ({paid})" if len(known) == len(approved) else f" ({paid} that I know of)"
-                )
-            parts.append(
-                f"insurance paid {len(approved)} of my {len(claims)} claim"
-                f"{'s' if len(claims) != 1 else ''}{amount}"
-                + (f" and denied {denied}" if denied else "")
-            )
-        content = f"Year {year}: " + "; ".join(parts) + "."
-        tags = ("flood_experience",) if floods else ("insurance_experience",)
+        content, tags = flood_experience(
+            year,
+            [i.year for i in floods],
+            [i.amount for i in floods],
+            ["denied" in i.tags for i in claims],
+            [i.amount for i in claims],
+        )
         return [ReflectionDraft(content, tuple(i.id for i in floods + claims), tags)]
+
+
+def is_flood(source: str, tags: tuple[str, ...]) -> bool:
+    """Whether a memory of this source and these tags is a flood to :class:`RuleBasedReflector`."""
+    return source == "flood" or (source == "seed" and "flood" in tags)
+
+
+def flood_experience(
+    year: int,
+    flood_years: Sequence[int],
+    flood_amounts: Sequence[float | None],
+    claims_denied: Sequence[bool],
+    claim_amounts: Sequence[float | None],
+) -> tuple[str, tuple[str, ...]]:
+    """The text and tags of :class:`RuleBasedReflector`'s reflection on these floods and claims.
+
+    The memory pool words its reflections here too, so that both engines write the same ones.
+
+    Args:
+        year: The year reflected in.
+        flood_years: The year of each flood memory, oldest memory first.
+        flood_amounts: The damage of each (``None``: unknown).
+        claims_denied: Whether each claim memory, oldest first, was denied.
+        claim_amounts: The payout of each (``None``: unknown).
+
+    Returns:
+        The reflection's content and its tags (``reflection`` is added when it is stored).
+    """
+    parts = []
+    if flood_years:
+        first, last = min(flood_years), max(flood_years)
+        span = f"in year {first}" if first == last else f"between years {first} and {last}"
+        count = len(flood_years)
+        text = f"I remember {count} flood{'s' if count != 1 else ''} {span}"
+        damages = [d for d in flood_amounts if d is not None]
+        if damages:
+            damaging = sum(d > 0.0 for d in damages)
+            text += f"; {damaging} damaged my home, ${sum(damages):,.0f} in total"
+            if len(damages) < count:
+                text += f", and I do not know the damage of {count - len(damages)}"
+        parts.append(text)
+    if claims_denied:
+        claims = len(claims_denied)
+        denied = sum(claims_denied)
+        approved = claims - denied
+        known = [
+            a
+            for a, no in zip(claim_amounts, claims_denied, strict=True)
+            if not no and a is not None
+        ]
+        amount = ""
+        if known:
+            paid = f"${sum(known):,.0f}"
+            amount = f" ({paid})" if len(known) == approved else f" ({paid} that I know of)"
+        parts.append(
+            f"insurance paid {approved} of my {claims} claim"
+            f"{'s' if claims != 1 else ''}{amount}" + (f" and denied {denied}" if denied else "")
+        )
+    content = f"Year {year}: " + "; ".join(parts) + "."
+    return content, ("flood_experience",) if flood_years else ("insurance_experience",)
