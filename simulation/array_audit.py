@@ -441,14 +441,15 @@ class ArrayAudit:
                 if gone >= 0:
                     forgotten.append((pool.ids([gone])[0], POOL_STORES[gone_from]))
         # A reflection comes after the consolidation, and so does the reflection it displaced.
-        keep = self.audited[pool.column("owner", reflections.items)]
-        for item, gone in zip(
-            reflections.items[keep].tolist(), reflections.evicted[keep].tolist(), strict=True
+        owners = pool.column("owner", reflections.items)
+        keep = self.audited[owners]
+        for row, written, gone in zip(
+            owners[keep].tolist(),
+            pool.items(reflections.items[keep]),
+            reflections.evicted[keep].tolist(),
+            strict=True,
         ):
-            written = pool.item(item)
-            _, forgotten, reflected = moved.setdefault(
-                int(position[pool.column("owner", item)]), ([], [], [])
-            )
+            _, forgotten, reflected = moved.setdefault(int(position[row]), ([], [], []))
             reflected.append(written)
             if gone >= 0:
                 forgotten.append((pool.ids([gone])[0], "semantic"))
