@@ -440,7 +440,23 @@ class ArrayAudit:
                 transferred.append(item_id)
                 if gone >= 0:
                     forgotten.append((pool.ids([gone])[0], POOL_STORES[gone_from]))
-        # A reflection comes after the consolidation, and so does the reflection it displaced.
+        if len(reflections.items):
+            self._reflected(reflections, position, moved)
+        self.writer.year_ends(
+            self._agents.take(rows),
+            pool.working_sizes[rows],
+            pool.episodic_sizes[rows],
+            moved,
+        )
+
+    def _reflected(
+        self, reflections: PoolWrite, position: NDArray[np.int64], moved: dict[int, YearEndMoves]
+    ) -> None:
+        """Add the audited households' reflections, and those they displaced, to ``moved``.
+
+        A reflection comes after the consolidation, and so does the reflection it displaced.
+        """
+        pool = self.pool
         owners = pool.column("owner", reflections.items)
         keep = self.audited[owners]
         for row, written, gone in zip(
@@ -453,12 +469,6 @@ class ArrayAudit:
             reflected.append(written)
             if gone >= 0:
                 forgotten.append((pool.ids([gone])[0], "semantic"))
-        self.writer.year_ends(
-            self._agents.take(rows),
-            pool.working_sizes[rows],
-            pool.episodic_sizes[rows],
-            moved,
-        )
 
 
 class _Snapshot(NamedTuple):

@@ -1054,7 +1054,7 @@ class AuditWriter:
                         "transferred_items": transferred,
                         "evicted": [{"id": i, "from": store, "to": None} for i, store in forgotten],
                         "promoted": [],
-                        "reflections": [_item(i) for i in reflections],
+                        "reflections": [_item(i) for i in reflections] if reflections else [],
                         "working_after": int(working[n]),
                         "episodic_after": int(episodic[n]),
                     }

@@ -184,7 +184,7 @@ class PoolRetrieval(NamedTuple):
 
 
 class MemoryPool:
-    """Working and episodic memories of many households in arrays.
+    """Working, episodic and semantic memories of many households in arrays.
 
     Households are numbered ``0 .. len(agent_ids) - 1`` (their *rows*). Every operation takes
     the rows it applies to; a row may appear once per call.
