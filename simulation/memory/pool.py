@@ -978,7 +978,7 @@ class MemoryPool:
             return _NOTHING_WRITTEN
         owner, found, flood = self._evidence_of(asked)
         counts = np.bincount(owner, minlength=len(asked))
-        writing = (counts > 0) & ~self._held_reflections(asked, owner, found, flood, counts)
+        writing = (counts > 0) & ~self._held_reflections(asked, found, counts)
         # Having found nothing new, a household asks again only once something is written.
         idle = asked[~writing]
         self._dry_seq[idle] = self._next_seq[idle]
@@ -1046,14 +1046,12 @@ class MemoryPool:
         return denied[self._tags[items]]
 
     def _held_reflections(
-        self,
-        rows: NDArray[np.int64],
-        owner: NDArray[np.int64],
-        found: NDArray[np.int64],
-        flood: NDArray[np.bool_],
-        counts: NDArray[np.int64],
+        self, rows: NDArray[np.int64], found: NDArray[np.int64], counts: NDArray[np.int64]
     ) -> NDArray[np.bool_]:
         """Whether a reflection in each of ``rows``' semantic memory rests on exactly its evidence.
+
+        ``found`` holds the evidence, ``counts[n]`` items of ``rows[n]`` after those of the
+        rows before it (see :meth:`_evidence_of`).
 
         A reflection this pool wrote rested on every flood and claim memory its household held
         then. Memories are only ever forgotten (no archive brings them back), so it rests on
