@@ -781,3 +781,24 @@ def test_pool_reflects_as_cognitive_memory(
     for when in (13, 14):  # reflections it was given are compared by their evidence's ids
         _end_year(memories, copied, list(range(HOUSEHOLDS)), when)
         _retrieve(memories, copied, list(range(HOUSEHOLDS)), 4, when)
+
+
+def test_pool_reflects_on_a_memory_in_both_stores_once():
+    """A flood noted in working memory and consolidated sits in both stores: one piece of
+    evidence, as the object memory counts it."""
+    reflection = ReflectionSettings(enabled=True, threshold=0.5)
+    memories = [CognitiveMemory(f"H{n}", 3, 4, 0.5, 0.9, reflection=reflection) for n in range(2)]
+    for memory in memories:
+        memory.write("Year 1: A flood", 0.6, 1, ("flood",), source="flood", store="working")
+        memory.write("Year 1: A claim", 0.2, 1, ("claim",), source="claim", amount=900.0)
+    pool = MemoryPool.from_memories(memories)
+    done = pool.end_year(1)
+    expected = [memory.end_year(1) for memory in memories]
+    assert [len(e.transferred) for e in expected] == [1, 1]  # the flood, into both stores
+    got = pool.items(done.reflections.items)
+    assert [_fields(i) for i in got] == [_fields(e.reflections[0]) for e in expected]
+    assert [i.evidence for i in got] == [("H0:0", "H0:1"), ("H1:0", "H1:1")]
+    assert (
+        got[0].content
+        == "Year 1: I remember 1 flood in year 1; insurance paid 1 of my 1 claim ($900)."
+    )

@@ -985,16 +985,17 @@ class MemoryPool:
         if not writing.any():
             return _NOTHING_WRITTEN
         writers = asked[writing]
-        contents, tag_sets, evidence = [], [], []
-        starts = np.zeros(len(asked) + 1, dtype=np.int64)
-        np.cumsum(counts, out=starts[1:])
+        # Only the writers' evidence is read into Python (most households asked write nothing).
+        mine = writing[owner]
+        found, flood, counts = found[mine], flood[mine], counts[writing]
+        ends = np.cumsum(counts).tolist()
         years, amounts = self._year[found].tolist(), self._amount[found].tolist()
         denied = self._denied(found).tolist()
         agent_ids, seqs, floods = self.agent_ids, self._seq[found].tolist(), flood.tolist()
-        for n in np.flatnonzero(writing).tolist():
-            span = range(starts[n], starts[n + 1])
-            flooded = [i for i in span if floods[i]]
-            claimed = [i for i in span if not floods[i]]
+        contents, tag_sets, evidence = [], [], []
+        for row, start, end in zip(writers.tolist(), [0, *ends[:-1]], ends, strict=True):
+            flooded = [i for i in range(start, end) if floods[i]]
+            claimed = [i for i in range(start, end) if not floods[i]]
             content, tags = flood_experience(
                 year,
                 [years[i] for i in flooded],
@@ -1004,12 +1005,12 @@ class MemoryPool:
             )
             contents.append(content)
             tag_sets.append(("reflection", *tags))
-            agent = agent_ids[asked[n]]
+            agent = agent_ids[row]
             evidence.append(tuple(f"{agent}:{seqs[i]}" for i in (*flooded, *claimed)))
         items = self._write_reflections(writers, contents, tag_sets, year)
         for index, ids in zip(items.tolist(), evidence, strict=True):
             self._evidence[index] = ids
-        evicted = self._insert_semantic(writers, items, counts[writing])
+        evicted = self._insert_semantic(writers, items, counts)
         stores = np.full(len(items), _SEMANTIC, dtype=np.int8)
         evicted_from = np.where(evicted >= 0, _SEMANTIC, _EMPTY).astype(np.int8)
         return PoolWrite(items, stores, evicted, evicted_from)
@@ -1025,18 +1026,21 @@ class MemoryPool:
         """
         working = self._working.take(rows, axis=0)
         episodic = self._episodic[rows, : max(1, int(self._episodic_size[rows].max()))]
-        again = np.zeros(episodic.shape, dtype=bool)  # consolidated, still in working memory
-        for slot in range(working.shape[1]):
-            again |= episodic == working[:, slot, None]
-        held = np.concatenate((working >= 0, (episodic >= 0) & ~again), axis=1)
-        owner, column = np.nonzero(held)
-        found = np.concatenate((working, episodic), axis=1)[owner, column]
-        source = self._source[found]
+        held = np.concatenate((working, episodic), axis=1)
+        held = held[held >= 0]
+        source = self._source[held]
         if len(self._flood_tags) < len(self._tag_sets):
             self._flood_tags = np.array(["flood" in tags for tags in self._tag_sets], dtype=bool)
+        flood = (source == _FLOOD) | ((source == _SEED) & self._flood_tags[self._tags[held]])
+        # An item consolidated and still in working memory is in both stores: once. Items are
+        # distinct across households, so the distinct indices are each household's distinct
+        # items.
+        found = np.unique(held[flood | (source == _CLAIM)])
+        position = np.full(len(self), _EMPTY, dtype=np.int64)
+        position[rows] = np.arange(len(rows))
+        owner = position[self._owner[found]]
+        source = self._source[found]
         flood = (source == _FLOOD) | ((source == _SEED) & self._flood_tags[self._tags[found]])
-        evident = flood | (source == _CLAIM)
-        owner, found, flood = owner[evident], found[evident], flood[evident]
         order = np.lexsort((self._seq[found], owner))
         return owner[order], found[order], flood[order]
 
