@@ -940,8 +940,7 @@ class RunConfig(Section):
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
         "faster, for the pmt and scripted policies with spec or weighted retrieval (a query "
         "too), any retention policy but tiered, with or without reflection, at every audit "
-        "level. auto "
-        "(the default): arrays where it implements the config, else objects "
+        "level. auto (the default): arrays where it implements the config, else objects "
         "(the run's config.resolved.yaml names the engine chosen; floodsim run and validate "
         "also name what keeps a config off arrays).",
         validate_default=True,  # so that auto is resolved when no config names an engine

@@ -280,7 +280,7 @@ class MemoryPool:
         self._evidence: dict[int, tuple[str, ...]] = {}  # item -> its evidence, if it has any
         # next_seq when the reflector last found nothing new (-1: never), as CognitiveMemory's.
         self._dry_seq = np.full(n, _EMPTY, dtype=np.int64)
-        self._flood_tags = np.zeros(0, dtype=bool)  # whether each tag set holds "flood"
+        self._tag_flags: dict[str, NDArray[np.bool_]] = {}  # see _tagged
         self._stamp = 0  # episodic insertions so far: orders equal keys, newest first
 
     # ------------------------------------------------------------------ item table
@@ -990,7 +990,7 @@ class MemoryPool:
         found, flood, counts = found[mine], flood[mine], counts[writing]
         ends = np.cumsum(counts).tolist()
         years, amounts = self._year[found].tolist(), self._amount[found].tolist()
-        denied = self._denied(found).tolist()
+        denied = self._tagged("denied", found).tolist()
         agent_ids, seqs, floods = self.agent_ids, self._seq[found].tolist(), flood.tolist()
         contents, tag_sets, evidence = [], [], []
         for row, start, end in zip(writers.tolist(), [0, *ends[:-1]], ends, strict=True):
@@ -1029,25 +1029,27 @@ class MemoryPool:
         held = np.concatenate((working, episodic), axis=1)
         held = held[held >= 0]
         source = self._source[held]
-        if len(self._flood_tags) < len(self._tag_sets):
-            self._flood_tags = np.array(["flood" in tags for tags in self._tag_sets], dtype=bool)
-        flood = (source == _FLOOD) | ((source == _SEED) & self._flood_tags[self._tags[held]])
+        # RuleBasedReflector's floods (is_flood), for many items at once.
+        flood = (source == _FLOOD) | ((source == _SEED) & self._tagged("flood", held))
+        evident = flood | (source == _CLAIM)
         # An item consolidated and still in working memory is in both stores: once. Items are
         # distinct across households, so the distinct indices are each household's distinct
         # items.
-        found = np.unique(held[flood | (source == _CLAIM)])
+        found, first = np.unique(held[evident], return_index=True)
+        flood = flood[evident][first]
         position = np.full(len(self), _EMPTY, dtype=np.int64)
         position[rows] = np.arange(len(rows))
         owner = position[self._owner[found]]
-        source = self._source[found]
-        flood = (source == _FLOOD) | ((source == _SEED) & self._flood_tags[self._tags[found]])
         order = np.lexsort((self._seq[found], owner))
         return owner[order], found[order], flood[order]
 
-    def _denied(self, items: NDArray[np.int64]) -> NDArray[np.bool_]:
-        """Whether each of ``items`` is tagged ``denied``."""
-        denied = np.array(["denied" in tags for tags in self._tag_sets], dtype=bool)
-        return denied[self._tags[items]]
+    def _tagged(self, tag: str, items: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Whether each of ``items`` carries ``tag`` (looked up by tag set, kept per tag)."""
+        flags = self._tag_flags.get(tag)
+        if flags is None or len(flags) < len(self._tag_sets):  # tag sets are only ever added
+            flags = np.array([tag in tags for tags in self._tag_sets], dtype=bool)
+            self._tag_flags[tag] = flags
+        return flags[self._tags[items]]
 
     def _held_reflections(
         self, rows: NDArray[np.int64], found: NDArray[np.int64], counts: NDArray[np.int64]
