@@ -156,7 +156,7 @@ class ArrayAudit:
             return
         audited = self.audited[rows]
         if audited.any():
-            picked = PoolWrite(*(part[audited] for part in done))
+            picked = done.picked(audited)
             self._queued.append((np.asarray(keys)[audited], rank, rows[audited], picked))
 
     def flush(self) -> None:
@@ -168,8 +168,7 @@ class ArrayAudit:
         ranks = np.concatenate([np.full(len(q[0]), q[1]) for q in queued])
         order = np.lexsort((ranks, keys))
         rows = np.concatenate([q[2] for q in queued])[order]
-        parts = zip(*(q[3] for q in queued), strict=True)
-        done = PoolWrite(*(np.concatenate(part)[order] for part in parts))
+        done = PoolWrite.joined([q[3] for q in queued], order)
         self.writer.later(self._log_writes, rows, done, _Written.read(self.pool, done))
 
     def _log_writes(self, rows: NDArray[np.int64], done: PoolWrite, written: _Written) -> None:
@@ -292,7 +291,7 @@ class ArrayAudit:
             found = retrieved.items.take(audited, axis=0)
             found = found[found >= 0]
             found_owners, found_seqs = pool.column("owner", found), pool.column("seq", found)
-            decided = PoolWrite(*(part[audited] for part in written))
+            decided = written.picked(audited)
             memories = _Written.read(pool, decided)
         sizes = pool.working_sizes[households], pool.episodic_sizes[households]
         scores = retrieved.scores.take(audited, axis=0)
@@ -361,7 +360,7 @@ class ArrayAudit:
         """
         pool, writer, agent_ids = self.pool, self.writer, self.agent_ids
         if self.memory_streams:
-            decided = PoolWrite(*(part[positions] for part in written))
+            decided = written.picked(positions)
             writer.memory_updates(self._lines(households, decided, _Written.read(pool, decided)))
         rows = households.tolist()
         snapshot = {"full": dynamic_state, "standard": changed_state}.get(writer.level)

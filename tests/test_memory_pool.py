@@ -412,11 +412,6 @@ def test_pool_refuses_memories_it_does_not_implement():
     fifo = RetentionSettings(policy="fifo")
     with pytest.raises(ValueError, match=f"H1 {other}"):
         MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory("H1", retention=fifo)])
-    tiered = RetentionSettings(policy="tiered")
-    with pytest.raises(ValueError, match="H0: a pool does not implement retention policy 'tier"):
-        MemoryPool.from_memories([CognitiveMemory("H0", retention=tiered)])
-    with pytest.raises(ValueError, match=r"retention policy 'tiered' \(it has no archive\)"):
-        MemoryPool(["H0"], retention=tiered)
     embedding = RetrievalSettings(strategy="weighted", query="flood", relevance="embedding")
     scorer = EmbeddingRelevance(lambda texts: np.ones((len(texts), 2)))
     with pytest.raises(
@@ -434,7 +429,7 @@ def test_pool_refuses_memories_it_does_not_implement():
     with pytest.raises(ValueError, match="H2: a pool does not implement semantic items beyond"):
         MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory.from_dict(data)])
     data["stores"] = {"working": [], "episodic": [], "semantic": [], "archive": [0]}
-    with pytest.raises(ValueError, match="H2: a pool does not implement archived items"):
+    with pytest.raises(ValueError, match="H2: a pool does not implement archived items without"):
         MemoryPool.from_memories([CognitiveMemory("H0"), CognitiveMemory.from_dict(data)])
     reflective = ReflectionSettings(enabled=True)
     with pytest.raises(ValueError, match=f"H1 {other}"):
@@ -450,7 +445,7 @@ def test_pool_refuses_memories_it_does_not_implement():
             [CognitiveMemory("H0", reflection=reflective, reflector=Summariser())]
         )
     held.episodic[0].rehearsed = 3
-    with pytest.raises(ValueError, match="H2: a pool does not implement rehearsed items"):
+    with pytest.raises(ValueError, match="H2: a pool does not implement rehearsed items without"):
         MemoryPool.from_memories([CognitiveMemory("H0"), held])
 
 
@@ -802,3 +797,140 @@ def test_pool_reflects_on_a_memory_in_both_stores_once():
         got[0].content
         == "Year 1: I remember 1 flood in year 1; insurance paid 1 of my 1 claim ($900)."
     )
+
+
+# Small archives, fast decay and low promotion counts: demotions, promotions, displacements
+# on both tiers and promotions undone within a year end are common.
+tiered = st.builds(
+    RetentionSettings,
+    policy=st.just("tiered"),
+    archive_capacity=st.integers(min_value=1, max_value=3),
+    demote_below=st.sampled_from([0.1, 0.3, 0.6]),
+    promote_after=st.integers(min_value=1, max_value=2),
+)
+tiered_operation = st.one_of(
+    st.tuples(st.just("write"), rows, st.lists(importance, min_size=HOUSEHOLDS), year),
+    st.tuples(st.just("pinned"), rows, importance, year),
+    st.tuples(st.just("experience"), rows, st.sampled_from(range(len(_EXPERIENCES))), year),
+    st.tuples(st.just("end_year"), st.just(list(range(HOUSEHOLDS))), year),
+    st.tuples(st.just("end_year"), rows, year),
+    st.tuples(st.just("compact")),
+    st.tuples(
+        st.just("retrieve"),
+        rows,
+        st.integers(min_value=1, max_value=8),
+        st.one_of(st.none(), year),
+    ),
+)
+
+
+def _moves(pool, evicted, dropped) -> list[tuple[int, str, str | None]]:
+    """A write's displacements as ``CognitiveMemory`` lists them: (seq, from, to)."""
+    moves = []
+    if evicted >= 0:
+        moves.append((pool.item(evicted).seq, "episodic", "archive"))
+    if dropped >= 0:
+        moves.append((pool.item(dropped).seq, "archive", None))
+    return moves
+
+
+def _tiered_end_year(memories, pool, targets, when):
+    done = pool.end_year(when, targets)
+    moves = {r: [] for r in targets}
+    for move in done.moves:
+        for item, evicted, dropped in zip(move.items, move.evicted, move.dropped, strict=True):
+            moves[int(pool._owner[item])].extend(_moves(pool, evicted, dropped))
+    tiers = done.tiers
+    for row, item, left, to in zip(tiers.rows, tiers.items, tiers.left, tiers.to, strict=True):
+        moves[int(row)].append(
+            (pool.item(item).seq, POOL_STORES[left], None if to < 0 else POOL_STORES[to])
+        )
+    for item, gone in zip(done.reflections.items, done.reflections.evicted, strict=True):
+        if gone >= 0:
+            moves[int(pool._owner[item])].append((pool.item(gone).seq, "semantic", None))
+    promoted = {r: [] for r in targets}
+    for item in tiers.promoted:
+        promoted[int(pool._owner[item])].append(pool.item(item).seq)
+    reflected = {int(pool._owner[i]): pool.item(i) for i in done.reflections.items}
+    for r in targets:
+        expected = memories[r].end_year(when)
+        assert moves[r] == [(e.item.seq, e.store, e.to) for e in expected.evictions]
+        assert promoted[r] == [i.seq for i in expected.promoted]
+        assert [_fields(i) for i in expected.reflections] == (
+            [_fields(reflected[r])] if r in reflected else []
+        )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(tiered_operation, min_size=10, max_size=60),
+    st.integers(min_value=1, max_value=4),
+    st.integers(min_value=1, max_value=4),
+    st.sampled_from([0.0, 0.5, 0.7, 1.0]),
+    st.sampled_from([0.5, 0.7, 0.898]),
+    retrievals,
+    tiered,
+    st.booleans(),
+)
+def test_pool_tiers_memories_as_cognitive_memory(
+    ops, working, episodic, threshold, decay, retrieval, retention, reflective
+):
+    """Tiered retention: equal displacements, demotions, promotions (their refreshed decay
+    and ranking), archives, retrievals from them, reflections on them and snapshots."""
+    ids = [f"H{n}" for n in range(HOUSEHOLDS)]
+    reflection = ReflectionSettings(enabled=reflective, threshold=1.5, semantic_capacity=2)
+    options = {"retrieval": retrieval, "retention": retention, "reflection": reflection}
+    memories = [CognitiveMemory(i, working, episodic, threshold, decay, **options) for i in ids]
+    pool = MemoryPool(ids, working, episodic, threshold, decay, **options)
+    for op in ops:
+        kind, *args = op
+        if kind in ("write", "pinned", "experience"):
+            targets, value, when = args
+            pinned = kind == "pinned"
+            if pinned and any(
+                sum(i.pinned for i in memories[r].episodic) >= episodic for r in targets
+            ):
+                continue  # refused alike: test_pool_matches_cognitive_memory
+            source, tags, amount = (
+                _EXPERIENCES[value] if kind == "experience" else ("flood", ("flood",), 5.0)
+            )
+            values = [0.9 if kind == "experience" else value] * len(targets)
+            if kind == "write":
+                values = [value[r] for r in targets]
+            texts = [f"Year {when}: {source} {_SAYS.get(v, '')}" for v in values]
+            done = pool.write(
+                targets, texts, values, when, tags, source=source, amount=amount, pinned=pinned
+            )
+            for n, r in enumerate(targets):
+                result = memories[r].write(
+                    texts[n], values[n], when, tags, source=source, amount=amount, pinned=pinned
+                )
+                assert _fields(pool.item(done.items[n])) == _fields(result.item)
+                moved = _moves(pool, done.evicted[n], done.dropped[n])
+                if done.evicted_from[n] == POOL_STORES.index("working"):
+                    moved = [(pool.item(done.evicted[n]).seq, "working", None)]
+                assert moved == [(e.item.seq, e.store, e.to) for e in result.evictions]
+        elif kind == "end_year":
+            _tiered_end_year(memories, pool, *args)
+        elif kind == "compact":
+            pool.compact()
+        else:
+            _retrieve(memories, pool, *args)
+        _same_stores(memories, pool)
+        for row, memory in enumerate(memories):
+            ranked = pool._archive[row, : pool._archive_size[row]]
+            assert _seqs(pool, ranked) == [i.seq for i in memory._archive.ranked()]
+            assert [(pool.item(i).rehearsed, _fields(pool.item(i))) for i in ranked] == [
+                (i.rehearsed, _fields(i)) for i in memory._archive.ranked()
+            ]
+            long_term = pool._episodic[row, : pool._episodic_size[row]]
+            assert [pool.item(i).rehearsed for i in long_term] == [
+                i.rehearsed for i in memory._episodic.ranked()
+            ]
+    _same_snapshots(memories, pool, working, episodic, threshold, decay)
+    copied = MemoryPool.from_memories(memories)
+    _same_snapshots(memories, copied, working, episodic, threshold, decay)
+    everyone = list(range(HOUSEHOLDS))
+    for when in (13, 14):  # a copy goes on as the memories do
+        _retrieve(memories, copied, everyone, 3, when)
+        _tiered_end_year(memories, copied, everyone, when)

@@ -533,11 +533,14 @@ class CognitiveMemory:
         since_reflection: float,
         semantic_ranked: Sequence[MemoryItem] = (),
         dry_reflection_seq: int = -1,
+        archive_ranked: Sequence[MemoryItem] = (),
+        demoted_hits: dict[int, int] | None = None,
     ) -> None:
-        """Replace the working, episodic and semantic stores and the counters (from a pool).
+        """Replace the stores and the counters (from a pool).
 
-        ``episodic_ranked`` and ``semantic_ranked`` are in retrieval order; an item in both
-        working and episodic memory is one object.
+        ``episodic_ranked``, ``semantic_ranked`` and ``archive_ranked`` are in retrieval order;
+        an item in working memory and a long-term store is one object. ``demoted_hits`` maps an
+        archived item's seq to its access count at demotion.
         """
         self._working = working
         self._unconsolidated_max = max(
@@ -548,6 +551,11 @@ class CognitiveMemory:
             self._own_semantic().restore_ranked(list(semantic_ranked))
         else:
             self._semantic = _NO_SEMANTIC
+        if archive_ranked:
+            self._own_archive().restore_ranked(list(archive_ranked))
+        else:
+            self._archive = _NO_ARCHIVE
+        self._demoted_hits = dict(demoted_hits or {})
         self._next_seq = next_seq
         self._clock = clock
         self._since_reflection = since_reflection

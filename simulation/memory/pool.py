@@ -16,10 +16,11 @@ The pool implements the seed-000 configuration of ``CognitiveMemory`` exactly: `
 retrieval, the ``decayed_importance`` retention policy, consolidation and pinned items. It also
 implements ``weighted`` retrieval (recency, importance and keyword relevance to the settings'
 query: :class:`~simulation.memory.relevance.KeywordIndex`), the ``fifo`` and
-``importance_weighted`` retention policies, and reflection by the
+``importance_weighted`` retention policies, reflection by the
 :class:`~simulation.memory.reflection.RuleBasedReflector` into semantic memory (a third matrix,
-``households x (semantic_capacity + 1)``, ranked as episodic memory is); not tiered retention,
-which needs an archive. Equal calls give equal items,
+``households x (semantic_capacity + 1)``, ranked as episodic memory is) and the ``tiered``
+retention policy, whose archive is a fourth matrix ranked alike (an item's decay then counts
+from its last rehearsal, a column of the item table). Equal calls give equal items,
 scores, orders, evictions and access counts (``tests/test_memory_pool.py`` checks this against
 ``CognitiveMemory`` operation by operation). Decay factors and the logarithms that rank items
 are computed with Python's float arithmetic, as the object memory computes them, so that ties
@@ -59,11 +60,11 @@ if TYPE_CHECKING:
 
     from simulation.memory.cognitive import CognitiveMemory
 
-__all__ = ["POOL_STORES", "MemoryPool", "PoolRetrieval", "PoolWrite", "PoolYearEnd"]
+__all__ = ["POOL_STORES", "MemoryPool", "PoolRetrieval", "PoolTiers", "PoolWrite", "PoolYearEnd"]
 
 #: Store codes of :class:`PoolWrite` and :class:`PoolRetrieval` (-1: none).
-POOL_STORES: tuple[str, ...] = ("working", "episodic", "semantic")
-_WORKING, _EPISODIC, _SEMANTIC = 0, 1, 2
+POOL_STORES: tuple[str, ...] = ("working", "episodic", "semantic", "archive")
+_WORKING, _EPISODIC, _SEMANTIC, _ARCHIVE = 0, 1, 2, 3
 _SOURCE_NAMES: tuple[str, ...] = tuple(sorted(SOURCES))
 _SOURCE_CODES = {name: code for code, name in enumerate(_SOURCE_NAMES)}
 _FLOOD, _CLAIM, _SEED = (_SOURCE_CODES[name] for name in ("flood", "claim", "seed"))
@@ -134,14 +135,34 @@ class PoolWrite(NamedTuple):
     Attributes:
         items: The written items' indices in the pool's item table.
         stores: Where each went (codes into :data:`POOL_STORES`).
-        evicted: The item each write displaced (forgotten), or -1.
+        evicted: The item each write displaced, or -1: forgotten, except that under ``tiered``
+            retention an item displaced from episodic memory moves to the archive.
         evicted_from: The store the displaced item left (codes into :data:`POOL_STORES`), or -1.
+        dropped: Under ``tiered`` retention, the item the archive forgot to make room for the
+            displaced one, or -1; ``None`` under the other policies (nothing moves).
     """
 
     items: NDArray[np.int64]
     stores: NDArray[np.int8]
     evicted: NDArray[np.int64]
     evicted_from: NDArray[np.int8]
+    dropped: NDArray[np.int64] | None = None
+
+    def picked(self, which: ArrayLike) -> PoolWrite:
+        """The writes at ``which`` (positions, or a mask over the writes)."""
+        return PoolWrite(*(None if part is None else part[which] for part in self))
+
+    @classmethod
+    def joined(cls, writes: Sequence[PoolWrite], order: ArrayLike | None = None) -> PoolWrite:
+        """``writes`` as one, optionally reordered (``order``: positions in the joined writes)."""
+        parts = []
+        for part in zip(*writes, strict=True):
+            if part[0] is None:
+                parts.append(None)
+                continue
+            joined = np.concatenate(part)
+            parts.append(joined if order is None else joined[order])
+        return cls(*parts)
 
 
 #: What a year end that reflected nothing wrote.
@@ -161,10 +182,35 @@ class PoolYearEnd(NamedTuple):
             something, with what each item displaced from episodic memory.
         reflections: The reflections written (all to semantic memory) and the reflection each
             displaced (empty without reflection).
+        tiers: What ``tiered`` retention demoted and promoted; ``None`` under other policies.
     """
 
     moves: tuple[PoolWrite, ...]
     reflections: PoolWrite
+    tiers: PoolTiers | None = None
+
+
+class PoolTiers(NamedTuple):
+    """What ``tiered`` retention moved at a year end, after consolidation.
+
+    Each household's moves lie together (households in row order), in the order they happened:
+    the faded items demoted to the archive, then the rehearsed ones promoted back, each followed
+    by what it displaced (an episodic item moving to the archive, an archived one forgotten).
+
+    Attributes:
+        rows: The household of each move.
+        items: The item moved.
+        left: The store it left (codes into :data:`POOL_STORES`).
+        to: The store it moved to, or -1: forgotten.
+        promoted: The items promoted that are still in episodic memory afterwards, households
+            in row order.
+    """
+
+    rows: NDArray[np.int64]
+    items: NDArray[np.int64]
+    left: NDArray[np.int8]
+    to: NDArray[np.int8]
+    promoted: NDArray[np.int64]
 
 
 class PoolRetrieval(NamedTuple):
@@ -184,7 +230,7 @@ class PoolRetrieval(NamedTuple):
 
 
 class MemoryPool:
-    """Working, episodic and semantic memories of many households in arrays.
+    """Working, episodic, semantic and archive memories of many households in arrays.
 
     Households are numbered ``0 .. len(agent_ids) - 1`` (their *rows*). Every operation takes
     the rows it applies to; a row may appear once per call.
@@ -201,15 +247,16 @@ class MemoryPool:
             with keyword relevance to its ``query`` if it has one (``top_k`` is not read:
             :meth:`retrieve` takes its own).
         retention: What an over-full episodic memory forgets: ``decayed_importance`` (the
-            default), ``fifo`` or ``importance_weighted`` (not ``tiered``, which needs an
-            archive).
+            default), ``fifo`` or ``importance_weighted``; or ``tiered``, which moves it to an
+            archive instead, and at each year end demotes faded items and promotes rehearsed
+            ones (:meth:`end_year`).
         reflection: When :meth:`end_year` reflects, as ``CognitiveMemory``'s default
             :class:`~simulation.memory.reflection.RuleBasedReflector` does; off by default.
 
     Raises:
         ValueError: For a capacity below 1, a threshold outside [0, 1], a decay rate outside
-            (0, 1] (naming the argument and the value), ``embedding`` relevance to a query
-            (a pool scores keywords only) or tiered retention.
+            (0, 1] (naming the argument and the value), or ``embedding`` relevance to a query
+            (a pool scores keywords only).
     """
 
     def __init__(
@@ -233,9 +280,6 @@ class MemoryPool:
             msg = f"a pool scores relevance to a query with keywords, not {retrieval.relevance!r}"
             raise ValueError(msg)
         retention = RetentionSettings() if retention is None else retention
-        if retention.policy == "tiered":
-            msg = "a pool does not implement retention policy 'tiered' (it has no archive)"
-            raise ValueError(msg)
         self.agent_ids = tuple(str(agent_id) for agent_id in agent_ids)
         n = len(self.agent_ids)
         self.working_capacity = working_capacity
@@ -244,6 +288,7 @@ class MemoryPool:
         self.decay_rate = float(decay_rate)
         self.retrieval = retrieval
         self.retention = retention
+        self._tiered = retention.policy == "tiered"
         self.reflection = ReflectionSettings() if reflection is None else reflection
         # The query relevance is scored against, as CognitiveMemory scores it: a blank query
         # or a relevance weight of 0 scores none (and spec retrieval has no query).
@@ -281,7 +326,11 @@ class MemoryPool:
         # next_seq when the reflector last found nothing new (-1: never), as CognitiveMemory's.
         self._dry_seq = np.full(n, _EMPTY, dtype=np.int64)
         self._tag_flags: dict[str, NDArray[np.bool_]] = {}  # see _tagged
-        self._stamp = 0  # episodic insertions so far: orders equal keys, newest first
+        # The tiered policy's archive, in retrieval order like episodic memory: one column under
+        # the other policies, which never archive anything.
+        width = retention.archive_capacity + 1 if self._tiered else 1
+        self._archive = np.full((n, width), _EMPTY, dtype=np.int64)
+        self._archive_size = np.zeros(n, dtype=np.int64)
 
     # ------------------------------------------------------------------ item table
     def _allocate(self, capacity: int) -> None:
@@ -304,14 +353,34 @@ class MemoryPool:
             "consolidated": np.bool_,
             "last_access": np.int32,
             "access_count": np.int32,
-            "key": np.float64,  # retrieval key: year * log(decay) - log(importance)
+            "key": np.float64,  # retrieval key: since * log(decay) - log(importance)
         }
+        # Only the tiered policy rehearses and archives: 8 bytes an item that the other
+        # policies do without (43 MB at 100,000 full memories).
+        columns.update(dict.fromkeys(self._tier_columns, np.int32))
         for name, dtype in columns.items():
             grown = np.empty(capacity, dtype=dtype)
             if size:
                 grown[:size] = getattr(self, "_" + name)[:size]
             setattr(self, "_" + name, grown)
         self._capacity = capacity
+
+    @property
+    def _tier_columns(self) -> tuple[str, ...]:
+        """The item columns only the tiered policy keeps.
+
+        ``rehearsed`` is the year of the rehearsal that last refreshed an item (-1: none) and
+        ``hits`` an archived item's access count when it was demoted (-1: not archived), as
+        ``CognitiveMemory`` keeps them in ``MemoryItem.rehearsed`` and ``_demoted_hits``.
+        """
+        return ("rehearsed", "hits") if self._tiered else ()
+
+    def _since(self, items: NDArray[np.int64]) -> NDArray:
+        """The year each of ``items`` decays from: its last rehearsal's, else its own."""
+        if not self._tiered:
+            return self._year[items]
+        rehearsed = self._rehearsed[items]
+        return np.where(rehearsed >= 0, rehearsed, self._year[items])
 
     def _new_items(self, count: int) -> NDArray[np.int64]:
         """Reserve ``count`` rows of the item table and return their indices."""
@@ -321,6 +390,9 @@ class MemoryPool:
                 max(end, int(self._capacity * (1 + _GROWTH)), self._capacity + _MIN_GROWTH)
             )
         self._size = end
+        if self._tiered:
+            self._rehearsed[start:end] = _EMPTY
+            self._hits[start:end] = _EMPTY
         return np.arange(start, end, dtype=np.int64)
 
     def _intern_texts(self, texts: Iterable[str], *, copy: bool = False) -> NDArray[np.int64]:
@@ -388,8 +460,8 @@ class MemoryPool:
         Raises:
             ValueError: If the memories differ in capacity, threshold, decay or retrieval,
                 retention or reflection settings, or use what a pool does not implement
-                (relevance scored otherwise than by keywords, tiered retention, a reflector
-                other than the rule-based one, archived or rehearsed items).
+                (relevance scored otherwise than by keywords, a reflector other than the
+                rule-based one, archived or rehearsed items without tiered retention).
         """
         if not memories:
             msg = "a pool needs at least one memory"
@@ -414,33 +486,40 @@ class MemoryPool:
         items: list[MemoryItem] = []
         owners: list[int] = []
         pinned = [0] * len(memories)
+        hits: list[tuple[int, int]] = []  # (item, access count at demotion) of archived items
         for row, memory in enumerate(memories):
             ranked = memory._episodic.ranked()
             reflections = memory._semantic.ranked()
-            if not (memory._working or ranked or reflections):
+            archived = memory._archive.ranked()
+            if not (memory._working or ranked or reflections or archived):
                 continue  # the usual at the start of a run: nothing to copy
             index = {}
             base = pool._size + len(items)
-            for item in (*memory.working, *memory.episodic, *reflections):
+            for item in (*memory.working, *memory.episodic, *reflections, *archived):
                 if item.seq not in index:
                     index[item.seq] = base + len(index)
                     items.append(item)
                     owners.append(row)
                     if item.evidence:
                         pool._evidence[index[item.seq]] = tuple(item.evidence)
-            working = [index[i.seq] for i in memory.working]
-            episodic = [index[i.seq] for i in ranked]
-            pool._working[row, : len(working)] = working
-            pool._working_size[row] = len(working)
-            pool._episodic[row, : len(episodic)] = episodic
-            pool._episodic_size[row] = len(episodic)
-            pool._semantic[row, : len(reflections)] = [index[i.seq] for i in reflections]
-            pool._semantic_size[row] = len(reflections)
+            for store, sizes, held in (
+                (pool._working, pool._working_size, memory.working),
+                (pool._episodic, pool._episodic_size, ranked),
+                (pool._semantic, pool._semantic_size, reflections),
+                (pool._archive, pool._archive_size, archived),
+            ):
+                store[row, : len(held)] = [index[i.seq] for i in held]
+                sizes[row] = len(held)
+            demoted = memory._demoted_hits.items()
+            hits.extend((index[seq], count) for seq, count in demoted if seq in index)
             pinned[row] = sum(i.pinned for i in ranked)
             if len(items) >= _LOAD_BATCH:
                 pool._load_items(items, owners)
                 items, owners = [], []
         pool._load_items(items, owners)
+        if hits:
+            at, counts = zip(*hits, strict=True)
+            pool._hits[list(at)] = counts
         # The counters of every row at once: a numpy element set one at a time costs more.
         pool._next_seq[:] = [memory._next_seq for memory in memories]
         pool._clock[:] = [memory._clock for memory in memories]
@@ -467,7 +546,9 @@ class MemoryPool:
         self._consolidated[index] = [i.consolidated for i in items]
         self._last_access[index] = [i.last_access for i in items]
         self._access_count[index] = [i.access_count for i in items]
-        self._key[index] = self._ranking_keys(self._importance[index], self._year[index])
+        if self._tiered:
+            self._rehearsed[index] = [_EMPTY if i.rehearsed is None else i.rehearsed for i in items]
+        self._key[index] = self._ranking_keys(self._importance[index], self._since(index))
 
     def store_into(self, row: int, memory: CognitiveMemory) -> None:
         """Make ``memory`` (the object memory of ``row``'s household) hold what the pool does.
@@ -481,9 +562,19 @@ class MemoryPool:
             seq = int(self._seq[index])
             ranked.append(by_seq.get(seq) or self.item(index))
         reflections = self.items(self._semantic[row, : self._semantic_size[row]])
+        archived = [
+            by_seq.get(int(self._seq[index])) or self.item(index)
+            for index in self._archive[row, : self._archive_size[row]].tolist()
+        ]
+        hits = {}
+        if archived:
+            at = self._archive[row, : self._archive_size[row]]
+            demoted = self._hits[at]
+            kept = demoted >= 0
+            hits = dict(zip(self._seq[at][kept].tolist(), demoted[kept].tolist(), strict=True))
         texts = memory.texts
         if texts is not None:
-            for item in {id(i): i for i in (*working, *ranked, *reflections)}.values():
+            for item in {id(i): i for i in (*working, *ranked, *reflections, *archived)}.values():
                 item.content = texts.setdefault(item.content, item.content)
         memory._load(
             working,
@@ -493,6 +584,8 @@ class MemoryPool:
             since_reflection=float(self._since_reflection[row]),
             semantic_ranked=reflections,
             dry_reflection_seq=int(self._dry_seq[row]),
+            archive_ranked=archived,
+            demoted_hits=hits,
         )
 
     # ------------------------------------------------------------------ views
@@ -575,8 +668,14 @@ class MemoryPool:
             int(self._last_access[index]),
             int(self._access_count[index]),
             bool(self._consolidated[index]),
-            None,
+            self._rehearsal(int(index)),
         )
+
+    def _rehearsal(self, index: int) -> int | None:
+        """``MemoryItem.rehearsed`` of item ``index``."""
+        if not self._tiered or self._rehearsed[index] < 0:
+            return None
+        return int(self._rehearsed[index])
 
     def items(self, indices: ArrayLike) -> list[MemoryItem]:
         """:meth:`item` of many items at once (each field gathered in one call)."""
@@ -617,7 +716,12 @@ class MemoryPool:
             )
 
         columns = (getattr(self, "_" + name)[index].tolist() for name in _ITEM_FIELDS)
-        return [snapshot(*fields) for fields in zip(index.tolist(), *columns, strict=True)]
+        items = [snapshot(*fields) for fields in zip(index.tolist(), *columns, strict=True)]
+        if self._tiered:
+            for item, rehearsed in zip(items, self._rehearsed[index].tolist(), strict=True):
+                if rehearsed >= 0:
+                    item.rehearsed = rehearsed
+        return items
 
     def ids(self, indices: ArrayLike) -> list[str]:
         """The ids (``"<agent_id>:<seq>"``) of many items at once."""
@@ -707,7 +811,10 @@ class MemoryPool:
             self._episodic_pinned[rows] += 1
         stores, evicted = self._route(rows, items, episodic)
         evicted_from = np.where(evicted >= 0, stores, _EMPTY).astype(np.int8)
-        return PoolWrite(items, stores, evicted, evicted_from)
+        dropped = None
+        if self._tiered:  # what episodic memory displaced moves to the archive
+            dropped = self._demoted(rows, np.where(evicted_from == _EPISODIC, evicted, _EMPTY))
+        return PoolWrite(items, stores, evicted, evicted_from, dropped)
 
     def _texts_written(
         self, contents: str | Sequence[str], text_index: ArrayLike | None, m: int
@@ -816,16 +923,61 @@ class MemoryPool:
         """Insert ``items`` at their rank in the episodic memories of ``rows``; enforce capacity.
 
         Returns:
-            The item each insertion made the household forget, or -1.
+            The item each insertion displaced (by the retention policy), or -1.
+        """
+        return self._insert_ranked(
+            self._episodic, self._episodic_size, self.episodic_capacity, rows, items
+        )
+
+    def _demoted(self, rows: NDArray[np.int64], items: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Move ``items`` (one per row of ``rows``; -1: none) from episodic memory to the archive.
+
+        Returns:
+            What the archive forgot for each (or -1). The items' access counts are noted, for
+            promotion.
+        """
+        dropped = np.full(len(rows), _EMPTY, dtype=np.int64)
+        moving = items >= 0
+        if not moving.any():
+            return dropped
+        owners, items = rows[moving], items[moving]
+        self._hits[items] = self._access_count[items]
+        gone = self._insert_ranked(
+            self._archive, self._archive_size, self.retention.archive_capacity, owners, items
+        )
+        self._hits[gone[gone >= 0]] = _EMPTY
+        dropped[moving] = gone
+        return dropped
+
+    def _insert_ranked(
+        self,
+        store: NDArray[np.int64],
+        store_sizes: NDArray[np.int64],
+        capacity: int,
+        rows: NDArray[np.int64],
+        items: NDArray[np.int64],
+    ) -> NDArray[np.int64]:
+        """Insert ``items`` at their rank in a store (episodic memory or the archive) of ``rows``.
+
+        Args:
+            store: The store's matrix, a row per household in retrieval order.
+            store_sizes: How many items each household's store holds.
+            capacity: How many it may hold; past it one item goes (see :meth:`_forgotten`; the
+                archive forgets its lowest decayed importance, as ``decayed_importance`` does).
+            rows: The households, each at most once.
+            items: The item each one receives.
+
+        Returns:
+            The item each insertion displaced, or -1.
         """
         evicted = np.full(len(rows), _EMPTY, dtype=np.int64)
         if not len(rows):
             return evicted
-        sizes = self._episodic_size[rows]
+        sizes = store_sizes[rows]
         # Only the columns up to the new item's: past the fullest of these memories every slot
         # is empty, and a memory short of its capacity (50 items by default) needs fewer.
         width = int(sizes.max()) + 1
-        block = self._episodic[rows, :width]
+        block = store[rows, :width]
         held = block >= 0
         keys = np.where(held, self._key[block], np.inf)
         new_keys = self._key[items]
@@ -841,18 +993,21 @@ class MemoryPool:
             np.where(columns == position[:, None], items[:, None], shifted),
         )
         sizes = sizes + 1
-        over = sizes > self.episodic_capacity
+        over = sizes > capacity
         if over.any():
             full = block[over]
-            last = self._forgotten(rows[over], full)
+            if store is self._episodic:
+                last = self._forgotten(rows[over], full)
+            else:  # the archive holds no pinned items: the last is the lowest
+                last = np.full(len(full), capacity, dtype=np.int64)
             evicted[over] = full[np.arange(len(full)), last]
             after = np.empty_like(full)
             after[:, :-1] = full[:, 1:]
             after[:, -1] = _EMPTY
             block[over] = np.where(columns < last[:, None], full, after)
-            sizes[over] = self.episodic_capacity
-        self._episodic[rows, :width] = block
-        self._episodic_size[rows] = sizes
+            sizes[over] = capacity
+        store[rows, :width] = block
+        store_sizes[rows] = sizes
         return evicted
 
     def _forgotten(self, rows: NDArray[np.int64], full: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -864,9 +1019,9 @@ class MemoryPool:
         """
         unpinned = ~self._pinned[full]
         policy = self.retention.policy
-        if policy == "decayed_importance":
+        if policy in ("decayed_importance", "tiered"):
             # The last unpinned item in retrieval order: the lowest decayed importance, and
-            # among equal ones the earliest inserted.
+            # among equal ones the earliest inserted (tiered moves it to the archive).
             return full.shape[1] - 1 - np.argmax(unpinned[:, ::-1], axis=1)
         # fifo: the oldest unpinned item (lowest seq); importance_weighted: the lowest
         # w_importance * importance + w_recency * decay ** (clock - last access), then the oldest.
@@ -914,11 +1069,12 @@ class MemoryPool:
                 evicted = self._insert_episodic(owners, moving)
                 stores = np.full(len(moving), _EPISODIC, dtype=np.int8)
                 evicted_from = np.where(evicted >= 0, _EPISODIC, _EMPTY).astype(np.int8)
-                moves.append(PoolWrite(moving, stores, evicted, evicted_from))
+                dropped = self._demoted(owners, evicted) if self._tiered else None
+                moves.append(PoolWrite(moving, stores, evicted, evicted_from, dropped))
         return tuple(moves)
 
     def end_year(self, year: int, rows: ArrayLike | None = None) -> PoolYearEnd:
-        """``CognitiveMemory.end_year`` without tiering: the clock, consolidation, reflection.
+        """``CognitiveMemory.end_year``: the clock, consolidation, tiering, reflection.
 
         Item indices returned before this call may be invalid after it (:meth:`compact`);
         those it returns stay valid until the next year end.
@@ -928,9 +1084,15 @@ class MemoryPool:
             rows: The households whose year ends; all when ``None``.
 
         Returns:
-            What :meth:`consolidate` moved, and the reflections written (see :meth:`reflect`).
+            What :meth:`consolidate` moved, the reflections written (see :meth:`reflect`) and
+            what tiered retention moved (see :meth:`_rebalance_tiers`).
         """
-        live = int(self._working_size.sum() + self._episodic_size.sum() + self._semantic_size.sum())
+        live = int(
+            self._working_size.sum()
+            + self._episodic_size.sum()
+            + self._semantic_size.sum()
+            + self._archive_size.sum()
+        )
         forgotten = self._size - live
         # Compacting copies the whole table: it waits until the table is also nearly full (a
         # table sized for full memories already is; a growing one compacts less often).
@@ -945,9 +1107,99 @@ class MemoryPool:
         )
         self._clock[rows] = np.maximum(self._clock[rows], int(year))
         moves = self.consolidate(rows)
+        tiers = self._rebalance_tiers(int(year), rows) if self._tiered else None
         if not self.reflection.enabled:
-            return PoolYearEnd(moves, _NOTHING_WRITTEN)
-        return PoolYearEnd(moves, self.reflect(int(year), rows))
+            return PoolYearEnd(moves, _NOTHING_WRITTEN, tiers)
+        return PoolYearEnd(moves, self.reflect(int(year), rows), tiers)
+
+    def _rebalance_tiers(self, year: int, rows: NDArray[np.int64]) -> PoolTiers:
+        """``CognitiveMemory._rebalance_tiers`` for many households.
+
+        First each household's faded episodic items (unpinned, not recalled this year, their
+        decayed importance below ``demote_below``) move to the archive, best first; then its
+        archived items retrieved ``promote_after`` times since their demotion move back, best
+        first, their decay restarting this year. Each move goes for all households at once,
+        and displaces what a write would; a promotion that an earlier one's displacements
+        forgot is skipped.
+        """
+        moves = _Moves()
+        settings = self.retention
+        width = int(self._episodic_size[rows].max(initial=0))
+        if width:
+            block = self._episodic[rows, :width]
+            held = block >= 0
+            safe = np.where(held, block, 0)
+            ages = np.where(held, year - self._since(safe), 0)
+            faded = (
+                held
+                & ~self._pinned[safe]
+                & (self._last_access[safe] < year)
+                & (self._importance[safe] * self._decay_factors(ages) < settings.demote_below)
+            )
+            if faded.any():
+                fading = np.flatnonzero(faded.any(axis=1))
+                block, faded = block[fading], faded[fading]
+                owners = rows[fading]
+                self._episodic[owners, :width] = _packed(block, ~faded)
+                self._episodic_size[owners] -= row_count(faded)
+                demoted = _packed(block, faded)
+                for column in range(int(row_count(faded).max())):
+                    going = demoted[:, column] >= 0
+                    moves.add(owners[going], demoted[going, column], _EPISODIC, _ARCHIVE)
+                    dropped = self._demoted(owners[going], demoted[going, column])
+                    moves.add(owners[going], dropped, _ARCHIVE, _EMPTY)
+        promoted = self._promote(year, rows, moves)
+        if len(promoted):  # those still in episodic memory, each household's in their order
+            owners = self._owner[promoted].astype(np.int64)
+            kept = (self._episodic[owners] == promoted[:, None]).any(axis=1)
+            promoted, owners = promoted[kept], owners[kept]
+            promoted = promoted[np.argsort(owners, kind="stable")]
+        return moves.tiers(promoted)
+
+    def _promote(self, year: int, rows: NDArray[np.int64], moves: _Moves) -> NDArray[np.int64]:
+        """Promote the rehearsed archived items of ``rows`` (see :meth:`_rebalance_tiers`).
+
+        Returns:
+            The items promoted, in the order they were (they may have left episodic memory
+            since).
+        """
+        width = int(self._archive_size[rows].max(initial=0))
+        if not width:
+            return np.zeros(0, dtype=np.int64)
+        block = self._archive[rows, :width]
+        held = block >= 0
+        safe = np.where(held, block, 0)
+        hits = self._hits[safe]
+        due = held & (hits >= 0) & (self._access_count[safe] - hits >= self.retention.promote_after)
+        if not due.any():
+            return np.zeros(0, dtype=np.int64)
+        some = np.flatnonzero(due.any(axis=1))
+        owners, rehearsed = rows[some], _packed(block[some], due[some])
+        promoted = []
+        for column in range(rehearsed.shape[1]):
+            items = rehearsed[:, column]
+            # Still archived: an earlier promotion's displacements may have forgotten it.
+            archive = self._archive[owners, : int(self._archive_size[owners].max(initial=0))]
+            found = archive == items[:, None]
+            still = (items >= 0) & found.any(axis=1)
+            if not still.any():
+                continue
+            going, items = owners[still], items[still]
+            self._archive[going, : archive.shape[1]] = _removed(
+                archive[still], np.argmax(found[still], axis=1)
+            )
+            self._archive_size[going] -= 1
+            self._hits[items] = _EMPTY
+            # As CognitiveMemory: the decay clock restarts (never goes back), and the ranking
+            # key follows it, before the item enters episodic memory.
+            self._rehearsed[items] = np.maximum(year, self._since(items))
+            self._key[items] = self._ranking_keys(self._importance[items], self._rehearsed[items])
+            moves.add(going, items, _ARCHIVE, _EPISODIC)
+            evicted = self._insert_episodic(going, items)
+            moves.add(going, evicted, _EPISODIC, _ARCHIVE)
+            moves.add(going, self._demoted(going, evicted), _ARCHIVE, _EMPTY)
+            promoted.append(items)
+        return np.concatenate(promoted) if promoted else np.zeros(0, dtype=np.int64)
 
     # ---------------------------------------------------------------- reflection
     def reflect(self, year: int, rows: ArrayLike) -> PoolWrite:
@@ -956,8 +1208,8 @@ class MemoryPool:
         A household reflects once the importance written since its last reflection reaches the
         threshold, and not again after finding nothing new until something is written. Its
         reflection, worded by :func:`~simulation.memory.reflection.flood_experience`, rests on
-        the flood and claim memories of its working and episodic memory; it is not written
-        when a reflection held in semantic memory rests on exactly those. A semantic memory
+        the flood and claim memories of its working and episodic memory and archive; it is not
+        written when a reflection held in semantic memory rests on exactly those. A semantic memory
         over its capacity forgets its oldest unpinned reflection.
 
         Args:
@@ -1018,7 +1270,7 @@ class MemoryPool:
     def _evidence_of(
         self, rows: NDArray[np.int64]
     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
-        """The flood and claim memories of each of ``rows``' working and episodic memories.
+        """The flood and claim memories each of ``rows`` holds (in any store but semantic memory).
 
         Returns:
             Each one's household (a position in ``rows``), item and whether it is a flood (else
@@ -1026,7 +1278,8 @@ class MemoryPool:
         """
         working = self._working.take(rows, axis=0)
         episodic = self._episodic[rows, : max(1, int(self._episodic_size[rows].max()))]
-        held = np.concatenate((working, episodic), axis=1)
+        archive = self._archive[rows, : int(self._archive_size[rows].max())]
+        held = np.concatenate((working, episodic, archive), axis=1)
         held = held[held >= 0]
         source = self._source[held]
         # RuleBasedReflector's floods (is_flood), for many items at once.
@@ -1060,7 +1313,7 @@ class MemoryPool:
         rows before it (see :meth:`_evidence_of`).
 
         A reflection this pool wrote rested on every flood and claim memory its household held
-        then. Memories are only ever forgotten (no archive brings them back), so it rests on
+        then. A memory no store holds never comes back (the archive is a store), so it rests on
         exactly those held now when all of these are older than it and as many as it named.
         A reflection the pool was given is compared by its evidence's ids.
         """
@@ -1179,11 +1432,10 @@ class MemoryPool:
         # 100,000 full memories the table holds millions of items, and a whole-table index or
         # copy at once (145 MB of them, measured) would be the run's peak of memory.
         size, step = self._size, _COMPACT_BLOCK
-        working, episodic, semantic = self._working, self._episodic, self._semantic
+        stores = (self._working, self._episodic, self._semantic, self._archive)
         alive = np.zeros(size + 1, dtype=bool)  # the last entry stands for the -1 of free slots
-        alive[working] = True
-        alive[episodic] = True
-        alive[semantic] = True
+        for store in stores:
+            alive[store] = True
         alive[size] = False
         # remap[i]: item i's index once the dead are dropped, or -1 (also at the end, for -1).
         remap = np.cumsum(alive, dtype=np.int32 if size <= np.iinfo(np.int32).max else np.int64)
@@ -1192,12 +1444,12 @@ class MemoryPool:
         kept = 0
         for start in range(0, size, step):  # live items move down, never past unread ones
             live = np.flatnonzero(alive[start : start + step]) + start
-            for name in (*_COLUMNS, "key"):
+            for name in (*_COLUMNS, "key", *self._tier_columns):
                 column = getattr(self, "_" + name)
                 column[kept : kept + len(live)] = column[live]
             kept += len(live)
         del alive
-        for block in (working, episodic, semantic):
+        for block in stores:
             per = step // block.shape[1] + 1  # rows of about ``step`` entries
             for start in range(0, len(block), per):
                 rows = block[start : start + per]
@@ -1307,9 +1559,20 @@ class MemoryPool:
         for slot in range(width):  # a few slots: cheaper than one 3-d comparison
             fresh &= candidates != working[:, slot, None]
         rank = row_cumsum(fresh)  # a fresh candidate's place among its household's
-        # Households with reflections merge them in below, from every fresh candidate.
-        merging = np.flatnonzero(self._semantic_size[rows]) if self.reflection.enabled else ()
-        eligible = fresh[merging] if len(merging) else None
+        # Households with reflections or archived items merge them in below, from every fresh
+        # candidate.
+        merging = self._merging(rows)
+        if len(merging):
+            heads = [(_EPISODIC, _packed(candidates[merging], fresh[merging], top_k + 1))]
+            if self.reflection.enabled:
+                semantic = self._semantic[rows[merging], :top_k]
+                heads.append((_SEMANTIC, _packed(semantic, semantic >= 0, top_k + 1)))
+            if self._tiered:
+                archived = self._archive[rows[merging], :top_k]
+                unseen = archived >= 0
+                for slot in range(width):
+                    unseen &= archived != working[merging, slot, None]
+                heads.append((_ARCHIVE, _packed(archived, unseen, top_k + 1)))
         fresh &= rank <= (top_k - from_working)[:, None]
         # Working memory's items first (its first columns), then the fresh candidates in their
         # order: each goes straight to its column, with no sort.
@@ -1325,53 +1588,48 @@ class MemoryPool:
         stores[got] = _EPISODIC
         stores[np.arange(items.shape[1]) < from_working[:, None]] = _WORKING
         if len(merging):
-            self._merge_semantic(
-                rows[merging],
-                now[merging],
-                candidates[merging],
-                eligible,
-                rank[merging],
-                from_working[merging],
-                items,
-                stores,
-                merging,
-            )
+            at = from_working[merging]
+            self._merge_long_term(now[merging], heads, at, items, stores, merging)
             got = items >= 0
             counts = row_count(got)
         found = items[got]  # row by row, each row's from the front
         when = np.repeat(now, counts)
         scores = np.full(items.shape, np.nan)
-        scores[got] = self._importance[found] * self._decay_factors(when - self._year[found])
+        scores[got] = self._importance[found] * self._decay_factors(when - self._since(found))
         self._access_count[found] += 1
         self._last_access[found] = np.maximum(self._last_access[found], when)
         return PoolRetrieval(items, scores, stores, counts)
 
-    def _merge_semantic(
+    def _merging(self, rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The positions in ``rows`` of the households holding reflections or archived items."""
+        some = np.zeros(len(rows), dtype=bool)
+        if self.reflection.enabled:
+            some |= self._semantic_size[rows] > 0
+        if self._tiered:
+            some |= self._archive_size[rows] > 0
+        return np.flatnonzero(some)
+
+    def _merge_long_term(
         self,
-        rows: NDArray[np.int64],
         now: NDArray[np.int64],
-        candidates: NDArray[np.int64],
-        eligible: NDArray[np.bool_],
-        rank: NDArray[np.int64],
+        heads: list[tuple[int, NDArray[np.int64]]],
         from_working: NDArray[np.int64],
         items: NDArray[np.int64],
         stores: NDArray[np.int8],
         at: NDArray[np.int64],
     ) -> None:
-        """The long-term part of a ``spec`` retrieval by households holding reflections.
+        """The long-term part of a ``spec`` retrieval by households with several such stores.
 
-        ``CognitiveMemory`` merges its long-term stores by their heads: the next of episodic
-        memory's fresh candidates and the next reflection, the higher decayed importance first,
-        and on equal scores the newer item. A store's order is by ranking key, which may
-        disagree with the scores in their last bit, so the merge goes head by head, a column
-        at a time for all the households, rather than sorting the candidates.
+        ``CognitiveMemory`` merges its long-term stores by their heads: of the next candidate
+        of each store (episodic, semantic, archive), the higher decayed importance first, and
+        on equal scores the newer item. A store's order is by ranking key, which may disagree
+        with the scores in their last bit, so the merge goes head by head, a column at a time
+        for all the households, rather than sorting the candidates.
 
         Args:
-            rows: The households.
-            now: The year each retrieves in.
-            candidates: Their first ``top_k`` episodic items (fewer where the store is smaller).
-            eligible: Which of these working memory did not return.
-            rank: An eligible candidate's place among its household's (from 1).
+            now: The year each household retrieves in.
+            heads: Each store's code and its candidates for the households, best first, then
+                -1 (at least one empty column more than the merge can take: ``top_k + 1``).
             from_working: How many items each took from working memory.
             items: The retrieval's items, ``top_k`` columns: the rows ``at`` are theirs, and
                 past their working memory's items they receive the merge's, in order.
@@ -1380,48 +1638,37 @@ class MemoryPool:
         """
         top_k = items.shape[1]
         need = top_k - from_working
-        m, width = candidates.shape
+        m = len(now)
         own = np.arange(m)
-        # The fresh candidates side by side, and the reflections; one empty column more, so that
-        # a head past the end reads an empty slot.
-        first = np.full((m, width + 1), _EMPTY, dtype=np.int64)
-        first.ravel()[(rank - 1 + (own * (width + 1))[:, None])[eligible]] = candidates[eligible]
-        second = np.full((m, top_k + 1), _EMPTY, dtype=np.int64)
-        shown = min(top_k, self._semantic.shape[1])
-        second[:, :shown] = self._semantic[rows, :shown]
-        firsts, seconds = row_count(eligible), np.minimum(self._semantic_size[rows], top_k)
-        scores, seqs = [], []
-        for block in (first, second):
+        scored = []
+        for code, block in heads:
             held = block >= 0
             safe = np.where(held, block, 0)
-            ages = np.where(held, now[:, None] - self._year[safe], 0)
-            scores.append(self._importance[safe] * self._decay_factors(ages))
-            seqs.append(self._seq[safe])
+            ages = np.where(held, now[:, None] - self._since(safe), 0)
+            scores = self._importance[safe] * self._decay_factors(ages)
+            scored.append((code, block, held, scores, self._seq[safe]))
+        at_head = [np.zeros(m, dtype=np.int64) for _ in heads]
         merged = np.full((m, top_k), _EMPTY, dtype=np.int64)
         codes = np.full((m, top_k), _EMPTY, dtype=np.int8)
-        at_first = np.zeros(m, dtype=np.int64)
-        at_second = np.zeros(m, dtype=np.int64)
         for column in range(top_k):
-            has_first, has_second = at_first < firsts, at_second < seconds
-            score_first, score_second = scores[0][own, at_first], scores[1][own, at_second]
-            newer = seqs[1][own, at_second] > seqs[0][own, at_first]
-            takes_second = has_second & (
-                ~has_first | (score_second > score_first) | ((score_second == score_first) & newer)
-            )
-            takes_first = has_first & ~takes_second
-            going = column < need
-            takes_first &= going
-            takes_second &= going
-            merged[:, column] = np.where(
-                takes_second,
-                second[own, at_second],
-                np.where(takes_first, first[own, at_first], _EMPTY),
-            )
-            codes[:, column] = np.where(
-                takes_second, _SEMANTIC, np.where(takes_first, _EPISODIC, _EMPTY)
-            )
-            at_first += takes_first
-            at_second += takes_second
+            best = np.full(m, _EMPTY, dtype=np.int64)  # which store's head goes next
+            best_score = np.full(m, -1.0)
+            best_seq = np.zeros(m, dtype=np.int64)
+            for n, (_, _, held, scores, seqs) in enumerate(scored):
+                head = at_head[n]
+                score, seq = scores[own, head], seqs[own, head]
+                better = held[own, head] & (
+                    (score > best_score) | ((score == best_score) & (best >= 0) & (seq > best_seq))
+                )
+                best[better] = n
+                best_score[better] = score[better]
+                best_seq[better] = seq[better]
+            best[column >= need] = _EMPTY
+            for n, (code, block, _, _, _) in enumerate(scored):
+                taking = best == n
+                merged[taking, column] = block[taking, at_head[n][taking]]
+                codes[taking, column] = code
+                at_head[n] += taking
         # Past working memory's items, each column takes the merge's next one.
         after = np.arange(top_k) - from_working[:, None]
         place = np.maximum(after, 0)
@@ -1433,7 +1680,8 @@ class MemoryPool:
     ) -> PoolRetrieval:
         """``weighted`` retrieval, as ``CognitiveMemory`` ranks it.
 
-        Each distinct item of a household's working and episodic memory is a candidate, scored
+        Each distinct item of a household's working, episodic and semantic memory and archive is
+        a candidate, scored
         ``w_recency * recency + w_importance * importance (+ w_relevance * relevance)``: each
         term min-max scaled over the household's candidates (0.5 for all when they span 1e-12
         or less), recency being ``recency_decay ** (year - last access)`` and relevance the
@@ -1449,14 +1697,20 @@ class MemoryPool:
         again = np.zeros(episodic.shape, dtype=bool)
         for slot in range(working.shape[1]):
             again |= episodic == working[:, slot, None]
-        # Reflections last, as CognitiveMemory lists its stores' items.
+        # Reflections, then archived items, last, as CognitiveMemory lists its stores' items.
         semantic = self._semantic[rows, : int(self._semantic_size[rows].max())]
-        held = np.concatenate((working >= 0, (episodic >= 0) & ~again, semantic >= 0), axis=1)
+        archive = self._archive[rows, : int(self._archive_size[rows].max())]
+        archived = archive >= 0
+        for slot in range(working.shape[1]):  # an archived item may still be in working memory
+            archived &= archive != working[:, slot, None]
+        held = np.concatenate(
+            (working >= 0, (episodic >= 0) & ~again, semantic >= 0, archived), axis=1
+        )
         if not held.any():
             return _nothing_retrieved(m, top_k)
         # Row-major: each household's candidates next to each other, its working items first.
         owner, column = np.nonzero(held)
-        found = np.concatenate((working, episodic, semantic), axis=1)[owner, column]
+        found = np.concatenate((working, episodic, semantic, archive), axis=1)[owner, column]
         counts = np.bincount(owner, minlength=m)
         starts = np.zeros(m, dtype=np.int64)
         np.cumsum(counts[:-1], out=starts[1:])
@@ -1487,13 +1741,67 @@ class MemoryPool:
         scores[shown][got] = score[chosen]
         stores = np.full((m, top_k), _EMPTY, dtype=np.int8)
         where = np.searchsorted(
-            np.cumsum([working.shape[1], episodic.shape[1]]), column[chosen], side="right"
+            np.cumsum([working.shape[1], episodic.shape[1], semantic.shape[1]]),
+            column[chosen],
+            side="right",
         )
-        stores[shown][got] = np.array([_WORKING, _EPISODIC, _SEMANTIC], dtype=np.int8)[where]
+        codes = np.array([_WORKING, _EPISODIC, _SEMANTIC, _ARCHIVE], dtype=np.int8)
+        stores[shown][got] = codes[where]
         when = now[owner[chosen]]
         self._access_count[found] += 1
         self._last_access[found] = np.maximum(self._last_access[found], when)
         return PoolRetrieval(items, scores, stores, np.minimum(counts, top_k))
+
+
+def _packed(
+    block: NDArray[np.int64], keep: NDArray[np.bool_], width: int | None = None
+) -> NDArray[np.int64]:
+    """The entries of ``block`` where ``keep``, each row's in its order from the front, then -1.
+
+    Args:
+        block: The entries, a row per household.
+        keep: Which to keep.
+        width: The columns of the result (``block``'s if ``None``; entries past it are cut).
+    """
+    order = np.argsort(~keep, axis=1, kind="stable")
+    packed = np.take_along_axis(block, order, axis=1)
+    packed[~np.take_along_axis(keep, order, axis=1)] = _EMPTY
+    width = block.shape[1] if width is None else width
+    if width <= packed.shape[1]:
+        return packed[:, :width]
+    out = np.full((len(block), width), _EMPTY, dtype=block.dtype)
+    out[:, : packed.shape[1]] = packed
+    return out
+
+
+class _Moves:
+    """The moves of a year end's tiering, gathered a step at a time (see :class:`PoolTiers`)."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[NDArray[np.int64], NDArray[np.int64], int, int]] = []
+
+    def add(self, rows: NDArray[np.int64], items: NDArray[np.int64], left: int, to: int) -> None:
+        """Note that ``items[i]`` (-1: none) left store ``left`` of ``rows[i]`` for ``to``."""
+        real = items >= 0
+        if real.any():
+            self._parts.append((rows[real], items[real], left, to))
+
+    def tiers(self, promoted: NDArray[np.int64]) -> PoolTiers:
+        """The moves, each household's together in the order they happened, and ``promoted``."""
+        parts = self._parts
+        if not parts:
+            rows = items = np.zeros(0, dtype=np.int64)
+            left = to = np.zeros(0, dtype=np.int8)
+        else:
+            rows = np.concatenate([p[0] for p in parts])
+            items = np.concatenate([p[1] for p in parts])
+            left = np.concatenate([np.full(len(p[0]), p[2], dtype=np.int8) for p in parts])
+            to = np.concatenate([np.full(len(p[0]), p[3], dtype=np.int8) for p in parts])
+            order = np.argsort(rows, kind="stable")  # each household's in the order noted
+            rows, items, left, to = rows[order], items[order], left[order], to[order]
+        return PoolTiers(rows, items, left, to, promoted)
 
 
 def _inserted(block: NDArray, position: NDArray[np.int64], values: NDArray) -> NDArray:
@@ -1616,24 +1924,29 @@ def _check_poolable(memory: CognitiveMemory, first: CognitiveMemory) -> None:
     problems = []
     if memory.retrieval.query is not None and type(memory.relevance) is not KeywordRelevance:
         problems.append(f"relevance scored by {type(memory.relevance).__name__}")
-    if memory.retention.policy == "tiered":
-        problems.append("retention policy 'tiered'")
     if memory.reflection.enabled and type(memory.reflector) is not RuleBasedReflector:
         problems.append(f"reflection by {type(memory.reflector).__name__}")
     if len(memory._semantic) > memory.reflection.semantic_capacity or (
         len(memory._semantic) and not memory.reflection.enabled
     ):
         problems.append("semantic items beyond what its reflection settings keep")
-    if len(memory._archive):
-        problems.append("archived items")
-    if any(item.rehearsed is not None for item in (*memory._working, *memory._episodic.ranked())):
-        problems.append("rehearsed items")
+    if memory.retention.policy != "tiered":
+        if len(memory._archive):
+            problems.append("archived items without tiered retention")
+        stored = (*memory._working, *memory._episodic.ranked())
+        if any(item.rehearsed is not None for item in stored):
+            problems.append("rehearsed items without tiered retention")
     if problems:
         msg = f"memory of {memory.agent_id}: a pool does not implement {', '.join(problems)}"
         raise ValueError(msg)
 
 
 def _distinct_count(memory: CognitiveMemory) -> int:
-    """How many distinct items a memory's working, episodic and semantic stores hold."""
-    stores = (*memory._working, *memory._episodic.ranked(), *memory._semantic.ranked())
+    """How many distinct items a memory's stores hold."""
+    stores = (
+        *memory._working,
+        *memory._episodic.ranked(),
+        *memory._semantic.ranked(),
+        *memory._archive.ranked(),
+    )
     return len({item.seq for item in stores})
