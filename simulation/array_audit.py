@@ -43,7 +43,7 @@ from simulation.audit.writer import (
     dynamic_state,
     eviction_parts,
 )
-from simulation.memory.pool import POOL_STORES, PoolWrite
+from simulation.memory.pool import POOL_STORES, PoolTiers, PoolWrite
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -66,6 +66,7 @@ _NO_EVICTIONS = pa.scalar(NO_EVICTIONS, _BINARY)
 #: time: a year's at once held every item of every audited memory, 35 MB of the 384 MB peak RSS
 #: of a full run of 10,000 households.
 _APART_BLOCK = 1024
+_NONE_MOVED = np.zeros(0, dtype=np.int64)
 
 
 class _Written(NamedTuple):
@@ -89,18 +90,39 @@ class _Written(NamedTuple):
     evicted_seq: np.ndarray
     texts: list[str]
     tag_sets: list[tuple[str, ...]]
+    moved: np.ndarray
+    moves: list[list[dict[str, str | None]]]
 
     @classmethod
     def read(cls, pool: MemoryPool, done: PoolWrite) -> _Written:
-        """Read what the lines of ``done`` need from ``pool``."""
+        """Read what the lines of ``done`` need from ``pool``.
+
+        ``moved`` holds the writes whose displaced item moved to the archive (tiered
+        retention), and ``moves`` their ``evicted`` lists: that item, and the one the archive
+        forgot for it if any. They are few: the writes to a full episodic memory.
+        """
         items = done.items
         gone = done.evicted[done.evicted >= 0]
+        moved = _NONE_MOVED
+        moves = []
+        if done.dropped is not None:
+            moved = np.flatnonzero(done.evicted_from == POOL_STORES.index("episodic"))
+            dropped = done.dropped[moved]
+            for displaced, forgotten in zip(
+                pool.ids(done.evicted[moved]), dropped.tolist(), strict=True
+            ):
+                moves.append([{"id": displaced, "from": "episodic", "to": "archive"}])
+                if forgotten >= 0:
+                    forgotten_id = pool.ids([forgotten])[0]
+                    moves[-1].append({"id": forgotten_id, "from": "archive", "to": None})
         return cls(
             *(pool.column(name, items) for name in cls._fields[:9]),
             pool.column("owner", gone),
             pool.column("seq", gone),
             pool.texts,
             pool.tag_sets,
+            moved,
+            moves,
         )
 
 
@@ -120,6 +142,8 @@ class ArrayAudit:
         self.audited = np.array([writer.audits(a) for a in self.agent_ids], dtype=bool)
         self.memory_streams = writer.level in ("standard", "full")
         self.full = writer.level == "full"
+        # Where an item displaced from episodic memory goes: the archive under tiered retention.
+        self._displaced_to = "archive" if pool.retention.policy == "tiered" else None
         #: Households whose decisions are traced (the audited ones, at a level with traces).
         self.traced = self.audited & (writer.traces is not None)
         #: Households whose traces explain their decisions (the traced ones, at ``full``).
@@ -233,6 +257,10 @@ class ArrayAudit:
             if not evicting.all():
                 gaps = pc.replace_with_mask(pa.nulls(count, _BINARY), pa.array(evicting), evicted)
                 evicted = pc.fill_null(gaps, _NO_EVICTIONS)
+            if len(written.moved):  # moved to the archive, not forgotten
+                moving = np.zeros(count, dtype=bool)
+                moving[written.moved] = True
+                evicted = pc.replace_with_mask(evicted, pa.array(moving), strings(written.moves))
         return MemoryLines(
             self._agents.take(rows),
             self._item_ids(written.owner, written.seq),
@@ -407,7 +435,11 @@ class ArrayAudit:
 
     # ------------------------------------------------------------------ year end
     def year_end(
-        self, active: NDArray[np.int64], moves: Sequence[PoolWrite], reflections: PoolWrite
+        self,
+        active: NDArray[np.int64],
+        moves: Sequence[PoolWrite],
+        reflections: PoolWrite,
+        tiers: PoolTiers | None = None,
     ) -> None:
         """Log each audited active household's year end (consolidation), in household order.
 
@@ -415,6 +447,7 @@ class ArrayAudit:
             active: The households whose year ended.
             moves: What consolidation moved, a working slot at a time.
             reflections: The reflections written, and the reflections they displaced.
+            tiers: What tiered retention demoted and promoted (``None``: another policy).
         """
         if not self.memory_streams:
             return
@@ -428,17 +461,25 @@ class ArrayAudit:
             keep = self.audited[owners]
             if not keep.any():
                 continue
-            for row, item_id, gone, gone_from in zip(
+            # Under tiered retention what episodic memory displaced moved to the archive,
+            # which may have forgotten an item for it.
+            dropped = move.dropped
+            dropped = [-1] * int(keep.sum()) if dropped is None else dropped[keep].tolist()
+            for row, item_id, gone, dropped_item in zip(
                 owners[keep].tolist(),
                 pool.ids(move.items[keep]),
                 move.evicted[keep].tolist(),
-                move.evicted_from[keep].tolist(),
+                dropped,
                 strict=True,
             ):
-                transferred, forgotten, _ = moved.setdefault(int(position[row]), ([], [], []))
+                transferred, left, _, _ = _moved(moved, position[row])
                 transferred.append(item_id)
                 if gone >= 0:
-                    forgotten.append((pool.ids([gone])[0], POOL_STORES[gone_from]))
+                    left.append((pool.ids([gone])[0], "episodic", self._displaced_to))
+                if dropped_item >= 0:
+                    left.append((pool.ids([dropped_item])[0], "archive", None))
+        if tiers is not None and len(tiers.items):
+            self._tiered(tiers, position, moved)
         if len(reflections.items):
             self._reflected(reflections, position, moved)
         self.writer.year_ends(
@@ -464,10 +505,35 @@ class ArrayAudit:
             reflections.evicted[keep].tolist(),
             strict=True,
         ):
-            _, forgotten, reflected = moved.setdefault(int(position[row]), ([], [], []))
+            _, left, reflected, _ = _moved(moved, position[row])
             reflected.append(written)
             if gone >= 0:
-                forgotten.append((pool.ids([gone])[0], "semantic"))
+                left.append((pool.ids([gone])[0], "semantic", None))
+
+    def _tiered(
+        self, tiers: PoolTiers, position: NDArray[np.int64], moved: dict[int, YearEndMoves]
+    ) -> None:
+        """Add the audited households' demotions and promotions to ``moved``, in order."""
+        pool = self.pool
+        keep = self.audited[tiers.rows]
+        for row, item_id, left_store, to in zip(
+            tiers.rows[keep].tolist(),
+            pool.ids(tiers.items[keep]),
+            tiers.left[keep].tolist(),
+            tiers.to[keep].tolist(),
+            strict=True,
+        ):
+            _, left, _, _ = _moved(moved, position[row])
+            left.append((item_id, POOL_STORES[left_store], None if to < 0 else POOL_STORES[to]))
+        owners = pool.column("owner", tiers.promoted)
+        keep = self.audited[owners]
+        for row, item_id in zip(owners[keep].tolist(), pool.ids(tiers.promoted[keep]), strict=True):
+            _moved(moved, position[row])[3].append(item_id)
+
+
+def _moved(moved: dict[int, YearEndMoves], position: int) -> YearEndMoves:
+    """The year end moves of the audited household at ``position``, started if need be."""
+    return moved.setdefault(int(position), ([], [], [], []))
 
 
 class _Snapshot(NamedTuple):

@@ -16,7 +16,7 @@ that reaches a result is added in the object path's order.
 
 The engine covers the configurations whose every step it implements
 (:func:`simulation.config.array_engine_limits` names what it does not: language-model
-decisions, tiered retention); the audit trail goes through
+decisions); the audit trail goes through
 :class:`~simulation.array_audit.ArrayAudit`. At ``full`` the audited households' decisions are
 explained, so those households decide one by one with the policy's scalar ``decide``, as the
 object path's do; so does every audited household under a decision table (``scripted``), whose
@@ -1055,7 +1055,7 @@ class ArrayEngine:
         model, columns = self.model, self.columns
         done = self.pool.end_year(year, active)
         if self.audit is not None:
-            self.audit.year_end(active, done.moves, done.reflections)
+            self.audit.year_end(active, done.moves, done.reflections, done.tiers)
         self.adopted_last[active] = self.adopted_this[active]
         self.adopted_this[active] = _NONE
         here = active[~columns["relocated"][active]]

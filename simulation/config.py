@@ -939,10 +939,10 @@ class RunConfig(Section):
         "state and CognitiveMemory objects (every feature). arrays: all households at once on "
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
         "faster, for the pmt and scripted policies with spec or weighted retrieval (a query "
-        "too), any retention policy but tiered, with or without reflection, at every audit "
-        "level. auto (the default): arrays where it implements the config, else objects "
-        "(the run's config.resolved.yaml names the engine chosen; floodsim run and validate "
-        "also name what keeps a config off arrays).",
+        "too), every retention policy, with or without reflection, at every audit level. auto "
+        "(the default): arrays where it implements the config, else objects (the run's "
+        "config.resolved.yaml names the engine chosen; floodsim run and validate also name "
+        "what keeps a config off arrays).",
         validate_default=True,  # so that auto is resolved when no config names an engine
     )
 
@@ -988,12 +988,9 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
     Each entry names the key and its value; sections that failed validation are skipped.
     """
     problems = []
-    decision, memory = sections.get("decision"), sections.get("memory")
+    decision = sections.get("decision")
     if decision is not None and decision.policy == "llm":
         problems.append(f"decision.policy {decision.policy}")
-    # Tiered retention demotes to an archive, which the pool lacks.
-    if memory is not None and memory.retention.policy == "tiered":
-        problems.append("memory.retention.policy tiered")
     return problems
 
 

@@ -119,6 +119,26 @@ def _assert_same_households(
             "memory.retrieval.query=flood damage insurance claim",
             "memory.episodic_capacity=4",
         ),
+        # Tiered retention: faded and displaced memories archived, recalled ones promoted
+        # back (their decay restarting), archives small enough to forget.
+        (
+            "memory.retention.policy=tiered",
+            "memory.retention.archive_capacity=2",
+            "memory.retention.demote_below=0.4",
+            "memory.retention.promote_after=1",
+            "memory.episodic_capacity=4",
+            "households.prior_flood_share=0.4",
+        ),
+        (
+            "memory.retention.policy=tiered",
+            "memory.retention.archive_capacity=2",
+            "memory.retention.demote_below=0.4",
+            "memory.retention.promote_after=1",
+            "memory.retrieval.strategy=weighted",
+            "memory.reflection.enabled=true",
+            "memory.reflection.threshold=1.5",
+            "memory.episodic_capacity=3",
+        ),
     ],
     ids=[
         "default",
@@ -134,6 +154,8 @@ def _assert_same_households(
         "importance-weighted",
         "reflection",
         "reflection-query",
+        "tiered",
+        "tiered-weighted-reflection",
     ],
 )
 def test_both_engines_give_the_same_run(overrides):
@@ -307,8 +329,17 @@ def test_an_engine_prepared_ahead_gives_the_same_run_and_sees_changes_made_after
             "memory.reflection.semantic_capacity=2",
             "households.prior_flood_share=0.4",
         ),
+        # Archives, access counts at demotion and rehearsal years a resumed pool is given.
+        (
+            "memory.retention.policy=tiered",
+            "memory.retention.archive_capacity=2",
+            "memory.retention.demote_below=0.4",
+            "memory.retention.promote_after=1",
+            "memory.episodic_capacity=4",
+            "households.prior_flood_share=0.4",
+        ),
     ],
-    ids=["default", "weighted", "query", "reflection"],
+    ids=["default", "weighted", "query", "reflection", "tiered"],
 )
 def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path, memory):
     settings = ["households.count=150", "years=9", *OFF, *memory]
@@ -344,7 +375,10 @@ def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path, m
     ("overrides", "named"),
     [
         (["audit.level=off", "decision.policy=llm"], "decision.policy llm"),
-        (["audit.level=off", "memory.retention.policy=tiered"], "retention.policy tiered"),
+        (
+            ["decision.policy=llm", "memory.retention.policy=tiered"],
+            "implement decision.policy llm; use",
+        ),
     ],
 )
 def test_configs_the_array_engine_does_not_implement_are_refused(overrides, named):
@@ -363,7 +397,7 @@ def test_configs_the_array_engine_does_not_implement_are_refused(overrides, name
         (["audit.level=off", "decision.policy=llm"], "objects"),
         (["audit.level=off", "memory.retrieval.strategy=weighted"], "arrays"),
         (["audit.level=off", "memory.retention.policy=importance_weighted"], "arrays"),
-        (["audit.level=off", "memory.retention.policy=tiered"], "objects"),
+        (["audit.level=off", "memory.retention.policy=tiered"], "arrays"),
         (
             [
                 "audit.level=off",
@@ -375,7 +409,7 @@ def test_configs_the_array_engine_does_not_implement_are_refused(overrides, name
         (["audit.level=off", "memory.reflection.enabled=true"], "arrays"),
         (
             ["memory.reflection.enabled=true", "memory.retention.policy=tiered"],
-            "objects",
+            "arrays",
         ),
         (["engine=objects"], "objects"),
     ],
@@ -388,7 +422,7 @@ def test_engine_auto_runs_arrays_where_it_implements_the_config(overrides, engin
 
 @pytest.mark.parametrize(
     ("override", "engine"),
-    [("audit.level=full", "arrays"), ("memory.retention.policy=tiered", "objects")],
+    [("memory.retention.policy=tiered", "arrays"), ("decision.policy=llm", "objects")],
 )
 def test_engine_auto_is_the_default_of_a_config_that_names_none(override, engine):
     config, _ = load_config(DEFAULT, [override])
@@ -503,6 +537,27 @@ def _streams_of_both(
             "memory.reflection.threshold=1.5",
             "memory.episodic_capacity=4",
         ),
+        # Writes and consolidations that move memories to the archive (and forget archived
+        # ones), demotions and promotions in the consolidation stream; at full too.
+        (
+            "memory.retention.policy=tiered",
+            "memory.retention.archive_capacity=2",
+            "memory.retention.demote_below=0.4",
+            "memory.retention.promote_after=1",
+            "memory.episodic_capacity=4",
+            "households.prior_flood_share=0.4",
+            "memory.consolidation_threshold=0.5",
+        ),
+        (
+            "audit.level=full",
+            "audit.sample=0.4",
+            "memory.retention.policy=tiered",
+            "memory.retention.archive_capacity=2",
+            "memory.retention.demote_below=0.4",
+            "memory.retention.promote_after=1",
+            "memory.reflection.enabled=true",
+            "memory.episodic_capacity=3",
+        ),
     ],
     ids=[
         "standard",
@@ -518,6 +573,8 @@ def _streams_of_both(
         "full-query",
         "reflection",
         "full-reflection",
+        "tiered",
+        "full-tiered-reflection",
     ],
 )
 def test_both_engines_write_the_same_audit_trail(tmp_path, overrides):

@@ -477,12 +477,15 @@ def test_validate_counts_one_household_and_one_year_in_the_singular(capsys):
 @pytest.mark.parametrize(
     ("overrides", "engine"),
     [
-        ([], "engine arrays)"),
-        (["engine=objects"], "engine objects)"),  # chosen, though arrays would run it
-        (["memory.reflection.enabled=true"], "engine arrays)"),
+        ([], "decisions pmt, engine arrays)"),
+        (["engine=objects"], "decisions pmt, engine objects)"),  # chosen, though arrays runs it
         (
             ["memory.retention.policy=tiered", "memory.reflection.enabled=true"],
-            "engine objects (arrays does not implement memory.retention.policy tiered))",
+            "decisions pmt, engine arrays)",
+        ),
+        (
+            ["decision.policy=llm", "memory.retention.policy=tiered"],
+            "decisions llm, engine objects (arrays does not implement decision.policy llm))",
         ),
     ],
 )
@@ -491,7 +494,7 @@ def test_validate_names_what_keeps_a_config_off_the_arrays_engine(capsys, overri
     sets = [arg for key in overrides for arg in ("--set", key)]
     code, out, _ = call(capsys, "validate", DEFAULT, *sets)
     assert code == 0
-    assert out.rstrip("\n").endswith(f"decisions pmt, {engine}")
+    assert out.rstrip("\n").endswith(engine)
 
 
 # ------------------------------------------------------------------------------------ bad input

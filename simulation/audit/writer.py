@@ -88,8 +88,10 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 #: What a household's year end moved, for :meth:`AuditWriter.year_ends`: the ids of the items
-#: it transferred, the ``(id, store)`` of each item it forgot, and the reflections it wrote.
-YearEndMoves = tuple[list[str], list[tuple[str, str]], list["MemoryItem"]]
+#: it transferred, the ``(id, from, to)`` of each item that left a store (``to``: the store it
+#: moved to, or ``None``: forgotten), the reflections it wrote and the ids of the items tiered
+#: retention promoted.
+YearEndMoves = tuple[list[str], list[tuple[str, str, str | None]], list["MemoryItem"], list[str]]
 STREAMS = ("household_traces", "memory_updates", "consolidation", "tool_invocations")
 #: Written besides :data:`STREAMS` when households decide with a language model.
 LLM_STREAM = "llm_calls"
@@ -1016,7 +1018,7 @@ class AuditWriter:
     ) -> None:
         """Log many audited households' year ends at once, in order.
 
-        Writes what :meth:`consolidation` writes for a year end without promotions.
+        Writes what :meth:`consolidation` writes.
 
         Args:
             agent_ids: The households (encoded, see simulation/audit/lines.py).
@@ -1047,13 +1049,13 @@ class AuditWriter:
             changed[list(moved)] = True
             given = []
             for n in sorted(moved):
-                transferred, forgotten, reflections = moved[n]
+                transferred, left, reflections, promoted = moved[n]
                 given.append(
                     {
                         "transferred_count": len(transferred),
                         "transferred_items": transferred,
-                        "evicted": [{"id": i, "from": store, "to": None} for i, store in forgotten],
-                        "promoted": [],
+                        "evicted": [{"id": i, "from": store, "to": to} for i, store, to in left],
+                        "promoted": promoted,
                         "reflections": [_item(i) for i in reflections] if reflections else [],
                         "working_after": int(working[n]),
                         "episodic_after": int(episodic[n]),
