@@ -30,6 +30,7 @@ Usage:
     python benchmarks/bench_instructions.py --against ../other   # this checkout vs another
     python benchmarks/bench_instructions.py --engine arrays --households 2000
     python benchmarks/bench_instructions.py --no-floor       # leave the floor uncounted
+    python benchmarks/bench_instructions.py --set memory.retention.policy=tiered  # another config
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from types import ModuleType
 
     import mesa
@@ -90,7 +92,12 @@ def collected(valgrind_output: str) -> int:
 
 
 def count(
-    households: int, years: int, level: str, source: Path | None = None, engine: str = "objects"
+    households: int,
+    years: int,
+    level: str,
+    source: Path | None = None,
+    engine: str = "objects",
+    overrides: Sequence[str] = (),
 ) -> int:
     """Instructions of ``years`` yearly steps of the default configuration (after a warm-up).
 
@@ -100,8 +107,10 @@ def count(
         level: Audit level (streams go to a temporary folder).
         engine: ``objects`` or ``arrays`` (the run config's ``engine``).
         source: Another checkout whose ``simulation`` package to count (default: this one).
+        overrides: Config keys to set, as ``floodsim run --set`` takes them (``KEY=VALUE``).
     """
-    return _counted(["--child", str(households), str(years), level, engine], source)
+    arguments = ["--child", str(households), str(years), level, engine, *overrides]
+    return _counted(arguments, source)
 
 
 def count_floor(agents: int, steps: int) -> int:
@@ -140,8 +149,18 @@ def _counted(arguments: list[str], source: Path | None = None) -> int:
     return collected(done.stderr)
 
 
-def child(households: int, years: int, level: str, engine: str, out: Path) -> None:
-    """Build the model, step a warm-up year, then step ``years`` years inside ``ffi_call``."""
+def child(
+    households: int,
+    years: int,
+    level: str,
+    engine: str,
+    out: Path,
+    overrides: Sequence[str] = (),
+) -> None:
+    """Build the model, step a warm-up year, then step ``years`` years inside ``ffi_call``.
+
+    ``overrides`` are further config keys (``KEY=VALUE``), set before the run's own.
+    """
     import ctypes
 
     from simulation.collector import tuned_collector
@@ -150,8 +169,8 @@ def child(households: int, years: int, level: str, engine: str, out: Path) -> No
 
     # callgrind collects per thread, and only on the thread inside the toggled call: lines
     # written behind the run (audit.background) would go uncounted.
-    overrides = [f"households.count={households}", f"audit.level={level}", f"engine={engine}"]
-    config, base = load_config(DEFAULT_CONFIG, [*overrides, "audit.background=false"])
+    run = [f"households.count={households}", f"audit.level={level}", f"engine={engine}"]
+    config, base = load_config(DEFAULT_CONFIG, [*overrides, *run, "audit.background=false"])
     model = build_model(config, base)
     writer = _writer(out, "instructions", config, len(model.households), resume=None)
     if writer is not None:
@@ -204,8 +223,8 @@ def row_line(row: dict[str, Any]) -> str:
     return line
 
 
-def main() -> None:
-    """Count, print the table, write the JSON."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line :func:`main` reads."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--households", type=int, default=1_000)
     parser.add_argument("--years", type=int, default=12, help="counted years (after a warm-up)")
@@ -214,19 +233,39 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="another checkout to count side by side")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     parser.add_argument("--no-floor", action="store_true", help="do not count the empty-Mesa floor")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, as `floodsim run --set` (e.g. memory.reflection.enabled=true)",
+    )
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--floor-child", nargs=2, type=int, help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> None:
+    """Count, print the table, write the JSON."""
+    parser = _parser()
     args = parser.parse_args()
     if args.child:
-        households, years, level, engine = args.child
+        households, years, level, engine, *overrides = args.child
         with tempfile.TemporaryDirectory(prefix="floodsim-instructions-child-") as out:
-            child(int(households), int(years), level, engine, Path(out))
+            child(int(households), int(years), level, engine, Path(out), overrides)
         return
     if args.floor_child:
         floor_child(*args.floor_child)
         return
     if args.against is not None and not (args.against / "simulation").is_dir():
         parser.error(f"--against {args.against}: no simulation/ package there")
+    if args.set:  # a bad key or value: one line naming it, before anything is counted
+        from simulation.config import ConfigError, load_config
+
+        try:
+            load_config(DEFAULT_CONFIG, [*args.set, f"engine={args.engine}"])
+        except ConfigError as err:
+            parser.error(str(err))
 
     household_years = args.households * args.years
     floor = None
@@ -243,7 +282,9 @@ def main() -> None:
         with ThreadPoolExecutor(max_workers=len(sources)) as pool:
             counts = list(
                 pool.map(
-                    lambda s, lv=level: count(args.households, args.years, lv, s, args.engine),
+                    lambda s, lv=level: count(
+                        args.households, args.years, lv, s, args.engine, args.set
+                    ),
                     sources,
                 )
             )
@@ -254,6 +295,8 @@ def main() -> None:
             "engine": args.engine,
             "instructions_per_household_year": round(counts[0] / household_years),
         }
+        if args.set:
+            row["set"] = args.set
         if floor is not None:
             row["floor_instructions_per_agent_step"] = floor
             row["ratio_to_floor"] = round(row["instructions_per_household_year"] / floor, 2)

@@ -32,6 +32,29 @@ def test_the_counted_child_steps_its_years_through_ctypes(bench, tmp_path, engin
     assert {orjson.loads(line)["year"] for line in lines} == {1, 2, 3}
 
 
+def test_the_counted_child_runs_the_config_keys_it_is_given(bench, tmp_path, monkeypatch):
+    configs = []
+    build = runner.build_model
+
+    def kept(config, base):
+        configs.append(config)
+        return build(config, base)
+
+    monkeypatch.setattr(runner, "build_model", kept)
+    bench.child(12, 1, "standard", "arrays", tmp_path, ["memory.retention.policy=tiered"])
+    (config,) = configs
+    assert config.memory.retention.policy == "tiered"
+    assert (config.households.count, config.engine) == (12, "arrays")
+
+
+def test_a_bad_config_key_is_refused_before_anything_is_counted(bench, monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["bench_instructions.py", "--set", "memory.nope=1"])
+    with pytest.raises(SystemExit) as exit_:
+        bench.main()
+    assert exit_.value.code == 2
+    assert "memory.nope" in capsys.readouterr().err
+
+
 def test_the_counted_child_writes_its_lines_on_the_counted_thread(bench, tmp_path, monkeypatch):
     # callgrind counts only the thread that steps the counted years: lines written behind the
     # run (audit.background) would be left out of the count.

@@ -930,11 +930,12 @@ class MemoryPool:
         )
 
     def _demoted(self, rows: NDArray[np.int64], items: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Move ``items`` (one per row of ``rows``; -1: none) from episodic memory to the archive.
+        """Archive ``items`` (one per row of ``rows``; -1: none), which left episodic memory.
+
+        Their access counts are noted: retrievals from the archive count from there.
 
         Returns:
-            What the archive forgot for each (or -1). The items' access counts are noted, for
-            promotion.
+            The item the archive forgot for each to make room (or -1).
         """
         dropped = np.full(len(rows), _EMPTY, dtype=np.int64)
         moving = items >= 0
@@ -1588,8 +1589,8 @@ class MemoryPool:
         stores[got] = _EPISODIC
         stores[np.arange(items.shape[1]) < from_working[:, None]] = _WORKING
         if len(merging):
-            at = from_working[merging]
-            self._merge_long_term(now[merging], heads, at, items, stores, merging)
+            taken = from_working[merging]
+            self._merge_long_term(now[merging], heads, taken, items, stores, merging)
             got = items >= 0
             counts = row_count(got)
         found = items[got]  # row by row, each row's from the front
@@ -1640,35 +1641,38 @@ class MemoryPool:
         need = top_k - from_working
         m = len(now)
         own = np.arange(m)
+        width = top_k + 1
+        # Each store's candidates flat, an empty slot scored -1 (below every decayed importance)
+        # so that it never goes first; a head is a flat position, one per household.
         scored = []
-        for code, block in heads:
+        for _, block in heads:
             held = block >= 0
             safe = np.where(held, block, 0)
             ages = np.where(held, now[:, None] - self._since(safe), 0)
-            scores = self._importance[safe] * self._decay_factors(ages)
-            scored.append((code, block, held, scores, self._seq[safe]))
-        at_head = [np.zeros(m, dtype=np.int64) for _ in heads]
+            scores = np.where(held, self._importance[safe] * self._decay_factors(ages), -1.0)
+            scored.append((block.ravel(), scores.ravel(), self._seq[safe].ravel()))
+        at_head = [own * width for _ in heads]
+        store_codes = np.array([code for code, _ in heads] + [_EMPTY], dtype=np.int8)
         merged = np.full((m, top_k), _EMPTY, dtype=np.int64)
         codes = np.full((m, top_k), _EMPTY, dtype=np.int8)
+        after_all = np.iinfo(np.int64).max  # the seq of no head: newer than none
         for column in range(top_k):
             best = np.full(m, _EMPTY, dtype=np.int64)  # which store's head goes next
             best_score = np.full(m, -1.0)
-            best_seq = np.zeros(m, dtype=np.int64)
-            for n, (_, _, held, scores, seqs) in enumerate(scored):
-                head = at_head[n]
-                score, seq = scores[own, head], seqs[own, head]
-                better = held[own, head] & (
-                    (score > best_score) | ((score == best_score) & (best >= 0) & (seq > best_seq))
-                )
-                best[better] = n
-                best_score[better] = score[better]
-                best_seq[better] = seq[better]
+            best_seq = np.full(m, after_all, dtype=np.int64)
+            for n, (_, scores, seqs) in enumerate(scored):
+                score, seq = scores.take(at_head[n]), seqs.take(at_head[n])
+                better = (score > best_score) | ((score == best_score) & (seq > best_seq))
+                best = np.where(better, n, best)
+                best_score = np.where(better, score, best_score)
+                best_seq = np.where(better, seq, best_seq)
             best[column >= need] = _EMPTY
-            for n, (code, block, _, _, _) in enumerate(scored):
+            taken = merged[:, column]
+            for n, (block, _, _) in enumerate(scored):
                 taking = best == n
-                merged[taking, column] = block[taking, at_head[n][taking]]
-                codes[taking, column] = code
+                np.copyto(taken, block.take(at_head[n]), where=taking)
                 at_head[n] += taking
+            codes[:, column] = store_codes[best]  # -1 (none) reads the last, empty code
         # Past working memory's items, each column takes the merge's next one.
         after = np.arange(top_k) - from_working[:, None]
         place = np.maximum(after, 0)
