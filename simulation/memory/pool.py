@@ -70,6 +70,7 @@ _SOURCE_CODES = {name: code for code, name in enumerate(_SOURCE_NAMES)}
 _FLOOD, _CLAIM, _SEED = (_SOURCE_CODES[name] for name in ("flood", "claim", "seed"))
 _REFLECTION = _SOURCE_CODES["reflection"]
 _EMPTY = -1
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 # The item table's columns in the order MemoryItem takes them (those it has).
 _ITEM_FIELDS = (
     "owner",
@@ -1564,16 +1565,14 @@ class MemoryPool:
         # candidate.
         merging = self._merging(rows)
         if len(merging):
-            heads = [(_EPISODIC, _packed(candidates[merging], fresh[merging], top_k + 1))]
-            if self.reflection.enabled:
-                semantic = self._semantic[rows[merging], :top_k]
-                heads.append((_SEMANTIC, _packed(semantic, semantic >= 0, top_k + 1)))
-            if self._tiered:
-                archived = self._archive[rows[merging], :top_k]
-                unseen = archived >= 0
-                for slot in range(width):
-                    unseen &= archived != working[merging, slot, None]
-                heads.append((_ARCHIVE, _packed(archived, unseen, top_k + 1)))
+            heads = self._heads(
+                rows[merging],
+                top_k,
+                candidates[merging],
+                fresh[merging],
+                rank[merging],
+                working[merging],
+            )
         fresh &= rank <= (top_k - from_working)[:, None]
         # Working memory's items first (its first columns), then the fresh candidates in their
         # order: each goes straight to its column, with no sort.
@@ -1603,12 +1602,52 @@ class MemoryPool:
 
     def _merging(self, rows: NDArray[np.int64]) -> NDArray[np.int64]:
         """The positions in ``rows`` of the households holding reflections or archived items."""
+        if not (self.reflection.enabled or self._tiered):  # the usual pool: neither store
+            return _NO_ROWS
         some = np.zeros(len(rows), dtype=bool)
         if self.reflection.enabled:
             some |= self._semantic_size[rows] > 0
         if self._tiered:
             some |= self._archive_size[rows] > 0
         return np.flatnonzero(some)
+
+    def _heads(
+        self,
+        rows: NDArray[np.int64],
+        top_k: int,
+        candidates: NDArray[np.int64],
+        fresh: NDArray[np.bool_],
+        rank: NDArray[np.int64],
+        returned: NDArray[np.int64],
+    ) -> list[tuple[int, NDArray[np.int64]]]:
+        """What :meth:`_merge_long_term` merges for ``rows``: each long-term store's candidates.
+
+        Args:
+            rows: The households.
+            top_k: The items the retrieval returns at most.
+            candidates: Their first ``top_k`` episodic items (fewer where the store is smaller).
+            fresh: Which of these working memory did not return.
+            rank: A fresh candidate's place among its household's (from 1).
+            returned: The items working memory returned, -1 past them.
+        """
+        m, width = len(rows), top_k + 1
+        # Each fresh candidate straight to its place among its household's, by its rank.
+        first = np.full((m, width), _EMPTY, dtype=np.int64)
+        place = rank - 1 + (np.arange(m) * width)[:, None]
+        first.ravel()[place[fresh]] = candidates[fresh]
+        heads = [(_EPISODIC, first)]
+        if self.reflection.enabled:  # a store's own items lie packed at its front
+            semantic = np.full((m, width), _EMPTY, dtype=np.int64)
+            shown = min(top_k, self._semantic.shape[1])
+            semantic[:, :shown] = self._semantic[rows, :shown]
+            heads.append((_SEMANTIC, semantic))
+        if self._tiered:  # an archived item may still be in working memory
+            archived = self._archive[rows, :top_k]
+            unseen = archived >= 0
+            for slot in range(returned.shape[1]):
+                unseen &= archived != returned[:, slot, None]
+            heads.append((_ARCHIVE, _packed(archived, unseen, width)))
+        return heads
 
     def _merge_long_term(
         self,
