@@ -1126,6 +1126,7 @@ class MemoryPool:
         """
         moves = _Moves()
         settings = self.retention
+        everyone, rows = rows, self._fading(year, rows)
         width = int(self._episodic_size[rows].max(initial=0))
         if width:
             block = self._episodic[rows, :width]
@@ -1150,13 +1151,31 @@ class MemoryPool:
                     moves.add(owners[going], demoted[going, column], _EPISODIC, _ARCHIVE)
                     dropped = self._demoted(owners[going], demoted[going, column])
                     moves.add(owners[going], dropped, _ARCHIVE, _EMPTY)
-        promoted = self._promote(year, rows, moves)
+        promoted = self._promote(year, everyone, moves)
         if len(promoted):  # those still in episodic memory, each household's in their order
             owners = self._owner[promoted].astype(np.int64)
             kept = (self._episodic[owners] == promoted[:, None]).any(axis=1)
             promoted, owners = promoted[kept], owners[kept]
             promoted = promoted[np.argsort(owners, kind="stable")]
         return moves.tiers(promoted)
+
+    def _fading(self, year: int, rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Those of ``rows`` whose episodic memory may hold an item faded below ``demote_below``.
+
+        ``log(importance * decay ** (year - since))`` is ``year * log(decay) - key``, and a
+        store is ranked by ``key``: only a memory whose last item's key passes
+        ``year * log(decay) - log(demote_below)`` can hold a faded item. The margin covers the
+        rounding of the two sides; the faded items themselves are found as
+        ``CognitiveMemory`` finds them, by their scores. Most memories hold none in a year, and
+        this reads one key per memory instead of every item's five fields.
+        """
+        demote_below = self.retention.demote_below
+        if demote_below <= 0.0:  # no score is below 0
+            return _NO_ROWS
+        sizes = self._episodic_size[rows]
+        rows, sizes = rows[sizes > 0], sizes[sizes > 0]
+        limit = year * self._log_decay - math.log(demote_below) - 1e-9
+        return rows[self._key[self._episodic[rows, sizes - 1]] > limit]
 
     def _promote(self, year: int, rows: NDArray[np.int64], moves: _Moves) -> NDArray[np.int64]:
         """Promote the rehearsed archived items of ``rows`` (see :meth:`_rebalance_tiers`).
@@ -1806,15 +1825,14 @@ def _packed(
         keep: Which to keep.
         width: The columns of the result (``block``'s if ``None``; entries past it are cut).
     """
-    order = np.argsort(~keep, axis=1, kind="stable")
-    packed = np.take_along_axis(block, order, axis=1)
-    packed[~np.take_along_axis(keep, order, axis=1)] = _EMPTY
+    m = len(block)
     width = block.shape[1] if width is None else width
-    if width <= packed.shape[1]:
-        return packed[:, :width]
-    out = np.full((len(block), width), _EMPTY, dtype=block.dtype)
-    out[:, : packed.shape[1]] = packed
-    return out
+    packed = np.full((m, width), _EMPTY, dtype=block.dtype)
+    # Each kept entry straight to its place among its row's: no sort.
+    place = row_cumsum(keep) - 1
+    keep = keep & (place < width)
+    packed.ravel()[(place + (np.arange(m) * width)[:, None])[keep]] = block[keep]
+    return packed
 
 
 class _Moves:
