@@ -108,13 +108,13 @@ class _Written(NamedTuple):
         if done.dropped is not None:
             moved = np.flatnonzero(done.evicted_from == POOL_STORES.index("episodic"))
             dropped = done.dropped[moved]
-            for displaced, forgotten in zip(
-                pool.ids(done.evicted[moved]), dropped.tolist(), strict=True
+            forgotten = iter(pool.ids(dropped[dropped >= 0]))
+            for displaced, dropping in zip(
+                pool.ids(done.evicted[moved]), (dropped >= 0).tolist(), strict=True
             ):
                 moves.append([{"id": displaced, "from": "episodic", "to": "archive"}])
-                if forgotten >= 0:
-                    forgotten_id = pool.ids([forgotten])[0]
-                    moves[-1].append({"id": forgotten_id, "from": "archive", "to": None})
+                if dropping:
+                    moves[-1].append({"id": next(forgotten), "from": "archive", "to": None})
         return cls(
             *(pool.column(name, items) for name in cls._fields[:9]),
             pool.column("owner", gone),

@@ -56,6 +56,16 @@ def _assert_same_households(
         assert got.relocated_in == expected.relocated_in
 
 
+# Tiered retention that acts within a short run: small archives, fast demotion, promotion
+# after one retrieval.
+TIERED = (
+    "memory.retention.policy=tiered",
+    "memory.retention.archive_capacity=2",
+    "memory.retention.demote_below=0.4",
+    "memory.retention.promote_after=1",
+)
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -122,18 +132,12 @@ def _assert_same_households(
         # Tiered retention: faded and displaced memories archived, recalled ones promoted
         # back (their decay restarting), archives small enough to forget.
         (
-            "memory.retention.policy=tiered",
-            "memory.retention.archive_capacity=2",
-            "memory.retention.demote_below=0.4",
-            "memory.retention.promote_after=1",
+            *TIERED,
             "memory.episodic_capacity=4",
             "households.prior_flood_share=0.4",
         ),
         (
-            "memory.retention.policy=tiered",
-            "memory.retention.archive_capacity=2",
-            "memory.retention.demote_below=0.4",
-            "memory.retention.promote_after=1",
+            *TIERED,
             "memory.retrieval.strategy=weighted",
             "memory.reflection.enabled=true",
             "memory.reflection.threshold=1.5",
@@ -331,10 +335,7 @@ def test_an_engine_prepared_ahead_gives_the_same_run_and_sees_changes_made_after
         ),
         # Archives, access counts at demotion and rehearsal years a resumed pool is given.
         (
-            "memory.retention.policy=tiered",
-            "memory.retention.archive_capacity=2",
-            "memory.retention.demote_below=0.4",
-            "memory.retention.promote_after=1",
+            *TIERED,
             "memory.episodic_capacity=4",
             "households.prior_flood_share=0.4",
         ),
@@ -540,10 +541,7 @@ def _streams_of_both(
         # Writes and consolidations that move memories to the archive (and forget archived
         # ones), demotions and promotions in the consolidation stream; at full too.
         (
-            "memory.retention.policy=tiered",
-            "memory.retention.archive_capacity=2",
-            "memory.retention.demote_below=0.4",
-            "memory.retention.promote_after=1",
+            *TIERED,
             "memory.episodic_capacity=4",
             "households.prior_flood_share=0.4",
             "memory.consolidation_threshold=0.5",
@@ -551,10 +549,7 @@ def _streams_of_both(
         (
             "audit.level=full",
             "audit.sample=0.4",
-            "memory.retention.policy=tiered",
-            "memory.retention.archive_capacity=2",
-            "memory.retention.demote_below=0.4",
-            "memory.retention.promote_after=1",
+            *TIERED,
             "memory.reflection.enabled=true",
             "memory.episodic_capacity=3",
         ),

@@ -1199,15 +1199,16 @@ class MemoryPool:
         promoted = []
         for column in range(rehearsed.shape[1]):
             items = rehearsed[:, column]
-            # Still archived: an earlier promotion's displacements may have forgotten it.
-            archive = self._archive[owners, : int(self._archive_size[owners].max(initial=0))]
-            found = archive == items[:, None]
-            still = (items >= 0) & found.any(axis=1)
-            if not still.any():
-                continue
+            # CognitiveMemory skips an item an earlier promotion's displacements forgot, but
+            # none can be: a promotion leaves the archive before its displacement enters it,
+            # so the archive never overflows here.
+            still = items >= 0
+            if not still.any():  # past every household's last rehearsed item
+                break
             going, items = owners[still], items[still]
+            archive = self._archive[going, : int(self._archive_size[going].max())]
             self._archive[going, : archive.shape[1]] = _removed(
-                archive[still], np.argmax(found[still], axis=1)
+                archive, np.argmax(archive == items[:, None], axis=1)
             )
             self._archive_size[going] -= 1
             self._hits[items] = _EMPTY
@@ -1646,11 +1647,11 @@ class MemoryPool:
             top_k: The items the retrieval returns at most.
             candidates: Their first ``top_k`` episodic items (fewer where the store is smaller).
             fresh: Which of these working memory did not return.
-            rank: A fresh candidate's place among its household's (from 1).
+            rank: A fresh candidate's place among its household's (from 1): the retrieval has it
+                already, so the episodic head is placed by it rather than packed again.
             returned: The items working memory returned, -1 past them.
         """
         m, width = len(rows), top_k + 1
-        # Each fresh candidate straight to its place among its household's, by its rank.
         first = np.full((m, width), _EMPTY, dtype=np.int64)
         place = rank - 1 + (np.arange(m) * width)[:, None]
         first.ravel()[place[fresh]] = candidates[fresh]
