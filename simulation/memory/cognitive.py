@@ -649,9 +649,10 @@ class CognitiveMemory:
             if i.access_count - self._demoted_hits.get(i.seq, i.access_count)
             >= settings.promote_after
         ]
+        # Every rehearsed item is still archived when its turn comes: a promotion leaves the
+        # archive before its displacement from episodic memory enters it, so the archive never
+        # overflows (and forgets nothing) while promoting.
         for item in rehearsed:
-            if item not in archive:  # displaced by an earlier promotion in this loop
-                continue
             archive.remove(item)
             del self._demoted_hits[item.seq]
             # Rehearsal refreshes the memory, as in the seeds' systems (002: retrieval reinforces
