@@ -980,20 +980,17 @@ class MemoryPool:
         # is empty, and a memory short of its capacity (50 items by default) needs fewer.
         width = int(sizes.max()) + 1
         block = store[rows, :width]
-        held = block >= 0
-        keys = np.where(held, self._key[block], np.inf)
-        new_keys = self._key[items]
         # Before every held item whose key is not lower: among equal keys the newest comes first.
-        position = row_count((keys < new_keys[:, None]) & held)
-        columns = np.arange(block.shape[1])
-        shifted = np.empty_like(block)
-        shifted[:, 1:] = block[:, :-1]
-        shifted[:, 0] = _EMPTY
-        block = np.where(
-            columns < position[:, None],
-            block,
-            np.where(columns == position[:, None], items[:, None], shifted),
-        )
+        # (An empty slot's -1 reads the last key, whatever it is: `held` masks it.)
+        held = block >= 0
+        position = row_count((self._key[block] < self._key[items][:, None]) & held)
+        # Each slot takes the item before it from the new item's on, in one gather; the last
+        # slot is empty in every row, so nothing falls off.
+        columns = np.arange(width)
+        source = columns - (columns > position[:, None])
+        source += (np.arange(len(rows)) * width)[:, None]
+        block = block.take(source)
+        block[np.arange(len(rows)), position] = items
         sizes = sizes + 1
         over = sizes > capacity
         if over.any():
