@@ -1000,10 +1000,7 @@ class MemoryPool:
             else:  # the archive holds no pinned items: the last is the lowest
                 last = np.full(len(full), capacity, dtype=np.int64)
             evicted[over] = full[np.arange(len(full)), last]
-            after = np.empty_like(full)
-            after[:, :-1] = full[:, 1:]
-            after[:, -1] = _EMPTY
-            block[over] = np.where(columns < last[:, None], full, after)
+            block[over] = _removed(full, last)
             sizes[over] = capacity
         store[rows, :width] = block
         store_sizes[rows] = sizes
