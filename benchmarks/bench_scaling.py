@@ -723,9 +723,9 @@ def split_lines(splits: list[dict[str, Any]]) -> list[str]:
         smallest = s["households"][0]
         fixed_there = 1000.0 * s["ms_per_year"] / smallest
         sizes = ", ".join(str(n) for n in s["households"])
-        on = "" if s["engine"] == "objects" else f", engine {s['engine']}"
         line = (
-            f"audit {s['audit']}{on}: {s['us_per_household_year']:.2f} us per household-year "
+            f"audit {s['audit']}, engine {s['engine']}: "
+            f"{s['us_per_household_year']:.2f} us per household-year "
             f"+ {s['ms_per_year']:.2f} ms per year (fit over {sizes} households); "
             f"at {smallest} households the part per year is {fixed_there:.2f} of "
             f"{s['us_per_household_year_there']:.2f} us per household-year"
@@ -749,8 +749,12 @@ def _engine(row: dict[str, Any]) -> str:
 
 
 def _on(row: dict[str, Any]) -> str:
-    """How a verdict names a row's engine: nothing for the object path."""
-    return "" if _engine(row) == "objects" else f", engine {_engine(row)}"
+    """How a verdict or a legend names a row's engine, e.g. ``, engine arrays``.
+
+    Both engines are named: a matrix measures both, and a line that named neither was easily
+    taken for the default engine's (``engine: auto`` runs arrays).
+    """
+    return f", engine {_engine(row)}"
 
 
 def plot_scaling(rows: list[dict[str, Any]]) -> Figure | None:
@@ -776,6 +780,7 @@ def plot_scaling(rows: list[dict[str, Any]]) -> Figure | None:
         ("standard", "objects", "tab:orange"),
         ("standard", "arrays", "tab:olive"),
         ("full", "objects", "tab:red"),
+        ("full", "arrays", "tab:purple"),
     ):
         sized = sorted(
             (r for r in rows if r["audit"] == level and _engine(r) == engine),

@@ -40,14 +40,17 @@ def test_verdicts_follow_the_targets(bench):
         (line,) = [x for x in lines if all(w in x for w in words)]
         return line.rsplit(": ", 1)[1]
 
-    assert verdict("1000 households, audit off:", "floor") == "met"
-    assert verdict("1000 households, audit standard:", "floor") == "MISSED"
-    assert verdict("100000 households, audit off:", "floor") == "met"
-    assert verdict("100000 households, audit standard:", "floor") == "met"
-    assert verdict("audit off: cost per household-year") == "MISSED"
-    assert verdict("audit standard: cost per household-year") == "met"
-    assert verdict("100000 households, audit standard, full memories: peak RSS") == "MISSED"
-    assert verdict("100000 households, audit off, full memories: peak RSS") == "met"
+    assert verdict("1000 households, audit off, engine objects:", "floor") == "met"
+    assert verdict("1000 households, audit standard, engine objects:", "floor") == "MISSED"
+    assert verdict("100000 households, audit off, engine objects:", "floor") == "met"
+    assert verdict("100000 households, audit standard, engine objects:", "floor") == "met"
+    assert verdict("audit off, engine objects: cost per household-year") == "MISSED"
+    assert verdict("audit standard, engine objects: cost per household-year") == "met"
+    assert (
+        verdict("100000 households, audit standard, engine objects, full memories: peak RSS")
+        == "MISSED"
+    )
+    assert verdict("100000 households, audit off, engine objects, full memories: peak RSS") == "met"
     # Runs whose memories were not filled say nothing about the RSS target.
     assert len([x for x in lines if "peak RSS" in x]) == 2
     # Growth is the target's only between 1,000 and 100,000 households, at off and standard.
@@ -93,30 +96,41 @@ def test_fill_memories_fills_every_store_and_the_memories_stay_full(bench):
     assert {(m.working_size, m.episodic_size) for m in active} == {(working, episodic)}
 
 
-def test_plot_draws_every_level_the_floor_and_the_targets(bench, tmp_path):
+def test_plot_draws_every_level_and_engine_the_floor_and_the_targets(bench, tmp_path):
+    def on_arrays(row):
+        return {**row, "engine": "arrays"}
+
     rows = [
         _row(1_000, "off", 28.0, 0.32),
         _row(1_000, "standard", 45.0, 0.30),
         _row(1_000, "full", 67.0, 0.31),
+        on_arrays(_row(1_000, "full", 50.0, 0.31)),
         _row(10_000, "off", 28.0, 0.35),
+        on_arrays(_row(10_000, "off", 3.0, 0.35)),
         _row(10_000, "standard", 51.0, 0.34),
+        # Filled memories measure memory, not cost: not drawn.
+        on_arrays(_row(10_000, "standard", 90.0, 0.34, memories="full")),
     ]
     figure = bench.plot_scaling(rows)
     (ax,) = figure.axes
     lines = {line.get_label(): line for line in ax.get_lines()}
     assert set(lines) == {
-        "floodsim, audit off",
-        "floodsim, audit standard",
-        "floodsim, audit full",
+        "floodsim, audit off, engine objects",
+        "floodsim, audit off, engine arrays",
+        "floodsim, audit standard, engine objects",
+        "floodsim, audit full, engine objects",
+        "floodsim, audit full, engine arrays",
         "floor: empty Mesa step",
         "target off: 15x floor",
         "target standard: 20x floor",
     }
-    assert list(lines["floodsim, audit standard"].get_ydata()) == [45.0, 51.0]
-    assert list(lines["floodsim, audit full"].get_xdata()) == [1_000]
+    assert list(lines["floodsim, audit standard, engine objects"].get_ydata()) == [45.0, 51.0]
+    assert list(lines["floodsim, audit full, engine objects"].get_xdata()) == [1_000]
+    assert list(lines["floodsim, audit full, engine arrays"].get_ydata()) == [50.0]
+    assert list(lines["floodsim, audit off, engine arrays"].get_xdata()) == [10_000]
     # The floor per size is the median over that size's rows; targets are multiples of it.
-    assert list(lines["floor: empty Mesa step"].get_ydata()) == [0.31, 0.345]
-    assert list(lines["target off: 15x floor"].get_ydata()) == pytest.approx([4.65, 5.175])
+    assert list(lines["floor: empty Mesa step"].get_ydata()) == [0.31, 0.35]
+    assert list(lines["target off: 15x floor"].get_ydata()) == pytest.approx([4.65, 5.25])
     png = tmp_path / "scaling.png"
     figure.savefig(png)
     assert png.read_bytes().startswith(b"\x89PNG")
@@ -317,4 +331,4 @@ def test_split_is_written_with_the_rows_when_asked(bench, tmp_path, monkeypatch,
     bench.main()
     (split,) = json.loads(out.read_text())["split"]
     assert (split["audit"], split["engine"], split["households"]) == ("off", "objects", [20, 40])
-    assert "audit off: " in capsys.readouterr().out
+    assert "audit off, engine objects: " in capsys.readouterr().out
