@@ -14,7 +14,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from simulation import array_audit
+from simulation import array_audit, array_engine
 from simulation.config import ConfigError, RunConfig, load_config
 from simulation.decisions.scripted import IgnoredScriptRowsWarning
 from simulation.runner import FallbackWarning, build_model, resume_run, run_simulation
@@ -586,6 +586,54 @@ def test_full_traces_made_a_block_at_a_time_match_the_object_path(tmp_path, monk
     settings = ["households.count=60", "years=8", "audit.timestamps=false", "audit.level=full"]
     expected, got = _streams_of_both(tmp_path, [*settings, "households.prior_flood_share=0.4"])
     assert got == expected
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("households.prior_flood_share=0.4",),
+        # Explained households among unaudited ones, and a subsidy budget that runs out part
+        # way through a year: the subsidy each block prices with is what the blocks before paid.
+        (
+            "audit.sample=0.5",
+            "decision.pmt.asc.elevate_house=-1.0",
+            "government.budget=300000",
+            "government.initial_subsidy=0.9",
+            "decision.pmt.asc.relocate=-3.0",
+        ),
+    ],
+    ids=["full", "full-sampled-budget"],
+)
+def test_a_year_decided_a_block_of_explained_households_at_a_time_matches_the_object_path(
+    tmp_path, monkeypatch, overrides
+):
+    # Households a full trace explains go through step 7 a few at a time, and each block is
+    # executed and logged before the next is decided.
+    monkeypatch.setattr(array_engine, "_APART_BLOCK", 5)
+    years, blocks = [], []
+    engine = array_engine.ArrayEngine
+    decide, decide_block = engine._decide, engine._decide_block
+
+    def counted(sizes, method):
+        def call(self, year, rows, *args):
+            sizes.append(len(rows))
+            return method(self, year, rows, *args)
+
+        return call
+
+    monkeypatch.setattr(engine, "_decide", counted(years, decide))
+    monkeypatch.setattr(engine, "_decide_block", counted(blocks, decide_block))
+    settings = ["households.count=60", "years=8", "audit.timestamps=false", "audit.level=full"]
+    expected, got = _streams_of_both(tmp_path, [*settings, *overrides])
+    assert got == expected
+    metrics = [
+        next((tmp_path / engine).glob("*/model_years.csv")).read_bytes()
+        for engine in ("objects", "arrays")
+    ]
+    assert metrics[1] == metrics[0]
+    assert len(years) == 8
+    assert len(blocks) > 2 * len(years)  # each year went in several blocks
+    assert sum(blocks) == sum(years)  # and each household deciding in one of them
 
 
 def _decision_table(path: Path, count: int, years: int) -> list[str]:
