@@ -724,8 +724,7 @@ def split_lines(splits: list[dict[str, Any]]) -> list[str]:
         fixed_there = 1000.0 * s["ms_per_year"] / smallest
         sizes = ", ".join(str(n) for n in s["households"])
         line = (
-            f"audit {s['audit']}, engine {s['engine']}: "
-            f"{s['us_per_household_year']:.2f} us per household-year "
+            f"audit {s['audit']}{_on(s)}: {s['us_per_household_year']:.2f} us per household-year "
             f"+ {s['ms_per_year']:.2f} ms per year (fit over {sizes} households); "
             f"at {smallest} households the part per year is {fixed_there:.2f} of "
             f"{s['us_per_household_year_there']:.2f} us per household-year"

@@ -74,9 +74,9 @@ _NONE = -1
 _UNCLASSIFIED, _BY_AMOUNT = -3, -2
 # At most this many households decided one by one (those a full trace explains) go through step
 # 7 at a time. Each holds its proposal and explanation, retrieved memories, states and decision
-# until its trace is written: a year of 100,000 of them at once took a 10-year run's peak RSS
-# from 820 to 1,303 MB.
-_APART_BLOCK = 4096
+# until its trace is written: a 10-year run of 100,000 peaked at 1,303 MB with a year's at once,
+# 820 MB a block at a time.
+_EXPLAINED_PER_BLOCK = 4096
 #: The households decided one by one, by their place in the decision order (those a full trace
 #: explains): each one's proposal, its validation, the memories it retrieved and its state when
 #: it decided.
@@ -499,17 +499,17 @@ class ArrayEngine:
         """Step 7 for ``rows`` in their order: retrieve, appraise, choose, execute, remember.
 
         Households decided one by one keep what their traces need until these are written, so
-        the year goes in blocks of at most ``_APART_BLOCK`` of them, each decided, executed and
-        logged before the next. The choices are those of one pass: a household's decision
-        reads its own memories and state, and the year's context and subsidy, which carry over
-        from block to block.
+        the year goes in blocks of at most ``_EXPLAINED_PER_BLOCK`` of them, each decided,
+        executed and logged before the next. The choices are those of one pass: a household's
+        decision reads its own memories and state, and the year's context and subsidy, which
+        carry over from block to block.
 
         Returns:
             The households' threat appraisals, in decision order.
         """
         context = self.model._decision_context(year)
         explained = [] if self.audit is None else np.flatnonzero(self.audit.explains[rows])
-        starts = [0, *explained[_APART_BLOCK::_APART_BLOCK], len(rows)]
+        starts = [0, *explained[_EXPLAINED_PER_BLOCK::_EXPLAINED_PER_BLOCK], len(rows)]
         blocks = [
             self._decide_block(year, rows[a:b], draws[a:b], stats, context)
             for a, b in itertools.pairwise(starts)

@@ -609,7 +609,7 @@ def test_a_year_decided_a_block_of_explained_households_at_a_time_matches_the_ob
 ):
     # Households a full trace explains go through step 7 a few at a time, and each block is
     # executed and logged before the next is decided.
-    monkeypatch.setattr(array_engine, "_APART_BLOCK", 5)
+    monkeypatch.setattr(array_engine, "_EXPLAINED_PER_BLOCK", 5)
     years, blocks = [], []
     engine = array_engine.ArrayEngine
     decide, decide_block = engine._decide, engine._decide_block
@@ -627,8 +627,8 @@ def test_a_year_decided_a_block_of_explained_households_at_a_time_matches_the_ob
     expected, got = _streams_of_both(tmp_path, [*settings, *overrides])
     assert got == expected
     metrics = [
-        next((tmp_path / engine).glob("*/model_years.csv")).read_bytes()
-        for engine in ("objects", "arrays")
+        next((tmp_path / name).glob("*/model_years.csv")).read_bytes()
+        for name in ("objects", "arrays")
     ]
     assert metrics[1] == metrics[0]
     assert len(years) == 8
