@@ -38,7 +38,8 @@ a default run most memories are far from full (a mean of 7 episodic items of 50 
 It is the peak up to the end of the runs, before the benchmark reads every household's memory
 to report what they held (on engine arrays that read writes the pool back into objects).
 
-It prints a table and the targets' verdicts, writes them as JSON and draws the costs against
+It prints the machine it ran on (:func:`machine`: processor, CPUs, interpreter, library
+versions), a table and the targets' verdicts, writes them as JSON and draws the costs against
 the floor and the targets as a PNG beside the JSON (``scaling.png``).
 
 The speed of a shared machine drifts by more within minutes than the growth target allows
@@ -74,12 +75,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +103,8 @@ __all__ = [
     "floor_in_fresh_processes",
     "floor_seconds_per_agent_step",
     "growth",
+    "machine",
+    "machine_line",
     "main",
     "measure_one",
     "measure_rounds",
@@ -149,6 +155,65 @@ TARGET_RSS_MB = 2048
 FLOOR_MIN_SECONDS = 1.0
 #: Fresh processes the floor is measured in, per configuration (see the module docstring).
 FLOOR_PROCESSES = 5
+
+#: The libraries whose versions :func:`machine` records: the ones a year's time is spent in.
+LIBRARIES = ("mesa", "numpy", "pyarrow", "orjson")
+_CPUINFO = Path("/proc/cpuinfo")
+
+
+def machine(cpuinfo: Path = _CPUINFO) -> dict[str, Any]:
+    """What the figures were measured on: processor, logical CPUs, interpreter, libraries.
+
+    The ratios to the floor depend on the host as well as on the code. On the project's shared
+    VM the same code (the same instructions per household-year, counted under callgrind) ran
+    the default world at 1,000 households, audit ``off``, at 14.3x the floor on an Intel Xeon
+    host and at 22.8x on an AMD EPYC host: there the floor took 1.4 times as long and the
+    default world 2.2 times (``docs/performance.md``, 2026-11-30). A figure without its machine
+    cannot be compared with another.
+
+    Args:
+        cpuinfo: Linux's processor description, read for the first processor's model name,
+            family and model; elsewhere (or unreadable) the processor is ``platform``'s.
+
+    Returns:
+        ``processor``, ``cpu_family`` and ``cpu_model`` (``None`` where unknown), ``cpus``,
+        ``python``, ``platform`` and ``libraries`` (name to version).
+    """
+    fields: dict[str, str] = {}
+    try:
+        first = cpuinfo.read_text().split("\n\n", 1)[0]
+    except OSError:
+        first = ""
+    for line in first.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    libraries = {}
+    for name in LIBRARIES:
+        try:
+            libraries[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            libraries[name] = None
+    return {
+        "processor": fields.get("model name") or platform.processor() or platform.machine(),
+        "cpu_family": fields.get("cpu family"),
+        "cpu_model": fields.get("model"),
+        "cpus": os.cpu_count(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "platform": platform.platform(),
+        "libraries": libraries,
+    }
+
+
+def machine_line(host: dict[str, Any]) -> str:
+    """:func:`machine`'s record in one line, as the benchmark prints it above its table."""
+    processor = host["processor"]
+    if host["cpu_family"] is not None:
+        processor += f" (family {host['cpu_family']}, model {host['cpu_model']})"
+    libraries = ", ".join(f"{name} {version}" for name, version in host["libraries"].items())
+    return (
+        f"machine: {processor}, {host['cpus']} CPUs; {host['python']}; {host['platform']}; "
+        f"{libraries}"
+    )
 
 
 def empty_model(agents: int) -> mesa.Model:
@@ -586,6 +651,8 @@ def main() -> None:
     floored = iter(with_floors([row for rounds in results for row in rounds]))
     results = [[next(floored) for _ in rounds] for rounds in results]
     rows = [combine_rounds(r) if args.rounds > 1 else r[0] for r in results]
+    host = machine()
+    print(machine_line(host))
     header = (
         f"{'households':>10} {'audit':>8} {'engine':>7} {'memories':>8} {'hh-yr/s':>9} "
         f"{'us/hh-yr':>9} "
@@ -606,14 +673,14 @@ def main() -> None:
     checks = target_checks(rows)
     for line in checks:
         print(line)
-    written: dict[str, Any] = {"rows": rows, "targets": checks}
+    written: dict[str, Any] = {"machine": host, "rows": rows, "targets": checks}
     if args.split:
         written["split"] = cost_split(rows)
         for line in split_lines(written["split"]):
             print(line)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(written, indent=2))
-    figure = plot_scaling(rows)
+    figure = plot_scaling(rows, host["processor"])
     if figure is not None:
         png = args.json.with_suffix(".png")
         figure.savefig(png, dpi=120)
@@ -756,14 +823,15 @@ def _on(row: dict[str, Any]) -> str:
     return f", engine {_engine(row)}"
 
 
-def plot_scaling(rows: list[dict[str, Any]]) -> Figure | None:
+def plot_scaling(rows: list[dict[str, Any]], processor: str | None = None) -> Figure | None:
     """Cost per household-year by population size, against the floor and the targets.
 
     Runs with filled memories (``memories`` "full") measure memory, not cost, and are left out.
 
     One line per audit level and engine; the floor is drawn with the two ratio targets above
     it (15x for ``off``, 20x for ``standard``), so a level meets its target where its line runs
-    below the target's. ``None`` when no row was measured.
+    below the target's. ``None`` when no row was measured. The title names ``processor`` when
+    given: the ratios depend on the host (see :func:`machine`).
     """
     # Imported here: the measuring child processes must not load it (it would add to their RSS).
     from matplotlib.figure import Figure
@@ -812,7 +880,8 @@ def plot_scaling(rows: list[dict[str, Any]]) -> Figure | None:
     ax.set_yscale("log")
     ax.set_xlabel("households")
     ax.set_ylabel("µs per household-year")
-    ax.set_title("Cost per household-year against the empty-Mesa floor")
+    title = "Cost per household-year against the empty-Mesa floor"
+    ax.set_title(title if processor is None else f"{title}\non {processor}")
     ax.grid(True, which="both", alpha=0.3)
     figure.legend(loc="outside right center", fontsize="small")
     return figure

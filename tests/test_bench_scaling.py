@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from importlib import metadata
 
 import pytest
 
@@ -230,8 +232,10 @@ def test_rounds_run_every_configuration_in_turn(bench, tmp_path, monkeypatch, ca
     assert any("cost per household-year at 40" in x for x in written["targets"])
     # One floor process after each configuration in each round: two per row, both kept.
     assert [len(r["floor_us_per_agent_step_processes"]) for r in written["rows"]] == [2, 2]
-    # Each row's CPU time, the kernel's in brackets, as the JSON has it.
-    header, _, *lines = printed.out.splitlines()
+    # The machine first (also in the JSON), then each row's CPU time, the kernel's in brackets.
+    host, header, _, *lines = printed.out.splitlines()
+    assert host == bench.machine_line(written["machine"])
+    assert written["machine"]["cpus"] == os.cpu_count()
     assert "CPU us (sys)" in header
     cpu, kernel = (written["rows"][0][f"{k}_us_per_household_year"] for k in ("cpu", "system"))
     assert f"{cpu:.1f} ({kernel:.1f})" in lines[0]
@@ -332,3 +336,46 @@ def test_split_is_written_with_the_rows_when_asked(bench, tmp_path, monkeypatch,
     (split,) = json.loads(out.read_text())["split"]
     assert (split["audit"], split["engine"], split["households"]) == ("off", "objects", [20, 40])
     assert "audit off, engine objects: " in capsys.readouterr().out
+
+
+_CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 1
+model name\t: AMD EPYC
+
+processor\t: 1
+cpu family\t: 6
+model\t\t: 207
+model name\t: Intel Xeon
+"""
+
+
+def test_the_machine_is_the_first_processor_of_cpuinfo_with_the_libraries(bench, tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(_CPUINFO)
+    host = bench.machine(cpuinfo)
+    assert (host["processor"], host["cpu_family"], host["cpu_model"]) == ("AMD EPYC", "25", "1")
+    assert host["cpus"] == os.cpu_count()
+    assert host["libraries"]["numpy"] == metadata.version("numpy")
+    assert set(host["libraries"]) == {"mesa", "numpy", "pyarrow", "orjson"}
+    line = bench.machine_line(host)
+    assert line.startswith(f"machine: AMD EPYC (family 25, model 1), {os.cpu_count()} CPUs; ")
+    assert f"numpy {metadata.version('numpy')}" in line
+
+
+def test_without_cpuinfo_the_machine_is_platforms_and_has_no_family(bench, tmp_path):
+    host = bench.machine(tmp_path / "absent")
+    assert host["processor"]
+    assert host["cpu_family"] is None
+    assert "family" not in bench.machine_line(host)
+
+
+def test_the_plot_names_the_processor_it_was_measured_on(bench):
+    rows = [_row(1_000, "off", 4.0, 0.4), _row(10_000, "off", 3.0, 0.3)]
+    for row in rows:
+        row["engine"] = "arrays"
+    (axes,) = bench.plot_scaling(rows, "AMD EPYC").axes
+    assert axes.get_title().endswith("\non AMD EPYC")
+    (axes,) = bench.plot_scaling(rows).axes
+    assert "\n" not in axes.get_title()
