@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -39,10 +38,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_scaling import machine, machine_line
+
 from simulation.config import load_config
 from simulation.decisions.llm import LLMPolicy, LLMRequest
 from simulation.decisions.llm.testing import FakeOpenAIServer
 from simulation.runner import build_model, run_simulation
+
+__all__ = ["bench_decide_all", "bench_model", "main", "overrides", "run_variant"]
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = ROOT / "configs" / "default.yaml"
@@ -178,6 +181,7 @@ def run_variant(args: argparse.Namespace, variant: str) -> dict[str, Any]:
 
 
 def main() -> int:
+    """Run each variant, print the table and write the JSON file."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--households", type=int, default=400)
     parser.add_argument("--years", type=int, default=2)
@@ -190,6 +194,11 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write results")
     args = parser.parse_args()
+    if min(args.households, args.years, args.concurrency) < 1 or not args.latency > 0:
+        parser.error(
+            "--households, --years and --concurrency must be at least 1 and --latency above 0, "
+            f"got {args.households}, {args.years}, {args.concurrency} and {args.latency}"
+        )
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
@@ -206,17 +215,16 @@ def main() -> int:
         "max_concurrency": args.concurrency,
         "ideal_decisions_per_s": round(ideal, 2),
         "target_decisions_per_s": round(target, 2),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
+        "machine": machine(),
         "variants": {},
     }
     for variant in variants:
         print(f"running {variant} ...", file=sys.stderr, flush=True)
         results["variants"][variant] = run_variant(args, variant)
 
+    print(f"\n{machine_line(results['machine'])}")
     print(
-        f"\nLLM decisions: {args.households} households, server latency {args.latency * 1000:.0f}"
+        f"LLM decisions: {args.households} households, server latency {args.latency * 1000:.0f}"
         f" ms, max_concurrency {args.concurrency}: ideal {ideal:.1f}/s, target {target:.1f}/s"
     )
     header = f"{'variant':<15} {'measure':<22} {'decisions':>9} {'wall s':>8} {'dec/s':>8}  target"

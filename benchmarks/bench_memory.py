@@ -3,7 +3,8 @@
 Measures, for a memory holding 10 working and 50 episodic items (the class's default
 capacities, seed 000's): add (working, episodic, routed), retrieve(top_k=5) under each
 strategy, consolidate, and the deep size of one household's memory object. Prints a table and
-writes JSON. ``configs/default.yaml`` keeps 4 working items and retrieves 6, so its
+writes JSON (``machine``: what it ran on, see ``bench_scaling.machine``; ``results``: the
+figures by name). ``configs/default.yaml`` keeps 4 working items and retrieves 6, so its
 retrievals always reach episodic memory, as the "via episodic" case does; the whole-model cost
 is bench_scaling.py's.
 
@@ -15,12 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import timeit
 from pathlib import Path
 
+from bench_scaling import machine, machine_line
+
 from simulation.memory import CognitiveMemory, RetrievalSettings
+
+__all__ = ["deep_size", "full_memory", "main", "per_call_us", "run"]
 
 SHARED_TYPES = (
     "RetrievalSettings",
@@ -121,13 +125,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, default=Path("benchmarks/results/memory.json"))
     args = parser.parse_args()
+    host = machine()
+    print(machine_line(host))
     results = run()
-    print(f"CognitiveMemory, 10 working + 50 episodic items ({platform.python_version()})")
+    print("CognitiveMemory, 10 working + 50 episodic items")
     for name, value in results.items():
         unit = "B" if "bytes" in name else "us"
         print(f"  {name:<40} {value:>10.2f} {unit}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=2))
+    args.json.write_text(json.dumps({"machine": host, "results": results}, indent=2))
 
 
 if __name__ == "__main__":
