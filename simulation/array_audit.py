@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from simulation.audit.lines import (
     NOTHING,
+    coded,
     collapsed,
     joined_rows,
     nonzero_objects,
@@ -268,12 +269,12 @@ class ArrayAudit:
             collapsed(written.importance, numbers),
             collapsed(written.year, numbers),
             collapsed(written.tags, lambda c: _labels(c, written.tag_sets)),
-            collapsed(written.source, self._sources.take),
+            collapsed(written.source, lambda c: coded(c, self._sources)),
             only_where(has_amount, numbers(np.where(has_amount, amounts, 0.0)))
             if has_amount.any()
             else pa.nulls(count, _BINARY),
             only_where(pinned, _TRUE) if pinned.any() else pa.nulls(count, _BINARY),
-            collapsed(done.stores, self._stores.take),
+            collapsed(done.stores, lambda c: coded(c, self._stores)),
             evicted,
         )
 
@@ -351,7 +352,7 @@ class ArrayAudit:
                     self._lines(households, decided, memories) if standard else None,
                     nonzero_objects(before) if before is not None else None,
                     *sizes,
-                    strings(choices["skill_ids"]).take(skill),
+                    coded(skill, strings(choices["skill_ids"])),
                     cost,
                     tp,
                     cp,
@@ -588,7 +589,7 @@ def _among_nulls(
     )
 
 
-def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.Array:
+def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.DictionaryArray:
     """The encodings of ``names[code]`` for each of ``codes``, each distinct one encoded once."""
     used, which = np.unique(codes, return_inverse=True)
-    return strings([names[code] for code in used.tolist()]).take(which.ravel())
+    return coded(which, strings([names[code] for code in used.tolist()]))

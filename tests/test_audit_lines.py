@@ -6,13 +6,14 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from simulation.audit.lines import (
     HOLE,
     OPTIONAL,
     LineTemplate,
+    coded,
     collapsed,
     joined_numbers,
     joined_rows,
@@ -183,6 +184,53 @@ def test_a_template_takes_one_column_per_hole():
 def test_an_optional_entry_cannot_open_an_object():
     with pytest.raises(ValueError, match="after its first"):
         LineTemplate({"a": OPTIONAL, "b": HOLE})
+
+
+@st.composite
+def columns_of_each_kind(draw: st.DrawFn) -> list[tuple[str, list[str], list[int]]]:
+    """Four columns of texts, each given as an array, as codes into a table, or once for all."""
+    count = draw(st.integers(1, 8))
+    columns = []
+    for _ in range(4):
+        table = draw(st.lists(texts, min_size=1, max_size=4))
+        codes = draw(st.lists(st.integers(0, len(table) - 1), min_size=count, max_size=count))
+        kind = draw(st.sampled_from(["array", "coded", "once"]))
+        columns.append((kind, table, [0] * count if kind == "once" else codes))
+    return columns
+
+
+@given(texts, columns_of_each_kind())
+def test_coded_columns_fill_the_lines_orjson_writes(run_id, columns):
+    # A coded column takes the fixed parts around it into its table's entries (where the table
+    # is small beside the lines): next to another coded column, to values given once, first,
+    # last, or as the only column left; the lines must not change.
+    assume(any(kind != "once" for kind, _, _ in columns))
+    template = LineTemplate(
+        {"run_id": run_id, "a": HOLE, "nested": {"b": HOLE, "c": HOLE}, "d": [HOLE]}
+    )
+    given_columns: list[pa.Array | bytes] = []
+    for kind, table, codes in columns:
+        if kind == "once":
+            given_columns.append(orjson.dumps(table[0]))
+        elif kind == "coded":
+            given_columns.append(coded(np.array(codes), strings(table)))
+        else:
+            given_columns.append(strings(table[code] for code in codes))
+    rows = zip(*([table[code] for code in codes] for _, table, codes in columns), strict=True)
+    expected = b"".join(
+        orjson.dumps(
+            {"run_id": run_id, "a": a, "nested": {"b": b, "c": c}, "d": [d]},
+            option=orjson.OPT_APPEND_NEWLINE,
+        )
+        for a, b, c, d in rows
+    )
+    assert bytes(line_bytes(template.fill(*given_columns))) == expected
+
+
+def test_a_coded_column_reads_as_its_table_taken_by_code():
+    column = coded(np.array([2, 0, 2, 1]), strings(["x", "y", "z"]))
+    assert _values(column) == [b'"z"', b'"x"', b'"z"', b'"y"']
+    assert _values(column[1:3]) == [b'"x"', b'"z"']
 
 
 def test_values_the_same_in_every_line_can_be_given_once():

@@ -48,6 +48,7 @@ __all__ = [
     "NOTHING",
     "OPTIONAL",
     "LineTemplate",
+    "coded",
     "collapsed",
     "encoded",
     "joined_numbers",
@@ -130,37 +131,77 @@ class LineTemplate:
 
         Args:
             *columns: Binary arrays of encoded values, all of one length (a line per entry),
-                or bytes: one encoded value for every line. At least one must be an array.
+                or bytes: one encoded value for every line. At least one must be an array. A
+                column of recurring values may come as a ``pa.DictionaryArray`` (codes into a
+                binary array of their encodings, as :func:`coded` makes): the fixed parts
+                around it then join its entries rather than each line, where it has at most
+                half as many entries as lines.
 
         Returns:
             A binary array of the lines (see :func:`line_bytes` to write them).
         """
         if len(columns) != self.holes:
             raise ValueError(f"the template has {self.holes} holes, given {len(columns)} columns")
-        # Values the same in every line join the fixed parts around them: pyarrow's cost is
-        # per piece of each line.
+        # pyarrow's join costs about the same for each piece of each line, whatever its length
+        # (docs/performance.md): values the same in every line join the fixed parts around
+        # them, and a coded column takes the fixed parts on both sides into its entries.
         pieces: list[Any] = []
         fixed = self._parts[0]
-        for column, part in zip(columns, self._parts[1:], strict=True):
-            if isinstance(column, bytes):
-                fixed += column + part
+        waiting: tuple[pa.DictionaryArray, bytes] | None = None  # a coded column and its prefix
+        for given, part in zip(columns, self._parts[1:], strict=True):
+            if isinstance(given, bytes):
+                fixed += given + part
                 continue
-            if fixed:
-                pieces.append(self._scalar(fixed))
-            pieces.append(column)
+            if waiting is not None:
+                pieces.append(self._folded(*waiting, fixed))
+                waiting, fixed = None, b""
+            column = _foldable(given)
+            if isinstance(column, pa.DictionaryArray):
+                waiting = column, fixed
+            else:
+                if fixed:
+                    pieces.append(self._scalar(fixed))
+                pieces.append(column)
             fixed = part
+        if waiting is not None:
+            pieces.append(self._folded(*waiting, fixed))
+            fixed = b""
         if not pieces:
             raise ValueError("a template is filled from at least one array")
         if fixed:
             pieces.append(self._scalar(fixed))
+        if len(pieces) == 1:  # a coded column that took every fixed part
+            return pieces[0]
         # binary_join_element_wise takes its last argument as the separator.
         return pc.binary_join_element_wise(*pieces, _NO_SEPARATOR)
+
+    def _folded(self, column: pa.DictionaryArray, prefix: bytes, suffix: bytes) -> pa.Array:
+        """``column``'s values, each between ``prefix`` and ``suffix``."""
+        entries = column.dictionary
+        if prefix or suffix:
+            around = [self._scalar(prefix)] if prefix else []
+            around.append(entries)
+            if suffix:
+                around.append(self._scalar(suffix))
+            entries = pc.binary_join_element_wise(*around, _NO_SEPARATOR)
+        return entries.take(column.indices)
 
     def _scalar(self, fixed: bytes) -> pa.Scalar:
         scalar = self._scalars.get(fixed)
         if scalar is None:  # fixed parts with constant values: a few per template
             scalar = self._scalars[fixed] = pa.scalar(fixed, _BINARY)
         return scalar
+
+
+def _foldable(column: pa.Array) -> pa.Array:
+    """``column``, decoded unless it is coded with at most half as many entries as lines.
+
+    Folding joins up to three pieces per entry to spare two per line: with more entries than
+    that, joining them would cost more than it spares.
+    """
+    if isinstance(column, pa.DictionaryArray) and 2 * len(column.dictionary) > len(column):
+        return column.dictionary.take(column.indices)
+    return column
 
 
 def numbers(values: ArrayLike) -> pa.Array:
@@ -223,6 +264,20 @@ def collapsed(
     if len(values) and (bits == bits[0]).all():
         return encode(values[:1])[0].as_py()
     return encode(values)
+
+
+def coded(codes: ArrayLike, table: pa.Array) -> pa.DictionaryArray:
+    """The column ``table.take(codes)``, kept as codes into ``table`` until a template fills it.
+
+    :meth:`LineTemplate.fill` then joins the fixed parts around the column to the table's
+    entries, once each, rather than to every line.
+
+    Args:
+        codes: Positions in ``table``, 1-D.
+        table: Encoded values (a binary array), such as :func:`strings` makes.
+    """
+    indices = pa.array(np.asarray(codes, dtype=np.int64).ravel())
+    return pa.DictionaryArray.from_arrays(indices, table, safe=False)
 
 
 def strings(values: Iterable[Any]) -> pa.Array:
@@ -316,12 +371,13 @@ def optional(key: str, values: pa.Array) -> pa.Array | bytes:
     return pc.fill_null(entry, _NO_SEPARATOR)
 
 
-def nonzero_objects(columns: Mapping[str, np.ndarray]) -> pa.Array:
+def nonzero_objects(columns: Mapping[str, np.ndarray]) -> pa.DictionaryArray:
     """Each row's JSON object of its values that are not 0 or False, keyed by column name.
 
     Row ``i`` is what orjson gives for ``{k: v[i] for k, v in columns.items() if v[i]}``: the
     entries in the columns' order, ``{}`` where every value is 0. A household's changed state
-    fields, say, without a dict per household.
+    fields, say, without a dict per household. The column comes :func:`coded`: the rows with
+    no entry share the one empty object.
 
     Args:
         columns: At least one column, all 1-D and of one length: bools, ints or floats
@@ -354,7 +410,7 @@ def nonzero_objects(columns: Mapping[str, np.ndarray]) -> pa.Array:
                 _OPEN, *entries, _CLOSE, NOTHING, null_handling="replace", null_replacement=""
             )
         )
-    return pa.concat_arrays(objects).take(which)
+    return coded(which, pa.concat_arrays(objects))
 
 
 @functools.cache

@@ -39,6 +39,7 @@ from simulation.audit.lines import (
     HOLE,
     OPTIONAL,
     LineTemplate,
+    coded,
     collapsed,
     encoded,
     joined_numbers,
@@ -300,7 +301,7 @@ def _construct_entries(values: np.ndarray) -> pa.Array:
     levels = _level_codes(values)
     steps = _share_steps(values, 1e3)
     if steps is not None:
-        return _construct_table().take(levels * 1001 + steps)
+        return coded(levels * 1001 + steps, _construct_table())
     return _CONSTRUCT.fill(_LEVEL_NAMES.take(levels), _rounded_numbers(values, 1e3))
 
 
@@ -355,7 +356,7 @@ def _state_after_entries(changes: StateChanges) -> pa.Array | bytes:
         for change in changes.kinds
     ]
     entries = optional("state_after", pa.array(encodings, _BINARY))
-    return entries if isinstance(entries, bytes) else entries.take(changes.which)
+    return entries if isinstance(entries, bytes) else coded(changes.which, entries)
 
 
 class MemoryLines(NamedTuple):
@@ -1150,7 +1151,7 @@ class AuditWriter:
             call.fill(
                 lines.agent_ids,
                 retrieved,
-                numbers(counts),
+                collapsed(counts),  # top_k for everyone, once memories hold that many
                 joined_numbers(_rounded_array(scores, 1e6), counts),
             )
         )
@@ -1179,7 +1180,7 @@ class AuditWriter:
                 retrieved,
                 _joined_rounded_numbers(scores, 1e3, counts),
                 collapsed(lines.working),  # a full working memory's size, after a few years
-                numbers(lines.episodic),
+                collapsed(lines.episodic),
                 lines.updates.ids,
                 *constructs,
                 actions,
