@@ -12,7 +12,9 @@ A row's JSON list is cut from entries that already carry their commas (:func:`jo
 Every byte of a line comes from orjson, so the lines are those orjson gives for the lines'
 dicts; ``tests/test_audit_lines.py`` and ``tests/test_array_engine.py`` compare them.
 
-A column is a pyarrow binary array of encoded JSON values. A null in a column leaves the
+A column is a pyarrow binary array of encoded JSON values, or a column of recurring values
+kept as codes into a table of their encodings (:func:`coded`), which a template joins to the
+fixed parts around it entry by entry rather than line by line. A null in a column leaves the
 line's entry out where the template marks it :data:`OPTIONAL` (see :func:`optional`).
 
 Example:

@@ -363,9 +363,9 @@ class MemoryLines(NamedTuple):
     """Many memory writes, in order, as :meth:`AuditWriter.memory_updates` logs them.
 
     Each attribute is a column of encoded JSON values, an entry per write (a pyarrow binary
-    array: see simulation/audit/lines.py). Those typed ``pa.Array | bytes`` may instead be one
-    encoded value, the same for every write: a line template then writes it with its fixed
-    parts, at no cost per line.
+    array, or one coded into a table of encodings: see simulation/audit/lines.py). Those typed
+    ``pa.Array | bytes`` may instead be one encoded value, the same for every write: a line
+    template then writes it with its fixed parts, at no cost per line.
 
     Attributes:
         agent_ids: The household of each write.
@@ -399,7 +399,7 @@ class DecisionLines(NamedTuple):
     """Many households' decisions, in decision order, as :meth:`AuditWriter.decisions` logs them.
 
     Values the writer rounds are given as numbers; the rest are encoded JSON values (pyarrow
-    binary arrays: see simulation/audit/lines.py).
+    binary arrays, or coded into tables of encodings: see simulation/audit/lines.py).
 
     Attributes:
         agent_ids: The households (encoded).
