@@ -107,6 +107,19 @@ def test_a_column_of_one_value_collapses_to_its_bytes(values):
     assert collapsed(np.array([], dtype=np.int64)).to_pylist() == []
 
 
+@given(
+    st.one_of(
+        floats.map(lambda v: np.array([v])),
+        ints.map(lambda v: np.array([v], dtype=np.int64)),
+        st.booleans().map(lambda v: np.array([v])),
+        st.integers(0, 255).map(lambda v: np.array([v], dtype=np.uint8)),
+    ),
+    st.integers(1, 5),
+)
+def test_a_repeated_number_collapses_to_its_encoding_in_a_column(value, count):
+    assert collapsed(np.repeat(value, count)) == numbers(value)[0].as_py()
+
+
 def test_nan_is_encoded_as_orjson_encodes_it():
     assert _values(numbers(np.array([np.nan, 1.5]))) == [b"null", b"1.5"]
 

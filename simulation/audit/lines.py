@@ -264,6 +264,8 @@ def collapsed(
     """
     bits = values.view(f"u{values.itemsize}") if values.dtype.kind == "f" else values
     if len(values) and (bits == bits[0]).all():
+        if encode is numbers:  # orjson's "[v]" holds the value as numbers() encodes it
+            return orjson.dumps(values[:1], option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
         return encode(values[:1])[0].as_py()
     return encode(values)
 
