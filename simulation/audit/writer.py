@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 import numpy as np
 import orjson
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from isal import igzip
@@ -1042,9 +1043,9 @@ class AuditWriter:
         template = self._line_template(_YEAR_END, {"consolidation": HOLE})
         # Most year ends change nothing: each pair of sizes is encoded once.
         span = int(episodic.max()) + 1
-        pairs, which = np.unique(working.astype(np.int64) * span + episodic, return_inverse=True)
+        which, pairs = pd.factorize(working.astype(np.int64) * span + episodic)
         quiet = [self._quiet_entry(*divmod(pair, span))[0] for pair in pairs.tolist()]
-        entries = pa.array(quiet, _BINARY).take(which.ravel())
+        entries = pa.array(quiet, _BINARY).take(which)
         if moved:
             changed = np.zeros(len(agent_ids), dtype=bool)
             changed[list(moved)] = True

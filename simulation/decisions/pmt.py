@@ -39,6 +39,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
+import pandas as pd
 from pydantic import Field, field_validator, model_validator
 
 from simulation.agents.state import FloodZone, ZoneColumn, by_zone, per_zone
@@ -856,10 +857,11 @@ class PMTPolicy:
         # math.exp, not np.exp: the two may differ in the last bit, and TP decides choices.
         # Households share their memories' years and scores, so a few hundred distinct
         # evidence values serve tens of thousands of households: each is exponentiated once.
-        distinct, which = np.unique(evidence[cued], return_inverse=True)
+        # Hashed, not sorted (np.unique): several times faster, and no order is needed.
+        which, distinct = pd.factorize(evidence[cued], use_na_sentinel=False)
         saturation = np.array([math.exp(gain * e) for e in distinct.tolist()])
         tp = base.copy()
-        tp[cued] = 1.0 - (1.0 - base[cued]) * saturation[which.ravel()]
+        tp[cued] = 1.0 - (1.0 - base[cued]) * saturation[which]
         return tp
 
     def choose_many(

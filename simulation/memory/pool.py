@@ -40,6 +40,7 @@ from itertools import compress
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from simulation.memory.item import SOURCES, MemoryItem
 from simulation.memory.reflection import RuleBasedReflector, flood_experience
@@ -427,9 +428,10 @@ class MemoryPool:
         if (importance == first).all():  # one importance for all (the usual write)
             value = float(first[0]) if len(first) else 1.0
             return year * self._log_decay - (math.log(value) if value > 0.0 else -math.inf)
-        distinct, where = np.unique(importance, return_inverse=True)
+        # Hashed, not sorted (np.unique): several times faster, and no order is needed.
+        where, distinct = pd.factorize(importance, use_na_sentinel=False)
         logs = np.array([math.log(v) if v > 0.0 else -math.inf for v in distinct.tolist()])
-        return year * self._log_decay - logs[where.reshape(importance.shape)]
+        return year * self._log_decay - logs[where]
 
     def _decay_factors(
         self, ages: NDArray[np.int64], rate: float | None = None
