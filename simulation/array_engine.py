@@ -33,6 +33,7 @@ import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+import pandas as pd
 
 from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, HouseholdState, ZoneColumn
 from simulation.array_audit import ArrayAudit
@@ -385,14 +386,11 @@ class ArrayEngine:
         # there are few, so the work is done on these pairs rather than on the whole table.
         seer, slot = np.nonzero((adopted >= 0) & (neighbors >= 0))
         kinds_count = len(_ADOPTIONS)
-        # A (household, kind) group per kind a household saw; its first pair is where its
-        # neighbours first show that kind, so ordering the groups by it ranks each
-        # household's kinds in the order it saw them.
-        keys, first, seen = np.unique(
-            seer * kinds_count + adopted[seer, slot], return_index=True, return_counts=True
-        )
-        in_order = np.argsort(first)
-        keys, seen = keys[in_order], seen[in_order]
+        # A (household, kind) group per kind a household saw, in the order of the groups'
+        # first pairs (pandas.factorize's order): each household's kinds in the order its
+        # neighbours first show them.
+        group, keys = pd.factorize(seer * kinds_count + adopted[seer, slot])
+        seen = np.bincount(group, minlength=len(keys))
         households, kinds = np.divmod(keys, kinds_count)
         opens = np.ones(len(households), dtype=np.bool_)  # a household's first kind
         opens[1:] = households[1:] != households[:-1]
@@ -821,7 +819,10 @@ class ArrayEngine:
             code = chosen.astype(np.int64)
             for column in values:
                 code = 2 * code + column
-            _, first, which = np.unique(code, return_index=True, return_inverse=True)
+            which, _ = pd.factorize(code)  # hashed, not sorted: no order is needed
+            # Each distinct code's first household: where the codes reach a new one.
+            running = np.maximum.accumulate(which)
+            first = np.flatnonzero(np.diff(running, prepend=-1))
             alike = np.column_stack([chosen[first], *(column[first] for column in values)])
         else:
             alike, which = np.unique(
