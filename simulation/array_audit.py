@@ -592,6 +592,6 @@ def _among_nulls(
 
 def _labels(codes: NDArray[np.integer], names: Sequence[Any]) -> pa.DictionaryArray:
     """The encodings of ``names[code]`` for each of ``codes``, each distinct one encoded once."""
-    # pandas hashes where np.unique sorts (several times faster); the codes' order is no matter.
+    # Hashed, not sorted (np.unique): several times faster, and no order is needed.
     which, used = pd.factorize(codes)
     return coded(which, strings([names[code] for code in used.tolist()]))
