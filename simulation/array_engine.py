@@ -1211,14 +1211,15 @@ class _Gathered:
     same for one row as for a hundred.
     """
 
-    __slots__ = ("importance", "tag_index", "tag_sets", "text_index", "texts")
+    __slots__ = ("group", "importances", "tag_sets", "text_index", "texts")
 
     def __init__(self, count: int) -> None:
         self.texts: list[str] = []
         self.text_index = np.empty(count, dtype=np.int64)
-        self.importance = np.empty(count)
+        # A group's importance and tags are its own: each row names them by its group.
+        self.importances: list[float] = []
         self.tag_sets: list[tuple[str, ...]] = []
-        self.tag_index = np.empty(count, dtype=np.int64)
+        self.group = np.empty(count, dtype=np.int64)
 
     def add(
         self,
@@ -1232,8 +1233,8 @@ class _Gathered:
         start = len(self.texts)
         self.text_index[which] = start + (np.arange(len(texts)) if index is None else index)
         self.texts += texts
-        self.importance[which] = importance
-        self.tag_index[which] = len(self.tag_sets)
+        self.group[which] = len(self.tag_sets)
+        self.importances.append(importance)
         self.tag_sets.append(tuple(tags))
 
     def write(
@@ -1243,11 +1244,12 @@ class _Gathered:
         return pool.write(
             rows,
             self.texts,
-            self.importance,
+            self.importances,
             year,
             self.tag_sets,
             text_index=self.text_index,
-            tag_index=self.tag_index,
+            tag_index=self.group,
+            importance_index=self.group,
             **options,
         )
 

@@ -479,6 +479,32 @@ def test_pool_writes_distinct_tag_sets_by_index():
         pool.write([0, 1, 2], "noted", 0.5, 2, [("a",)], tag_index=[0, 0])
 
 
+def test_pool_writes_distinct_importances_by_index():
+    """Importances named by index route, rank and evict as the same importances row by row."""
+    ids = ["H0", "H1", "H2", "H3"]
+    by_index = MemoryPool(ids, working_capacity=1, episodic_capacity=2)
+    by_row = MemoryPool(ids, working_capacity=1, episodic_capacity=2)
+    distinct, index = [0.3, 0.9, 0.0], [1, 0, 1, 2]
+    for year in range(4):
+        rows = np.roll(np.arange(4), year)
+        done = by_index.write(rows, "noted", distinct, year, importance_index=index)
+        same = by_row.write(rows, "noted", [distinct[i] for i in index], year)
+        np.testing.assert_array_equal(done.stores, same.stores)
+        np.testing.assert_array_equal(done.evicted, same.evicted)
+
+    def held(pool: MemoryPool, row: int) -> list[tuple[int, float, bool]]:
+        items = [pool.item(i) for i in (*pool.working(row), *pool.episodic(row))]
+        return [(item.seq, item.importance, item.consolidated) for item in items]
+
+    for row in range(4):
+        assert held(by_index, row) == held(by_row, row)
+    np.testing.assert_array_equal(by_index._key[: by_index._size], by_row._key[: by_row._size])
+    with pytest.raises(ValueError, match="3 importance indices for 4 rows"):
+        by_index.write(np.arange(4), "noted", distinct, 5, importance_index=[0, 1, 2])
+    with pytest.raises(ValueError, match=r"importance must be in \[0, 1\], got 1.5"):
+        by_index.write(np.arange(4), "noted", [0.5, 1.5], 5, importance_index=[0, 0, 1, 0])
+
+
 def _noting_years(pool: MemoryPool, years: int) -> list[int]:
     """Write a note and a flood to every household a year; the table's size after each year."""
     rows = np.arange(len(pool))

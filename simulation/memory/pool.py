@@ -418,18 +418,32 @@ class MemoryPool:
             self._tag_sets.append(tags)
         return tag_id
 
-    def _ranking_keys(self, importance: NDArray[np.float64], year: NDArray[np.int64]) -> NDArray:
+    def _ranking_keys(
+        self,
+        importance: NDArray[np.float64],
+        year: NDArray[np.int64],
+        shared: tuple[NDArray[np.float64], NDArray[np.int64]] | None = None,
+    ) -> NDArray:
         """``year * log(decay) - log(importance)`` (inf at importance 0), as Python computes it.
 
         ``math.log`` of each distinct importance, not ``np.log``: the two may differ in the last
         bit, and equal keys decide ties.
+
+        Args:
+            importance: Each item's importance.
+            year: The year each item's decay counts from.
+            shared: The importances and each item's position among them, when the caller
+                knows them (see :meth:`write`'s ``importance_index``): no search for them.
         """
-        first = importance[:1]
-        if (importance == first).all():  # one importance for all (the usual write)
-            value = float(first[0]) if len(first) else 1.0
-            return year * self._log_decay - (math.log(value) if value > 0.0 else -math.inf)
-        # Hashed, not sorted (np.unique): several times faster, and no order is needed.
-        where, distinct = pd.factorize(importance, use_na_sentinel=False)
+        if shared is not None:
+            distinct, where = shared
+        else:
+            first = importance[:1]
+            if (importance == first).all():  # one importance for all (the usual write)
+                value = float(first[0]) if len(first) else 1.0
+                return year * self._log_decay - (math.log(value) if value > 0.0 else -math.inf)
+            # Hashed, not sorted (np.unique): several times faster, and no order is needed.
+            where, distinct = pd.factorize(importance, use_na_sentinel=False)
         logs = np.array([math.log(v) if v > 0.0 else -math.inf for v in distinct.tolist()])
         return year * self._log_decay - logs[where]
 
@@ -751,6 +765,7 @@ class MemoryPool:
         pinned: bool = False,
         text_index: ArrayLike | None = None,
         tag_index: ArrayLike | None = None,
+        importance_index: ArrayLike | None = None,
     ) -> PoolWrite:
         """Write one memory to each household of ``rows``, routed as ``CognitiveMemory.write``.
 
@@ -761,7 +776,8 @@ class MemoryPool:
             rows: Households written to, each at most once.
             contents: One text for all, or one per row, or (with ``text_index``) the distinct
                 texts written.
-            importance: Salience in [0, 1], one for all or one per row.
+            importance: Salience in [0, 1], one for all or one per row, or (with
+                ``importance_index``) the distinct importances written.
             year: Simulation year of the experience, one for all or one per row.
             tags: Classification tags shared by the items (a single string is one tag), or
                 (with ``tag_index``) the distinct tag sets written.
@@ -772,6 +788,9 @@ class MemoryPool:
                 writing a few distinct texts look each text up once.
             tag_index: For each row, the position of its tag set in ``tags``: one write of
                 memories tagged differently (each skill's decision memories, say).
+            importance_index: For each row, the position of its importance in ``importance``:
+                a few importances shared by many rows (each skill's) have their logarithms
+                taken once each for the ranking keys, with no search of the rows for them.
 
         Returns:
             The items written, their stores and what each displaced.
@@ -782,7 +801,7 @@ class MemoryPool:
         """
         rows = np.asarray(rows, dtype=np.int64).ravel()
         m = len(rows)
-        importance = _per_row(importance, m, np.float64)
+        importance, shared = _importances_written(importance, importance_index, m)
         source_code = self._check_write(rows, importance, source, pinned=pinned)
         years = _per_row(year, m, np.int64)
         text_ids = self._texts_written(contents, text_index, m)
@@ -803,7 +822,7 @@ class MemoryPool:
         self._pinned[new] = pinned
         self._last_access[new] = years
         self._access_count[new] = 0
-        self._key[new] = self._ranking_keys(importance, years)
+        self._key[new] = self._ranking_keys(importance, years, shared)
         self._clock[rows] = np.maximum(self._clock[rows], years)
         self._since_reflection[rows] += importance
         episodic = (
@@ -1924,6 +1943,25 @@ def _scaled(
 def _copy_of(text: str) -> str:
     """A string equal to ``text`` but not ``text`` itself (unless a cached one-letter string)."""
     return text[:1] + text[1:]
+
+
+def _importances_written(
+    importance: float | ArrayLike, importance_index: ArrayLike | None, m: int
+) -> tuple[NDArray[np.float64], tuple[NDArray[np.float64], NDArray[np.int64]] | None]:
+    """Each of ``m`` rows' importance, and the importances shared by index (see :meth:`write`).
+
+    Returns:
+        The importance of each row, and, given ``importance_index``, the distinct importances
+        with each row's position among them (else ``None``).
+    """
+    if importance_index is None:
+        return _per_row(importance, m, np.float64), None
+    distinct = np.asarray(importance, dtype=np.float64).ravel()
+    where = np.asarray(importance_index, dtype=np.int64).ravel()
+    if len(where) != m:
+        msg = f"{len(where)} importance indices for {m} rows"
+        raise ValueError(msg)
+    return distinct[where], (distinct, where)
 
 
 def _per_row(value: float | ArrayLike, m: int, dtype: type) -> NDArray:
