@@ -2,6 +2,10 @@
 
 ``load_benchmark`` imports a benchmark script (benchmarks/ is no package). The suite also takes
 Ctrl-C back if the shell that started it had it ignored (see :func:`pytest_configure`).
+
+Hypothesis's deadline (200 ms an example by default) is off for the whole suite: it is a timing
+check, and on a shared machine running the suite on every core (``make test``) an example's time
+says more about the neighbours than about the code. Speed is judged in benchmarks/.
 """
 
 from __future__ import annotations
@@ -12,12 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import ModuleType
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+settings.register_profile("floodsim", deadline=None)
+settings.load_profile("floodsim")
 
 
 def pytest_configure() -> None:
