@@ -813,7 +813,7 @@ def _memory_overrides(draw: st.DrawFn) -> list[str]:
 
 
 @pytest.mark.slow
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(overrides=_memory_overrides())
 def test_rebuild_matches_the_model_whatever_the_memory_settings(
     tmp_path_factory: pytest.TempPathFactory, overrides: list[str]

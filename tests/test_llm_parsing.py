@@ -258,7 +258,7 @@ _TEXT = st.text(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     before=_TEXT,
     after=_TEXT,

@@ -195,7 +195,7 @@ def _retrieve(memories, pool, targets, k, when):
         assert (got.items[n, count:] == -1).all()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     st.lists(operation, max_size=40),
     st.integers(min_value=1, max_value=4),
@@ -231,7 +231,7 @@ def test_pool_matches_cognitive_memory(
     _same_snapshots(memories, copied, working, episodic, threshold, decay)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(
     st.lists(st.tuples(rows, importance, year, st.booleans()), max_size=25),
     st.sampled_from([0.5, 0.7]),
@@ -767,7 +767,7 @@ def _end_year(memories, pool, targets, when):
         assert ([] if evicted < 0 else [pool.item(evicted).seq]) == [e.item.seq for e in semantic]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     st.lists(reflective_operation, min_size=10, max_size=60),
     st.integers(min_value=1, max_value=4),
@@ -887,7 +887,7 @@ def _tiered_end_year(memories, pool, targets, when):
         )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     st.lists(tiered_operation, min_size=10, max_size=60),
     st.integers(min_value=1, max_value=4),

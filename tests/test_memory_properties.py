@@ -96,7 +96,7 @@ def check_invariants(mem: CognitiveMemory) -> None:
     assert len(long_term) == len(set(long_term))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(memory_params(), st.lists(operation, max_size=60))
 def test_capacities_never_exceeded_and_no_item_stored_twice(params, ops):
     mem = CognitiveMemory("H001", **params)
@@ -105,7 +105,7 @@ def test_capacities_never_exceeded_and_no_item_stored_twice(params, ops):
         check_invariants(mem)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(memory_params(), st.lists(operation, max_size=40))
 def test_consolidation_is_idempotent(params, ops):
     mem = CognitiveMemory("H001", **params)
@@ -117,7 +117,7 @@ def test_consolidation_is_idempotent(params, ops):
     assert mem.to_dict() == before
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(
     memory_params(),
     st.lists(operation, max_size=40),
@@ -137,7 +137,7 @@ def test_consolidation_moves_every_working_item_due(params, ops, threshold, rest
     assert all(i.consolidated for i in mem.working if i.importance >= threshold)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(
     memory_params(),
     st.lists(operation, max_size=40),
@@ -193,7 +193,7 @@ def spec_reference(mem: CognitiveMemory, top_k: int, now: int) -> list[tuple[str
     return out[:top_k]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(memory_params(), st.lists(operation, max_size=50), st.integers(0, 12), year)
 def test_spec_retrieval_matches_a_brute_force_reference(params, ops, top_k, now):
     mem = CognitiveMemory("H001", **params)
@@ -214,7 +214,7 @@ def test_spec_retrieval_matches_a_brute_force_reference(params, ops, top_k, now)
         }
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(memory_params(), st.lists(operation, max_size=50))
 def test_equal_inputs_give_equal_retrievals(params, ops):
     a = CognitiveMemory("H001", **params)
@@ -223,7 +223,7 @@ def test_equal_inputs_give_equal_retrievals(params, ops):
     assert a.to_dict() == b.to_dict()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(
     memory_params(),
     st.lists(operation, max_size=50),
@@ -287,7 +287,7 @@ def decayed(mem: CognitiveMemory, item: MemoryItem, year: int) -> float:
     return item.importance * mem.decay_rate ** (year - since)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(tiered_params(), st.lists(tiered_year, min_size=2, max_size=14))
 def test_tiered_retention_keeps_no_faded_item_and_promotes_every_rehearsed_one(params, years):
     """Year by year: what a year end leaves in episodic memory and what a promotion does.

@@ -984,7 +984,7 @@ _ADAPTATIONS = ("elevate_house", "relocate", "do_nothing")
 
 
 @pytest.mark.slow
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, suppress_health_check=[HealthCheck.too_slow])
 @given(overrides=_world())
 def test_the_yearly_books_balance_whatever_the_world(overrides: list[str]) -> None:
     """Counts nest, money is bounded by what caused it, adaptations are never undone, and every

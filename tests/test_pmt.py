@@ -526,7 +526,7 @@ def _batch(households):
     return states, memories, costs, valid, draws
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(households=st.lists(_HOUSEHOLD, min_size=1, max_size=10), inertia=st.booleans())
 def test_deciding_many_at_once_equals_deciding_one_by_one(households, inertia) -> None:
     """decide_many gives each household exactly decide(explain=False)'s proposal."""
@@ -620,7 +620,7 @@ _KIND_EXAMPLES = {
 _scores = st.one_of(st.floats(-1.0, 3.0), st.just(0.0))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     households=st.lists(
         st.tuples(

@@ -80,7 +80,7 @@ def _textbook(query: str, texts: list[str]) -> list[float]:
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.lists(st.sampled_from(TEXTS), max_size=30), st.sampled_from(QUERIES))
 def test_keyword_relevance_is_the_textbook_similarity(texts, query):
     """Scoring each distinct document once gives every document its own value, exactly."""
@@ -89,7 +89,7 @@ def test_keyword_relevance_is_the_textbook_similarity(texts, query):
     assert KeywordRelevance().scores(query, items[:1]) == _textbook(query, texts[:1])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(households, st.sampled_from(QUERIES), st.permutations(TEXTS))
 # Words asked for three times, in texts that hold them 5 and 7 times: where (w * tf) * idf and
 # w * (tf * idf) differ.
@@ -131,7 +131,7 @@ pieces = st.sampled_from(
 texts_of_pieces = st.lists(st.lists(pieces, max_size=8).map("".join), min_size=1, max_size=12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(texts_of_pieces, texts_of_pieces, st.sampled_from([*QUERIES, "claim flood damage klaim"]))
 @example(["x flood", "flood"], ["Flood\n7", "\u212alaim flood"], "flood klaim")
 def test_index_tokenizes_any_text_as_the_object_scorer(first, later, query):

@@ -40,7 +40,7 @@ def _same(got: np.ndarray, expected: np.ndarray) -> None:
     assert got.tobytes() == expected.tobytes()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(floats)
 def test_row_max_is_numpys(table):
     got, expected = row_max(table), table.max(axis=1)
@@ -49,26 +49,26 @@ def test_row_max_is_numpys(table):
     np.testing.assert_array_equal(got, expected)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(booleans)
 def test_row_any_and_count_are_numpys(table):
     _same(row_any(table), table.any(axis=1))
     _same(row_count(table), table.sum(axis=1, dtype=np.int64))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(finite)
 def test_row_cumsum_adds_as_numpy(table):
     _same(row_cumsum(table), np.cumsum(table, axis=1))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(booleans)
 def test_row_cumsum_counts_booleans(table):
     _same(row_cumsum(table), np.cumsum(table, axis=1, dtype=np.int64))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(finite)
 def test_row_sum_in_order_is_the_scalar_loops(table):
     expected = []

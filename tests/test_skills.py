@@ -196,7 +196,7 @@ _COSTS = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     tenure=st.sampled_from(["owner", "renter"]),
     income=st.one_of(
@@ -267,7 +267,7 @@ _HOUSEHOLDS = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(households=_HOUSEHOLDS, shipped=st.booleans())
 def test_valid_mask_agrees_with_check(
     registry: SkillRegistry, shipped_data: dict[str, Any], households: list, shipped: bool
@@ -513,7 +513,7 @@ _SPECS = ("", ",.0f", ".0%", ".2f", ">8", "d")
 _LITERALS = st.text(alphabet=st.characters(codec="ascii", exclude_characters="\r"), max_size=8)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     st.lists(
         st.tuples(
@@ -551,7 +551,7 @@ def test_render_errors() -> None:
 _NAME_SPECS = {"year": ("", "d", ">8"), "premium": ("", ",.0f", ".0%", ".2f"), "note": ("", ">8")}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(
     st.lists(
         st.tuples(_LITERALS, st.sampled_from(sorted(_NAME_SPECS)), st.integers(0, 3)),
