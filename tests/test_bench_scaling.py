@@ -154,6 +154,33 @@ def test_the_floor_of_a_size_is_the_lowest_of_its_processes_and_divides_every_co
     assert [r["ratio_to_floor"] for r in rows] == [20.0, 40.0, 12.0]
     assert rows[0]["floor_us_per_agent_step_processes"] == [0.45, 0.3]  # its own, as measured
     assert rows[0]["us_per_household_year"] == 4.5
+    # Beside the verdict's ratio, the ratio to the median of the row's own floors, measured in
+    # the same moment of a shared host as its cost.
+    assert [r["ratio_to_floor_beside"] for r in rows] == [12.0, 29.0, 8.0]
+
+
+def test_the_ratio_beside_is_the_median_of_the_rounds_and_printed_with_the_verdict(bench):
+    rounds = bench.with_floors(
+        [
+            {
+                "households": 1_000,
+                "audit": "off",
+                "us_per_household_year": us,
+                "peak_rss_mb": 200.0,
+                "floor_us_per_agent_step_processes": floors,
+            }
+            for us, floors in ((6.0, [0.3, 0.6, 0.5]), (9.0, [0.6, 0.55, 0.65]), (8.0, [0.2]))
+        ]
+    )
+    row = bench.combine_rounds(rounds)
+    # Each round's cost over its own floors (12x, 15x, 40x); the median of those, not the
+    # ratio of the median round (8.0 us, whose own floor gives 40x).
+    assert row["ratio_to_floor_beside"] == 15.0
+    assert row["ratio_to_floor"] == 40.0  # the verdict's: the lowest floor of every round
+    (line,) = bench.target_checks([row])
+    assert line.endswith(
+        "40.0x floor (target <= 15.0x): MISSED (15.0x the floor measured beside it)"
+    )
 
 
 def test_a_fresh_process_steps_the_floor_and_reports_seconds_per_agent_step(bench):
