@@ -298,11 +298,8 @@ def with_floors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     verdicts are judged on that ratio (``ratio_to_floor``).
 
     Each row also gets the ratio of its cost to the median of its own processes' floors, which
-    were measured in the seconds after it (``ratio_to_floor_beside``). On a shared host both
-    costs move with the host's moment: on the project's VM a floodsim process's years ran at
-    5.6 or at 8.5 to 10 ms apiece, switching within a run, and the floor between 0.34 and 0.6
-    µs. The lowest floor of a run comes from its fastest moment, the cost from whatever moment
-    it ran in; the floor beside it ran in the same one.
+    were measured in the seconds after it, in the same moment of a shared host
+    (``ratio_to_floor_beside``; why, in the module docstring).
     """
     lowest: dict[int, float] = {}
     for r in rows:
