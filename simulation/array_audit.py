@@ -14,7 +14,9 @@ dropped before a single value is encoded.
 With a background thread (``audit.background``), the run's thread only reads what the lines
 need from the pool (:class:`_Written`, numpy copies); the encoding is handed to the writer's
 thread (:meth:`AuditWriter.later <simulation.audit.writer.AuditWriter.later>`), while the pool
-moves on.
+moves on. All of the encoding goes there: it grows tables of id ends (:meth:`ArrayAudit._cover`)
+one after another, and a second thread encoding beside it could index one table by another's
+new size: past its end, or within it at another store's entry.
 """
 
 from __future__ import annotations
@@ -231,7 +233,11 @@ class ArrayAudit:
         )
 
     def _cover(self, seqs: NDArray[np.int64]) -> None:
-        """Grow the tables of id ends to hold every one of ``seqs``."""
+        """Grow the tables of id ends to hold every one of ``seqs``.
+
+        Called only where lines are encoded: on the writer's thread when there is one (see the
+        module docstring), never beside it.
+        """
         if not len(seqs) or seqs.max() < len(self._id_ends):
             return
         # A sequence number's digits need no escaping: an id's encoding is its start's, the
@@ -376,9 +382,11 @@ class ArrayAudit:
     ) -> None:
         """Log households decided one by one: retrieval, decision memory and trace, in order.
 
-        A full trace shows the household's whole memory and the policy's reasons: no batch of
-        columns holds these, so each is the record the object path writes, through the same
-        writer methods, on the run's thread (the pool moves on after).
+        Their decision memories' lines are made as every batch's are, on the writer's thread
+        when there is one. A full trace shows the household's whole memory and the policy's
+        reasons: no batch of columns holds these, so the retrieval and the trace are the records
+        the object path writes, through the same writer methods, on the run's thread (the pool
+        moves on after).
 
         Args:
             households: The households, in decision order.
@@ -389,9 +397,9 @@ class ArrayAudit:
             parameters: The parameters of the ``retrieve_memory`` calls.
         """
         pool, writer, agent_ids = self.pool, self.writer, self.agent_ids
-        if self.memory_streams:
+        if self.memory_streams:  # encoded on the writer's thread, as every batch's lines
             decided = written.picked(positions)
-            writer.memory_updates(self._lines(households, decided, _Written.read(pool, decided)))
+            writer.later(self._log_writes, households, decided, _Written.read(pool, decided))
         rows = households.tolist()
         snapshot = {"full": dynamic_state, "standard": changed_state}.get(writer.level)
         for start in range(0, len(rows), _APART_BLOCK):

@@ -6,6 +6,7 @@ import dataclasses
 import gzip
 import random
 import re
+import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -634,6 +635,36 @@ def test_a_year_decided_a_block_of_explained_households_at_a_time_matches_the_ob
     assert len(years) == 8
     assert len(blocks) > 2 * len(years)  # each year went in several blocks
     assert sum(blocks) == sum(years)  # and each household deciding in one of them
+
+
+def test_with_a_second_thread_lines_are_encoded_on_it_alone(tmp_path, monkeypatch):
+    # The tables of id ends are grown by whichever thread encodes ids; a resumed run at full,
+    # whose explained households' decision memories were encoded on the run's thread while the
+    # writer's thread grew the tables, failed one time in six with an index past a table's end.
+    threads = set()
+    audit = array_audit.ArrayAudit
+    for name in ("_item_ids", "_evictions"):
+        method = getattr(audit, name)
+
+        def recorded(self, *args, method=method, **kwargs):
+            threads.add(threading.current_thread().name)
+            return method(self, *args, **kwargs)
+
+        monkeypatch.setattr(audit, name, recorded)
+    settings = [
+        "households.count=60",
+        "years=8",
+        "audit.timestamps=false",
+        "audit.level=full",
+        "audit.sample=0.5",
+        "memory.episodic_capacity=3",  # decision memories that displace others
+        "memory.consolidation_threshold=0.3",
+    ]
+    expected, got = _streams_of_both(tmp_path, settings)
+    assert got == expected
+    assert b'"evicted":[{' in got["memory_updates.jsonl"]
+    assert threads
+    assert all(name.startswith("floodsim-audit") for name in threads), threads
 
 
 def _decision_table(path: Path, count: int, years: int) -> list[str]:
