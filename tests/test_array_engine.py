@@ -14,10 +14,13 @@ from typing import TYPE_CHECKING
 import orjson
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from simulation import array_audit, array_engine
 from simulation.config import ConfigError, RunConfig, load_config
 from simulation.decisions.scripted import IgnoredScriptRowsWarning
+from simulation.memory import RETENTION_POLICIES
 from simulation.runner import FallbackWarning, build_model, resume_run, run_simulation
 
 if TYPE_CHECKING:
@@ -665,6 +668,99 @@ def test_with_a_second_thread_lines_are_encoded_on_it_alone(tmp_path, monkeypatc
     assert b'"evicted":[{' in got["memory_updates.jsonl"]
     assert threads
     assert all(name.startswith("floodsim-audit") for name in threads), threads
+
+
+@st.composite
+def _any_settings(draw: st.DrawFn) -> list[str]:
+    """``--set`` overrides for a small run: any audit level, memory, retrieval and world."""
+    fraction = st.floats(0.05, 0.95).map(lambda x: round(x, 2))
+    weight = st.floats(0.0, 2.0).map(lambda x: round(x, 2))
+    policy = draw(st.sampled_from(RETENTION_POLICIES))
+    chosen = [
+        f"households.count={draw(st.integers(5, 60))}",
+        f"years={draw(st.integers(2, 8))}",
+        f"seed={draw(st.integers(0, 2**16))}",
+        "audit.timestamps=false",
+        f"audit.level={draw(st.sampled_from(['standard', 'minimal', 'full', 'off']))}",
+        f"audit.sample={draw(st.sampled_from([1.0, 0.5]))}",
+        f"audit.background={str(draw(st.booleans())).lower()}",
+        f"memory.working_capacity={draw(st.integers(1, 6))}",
+        f"memory.episodic_capacity={draw(st.integers(1, 8))}",
+        f"memory.consolidation_threshold={draw(fraction)}",
+        f"memory.decay_rate={draw(fraction)}",
+        f"memory.retention.policy={policy}",
+        f"memory.retrieval.top_k={draw(st.integers(1, 8))}",
+        f"households.prior_flood_share={draw(fraction)}",
+        f"social.neighborhood={draw(st.sampled_from(['moore', 'von_neumann', 'small_world']))}",
+        f"hazard.loc={draw(st.floats(0.0, 6.0)):.2f}",
+    ]
+    if policy == "tiered":  # each policy's own keys only: a config refuses another policy's
+        chosen += [
+            f"memory.retention.archive_capacity={draw(st.integers(1, 4))}",
+            f"memory.retention.demote_below={draw(fraction)}",
+            f"memory.retention.promote_after={draw(st.integers(1, 3))}",
+        ]
+    elif policy == "importance_weighted":
+        chosen.append(f"memory.retention.w_importance={draw(fraction)}")
+    if draw(st.booleans()):  # weighted retrieval's keys are refused under spec
+        chosen += [
+            "memory.retrieval.strategy=weighted",
+            f"memory.retrieval.w_recency={draw(weight)}",
+            f"memory.retrieval.w_importance={draw(weight)}",
+        ]
+        if draw(st.booleans()):
+            words = st.sampled_from(["flood", "damage", "insurance", "claim", "denied", "zebra"])
+            query = " ".join(draw(st.lists(words, min_size=1, max_size=4)))
+            chosen += [
+                f"memory.retrieval.query={query}",
+                f"memory.retrieval.w_relevance={draw(weight)}",
+            ]
+    if draw(st.booleans()):
+        chosen += [
+            "memory.reflection.enabled=true",
+            f"memory.reflection.threshold={draw(st.floats(0.3, 3.0)):.2f}",
+            f"memory.reflection.semantic_capacity={draw(st.integers(1, 4))}",
+        ]
+    if draw(st.booleans()):  # a subsidy budget that may run out part way through a year
+        chosen += [
+            "decision.pmt.asc.elevate_house=-1.5",
+            f"government.budget={draw(st.sampled_from([0, 50_000, 300_000]))}",
+        ]
+    return chosen
+
+
+@pytest.mark.slow
+@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow])
+@given(overrides=_any_settings(), stop=st.integers(1, 7), every=st.integers(1, 3))
+def test_a_run_on_arrays_interrupted_and_resumed_writes_the_object_paths_files(
+    tmp_path_factory: pytest.TempPathFactory, overrides: list[str], stop: int, every: int
+) -> None:
+    """Whatever the settings, the array engine's run, even cut short and resumed from its
+    checkpoint, leaves the households and writes the files of an uninterrupted object path."""
+    out = tmp_path_factory.mktemp("runs")
+    config, base = load_config(DEFAULT, [*overrides, "engine=objects"])
+    objects = run_simulation(config, base, out / "objects", progress=False)
+    config, base = load_config(DEFAULT, [*overrides, "engine=arrays"])
+    model = build_model(config, base)
+    step = model.step
+
+    def crashing_step() -> None:
+        step()
+        if model.steps == min(stop, config.years - 1):
+            raise KeyboardInterrupt
+
+    model.step = crashing_step
+    with pytest.raises(KeyboardInterrupt):
+        run_simulation(
+            config, base, out / "arrays", progress=False, model=model, checkpoint_every=every
+        )
+    (run_dir,) = (out / "arrays").iterdir()
+    arrays = resume_run(run_dir, progress=False)
+    assert _streams(arrays.run_dir) == _streams(objects.run_dir)
+    assert (run_dir / "model_years.csv").read_bytes() == (
+        objects.run_dir / "model_years.csv"
+    ).read_bytes()
+    _assert_same_households(objects.model, arrays.model)
 
 
 def _decision_table(path: Path, count: int, years: int) -> list[str]:
