@@ -1,11 +1,12 @@
 """Checkpoints: the state a run needs to continue exactly where it stopped.
 
 A checkpoint is taken at the end of a year. It holds everything that changes during a run, as
-plain JSON: each household's state, memory (:meth:`CognitiveMemory.to_dict`) and what its
-neighbours can observe of it; the government's and insurer's levers; every random stream (Mesa's
-``random`` and the model's numpy generators); the metrics collected so far; and the byte offset
-and line count each audit stream had committed. Everything else (population layout, registry,
-curves, hazard source) is rebuilt from the run's resolved config, deterministically.
+plain JSON: each household's state, memory (:meth:`CognitiveMemory.to_dict`), latest decision
+(which a household that moved away keeps to the end) and what its neighbours can observe of it;
+the government's and insurer's levers; every random stream (Mesa's ``random`` and the model's
+numpy generators); the metrics collected so far; and the byte offset and line count each audit
+stream had committed. Everything else (population layout, registry, curves, hazard source) is
+rebuilt from the run's resolved config, deterministically.
 
 The file is written to a temporary name, flushed to disk and renamed, so a crash at any moment
 leaves either the previous checkpoint or the new one, never a torn file.
@@ -23,6 +24,7 @@ import orjson
 
 from simulation.agents.state import HouseholdState
 from simulation.memory import CognitiveMemory
+from simulation.model import DecisionSummary
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -68,6 +70,7 @@ def capture(model: FloodAdaptationModel, streams: dict[str, Any] | None = None) 
                 "adopted_last_year": h.adopted_last_year,
                 "uses_llm": h.uses_llm,
                 "relocated_in": h.relocated_in,
+                "last_decision": None if h.last_decision is None else list(h.last_decision),
             }
             for h in model.households
         ],
@@ -130,6 +133,9 @@ def restore(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
         # the checkpoint's year at the latest.
         default = model.steps if household.state.relocated else None
         household.relocated_in = record.get("relocated_in", default)
+        # Checkpoints from before it was kept leave it unknown, as they did.
+        decided = record.get("last_decision")
+        household.last_decision = None if decided is None else DecisionSummary(*decided)
 
 
 def write_checkpoint(run_dir: Path, data: dict[str, Any]) -> None:

@@ -110,6 +110,20 @@ def test_resume_from_checkpoint_gives_identical_outputs(tmp_path, extra):
         assert all(isinstance(v, (int, float)) for v in values)
 
 
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_households_that_moved_away_keep_their_latest_decision_across_a_resume(tmp_path, engine):
+    # A household that relocates decides no more: after a resume, what it decided last can come
+    # only from the checkpoint.
+    extra = ("decision.pmt.asc.relocate=-1.0", f"engine={engine}")
+    clean = clean_run(tmp_path, *extra)
+    moved = [h for h in clean.model.households if h.relocated_in is not None]
+    assert any(h.relocated_in <= 4 for h in moved)  # before the checkpoint of year 4
+    run_dir = interrupted_run(tmp_path, 5, *extra)
+    resumed = resume_run(run_dir, progress=False)
+    for expected, got in zip(clean.model.households, resumed.model.households, strict=True):
+        assert got.last_decision == expected.last_decision, expected.state.agent_id
+
+
 def test_gzip_streams_do_not_depend_on_the_checkpoint_schedule(tmp_path):
     config, base = load_config(DEFAULT, [*SETTINGS, "audit.gzip=true"])
     plain = run_simulation(config, base, tmp_path / "plain", progress=False)
