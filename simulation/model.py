@@ -1224,7 +1224,7 @@ class FloodAdaptationModel(mesa.Model):
                     )
                 )
         try:
-            outcomes = self.llm.decide_all(requests) if requests else []
+            outcomes = self.llm.decide_all(requests)  # even none: a recording creates its cache
         except CacheMiss as err:
             raise CacheMiss(err.request_hash, self._cache_origin) from None
         except EndpointUnreachable as err:

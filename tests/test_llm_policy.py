@@ -1203,6 +1203,28 @@ def test_llm_share_zero_is_the_pmt_run(tmp_path: Path) -> None:
     assert (llm.run_dir / "llm_calls.jsonl").read_bytes() == b""
 
 
+def test_a_recording_that_asked_nothing_can_be_replayed(tmp_path: Path) -> None:
+    # A sweep over llm_share records its 0 point too, and replays it with the others.
+    cache = tmp_path / "c.sqlite"
+    with FakeOpenAIServer() as server:
+        recorded = simulate(
+            tmp_path, server.base_url, "decision.llm_share=0", cache=cache, out="rec", run_id="r"
+        )
+        assert server.requests == []
+    with ResponseCache(cache, read_only=True) as store:
+        assert len(store) == 0
+    replayed = simulate(
+        tmp_path,
+        f"http://127.0.0.1:{closed_port()}/v1",
+        "decision.llm_share=0",
+        cache=cache,
+        mode="replay",
+        run_id="r",
+    )
+    for name in ("model_years.csv", "household_traces.jsonl", "memory_updates.jsonl"):
+        assert (recorded.run_dir / name).read_bytes() == (replayed.run_dir / name).read_bytes()
+
+
 # -- 10. the shipped scenario ----------------------------------------------------------------
 
 

@@ -216,6 +216,10 @@ class LLMPolicy:
                 record modes; a request answered from the cache is a reply).
         """
         if not requests:
+            if self.config.mode == "record":
+                # A recording whose households asked nothing still leaves its (empty) cache,
+                # so that replaying the run reproduces it instead of refusing a missing file.
+                self._open_cache()
             return []
         if self._loop_thread is None:
             self._loop_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm-loop")
@@ -272,11 +276,17 @@ class LLMPolicy:
             if cfg.mode == "live":
                 self._client = http  # nothing is stored, so no cache file is created
             else:
-                self._cache = ResponseCache(self._cache_path, read_only=replay)
                 self._client = CachingChatClient(
-                    http, self._cache, cfg.mode, settings=self.settings
+                    http, self._open_cache(), cfg.mode, settings=self.settings
                 )
         return self._client
+
+    def _open_cache(self) -> ResponseCache:
+        """The run's response cache, opened (and in record mode created) on first use."""
+        if self._cache is None:
+            read_only = self.config.mode == "replay"
+            self._cache = ResponseCache(self._cache_path, read_only=read_only)
+        return self._cache
 
     async def _decide_one(
         self, client: CachingChatClient | ChatClient, request: LLMRequest
