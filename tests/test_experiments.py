@@ -807,6 +807,18 @@ def test_an_output_folder_with_another_experiment_is_refused_unless_overwritten(
     assert (out / "notes.txt").read_text(encoding="utf-8") == "mine\n"  # not floodsim's
 
 
+def test_a_refusal_counts_a_single_run_in_the_singular(tmp_path, capsys):
+    path = tmp_path / "one.yaml"
+    path.write_text(
+        f"name: one\nbase: {DEFAULT}\nset: {{households.count: 5, years: 1}}\n", encoding="utf-8"
+    )
+    out = tmp_path / "out"
+    assert batch_cli(capsys, path, out)[0] == 0
+    code, err = batch_cli(capsys, path, out)
+    assert code == 2
+    assert "holds the results of experiment 'one' (1 run, 1 complete); " in err
+
+
 def test_the_same_experiment_again_needs_resume_or_overwrite(tmp_path, capsys):
     out = tmp_path / "out"
     path = small_experiment(tmp_path, "same", replicates=1)

@@ -98,7 +98,7 @@ def _holder(out: Path) -> tuple[str | None, str] | None:
             complete = sum(r.get("status") == "complete" for r in runs)
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             return None, "an experiment.json that cannot be read"
-        return str(name), f"{len(runs)} runs, {complete} complete"
+        return str(name), f"{len(runs)} run{'' if len(runs) == 1 else 's'}, {complete} complete"
     runs_dir = out / "runs"
     if runs_dir.is_dir() and any(runs_dir.iterdir()):
         return None, "run folders in runs/ but no experiment.json"
