@@ -185,8 +185,8 @@ class LLMPolicy:
             except (ValueError, OSError) as err:
                 raise LLMConfigError(f"decision.llm.cache: {err}") from None
         elif config.mode == "record":
-            # The cache is created at the first decision, after the run directory was written:
-            # a path where it cannot be created is refused now, without creating anything.
+            # The cache is created at the first year's decisions, after the run directory was
+            # written: a path where it cannot be created is refused now, creating nothing.
             problem = _uncreatable(self._cache_path)
             if problem is not None:
                 raise LLMConfigError(f"decision.llm.cache: {self._cache_path}: {problem}")
