@@ -264,6 +264,11 @@ def test_resuming_where_nothing_finished_starts_from_the_beginning(tmp_path, mon
     simulated = _counting_runs(monkeypatch)
     result = calibrate(path, tmp_path / "out", resume=True, progress=False)
     assert (result.resumed, len(simulated), len(result.evaluations)) == (0, 2, 2)
+    # The interrupted evaluation's leftover runs are simulated again, not refused and scored
+    # as a failed point.
+    assert not result.evaluations["invalid"].any()
+    calibrate(path, tmp_path / "whole", progress=False)
+    assert _outputs(tmp_path / "out") == _outputs(tmp_path / "whole")
 
 
 # Valid at the start and at each bound with the other at its start. Both starts lie in the

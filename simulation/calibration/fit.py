@@ -82,7 +82,9 @@ Resuming (``resume=True``, ``floodsim calibrate FILE --resume``):
     fingerprint of everything else (the calibration file's other keys, the base config with
     ``set`` applied, the files that config reads and the targets file), and an attempt of
     other settings is refused. A folder without an earlier attempt's ``best.yaml`` starts from
-    the beginning.
+    the beginning, and the runs an unfinished evaluation left there are removed. Only Ctrl-C
+    writes the finished evaluations: a process killed outright (SIGKILL, a job's time limit)
+    writes nothing, so its evaluations are simulated again.
 """
 
 from __future__ import annotations
@@ -578,7 +580,11 @@ class _Search:
         try:
             summary = yaml.safe_load((self.out / "best.yaml").read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return 0  # interrupted before its first evaluation finished: nothing to keep
+            # Interrupted before its first evaluation finished: nothing to keep. The runs that
+            # evaluation left would be refused as another experiment's results when it is
+            # simulated again, and scored as a failed point.
+            _clear_results(self.out)
+            return 0
         except (OSError, yaml.YAMLError) as err:
             msg = f"{self.origin}: --resume: {self.out / 'best.yaml'} cannot be read: {err}"
             raise CalibrationError(msg) from None
@@ -891,6 +897,13 @@ def _write_outputs(
     return evaluations
 
 
+def _clear_results(out: Path) -> None:
+    """Remove a calibration's results from ``out``: its evaluations' runs and its summaries."""
+    shutil.rmtree(out / "evaluations", ignore_errors=True)
+    for name in ("evaluations.csv", "best.yaml", "calibration.png"):
+        (out / name).unlink(missing_ok=True)
+
+
 # ------------------------------------------------------------------------------ entry point
 def calibrate(
     path: str | Path,
@@ -962,9 +975,7 @@ def calibrate(
         resumed = 0
         # An earlier calibration's results in the same folder would mislead, and a later
         # --resume would take them for this one's.
-        shutil.rmtree(out / "evaluations", ignore_errors=True)
-        for name in ("evaluations.csv", "best.yaml", "calibration.png"):
-            (out / name).unlink(missing_ok=True)
+        _clear_results(out)
     search.bar = tqdm(
         total=calibration.max_evaluations,
         desc=f"calibrate {calibration.name}",
