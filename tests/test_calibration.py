@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +270,41 @@ def test_resuming_where_nothing_finished_starts_from_the_beginning(tmp_path, mon
     assert not result.evaluations["invalid"].any()
     calibrate(path, tmp_path / "whole", progress=False)
     assert _outputs(tmp_path / "out") == _outputs(tmp_path / "whole")
+
+
+def test_ctrl_c_while_the_summaries_are_written_leaves_a_folder_resume_continues(
+    tmp_path, monkeypatch
+):
+    from simulation.calibration import fit
+
+    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))
+    calibrate(path, tmp_path / "whole", progress=False)
+    real = os.replace
+
+    def interrupted(src: Any, dst: Any) -> None:
+        if Path(dst).name == "best.yaml":  # evaluations.csv is written, best.yaml not yet
+            raise KeyboardInterrupt
+        real(src, dst)
+
+    monkeypatch.setattr(fit.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        calibrate(path, tmp_path / "out", progress=False)
+    monkeypatch.setattr(fit.os, "replace", real)
+    assert not (tmp_path / "out" / "best.yaml").exists()
+    result = calibrate(path, tmp_path / "out", resume=True, progress=False)
+    assert not result.evaluations["invalid"].any()
+    assert _outputs(tmp_path / "out") == _outputs(tmp_path / "whole")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        p.name for p in (tmp_path / "whole").iterdir()
+    )
+
+
+def test_resuming_from_a_summary_cut_short_says_so(tmp_path):
+    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))
+    calibrate(path, tmp_path / "out", progress=False)
+    (tmp_path / "out" / "best.yaml").write_text("", encoding="utf-8")
+    with pytest.raises(CalibrationError, match="holds no calibration summary"):
+        calibrate(path, tmp_path / "out", resume=True, progress=False)
 
 
 # Valid at the start and at each bound with the other at its start. Both starts lie in the

@@ -92,6 +92,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import os
 import shutil
 import warnings
 from collections import deque
@@ -588,7 +589,13 @@ class _Search:
         except (OSError, yaml.YAMLError) as err:
             msg = f"{self.origin}: --resume: {self.out / 'best.yaml'} cannot be read: {err}"
             raise CalibrationError(msg) from None
-        if not isinstance(summary, dict) or summary.get("fingerprint") != fingerprint:
+        if not isinstance(summary, dict):
+            msg = (
+                f"{self.origin}: --resume: {self.out / 'best.yaml'} holds no calibration "
+                "summary (it may have been cut short); start again without --resume"
+            )
+            raise CalibrationError(msg)
+        if summary.get("fingerprint") != fingerprint:
             msg = (
                 f"{self.origin}: --resume: {self.out} holds a calibration of other settings "
                 "(the calibration file, its base config, the files that reads or the targets "
@@ -860,7 +867,9 @@ def _write_outputs(
             }
         )
     evaluations = pd.DataFrame(rows, columns=["evaluation", *keys, "loss", *names, "invalid"])
-    evaluations.to_csv(out / "evaluations.csv", index=False)
+    # Each summary is replaced whole: Ctrl-C or a kill while they are written leaves the
+    # earlier one (or none), never a file cut short that --resume could not read.
+    _replace_file(out / "evaluations.csv", evaluations.to_csv(index=False))
     table = best.table
     summary = {
         "calibration": origin,
@@ -884,9 +893,7 @@ def _write_outputs(
         "experiment": best.folder.relative_to(out).as_posix(),
         "fingerprint": fingerprint,  # what --resume checks (see the module docstring)
     }
-    (out / "best.yaml").write_text(
-        dump_yaml(summary, sort_keys=False, allow_unicode=True), encoding="utf-8"
-    )
+    _replace_file(out / "best.yaml", dump_yaml(summary, sort_keys=False, allow_unicode=True))
     figure = plot_calibration(
         evaluations,
         table,
@@ -897,11 +904,19 @@ def _write_outputs(
     return evaluations
 
 
+def _replace_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, replacing the old one at once."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8", newline="")  # as given: to_csv chose the newlines
+    os.replace(tmp, path)
+
+
 def _clear_results(out: Path) -> None:
     """Remove a calibration's results from ``out``: its evaluations' runs and its summaries."""
     shutil.rmtree(out / "evaluations", ignore_errors=True)
     for name in ("evaluations.csv", "best.yaml", "calibration.png"):
         (out / name).unlink(missing_ok=True)
+        (out / f".{name}.tmp").unlink(missing_ok=True)  # left by an interrupted _replace_file
 
 
 # ------------------------------------------------------------------------------ entry point
