@@ -757,7 +757,7 @@ def test_a_run_on_arrays_interrupted_and_resumed_writes_the_object_paths_files(
     (run_dir,) = (out / "arrays").iterdir()
     arrays = resume_run(run_dir, progress=False)
     assert _streams(arrays.run_dir) == _streams(objects.run_dir)
-    assert (run_dir / "model_years.csv").read_bytes() == (
+    assert (arrays.run_dir / "model_years.csv").read_bytes() == (
         objects.run_dir / "model_years.csv"
     ).read_bytes()
     _assert_same_households(objects.model, arrays.model)

@@ -286,10 +286,10 @@ def test_ctrl_c_while_the_summaries_are_written_leaves_a_folder_resume_continues
             raise KeyboardInterrupt
         real(src, dst)
 
-    monkeypatch.setattr(fit.os, "replace", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        calibrate(path, tmp_path / "out", progress=False)
-    monkeypatch.setattr(fit.os, "replace", real)
+    with monkeypatch.context() as patch:
+        patch.setattr(fit.os, "replace", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            calibrate(path, tmp_path / "out", progress=False)
     assert not (tmp_path / "out" / "best.yaml").exists()
     result = calibrate(path, tmp_path / "out", resume=True, progress=False)
     assert not result.evaluations["invalid"].any()
