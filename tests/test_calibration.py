@@ -168,8 +168,14 @@ def test_workers_for_a_serial_executor_is_warned_of_once_naming_the_calibration_
     assert ran["executor"]["workers"] == 4
 
 
-def _counting_runs(monkeypatch, interrupt_at: int | None = None) -> list[Any]:
-    """Count the evaluations simulated; optionally press Ctrl-C as the ``interrupt_at``-th ends.
+class _Killed(BaseException):
+    """Stands for SIGKILL (or a job's time limit): the calibration gets to write nothing."""
+
+
+def _counting_runs(
+    monkeypatch, interrupt_at: int | None = None, stop: type[BaseException] = KeyboardInterrupt
+) -> list[Any]:
+    """Count the evaluations simulated; optionally raise ``stop`` as the ``interrupt_at``-th ends.
 
     The interrupted evaluation's batch has run, so its folder holds a whole experiment.
     """
@@ -182,7 +188,7 @@ def _counting_runs(monkeypatch, interrupt_at: int | None = None) -> list[Any]:
         calls.append(args)
         result = real(*args, **kwargs)
         if len(calls) == interrupt_at:
-            raise KeyboardInterrupt
+            raise stop
         return result
 
     monkeypatch.setattr(fit, "run_experiment", counted)
@@ -297,6 +303,60 @@ def test_ctrl_c_while_the_summaries_are_written_leaves_a_folder_resume_continues
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
         p.name for p in (tmp_path / "whole").iterdir()
     )
+
+
+def test_killed_after_a_resumed_attempt_found_a_better_point_it_resumes(tmp_path, monkeypatch):
+    """Stopped by a budget of three (best: evaluation 2), then resumed with six: evaluation 4
+    is better, and the process is killed in evaluation 5, before the summaries move on. They
+    still name evaluation 2, whose runs must be there for the next --resume."""
+    data = tiny(parameters=PARAMETERS, replicates=1, max_evaluations=6)
+    whole = calibrate(write(tmp_path, data), tmp_path / "whole", progress=False)
+    losses = whole.evaluations["loss"].tolist()
+    assert min(losses[:3]) == losses[2] > losses[4] == min(losses[:5])  # what the test needs
+
+    out = tmp_path / "out"
+    calibrate(write(tmp_path, {**data, "max_evaluations": 3}), out, progress=False)
+    path = write(tmp_path, data)
+    _counting_runs(monkeypatch, interrupt_at=3, stop=_Killed)  # e3, e4, then killed in e5
+    with pytest.raises(_Killed):
+        calibrate(path, out, resume=True, progress=False)
+    assert yaml.safe_load((out / "best.yaml").read_text(encoding="utf-8"))["evaluation"] == 2
+
+    simulated = _counting_runs(monkeypatch)
+    resumed = calibrate(path, out, resume=True, progress=False)
+    assert (resumed.resumed, len(simulated)) == (3, 3)
+    assert _outputs(out) == _outputs(tmp_path / "whole")
+    pd.testing.assert_frame_equal(resumed.table, whole.table)
+
+
+def test_killed_between_the_summaries_of_a_resumed_attempt_it_resumes(tmp_path, monkeypatch):
+    """Killed after evaluations.csv took the resumed attempt's six evaluations, but before
+    best.yaml did: the two disagree on the best, and evaluations.csv is the later word."""
+    from simulation.calibration import fit
+
+    data = tiny(parameters=PARAMETERS, replicates=1, max_evaluations=6)
+    calibrate(write(tmp_path, data), tmp_path / "whole", progress=False)
+    out = tmp_path / "out"
+    calibrate(write(tmp_path, {**data, "max_evaluations": 3}), out, progress=False)
+    path = write(tmp_path, data)
+    real = os.replace
+
+    def killed(src: Any, dst: Any) -> None:
+        if Path(dst).name == "best.yaml":
+            raise _Killed
+        real(src, dst)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(fit.os, "replace", killed)
+        with pytest.raises(_Killed):
+            calibrate(path, out, resume=True, progress=False)
+    assert len(pd.read_csv(out / "evaluations.csv")) == 6
+    assert yaml.safe_load((out / "best.yaml").read_text(encoding="utf-8"))["evaluation"] == 2
+
+    simulated = _counting_runs(monkeypatch)
+    resumed = calibrate(path, out, resume=True, progress=False)
+    assert (resumed.resumed, len(simulated)) == (6, 0)
+    assert _outputs(out) == _outputs(tmp_path / "whole")
 
 
 def test_resuming_from_a_summary_cut_short_says_so(tmp_path):

@@ -84,7 +84,10 @@ Resuming (``resume=True``, ``floodsim calibrate FILE --resume``):
     other settings is refused. A folder without an earlier attempt's ``best.yaml`` starts from
     the beginning, and the runs an unfinished evaluation left there are removed. Only Ctrl-C
     writes the finished evaluations: a process killed outright (SIGKILL, a job's time limit)
-    writes nothing, so its evaluations are simulated again.
+    writes nothing, so its evaluations are simulated again. It can be killed at any moment and
+    still be resumed: the runs of the best evaluation the summaries name are kept until they
+    name another, and a summary is replaced whole (``evaluations.csv`` first, which
+    ``--resume`` takes the best from).
 """
 
 from __future__ import annotations
@@ -530,6 +533,9 @@ class _Search:
         # An earlier attempt's evaluations, in order, answered instead of simulated (resume).
         self.replay: deque[_Evaluation] = deque()
         self.best: _Evaluation | None = None
+        # The best evaluation as the summaries on disk have it. Its runs stay until they name
+        # another: a process killed before that leaves them for --resume to read.
+        self.recorded: Path | None = None
         self.bar: tqdm | None = None
 
     def params(self, scaled: np.ndarray) -> dict[str, float]:
@@ -558,7 +564,7 @@ class _Search:
         self.cache[key] = evaluation.loss
         self.history.append(evaluation)
         if self.best is None or evaluation.loss < self.best.loss:
-            if self.best is not None:
+            if self.best is not None and self.best.folder != self.recorded:
                 shutil.rmtree(self.best.folder, ignore_errors=True)
             self.best = evaluation
         else:
@@ -571,7 +577,8 @@ class _Search:
     def resume_from(self, fingerprint: str) -> int:
         """Queue the earlier attempt's evaluations in ``self.out`` for replay; return how many.
 
-        Removes the folders of evaluations that did not finish (all but the recorded best's).
+        Removes the folders of evaluations that did not finish, or did but were not the best
+        (all but the recorded best's).
 
         Raises:
             CalibrationError: When the earlier attempt had other settings (``fingerprint``) or
@@ -605,8 +612,9 @@ class _Search:
             raise CalibrationError(msg)
         where = self.out / "evaluations.csv"
         try:
-            # round_trip: the losses and parameter values must come back to the same floats.
-            table = pd.read_csv(where, float_precision="round_trip", keep_default_na=False)
+            # As text, parsed by float(): the losses and parameter values must come back to
+            # the same floats, which pandas' own float parsing does not promise.
+            table = pd.read_csv(where, dtype=str, keep_default_na=False)
             names = [str(name) for name in table.columns[len(self.keys) + 2 : -1]]
             evaluations = [self._recorded(row, names) for row in table.to_dict(orient="records")]
         except (OSError, ValueError, KeyError, pd.errors.ParserError) as err:
@@ -625,19 +633,19 @@ class _Search:
             if evaluation.index != position:
                 msg = f"{self.origin}: --resume: {where}: evaluation {position} is missing"
                 raise CalibrationError(msg)
-        best_index = summary.get("evaluation")
-        if not isinstance(best_index, int) or not 0 <= best_index < len(evaluations):
-            msg = (
-                f"{self.origin}: --resume: {self.out / 'best.yaml'}: evaluation: names none of "
-                f"the {len(evaluations)} evaluations in {where}"
-            )
+        if not evaluations:
+            msg = f"{self.origin}: --resume: {where} holds no evaluations"
             raise CalibrationError(msg)
-        best = evaluations[best_index]
+        # The best is read from evaluations.csv, not best.yaml: a process killed between
+        # writing the two leaves the later word in evaluations.csv. Its first lowest loss is
+        # the best the search itself kept, and its runs are still there (see `recorded`).
+        best = min(evaluations, key=lambda e: e.loss)
         for stale in (self.out / "evaluations").glob("e*"):
             if stale != best.folder:
                 shutil.rmtree(stale, ignore_errors=True)
         if not best.invalid:
-            evaluations[best_index] = self._rescored(best)
+            evaluations[best.index] = self._rescored(best)
+        self.recorded = best.folder
         self.replay.extend(evaluations)
         return len(evaluations)
 
@@ -894,6 +902,10 @@ def _write_outputs(
         "fingerprint": fingerprint,  # what --resume checks (see the module docstring)
     }
     _replace_file(out / "best.yaml", dump_yaml(summary, sort_keys=False, allow_unicode=True))
+    if search.recorded is not None and search.recorded != best.folder:
+        # The summaries name the new best now: the runs of the one they named before can go.
+        shutil.rmtree(search.recorded, ignore_errors=True)
+    search.recorded = best.folder
     figure = plot_calibration(
         evaluations,
         table,
