@@ -31,7 +31,7 @@ import orjson
 from tqdm import tqdm
 
 from simulation import __version__
-from simulation.audit.writer import LLM_STREAM, STREAMS, AuditWriter
+from simulation.audit.writer import LLM_STREAM, STREAMS, AuditWriter, stream_names
 from simulation.checkpoint import (
     CHECKPOINT_FILE,
     capture,
@@ -120,8 +120,6 @@ RUN_FILES = (
 
 #: How many of the kept files' names the warning lists.
 _KEPT_NAMES_SHOWN = 3
-# What a checkpoint commits of each audit stream (``AuditWriter.commit``).
-_MARKS = ("offset", "lines")
 
 
 class KeptFilesWarning(UserWarning):
@@ -512,7 +510,7 @@ def resume_run(
         checkpoint = read_checkpoint(run_dir)
         if checkpoint is not None:
             restore(model, checkpoint)
-            streams = _committed_streams(checkpoint)
+            streams = checkpoint["streams"]
     except (ValueError, KeyError, TypeError) as err:  # orjson's decode error is a ValueError
         msg = f"{run_dir / CHECKPOINT_FILE}: not a usable checkpoint of this run ({err})"
         raise RunError(msg) from None
@@ -536,27 +534,6 @@ def resume_run(
     return _drive(model, config, run_dir, manifest, writer, progress)
 
 
-def _committed_streams(checkpoint: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """The byte offset and line count a checkpoint committed for each audit stream.
-
-    Raises:
-        ValueError: When the checkpoint's ``streams`` is not a mapping of stream names to
-            non-negative integer ``offset`` and ``lines``.
-    """
-    streams = checkpoint["streams"]
-    if not isinstance(streams, dict):
-        msg = f"streams: expected a mapping of audit streams, got {type(streams).__name__}"
-        raise TypeError(msg)
-    for name, committed in streams.items():
-        values = [committed.get(key) if isinstance(committed, dict) else None for key in _MARKS]
-        if not all(type(v) is int and v >= 0 for v in values):
-            msg = (
-                f"streams.{name}: expected non-negative integer offset and lines, got {committed!r}"
-            )
-            raise ValueError(msg)
-    return streams
-
-
 def _check_stream_files(
     run_dir: Path, config: RunConfig, streams: dict[str, dict[str, int]]
 ) -> None:
@@ -567,8 +544,16 @@ def _check_stream_files(
     and the run would end ``complete`` with a corrupt or partial audit trail.
 
     Raises:
-        RunError: Naming the stream file and what it lacks.
+        RunError: Naming the stream file and what it lacks, or the checkpoint when it commits
+            other streams than the run's audit level writes (one it lacks would be restarted).
     """
+    written = stream_names(config.audit.level, llm=config.decision.policy == "llm")
+    if set(streams) != set(written):
+        msg = (
+            f"{run_dir / CHECKPOINT_FILE}: not a usable checkpoint of this run (streams: it "
+            f"commits {sorted(streams)}, the run writes {sorted(written)})"
+        )
+        raise RunError(msg)
     suffix = ".jsonl.gz" if config.audit.gzip else ".jsonl"
     for name, committed in streams.items():
         path = run_dir / f"{name}{suffix}"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
@@ -22,6 +23,9 @@ from simulation.checkpoint import CHECKPOINT_FILE, read_checkpoint
 from simulation.cli import main
 from simulation.config import load_config
 from simulation.runner import build_model, config_hash, resume_run, run_simulation, same_config
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 SETTINGS_YEARS = 9
@@ -357,6 +361,49 @@ def test_resume_refuses_a_run_whose_input_file_is_gone(tmp_path, capsys):
     assert manifest(run_dir)["status"] == "complete"
 
 
+def _edit(**changes: Any) -> Callable[[str], str]:
+    """A damage that replaces top-level values of the checkpoint (mappings are merged)."""
+
+    def damage(text: str) -> str:
+        data = orjson.loads(text)
+        for key, value in changes.items():
+            data[key] = {**data[key], **value} if isinstance(value, dict) else value
+        return orjson.dumps(data).decode()
+
+    return damage
+
+
+def _edit_metric(change: Callable[[list], Any]) -> Callable[[str], str]:
+    def damage(text: str) -> str:
+        data = orjson.loads(text)
+        data["metrics"]["total_damage"] = change(data["metrics"]["total_damage"])
+        return orjson.dumps(data).decode()
+
+    return damage
+
+
+def _edit_household(**changes: Any) -> Callable[[str], str]:
+    """A damage that changes the first household's record (its state is merged)."""
+
+    def damage(text: str) -> str:
+        data = orjson.loads(text)
+        record = data["households"][0]
+        for key, value in changes.items():
+            record[key] = {**record[key], **value} if isinstance(value, dict) else value
+        return orjson.dumps(data).decode()
+
+    return damage
+
+
+def _edit_streams(change: Callable[[dict], Any]) -> Callable[[str], str]:
+    def damage(text: str) -> str:
+        data = orjson.loads(text)
+        change(data["streams"])
+        return orjson.dumps(data).decode()
+
+    return damage
+
+
 @pytest.mark.parametrize(
     ("damage", "problem"),
     [
@@ -370,8 +417,38 @@ def test_resume_refuses_a_run_whose_input_file_is_gone(tmp_path, capsys):
             ).decode(),
             "streams.memory_updates",
         ),
+        # Valid JSON whose values are wrong: each was used as it stood, and the run failed
+        # with a traceback years later, wrote a wrong metrics table or lost a stream.
+        (_edit(insurer={"rate": {"x": 1}}), "insurer.rate: Input should be a valid number"),
+        (_edit_metric(lambda values: [*values[:1], "x", *values[2:]]), "total_damage.1: Input"),
+        (_edit_metric(lambda values: values[:-1]), "metrics.total_damage: 3 values for 4 years"),
+        (_edit_household(state={"insured_years": "3"}), "households.0.state.insured_years"),
+        (_edit_household(adopted_last_year="party"), "households.0.adopted_last_year: 'party'"),
+        (_edit_household(relocated_in=3), "households.0.relocated_in: 3, but it has not moved"),
+        (
+            _edit_household(last_decision=[4, "do_nothing", "fly_away", False, 0.0, 0.1, False, 0]),
+            "households.0.last_decision.2: 'fly_away' is not a skill of the registry",
+        ),
+        (
+            _edit_streams(lambda streams: streams.pop("memory_updates")),
+            "streams: it commits ['consolidation', 'household_traces', 'tool_invocations']",
+        ),
     ],
-    ids=["truncated", "edited", "not-an-object", "no-streams", "bad-stream-offset"],
+    ids=[
+        "truncated",
+        "edited",
+        "not-an-object",
+        "no-streams",
+        "bad-stream-offset",
+        "rate-not-a-number",
+        "metric-not-a-number",
+        "metric-a-year-short",
+        "count-as-text",
+        "unknown-adoption",
+        "moved-but-stayed",
+        "unknown-proposal",
+        "a-stream-left-out",
+    ],
 )
 def test_a_damaged_checkpoint_is_a_clear_error(tmp_path, capsys, damage, problem):
     run_dir = interrupted_run(tmp_path, 5)

@@ -86,6 +86,7 @@ __all__ = [
     "changed_state",
     "dynamic_state",
     "eviction_parts",
+    "stream_names",
 ]
 
 SCHEMA_VERSION = 1
@@ -104,6 +105,14 @@ _LEVEL_STREAMS = {
     "minimal": ("household_traces",),
     "off": (),
 }
+
+
+def stream_names(level: str, *, llm: bool) -> tuple[str, ...]:
+    """The streams an audit ``level`` writes; ``llm``: households decide with a language model."""
+    names = _LEVEL_STREAMS[level]
+    return (*names, LLM_STREAM) if llm and level != "off" else names
+
+
 #: Household fields that change during a run (the rest are fixed and live in the config/table).
 DYNAMIC_FIELDS = (
     "has_insurance",
@@ -729,9 +738,7 @@ class AuditWriter:
         self.run_id = run_id
         self._seed = seed
         suffix = ".jsonl.gz" if config.gzip else ".jsonl"
-        names = _LEVEL_STREAMS[self.level]
-        if llm and self.level != "off":
-            names = (*names, LLM_STREAM)
+        names = stream_names(self.level, llm=llm)
         self._streams = {
             name: _Stream(
                 run_dir / f"{name}{suffix}",
