@@ -1,10 +1,11 @@
 """The ``llm`` decision policy inside whole runs: what users of ``decision.policy: llm`` rely on.
 
 Every test talks only to a FakeOpenAIServer it starts on 127.0.0.1 (or to a closed loopback
-port), with small timeouts and a bounded number of requests (a few households, one to three
-years). The server's responder reads the household's prompt and answers deterministically, so
-each test knows which skill every household must end up executing and checks the effect on the
-model, the metrics and every audit stream (validated against the shipped JSON Schemas).
+port), with small timeouts where the server stalls and a bounded number of requests (a few
+households, one to three years). The server's responder reads the household's prompt and
+answers deterministically, so each test knows which skill every household must end up executing
+and checks the effect on the model, the metrics and every audit stream (validated against the
+shipped JSON Schemas).
 """
 
 from __future__ import annotations
@@ -177,9 +178,12 @@ def llm_overrides(
     count: int = 8,
     years: int = 1,
     retries: int = 1,
-    timeout_s: float = 0.5,
+    timeout_s: float = 5.0,
     mode: str = "record",
 ) -> list[str]:
+    # timeout_s: generous, as no test waits it out (those whose server stalls pass TIMEOUT_S).
+    # At 0.5 s a reply on a loaded machine could time out and be retried, and a test that
+    # counts HTTP attempts failed.
     return [
         f"households.count={count}",
         f"years={years}",
