@@ -361,47 +361,19 @@ def test_resume_refuses_a_run_whose_input_file_is_gone(tmp_path, capsys):
     assert manifest(run_dir)["status"] == "complete"
 
 
-def _edit(**changes: Any) -> Callable[[str], str]:
-    """A damage that replaces top-level values of the checkpoint (mappings are merged)."""
+def _edited(change: Callable[[dict[str, Any]], object]) -> Callable[[str], str]:
+    """A damage that parses the checkpoint, lets ``change`` edit it in place, writes it back."""
 
     def damage(text: str) -> str:
         data = orjson.loads(text)
-        for key, value in changes.items():
-            data[key] = {**data[key], **value} if isinstance(value, dict) else value
+        change(data)
         return orjson.dumps(data).decode()
 
     return damage
 
 
-def _edit_metric(change: Callable[[list], Any]) -> Callable[[str], str]:
-    def damage(text: str) -> str:
-        data = orjson.loads(text)
-        data["metrics"]["total_damage"] = change(data["metrics"]["total_damage"])
-        return orjson.dumps(data).decode()
-
-    return damage
-
-
-def _edit_household(**changes: Any) -> Callable[[str], str]:
-    """A damage that changes the first household's record (its state is merged)."""
-
-    def damage(text: str) -> str:
-        data = orjson.loads(text)
-        record = data["households"][0]
-        for key, value in changes.items():
-            record[key] = {**record[key], **value} if isinstance(value, dict) else value
-        return orjson.dumps(data).decode()
-
-    return damage
-
-
-def _edit_streams(change: Callable[[dict], Any]) -> Callable[[str], str]:
-    def damage(text: str) -> str:
-        data = orjson.loads(text)
-        change(data["streams"])
-        return orjson.dumps(data).decode()
-
-    return damage
+def _first_household(**changes: Any) -> Callable[[str], str]:
+    return _edited(lambda data: data["households"][0].update(changes))
 
 
 @pytest.mark.parametrize(
@@ -417,20 +389,34 @@ def _edit_streams(change: Callable[[dict], Any]) -> Callable[[str], str]:
             ).decode(),
             "streams.memory_updates",
         ),
-        # Valid JSON whose values are wrong: each was used as it stood, and the run failed
-        # with a traceback years later, wrote a wrong metrics table or lost a stream.
-        (_edit(insurer={"rate": {"x": 1}}), "insurer.rate: Input should be a valid number"),
-        (_edit_metric(lambda values: [*values[:1], "x", *values[2:]]), "total_damage.1: Input"),
-        (_edit_metric(lambda values: values[:-1]), "metrics.total_damage: 3 values for 4 years"),
-        (_edit_household(state={"insured_years": "3"}), "households.0.state.insured_years"),
-        (_edit_household(adopted_last_year="party"), "households.0.adopted_last_year: 'party'"),
-        (_edit_household(relocated_in=3), "households.0.relocated_in: 3, but it has not moved"),
+        # Valid JSON whose values are wrong: each was used as it stood, and the run failed with
+        # a traceback years later or went on (a stream left out was restarted, losing its lines).
         (
-            _edit_household(last_decision=[4, "do_nothing", "fly_away", False, 0.0, 0.1, False, 0]),
+            _edited(lambda data: data["insurer"].update(rate={"x": 1})),
+            "insurer.rate: Input should be a valid number",
+        ),
+        (
+            _edited(lambda data: data["metrics"]["total_damage"].__setitem__(1, "x")),
+            "metrics.total_damage.1: Input should be a valid number",
+        ),
+        (
+            _edited(lambda data: data["metrics"]["total_damage"].pop()),
+            "metrics.total_damage: 3 values for 4 years",
+        ),
+        (
+            _edited(lambda data: data["households"][0]["state"].update(insured_years="3")),
+            "households.0.state.insured_years: Input should be a valid integer",
+        ),
+        (_first_household(adopted_last_year="party"), "households.0.adopted_last_year: 'party'"),
+        (_first_household(relocated_in=3), "households.0.relocated_in: 3, but it has not moved"),
+        (
+            _first_household(
+                last_decision=[4, "do_nothing", "fly_away", False, 0.0, 0.1, False, 0]
+            ),
             "households.0.last_decision.2: 'fly_away' is not a skill of the registry",
         ),
         (
-            _edit_streams(lambda streams: streams.pop("memory_updates")),
+            _edited(lambda data: data["streams"].pop("memory_updates")),
             "streams: it commits ['consolidation', 'household_traces', 'tool_invocations']",
         ),
     ],
