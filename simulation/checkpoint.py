@@ -71,6 +71,8 @@ _Amount = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 _Count = Annotated[int, Strict(), Field(ge=0)]
 _Word = Annotated[int, Strict(), Field(ge=0, le=0xFFFFFFFF)]  # of the Mersenne Twister's state
 _STRICT = {bool: StrictBool, int: _Count, float: _Finite, str: StrictStr}
+# State fields that are dollar amounts, never negative (elevations and positions may be).
+_DOLLARS = ("income", "structure_value", "contents_value", "cumulative_damage", "last_damage")
 
 
 class _Part(BaseModel):
@@ -89,7 +91,8 @@ _State = TypedDict(
         for name, hint in get_type_hints(HouseholdState).items()
         if name in _STATE_FIELDS
     }
-    | {"tenure": Literal["owner", "renter"], "flood_zone": FloodZone},
+    | {"tenure": Literal["owner", "renter"], "flood_zone": FloodZone}
+    | dict.fromkeys(_DOLLARS, _Amount),
 )
 _State.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
 

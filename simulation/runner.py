@@ -564,12 +564,38 @@ def _check_stream_files(
             problem = "missing"
         else:
             if size >= offset:
+                _check_committed_offset(run_dir, path, offset, gzip=config.audit.gzip)
                 continue
             problem = f"has {size} bytes"
         msg = (
             f"{path}: {problem}, but the checkpoint committed {offset} bytes of it: the stream "
             "was cut, replaced or removed since, so the run cannot be resumed; start a new run "
             "instead"
+        )
+        raise RunError(msg)
+
+
+_GZIP_MAGIC = b"\x1f\x8b"  # the first bytes of every gzip member
+
+
+def _check_committed_offset(run_dir: Path, path: Path, offset: int, *, gzip: bool) -> None:
+    """Refuse a committed offset that is not where a year ended: resuming cuts the file there.
+
+    A commit ends a line, and in a gzip stream a member: the byte before the offset is a
+    newline, or the bytes from it start the next member (as much of its header as a run
+    killed while writing it left).
+    """
+    if offset == 0:
+        return
+    with path.open("rb") as fh:
+        fh.seek(offset - 1)
+        around = fh.read(3)
+    ends = _GZIP_MAGIC.startswith(around[1:]) if gzip else around[:1] == b"\n"
+    if not ends:
+        kind = "a gzip member" if gzip else "a line"
+        msg = (
+            f"{run_dir / CHECKPOINT_FILE}: not a usable checkpoint of this run (streams: offset "
+            f"{offset} of {path.name} is not at the end of {kind}, where the run committed it)"
         )
         raise RunError(msg)
 

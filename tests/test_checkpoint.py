@@ -407,6 +407,10 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
             _edited(lambda data: data["households"][0]["state"].update(insured_years="3")),
             "households.0.state.insured_years: Input should be a valid integer",
         ),
+        (
+            _edited(lambda data: data["households"][0]["state"].update(cumulative_damage=-1.0)),
+            "households.0.state.cumulative_damage: Input should be greater than or equal to 0",
+        ),
         (_first_household(adopted_last_year="party"), "households.0.adopted_last_year: 'party'"),
         (_first_household(relocated_in=3), "households.0.relocated_in: 3, but it has not moved"),
         (
@@ -430,6 +434,7 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
         "metric-not-a-number",
         "metric-a-year-short",
         "count-as-text",
+        "negative-damage",
         "unknown-adoption",
         "moved-but-stayed",
         "unknown-proposal",
@@ -466,6 +471,26 @@ def test_resume_refuses_a_stream_that_lost_what_the_checkpoint_committed(
     assert err.count("\n") == 1
     assert err.startswith(f"floodsim: error: {stream}: ")
     assert "cannot be resumed" in err
+    assert manifest(run_dir)["status"] == "failed"  # left as it was
+
+
+@pytest.mark.parametrize("extra", [(), ("audit.gzip=true",)], ids=["plain", "gzip"])
+def test_resume_refuses_a_committed_offset_that_is_not_where_a_year_ended(tmp_path, capsys, extra):
+    # Resuming cuts each stream at its committed offset: one moved into the middle of a line
+    # (or of a gzip member) would leave a torn line in a run that ends complete.
+    run_dir = interrupted_run(tmp_path, 5, *extra)
+    checkpoint = run_dir / CHECKPOINT_FILE
+    data = orjson.loads(checkpoint.read_bytes())
+    offset = data["streams"]["memory_updates"]["offset"] - 5
+    data["streams"]["memory_updates"]["offset"] = offset
+    checkpoint.write_bytes(orjson.dumps(data))
+    (stream,) = run_dir.glob("memory_updates.jsonl*")
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    kind = "a gzip member" if extra else "a line"
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {checkpoint}: not a usable checkpoint of this run (streams: offset "
+        f"{offset} of {stream.name} is not at the end of {kind}, where the run committed it)\n"
+    )
     assert manifest(run_dir)["status"] == "failed"  # left as it was
 
 
