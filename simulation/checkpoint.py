@@ -321,12 +321,14 @@ def _check_fits(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
             )
             raise ValueError(msg)
         decided = record["last_decision"]
-        # A language model may propose a skill that does not exist; the rules never do.
-        for field in (1,) if decided is None or decided[6] else (1, 2):
-            if decided is not None and decided[field] not in skills:
-                where = f"households.{position}.last_decision.{field}"
-                msg = f"{where}: {decided[field]!r} is not a skill of the registry"
-                raise ValueError(msg)
+        if decided is not None:
+            # A language model may propose a skill that does not exist; the rules never do.
+            named = (1,) if decided[6] else (1, 2)  # the executed skill, the proposed one
+            for field in named:
+                if decided[field] not in skills:
+                    where = f"households.{position}.last_decision.{field}"
+                    msg = f"{where}: {decided[field]!r} is not a skill of the registry"
+                    raise ValueError(msg)
         moved = record.get("relocated_in")
         if moved is not None and (moved > year or not record["state"]["relocated"]):
             problem = "after the checkpoint's year" if moved > year else "but it has not moved"

@@ -120,6 +120,7 @@ RUN_FILES = (
 
 #: How many of the kept files' names the warning lists.
 _KEPT_NAMES_SHOWN = 3
+_GZIP_MAGIC = b"\x1f\x8b"  # the first bytes of every gzip member
 
 
 class KeptFilesWarning(UserWarning):
@@ -545,7 +546,8 @@ def _check_stream_files(
 
     Raises:
         RunError: Naming the stream file and what it lacks, or the checkpoint when it commits
-            other streams than the run's audit level writes (one it lacks would be restarted).
+            other streams than the run's audit level writes (one it lacks would be restarted)
+            or an offset that is not where a year ended.
     """
     written = stream_names(config.audit.level, llm=config.decision.policy == "llm")
     if set(streams) != set(written):
@@ -573,9 +575,6 @@ def _check_stream_files(
             "instead"
         )
         raise RunError(msg)
-
-
-_GZIP_MAGIC = b"\x1f\x8b"  # the first bytes of every gzip member
 
 
 def _check_committed_offset(run_dir: Path, path: Path, offset: int, *, gzip: bool) -> None:
