@@ -216,6 +216,36 @@ def test_resume_reruns_a_complete_run_whose_model_years_csv_is_gone(
     )
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text[:40] + b"\xaf\xfe" + text[42:],  # not UTF-8
+        lambda text: text.replace(b"\n2,", b"\nx,", 1),  # a year that is not a number
+        lambda text: text[: text.rindex(b"\n", 0, -1) + 1],  # the last year cut off
+        lambda text: text.replace(b"total_damage", b"total_damages", 1),
+    ],
+    ids=["bytes", "text", "a-year-short", "renamed-column"],
+)
+def test_resume_reruns_a_complete_run_whose_model_years_csv_was_damaged(
+    serial_result, tmp_path, capsys, damage
+):
+    """It was kept, and combining the metrics read the file as it was: a traceback (bytes, text)
+    or a metrics table a year short or with a column renamed."""
+    out = tmp_path / "copy"
+    shutil.copytree(serial_result.out_dir, out)
+    metrics = out / "runs" / "p000-r001" / "model_years.csv"
+    metrics.write_bytes(damage(metrics.read_bytes()))
+    path = write_experiment(tmp_path)
+    code = main(
+        ["batch", str(path), "--out", str(out), "--executor", "serial", "--resume", "--quiet"]
+    )
+    assert code == 0, capsys.readouterr().err
+    assert "3 kept from an earlier attempt" in capsys.readouterr().out
+    assert pd.read_parquet(out / "model_years.parquet").equals(
+        pd.read_parquet(serial_result.out_dir / "model_years.parquet")
+    )
+
+
 def test_resume_keeps_a_run_a_worker_finished_after_the_batch_was_interrupted(
     serial_result, tmp_path
 ):

@@ -8,7 +8,7 @@ The output folder of an experiment holds:
     directory. It is rewritten atomically after every finished run, so an interrupted batch
     can be resumed (``--resume`` keeps complete runs whose config and input files are
     unchanged, and reruns the others: failed, missing, changed, stopped by Ctrl-C, or missing
-    their manifest or ``model_years.csv``, whatever their record says). Once
+    their manifest or a readable ``model_years.csv``, whatever their record says). Once
     the batch ends, ``wall_s`` is the wall-clock time the latest attempt took, from planning to
     the combined metrics (``null`` while it runs; for reporting, nothing depends on it).
 ``runs/<run_id>/``
@@ -231,9 +231,30 @@ def _reusable(record: dict[str, Any] | None, run: PlannedRun, out_dir: Path, fol
     from simulation.runner import input_digests, resolve_for_run_dir, same_config  # noqa: PLC0415
 
     config = RunConfig.model_validate(run.config)
-    return same_config(
-        resolve_for_run_dir(config, folder), manifest.get("config_hash")
-    ) and manifest.get("input_sha256") == input_digests(config, folder)
+    return (
+        same_config(resolve_for_run_dir(config, folder), manifest.get("config_hash"))
+        and manifest.get("input_sha256") == input_digests(config, folder)
+        and _metrics_intact(run_dir / "model_years.csv", config.years)
+    )
+
+
+def _metrics_intact(path: Path, years: int) -> bool:
+    """Whether a kept run's ``model_years.csv`` reads back as its metrics.
+
+    Every metric column, one row of numbers per year: a file damaged since the run wrote it
+    would otherwise break combining the metrics, or come into them as text.
+    """
+    from simulation.model import METRIC_COLUMNS  # noqa: PLC0415 - see _reusable
+
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError):  # a UnicodeDecodeError is a ValueError
+        return False
+    return (
+        tuple(frame.columns) == METRIC_COLUMNS
+        and len(frame) == years
+        and all(pd.api.types.is_numeric_dtype(dtype) for dtype in frame.dtypes)
+    )
 
 
 def run_experiment(
