@@ -229,6 +229,30 @@ def test_non_object_middle_line_raises(tmp_path: Path) -> None:
         list(iter_records(tmp_path, "memory_updates"))
 
 
+DROP = object()  # a change that leaves the field out
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"year": [1, 2]}, "year is not an integer (got [1, 2])"),
+        ({"year": True}, "year is not an integer (got True)"),
+        ({"agent_id": None}, "agent_id is not a string (got None)"),
+        ({"run_id": 7}, "run_id is not a string (got 7)"),
+        ({"year": DROP}, "year is missing"),
+    ],
+)
+def test_a_line_whose_base_fields_are_damaged_is_refused_naming_it(
+    tmp_path: Path, change: dict[str, Any], problem: str
+) -> None:
+    """Every line has them and every analysis groups by them: one fails where it is read."""
+    damaged = {key: value for key, value in {**TRACES[1], **change}.items() if value is not DROP}
+    path = _write(tmp_path / "household_traces.jsonl", _encode([TRACES[0], damaged, *TRACES[2:]]))
+    with pytest.raises(AuditReadError) as caught:
+        list(iter_records(tmp_path, "household_traces"))
+    assert str(caught.value) == f"{path}: line 2 is malformed: {problem}"
+
+
 def test_iter_file_numbers_physical_lines(tmp_path: Path) -> None:
     path = _write(tmp_path / "x.jsonl", _encode(TRACES[:1]) + b"\n" + _encode(TRACES[1:2]))
     assert [n for n, _ in iter_file(path)] == [1, 3]

@@ -6,9 +6,11 @@ import argparse
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pandas as pd
 import pytest
 import yaml
@@ -334,6 +336,23 @@ def test_command_output_folder_that_cannot_exist_is_bad_input(
     args = parse(["check-behaviour", str(run_dir), "--targets", str(TARGETS), "--out", str(out)])
     with pytest.raises(ConfigError, match=f"{re.escape(str(out))}: cannot create the output"):
         args.func(args)
+
+
+def test_a_trace_line_damaged_since_the_run_is_bad_input_naming_it(run_dir, tmp_path, capsys):
+    """The tenure target reads every trace by year; a year that is a list was a traceback."""
+    copy = tmp_path / run_dir.name
+    shutil.copytree(run_dir, copy)
+    traces = copy / "household_traces.jsonl"
+    lines = traces.read_bytes().splitlines(keepends=True)
+    record = orjson.loads(lines[5])
+    lines[5] = orjson.dumps({**record, "year": [record["year"]]}) + b"\n"
+    traces.write_bytes(b"".join(lines))
+    code = main(["check-behaviour", str(copy), "--targets", str(TARGETS), "--out", str(tmp_path)])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {traces}: line 6 is malformed: year is not an integer "
+        f"(got [{record['year']}])\n"
+    )
 
 
 def test_command_with_a_bad_targets_file_leaves_no_output_folder(run_dir, tmp_path):

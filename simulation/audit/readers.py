@@ -8,7 +8,8 @@ Lines are written whole, newline included, so a crash can only leave a truncated
 one that lacks its newline. Readers skip such a line, warn (:class:`TruncatedLineWarning`) and
 record it in a :class:`ReadReport` when one is passed in. Any other unparsable line, a complete
 (newline-terminated) last line included, means the file is corrupt and raises
-:class:`AuditReadError` naming the file and the line number as malformed.
+:class:`AuditReadError` naming the file and the line number as malformed; so does a line whose
+``run_id``, ``year`` or ``agent_id`` (which every line has) is missing or of another type.
 
 Example::
 
@@ -73,6 +74,10 @@ _GZIP_WBITS = 16 + zlib.MAX_WBITS
 _GZIP_MAGIC = b"\x1f\x8b"
 # Characters of a skipped line kept in the report, enough to recognise it.
 _PREVIEW_CHARS = 80
+# Fields every line of every stream has, with their types (see _base_field_problem).
+_BASE_FIELDS = (("run_id", str), ("year", int), ("agent_id", str))
+_KIND_NAMES = {str: "a string", int: "an integer"}
+_MISSING = object()
 
 StrPath = str | os.PathLike[str]
 
@@ -305,6 +310,24 @@ def _numbered_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, bytes
         yield number + 1, pending, False
 
 
+def _base_field_problem(record: dict[str, Any]) -> str | None:
+    """What is wrong with a line's ``run_id``, ``year`` and ``agent_id``, if anything.
+
+    Every line of every stream has them (the JSON Schemas require them), and the readers and
+    analyses group and index by them: a line whose ones are missing or of another type was
+    damaged after it was written, and is refused where it is read rather than failing later.
+    """
+    for name, kind in _BASE_FIELDS:
+        value = record.get(name, _MISSING)
+        if value.__class__ is not kind:  # exactly: True is no year
+            if value is _MISSING:
+                return f"{name} is missing"
+            shown = repr(value)
+            shown = shown if len(shown) <= _PREVIEW_CHARS else shown[:_PREVIEW_CHARS] + "..."
+            return f"{name} is not {_KIND_NAMES[kind]} (got {shown})"
+    return None
+
+
 def iter_file(
     path: StrPath, *, report: ReadReport | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -340,6 +363,10 @@ def iter_file(
         if not isinstance(record, dict):
             bad = (number, line, f"got {type(record).__name__}", complete)
             continue
+        problem = _base_field_problem(record)
+        if problem is not None:
+            msg = f"{path}: line {number} is malformed: {problem}"
+            raise AuditReadError(msg)
         report.records += 1
         yield number, record
     if bad is not None:
