@@ -246,6 +246,39 @@ def test_resume_reruns_a_complete_run_whose_model_years_csv_was_damaged(
     )
 
 
+@pytest.mark.parametrize(
+    ("damage", "kept"),
+    [
+        (lambda records: records[2].pop("run_id"), 3),  # that run cannot be matched: it reruns
+        (lambda records: records[3].update(point="1", replicate=[1], error={}), 4),
+    ],
+    ids=["a-record-without-its-id", "a-record-with-wrong-values"],
+)
+def test_resume_records_kept_runs_as_the_plan_has_them(
+    serial_result, tmp_path, capsys, damage, kept
+):
+    """A damaged record of experiment.json ended the batch with a traceback (a KeyError while
+    planning, or point '1' beside the others' integers while combining the metrics)."""
+    out = tmp_path / "copy"
+    shutil.copytree(serial_result.out_dir, out)
+    data = state(out)
+    damage(data["runs"])
+    (out / "experiment.json").write_bytes(orjson.dumps(data))
+    path = write_experiment(tmp_path)
+    code = main(
+        ["batch", str(path), "--out", str(out), "--executor", "serial", "--resume", "--quiet"]
+    )
+    assert code == 0, capsys.readouterr().err
+    assert f"{kept} kept from an earlier attempt" in capsys.readouterr().out
+    fields = ("run_id", "point", "replicate", "seed", "params", "status", "error", "run_dir")
+    assert [{k: r[k] for k in fields} for r in state(out)["runs"]] == [
+        {k: r[k] for k in fields} for r in state(serial_result.out_dir)["runs"]
+    ]
+    assert pd.read_parquet(out / "model_years.parquet").equals(
+        pd.read_parquet(serial_result.out_dir / "model_years.parquet")
+    )
+
+
 def test_resume_keeps_a_run_a_worker_finished_after_the_batch_was_interrupted(
     serial_result, tmp_path
 ):

@@ -182,16 +182,20 @@ def _plan_records(
     state_path = out / "experiment.json"
     if not (resume and state_path.exists()):
         return [_record(run) for run in planned]
-    previous = {r["run_id"]: r for r in orjson.loads(state_path.read_bytes())["runs"]}
+    # _holder read the file: its runs are a list of mappings, though perhaps not all whole.
+    previous = {r.get("run_id"): r for r in orjson.loads(state_path.read_bytes())["runs"]}
     removed = _remove_unplanned_runs(out, planned)
     records = []
     for run in planned:
         old = previous.get(run.run_id)
         if _reusable(old, run, out, folder):
-            # Kept, but labelled by this plan: a key added to the sweep at its default
-            # value leaves the run as it was and adds to what its point sets.
-            kept = {"status": "complete", "error": None, "run_dir": f"runs/{run.run_id}"}
-            records.append({**old, **kept, "params": run.params})
+            # Kept, but recorded as this plan has it: a key added to the sweep at its default
+            # value leaves the run as it was and adds to what its point sets. Only the time
+            # it took comes from the earlier record.
+            took = old.get("duration_s")
+            kept = {"status": "complete", "run_dir": f"runs/{run.run_id}"}
+            duration = {"duration_s": took if isinstance(took, float) and took >= 0 else None}
+            records.append({**_record(run), **kept, **duration})
         else:
             records.append(_record(run))
     if removed or any(record["status"] != "complete" for record in records):
