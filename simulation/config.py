@@ -1086,10 +1086,12 @@ FileKind = Literal["run", "experiment", "calibration", "targets"]
 
 def file_kind(data: dict[str, Any]) -> FileKind:
     """What a YAML mapping is, by its top-level keys: a run config unless it says otherwise."""
-    if data.keys() == {"targets"}:
-        return "targets"
     if data.keys() >= CALIBRATION_KEYS:
         return "calibration"
+    # A targets file with a stray key is still one, for its validation to name that key: as a
+    # run config it would be told that `targets` is unknown.
+    if "targets" in data and not (EXPERIMENT_KEYS | _RUN_KEYS) & data.keys():
+        return "targets"
     if EXPERIMENT_KEYS & data.keys():
         return "experiment"
     return "run"

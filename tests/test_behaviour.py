@@ -175,6 +175,23 @@ def test_bad_targets_file_shapes(tmp_path):
         load_targets(latin1)
 
 
+@pytest.mark.parametrize(
+    ("stray", "problem"),
+    [
+        ({3: -1}, "3: Keys should be strings (got 3)"),  # was an IndexError in the message
+        ({"tragets": []}, "tragets: unknown key"),  # was "targets: unknown key", as a run config
+    ],
+)
+def test_validate_names_a_stray_key_of_a_targets_file(tmp_path, capsys, stray, problem):
+    path = tmp_path / "targets.yaml"
+    path.write_text(yaml.safe_dump({"targets": [GOOD], **stray}), encoding="utf-8")
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err == f"floodsim: error: {path}: {problem}\n"
+    with pytest.raises(BehaviourError) as raised:
+        load_targets(path)
+    assert str(raised.value) == f"{path}: {problem}"
+
+
 def test_check_behaviour_on_a_run(run_dir):
     table = check_behaviour(run_dir, TARGETS)
     assert tuple(table.columns) == TABLE_COLUMNS

@@ -270,8 +270,8 @@ def _describe(error: ValidationError, origin: Path, data: dict[str, Any]) -> str
     first = error.errors()[0]
     parts: list[str] = []
     for part in first["loc"]:
-        if isinstance(part, int):
-            parts[-1] = f"{parts[-1]}[{part}]" if parts else f"[{part}]"
+        if isinstance(part, int) and parts:  # a list index; first, a key of the file
+            parts[-1] = f"{parts[-1]}[{part}]"
         else:
             parts.append(str(part))
     loc = ".".join(parts)
