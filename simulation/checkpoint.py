@@ -21,7 +21,6 @@ leaves either the previous checkpoint or the new one, never a torn file.
 from __future__ import annotations
 
 import math
-import os
 from collections import deque
 from dataclasses import fields
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, get_type_hints
@@ -40,6 +39,7 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from simulation.agents.state import FloodZone, HouseholdState
+from simulation.atomic import replace_file
 from simulation.config import describe_validation_error
 from simulation.cycle import ADOPTION_PHRASES
 from simulation.memory import CognitiveMemory
@@ -269,15 +269,10 @@ def restore(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
 
 def write_checkpoint(run_dir: Path, data: dict[str, Any]) -> None:
     """Write ``data`` atomically as the run's checkpoint."""
-    path = run_dir / CHECKPOINT_FILE
-    tmp = run_dir / f".{CHECKPOINT_FILE}.tmp"
-    with tmp.open("wb") as fh:
-        # orjson writes NaN as null (restore turns the metrics' back) and integer keys as text,
-        # as the standard library's encoder would, at a twentieth of its time.
-        fh.write(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    # orjson writes NaN as null (restore turns the metrics' back) and integer keys as text, as
+    # the standard library's encoder would, at a twentieth of its time.
+    data_bytes = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+    replace_file(run_dir / CHECKPOINT_FILE, data_bytes, durable=True)
 
 
 def _problem(error: ValidationError, within: str = "") -> str:

@@ -31,6 +31,7 @@ import orjson
 from tqdm import tqdm
 
 from simulation import __version__
+from simulation.atomic import replace_file, temporary_name
 from simulation.audit.writer import LLM_STREAM, STREAMS, AuditWriter, stream_names
 from simulation.checkpoint import (
     CHECKPOINT_FILE,
@@ -106,9 +107,9 @@ REGISTRY_COPY = "skill_registry.yaml"
 #: and only these: what they say of the earlier run would be stale beside the new one.
 RUN_FILES = (
     "manifest.json",  # first: a folder without it is no run that could pass for complete
-    ".manifest.json.tmp",
+    temporary_name(Path("manifest.json")).name,
     CHECKPOINT_FILE,
-    f".{CHECKPOINT_FILE}.tmp",
+    temporary_name(Path(CHECKPOINT_FILE)).name,
     "config.resolved.yaml",
     REGISTRY_COPY,
     "model_years.csv",
@@ -740,6 +741,4 @@ def _now() -> str:
 
 def _write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     """Replace ``manifest.json`` atomically."""
-    tmp = run_dir / ".manifest.json.tmp"
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, run_dir / "manifest.json")
+    replace_file(run_dir / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2))

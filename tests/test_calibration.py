@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from simulation import atomic
 from simulation.analysis.behaviour import ShortWindowWarning
 from simulation.calibration import commands
 from simulation.calibration.fit import (
@@ -281,8 +282,6 @@ def test_resuming_where_nothing_finished_starts_from_the_beginning(tmp_path, mon
 def test_ctrl_c_while_the_summaries_are_written_leaves_a_folder_resume_continues(
     tmp_path, monkeypatch
 ):
-    from simulation.calibration import fit
-
     path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))
     calibrate(path, tmp_path / "whole", progress=False)
     real = os.replace
@@ -293,7 +292,7 @@ def test_ctrl_c_while_the_summaries_are_written_leaves_a_folder_resume_continues
         real(src, dst)
 
     with monkeypatch.context() as patch:
-        patch.setattr(fit.os, "replace", interrupted)
+        patch.setattr(atomic.os, "replace", interrupted)
         with pytest.raises(KeyboardInterrupt):
             calibrate(path, tmp_path / "out", progress=False)
     assert not (tmp_path / "out" / "best.yaml").exists()
@@ -332,8 +331,6 @@ def test_killed_after_a_resumed_attempt_found_a_better_point_it_resumes(tmp_path
 def test_killed_between_the_summaries_of_a_resumed_attempt_it_resumes(tmp_path, monkeypatch):
     """Killed after evaluations.csv took the resumed attempt's six evaluations, but before
     best.yaml did: the two disagree on the best, and evaluations.csv is the later word."""
-    from simulation.calibration import fit
-
     data = tiny(parameters=PARAMETERS, replicates=1, max_evaluations=6)
     calibrate(write(tmp_path, data), tmp_path / "whole", progress=False)
     out = tmp_path / "out"
@@ -347,7 +344,7 @@ def test_killed_between_the_summaries_of_a_resumed_attempt_it_resumes(tmp_path, 
         real(src, dst)
 
     with monkeypatch.context() as patch:
-        patch.setattr(fit.os, "replace", killed)
+        patch.setattr(atomic.os, "replace", killed)
         with pytest.raises(_Killed):
             calibrate(path, out, resume=True, progress=False)
     assert len(pd.read_csv(out / "evaluations.csv")) == 6

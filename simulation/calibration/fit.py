@@ -95,7 +95,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-import os
 import shutil
 import warnings
 from collections import deque
@@ -118,6 +117,7 @@ from simulation.analysis.behaviour import (
     check_behaviour,
     load_targets,
 )
+from simulation.atomic import replace_file, temporary_name
 from simulation.config import (
     ConfigError,
     RunConfig,
@@ -877,7 +877,7 @@ def _write_outputs(
     evaluations = pd.DataFrame(rows, columns=["evaluation", *keys, "loss", *names, "invalid"])
     # Each summary is replaced whole: Ctrl-C or a kill while they are written leaves the
     # earlier one (or none), never a file cut short that --resume could not read.
-    _replace_file(out / "evaluations.csv", evaluations.to_csv(index=False))
+    replace_file(out / "evaluations.csv", evaluations.to_csv(index=False).encode("utf-8"))
     table = best.table
     summary = {
         "calibration": origin,
@@ -901,7 +901,8 @@ def _write_outputs(
         "experiment": best.folder.relative_to(out).as_posix(),
         "fingerprint": fingerprint,  # what --resume checks (see the module docstring)
     }
-    _replace_file(out / "best.yaml", dump_yaml(summary, sort_keys=False, allow_unicode=True))
+    text = dump_yaml(summary, sort_keys=False, allow_unicode=True)
+    replace_file(out / "best.yaml", text.encode("utf-8"))
     if search.recorded is not None and search.recorded != best.folder:
         # The summaries name the new best now: the runs of the one they named before can go.
         shutil.rmtree(search.recorded, ignore_errors=True)
@@ -916,19 +917,12 @@ def _write_outputs(
     return evaluations
 
 
-def _replace_file(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, replacing the old one at once."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8", newline="")  # as given: to_csv chose the newlines
-    os.replace(tmp, path)
-
-
 def _clear_results(out: Path) -> None:
     """Remove a calibration's results from ``out``: its evaluations' runs and its summaries."""
     shutil.rmtree(out / "evaluations", ignore_errors=True)
     for name in ("evaluations.csv", "best.yaml", "calibration.png"):
         (out / name).unlink(missing_ok=True)
-        (out / f".{name}.tmp").unlink(missing_ok=True)  # left by an interrupted _replace_file
+        temporary_name(out / name).unlink(missing_ok=True)  # left by an interrupted write
 
 
 # ------------------------------------------------------------------------------ entry point

@@ -28,7 +28,6 @@ experiment would sit beside the new runs, where anything that lists ``runs/`` fi
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 import warnings
@@ -41,6 +40,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from simulation.analysis.metrics import table_cells
+from simulation.atomic import replace_file, temporary_name
 from simulation.config import ConfigError, create_output_folder, remove_outputs
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
@@ -77,7 +77,13 @@ _DERIVED = ("behaviour.csv", "behaviour.png")
 
 #: What a batch writes into its folder (``runs`` a folder), and what is derived from it:
 #: ``overwrite`` removes these, and only these.
-_RESULTS = ("experiment.json", "model_years.parquet", "runs", *_DERIVED)
+_RESULTS = (
+    "experiment.json",
+    temporary_name(Path("experiment.json")).name,
+    "model_years.parquet",
+    "runs",
+    *_DERIVED,
+)
 
 
 #: Files only a run directory holds at its top (:data:`simulation.runner.RUN_FILES`).
@@ -204,10 +210,8 @@ def _plan_records(
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".json.tmp")
     # Swept values may be mappings with number keys (hazard.events: {10: 9.5}).
-    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
-    os.replace(tmp, path)
+    replace_file(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
 
 
 def _reusable(record: dict[str, Any] | None, run: PlannedRun, out_dir: Path, folder: Path) -> bool:

@@ -1,0 +1,41 @@
+"""Replace a file whole: a reader sees the old contents or the new, never a file cut short.
+
+floodsim rewrites its records in place as work goes on: a run's manifest and checkpoint, a
+batch's ``experiment.json``, a calibration's summaries. A process stopped while writing one
+(Ctrl-C, SIGKILL, a full disk) must leave a file that ``--resume`` can read, so each is written
+to a temporary file beside it and moved over it in one step.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["replace_file", "temporary_name"]
+
+
+def temporary_name(path: Path) -> Path:
+    """Where :func:`replace_file` writes before the move: ``.NAME.tmp`` beside ``path``."""
+    return path.with_name(f".{path.name}.tmp")
+
+
+def replace_file(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Write ``data`` to ``path`` through a temporary file moved over it in one step.
+
+    Args:
+        path: The file to replace (or create).
+        data: Its new contents.
+        durable: Flush the data to the disk before the move, so that a power cut too leaves
+            the old file or the new one whole (a checkpoint's promise; the other records need
+            only outlive the process).
+    """
+    tmp = temporary_name(path)
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
+    os.replace(tmp, path)
