@@ -634,6 +634,17 @@ def test_summarize_names_a_corrupt_line_once_without_follow_on_failures(
     assert out.count("not checked: consolidation.jsonl could not be read to the end") == 2
 
 
+def test_summarize_names_a_line_whose_nested_field_is_not_a_mapping(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trace whose 'memory' is a list ended summarize with an AttributeError."""
+    traces = [TRACES[0], {**TRACES[1], "memory": ["H1:1"]}, *TRACES[2:]]
+    run = make_run(tmp_path, streams={"household_traces": traces})
+    failed = _fails(run, capsys)
+    assert set(failed) == {"files", "_out"}
+    assert "household_traces.jsonl:2: missing or malformed field" in failed["_out"]
+
+
 def test_summarize_detects_line_counts_and_truncation(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -161,6 +161,17 @@ def test_corrupt_audit_stream_is_a_report_error(run_dir, tmp_path):
     assert str(traces) in str(info.value)
 
 
+def test_a_config_that_is_not_utf8_is_a_report_error(run_dir, tmp_path):
+    """It ended the report with a UnicodeDecodeError."""
+    broken = tmp_path / "not-utf8"
+    shutil.copytree(run_dir, broken, ignore=shutil.ignore_patterns("report"))
+    config = broken / "config.resolved.yaml"
+    config.write_bytes(config.read_bytes()[:100] + b"\x98\xc5" + config.read_bytes()[102:])
+    with pytest.raises(ReportError, match="cannot be read as YAML") as info:
+        write_report(broken)
+    assert str(config) in str(info.value)
+
+
 # ---------------------------------------------------------------------------------- CLI
 def report_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="floodsim")

@@ -153,7 +153,7 @@ def load_run(run_dir: str | Path) -> RunData:
     if config_file.is_file():
         try:
             config = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as err:
+        except (OSError, yaml.YAMLError, UnicodeDecodeError) as err:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             msg = f"{config_file}: cannot be read as YAML ({first})"
             raise RunDirError(msg) from None

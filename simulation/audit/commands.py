@@ -236,7 +236,7 @@ def _scan_stream(path: Path, name: str, scan: _Scan) -> StreamStats:
                 high = year if high is None else max(high, year)
             try:
                 scan.record(name, record, where)
-            except (KeyError, TypeError) as err:
+            except (KeyError, TypeError, AttributeError) as err:  # a mapping that is not one
                 msg = f"{where}: missing or malformed field {err}"
                 raise AuditReadError(msg) from None
     except AuditReadError as err:
