@@ -172,6 +172,31 @@ def test_a_config_that_is_not_utf8_is_a_report_error(run_dir, tmp_path):
     assert str(config) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda raw: raw[: len(raw) // 2], "cut short: its last row has no newline"),
+        (lambda raw: raw.replace(b"\n3,", b"\n,", 1), "a year is missing or not a whole"),
+        (lambda raw: raw.replace(b",4.0,", b",1e400,", 1), "column 'premium_rate' holds an infin"),
+        (lambda raw: raw.replace(b",4.0,", b",four,", 1), "column 'premium_rate' holds text"),
+    ],
+    ids=["cut-short", "year-missing", "infinite", "text"],
+)
+def test_a_metrics_table_damaged_since_the_run_is_named(run_dir, tmp_path, capsys, damage, problem):
+    """It was read as it stood: a table cut short ended check-behaviour with a ValueError, and
+    an infinite value ended the report's figures with one."""
+    broken = tmp_path / "damaged"
+    shutil.copytree(run_dir, broken, ignore=shutil.ignore_patterns("report"))
+    table = broken / "model_years.csv"
+    table.write_bytes(damage(table.read_bytes()))
+    with pytest.raises(metrics.RunDirError, match=problem):
+        metrics.load_run(broken)
+    assert main(["report", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"floodsim: error: {table}: ")
+    assert err.count("\n") == 1
+
+
 # ---------------------------------------------------------------------------------- CLI
 def report_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="floodsim")

@@ -9,12 +9,14 @@ need a missing stream return an empty frame instead of failing.
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import orjson
 import pandas as pd
 import yaml
@@ -44,6 +46,7 @@ __all__ = [
     "household_retrievals",
     "load_run",
     "memory_composition",
+    "read_metrics_csv",
     "read_stream_frame",
     "stream_path",
     "table_cells",
@@ -158,20 +161,57 @@ def load_run(run_dir: str | Path) -> RunData:
             msg = f"{config_file}: cannot be read as YAML ({first})"
             raise RunDirError(msg) from None
     metrics_file = _metrics_path(path) or path / "model_years.csv"
-    try:
-        if metrics_file.suffix == ".csv":
-            metrics = pd.read_csv(metrics_file)
-        else:
+    if metrics_file.suffix == ".csv":
+        metrics = read_metrics_csv(metrics_file)
+    else:
+        try:
             metrics = pd.read_parquet(metrics_file)
-    except (OSError, ValueError, ImportError) as err:
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        msg = f"{metrics_file}: cannot be read ({first})"
-        raise RunDirError(msg) from None
+        except (OSError, ValueError, ImportError) as err:
+            raise RunDirError(_cannot_read(metrics_file, err)) from None
     missing = [c for c in _REQUIRED_METRICS if c not in metrics.columns]
     if missing:
         msg = f"{metrics_file}: missing column(s) {', '.join(missing)}"
         raise RunDirError(msg)
     return RunData(path, manifest, config, metrics.sort_values("year", ignore_index=True))
+
+
+def read_metrics_csv(path: Path) -> pd.DataFrame:
+    """A run's ``model_years.csv``, refused when it was damaged since the run wrote it.
+
+    Raises:
+        RunDirError: Naming the file, for one that cannot be read, is cut short (no newline
+            after its last row), holds text or an infinite value where a metric's number
+            goes, or a year that is not a whole number.
+    """
+    try:
+        raw = path.read_bytes()
+        metrics = pd.read_csv(io.BytesIO(raw))
+    except (OSError, ValueError, pd.errors.ParserError) as err:  # UnicodeDecodeError included
+        raise RunDirError(_cannot_read(path, err)) from None
+    problem = None
+    if raw and not raw.endswith(b"\n"):
+        problem = "cut short: its last row has no newline"
+    text = [c for c in metrics.columns if not pd.api.types.is_numeric_dtype(metrics[c])]
+    infinite = [
+        c
+        for c in metrics.columns
+        if pd.api.types.is_float_dtype(metrics[c]) and np.isinf(metrics[c]).any()
+    ]
+    if problem is None and text:
+        problem = f"column {text[0]!r} holds text where a number goes"
+    elif problem is None and infinite:
+        problem = f"column {infinite[0]!r} holds an infinite value"
+    elif problem is None and "year" in metrics and not (metrics["year"] % 1 == 0).all():
+        problem = "a year is missing or not a whole number"
+    if problem is not None:
+        msg = f"{path}: {problem} (the file was changed since the run wrote it)"
+        raise RunDirError(msg)
+    return metrics
+
+
+def _cannot_read(path: Path, err: Exception) -> str:
+    first = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return f"{path}: cannot be read ({first})"
 
 
 # ------------------------------------------------------------------------------ model_years

@@ -39,7 +39,7 @@ import orjson
 import pandas as pd
 from tqdm import tqdm
 
-from simulation.analysis.metrics import table_cells
+from simulation.analysis.metrics import RunDirError, read_metrics_csv, table_cells
 from simulation.atomic import replace_file, temporary_name
 from simulation.config import ConfigError, create_output_folder, remove_outputs
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
@@ -255,14 +255,10 @@ def _metrics_intact(path: Path, years: int) -> bool:
     from simulation.model import METRIC_COLUMNS  # noqa: PLC0415 - see _reusable
 
     try:
-        frame = pd.read_csv(path)
-    except (OSError, ValueError, pd.errors.ParserError):  # a UnicodeDecodeError is a ValueError
+        frame = read_metrics_csv(path)
+    except RunDirError:
         return False
-    return (
-        tuple(frame.columns) == METRIC_COLUMNS
-        and len(frame) == years
-        and all(pd.api.types.is_numeric_dtype(dtype) for dtype in frame.dtypes)
-    )
+    return tuple(frame.columns) == METRIC_COLUMNS and len(frame) == years
 
 
 def run_experiment(
