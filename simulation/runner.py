@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictStr, ValidationError
 from tqdm import tqdm
 
 from simulation import __version__
@@ -44,6 +45,7 @@ from simulation.collector import tuned_collector
 from simulation.config import (
     ConfigError,
     create_output_folder,
+    describe_validation_error,
     is_curve_file,
     load_config,
     remove_outputs,
@@ -122,6 +124,19 @@ RUN_FILES = (
 #: How many of the kept files' names the warning lists.
 _KEPT_NAMES_SHOWN = 3
 _GZIP_MAGIC = b"\x1f\x8b"  # the first bytes of every gzip member
+
+
+class _ResumedManifest(BaseModel):
+    """What resuming a run reads of its ``manifest.json`` (the rest is for people to read)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: StrictStr
+    config_hash: StrictStr
+    input_sha256: dict[str, StrictStr] | None = None  # absent from older manifests
+    resumed: Annotated[int, Strict(), Field(ge=0)] = 0
+    checkpoint_every: Annotated[int, Strict(), Field(ge=1)] | None = None
+    duration_s: Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)] | None = None
 
 
 class KeptFilesWarning(UserWarning):
@@ -498,6 +513,13 @@ def resume_run(
     if manifest.get("status") == "complete":
         msg = f"{run_dir}: the run is already complete; nothing to resume"
         raise RunError(msg)
+    try:
+        _ResumedManifest.model_validate(manifest)
+    except ValidationError as err:
+        where = run_dir / "manifest.json"
+        problem = describe_validation_error(err, str(where))
+        msg = f"{problem}; it was changed since the run wrote it, so the run cannot be resumed"
+        raise RunError(msg) from None
     origin = str(run_dir / "config.resolved.yaml")
     config, _ = load_config(origin)
     changed = _changed_since_start(config, run_dir, manifest)

@@ -494,6 +494,30 @@ def test_resume_refuses_a_committed_offset_that_is_not_where_a_year_ended(tmp_pa
     assert manifest(run_dir)["status"] == "failed"  # left as it was
 
 
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"resumed": "1"}, "resumed: Input should be a valid integer (got '1')"),
+        (
+            {"checkpoint_every": [1, 2]},
+            "checkpoint_every: Input should be a valid integer (got [1, 2])",
+        ),
+        ({"duration_s": "abc"}, "duration_s: Input should be a valid number (got 'abc')"),
+        ({"input_sha256": 1.5}, "input_sha256: Input should be a valid dictionary (got 1.5)"),
+    ],
+)
+def test_resume_refuses_a_manifest_whose_values_were_changed(tmp_path, capsys, change, problem):
+    # Resuming adds to these: each was a TypeError or AttributeError with a traceback.
+    run_dir = interrupted_run(tmp_path, 5)
+    path = run_dir / "manifest.json"
+    path.write_bytes(orjson.dumps({**manifest(run_dir), **change}))
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {path}: {problem}; it was changed since the run wrote it, so the run "
+        "cannot be resumed\n"
+    )
+
+
 def test_a_manifest_that_is_not_a_json_object_is_not_a_run_directory(tmp_path, capsys):
     run_dir = interrupted_run(tmp_path, 5)
     (run_dir / "manifest.json").write_text("[]", encoding="utf-8")
