@@ -224,9 +224,9 @@ def test_corrupt_middle_line_raises_naming_file_and_line(tmp_path: Path, gz: boo
 
 
 def test_non_object_middle_line_raises(tmp_path: Path) -> None:
-    _write(tmp_path / "memory_updates.jsonl", _encode(TRACES[:1]) + b"[1, 2]\n" + _encode(TRACES))
+    _write(tmp_path / "household_traces.jsonl", _encode(TRACES[:1]) + b"[1, 2]\n" + _encode(TRACES))
     with pytest.raises(AuditReadError, match="line 2"):
-        list(iter_records(tmp_path, "memory_updates"))
+        list(iter_records(tmp_path, "household_traces"))
 
 
 DROP = object()  # a change that leaves the field out
@@ -240,17 +240,40 @@ DROP = object()  # a change that leaves the field out
         ({"agent_id": None}, "agent_id is not a string (got None)"),
         ({"run_id": 7}, "run_id is not a string (got 7)"),
         ({"year": DROP}, "year is missing"),
+        # The other top-level fields, by the stream's JSON Schema.
+        ({"reasoning": 1.5}, "reasoning is not an object (got 1.5)"),
+        ({"action": DROP}, "action is missing"),
+        ({"schema_version": 2}, "schema_version is not 1 (got 2)"),
     ],
 )
-def test_a_line_whose_base_fields_are_damaged_is_refused_naming_it(
+def test_a_line_whose_top_level_fields_are_damaged_is_refused_naming_it(
     tmp_path: Path, change: dict[str, Any], problem: str
 ) -> None:
-    """Every line has them and every analysis groups by them: one fails where it is read."""
+    """The analyses group by them and reach into them: one fails where it is read, not later."""
     damaged = {key: value for key, value in {**TRACES[1], **change}.items() if value is not DROP}
     path = _write(tmp_path / "household_traces.jsonl", _encode([TRACES[0], damaged, *TRACES[2:]]))
     with pytest.raises(AuditReadError) as caught:
         list(iter_records(tmp_path, "household_traces"))
     assert str(caught.value) == f"{path}: line 2 is malformed: {problem}"
+
+
+def test_a_memory_update_of_an_unknown_type_is_refused_naming_it(tmp_path: Path) -> None:
+    line = {
+        "schema_version": 1,
+        "run_id": "r",
+        "year": 1,
+        "agent_id": "H1",
+        "update_type": "rumour",
+        "memory_item": {},
+        "evicted": [],
+    }
+    path = _write(tmp_path / "memory_updates.jsonl", _encode([line]))
+    with pytest.raises(AuditReadError) as caught:
+        list(iter_records(tmp_path, "memory_updates"))
+    assert str(caught.value) == (
+        f"{path}: line 1 is malformed: update_type is not one of ['flood', 'claim', 'decision', "
+        "'policy', 'neighbor', 'seed', 'reflection', 'other'] (got 'rumour')"
+    )
 
 
 def test_iter_file_numbers_physical_lines(tmp_path: Path) -> None:

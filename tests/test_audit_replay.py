@@ -642,7 +642,20 @@ def test_summarize_names_a_line_whose_nested_field_is_not_a_mapping(
     run = make_run(tmp_path, streams={"household_traces": traces})
     failed = _fails(run, capsys)
     assert set(failed) == {"files", "_out"}
-    assert "household_traces.jsonl:2: missing or malformed field" in failed["_out"]
+    assert (
+        "household_traces.jsonl: line 2 is malformed: memory is not an object (got ['H1:1'])"
+        in failed["_out"]
+    )
+
+
+def test_summarize_names_a_line_whose_deeper_field_is_not_a_mapping(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Inside the top-level fields, which the readers do not check, summarize names it too."""
+    ends = [{**ENDS[0], "consolidation": {**ENDS[0]["consolidation"], "reflections": [1]}}]
+    run = make_run(tmp_path, streams={"consolidation": [*ends, *ENDS[1:]]})
+    failed = _fails(run, capsys)
+    assert "consolidation.jsonl:1: missing or malformed field" in failed["_out"]
 
 
 def test_summarize_detects_line_counts_and_truncation(

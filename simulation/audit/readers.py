@@ -9,7 +9,7 @@ one that lacks its newline. Readers skip such a line, warn (:class:`TruncatedLin
 record it in a :class:`ReadReport` when one is passed in. Any other unparsable line, a complete
 (newline-terminated) last line included, means the file is corrupt and raises
 :class:`AuditReadError` naming the file and the line number as malformed; so does a line whose
-``run_id``, ``year`` or ``agent_id`` (which every line has) is missing or of another type.
+top-level fields do not match its stream's JSON Schema (one missing, or of another type).
 
 Example::
 
@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import warnings
@@ -37,6 +38,7 @@ import orjson
 import pandas as pd
 from isal import isal_zlib
 
+from simulation.audit import load_schema
 from simulation.audit.writer import LLM_STREAM, STREAMS
 
 if TYPE_CHECKING:
@@ -74,10 +76,28 @@ _GZIP_WBITS = 16 + zlib.MAX_WBITS
 _GZIP_MAGIC = b"\x1f\x8b"
 # Characters of a skipped line kept in the report, enough to recognise it.
 _PREVIEW_CHARS = 80
-# Fields every line of every stream has, with their types (see _base_field_problem).
-_BASE_FIELDS = (("run_id", str), ("year", int), ("agent_id", str))
-_KIND_NAMES = {str: "a string", int: "an integer"}
+# What a JSON Schema type admits, by the exact class orjson gives (a bool is no integer).
+_JSON_CLASSES = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+_JSON_NAMES = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
 _MISSING = object()
+# The fields every line of every stream has (each stream's JSON Schema requires them).
+_COMMON_FIELDS = ("schema_version", "run_id", "year", "agent_id")
 
 StrPath = str | os.PathLike[str]
 
@@ -310,22 +330,72 @@ def _numbered_lines(path: Path, report: ReadReport) -> Iterator[tuple[int, bytes
         yield number + 1, pending, False
 
 
-def _base_field_problem(record: dict[str, Any]) -> str | None:
-    """What is wrong with a line's ``run_id``, ``year`` and ``agent_id``, if anything.
+class _Field(NamedTuple):
+    """What a stream's JSON Schema says of one top-level field."""
 
-    Every line of every stream has them (the JSON Schemas require them), and the readers and
-    analyses group and index by them: a line whose ones are missing or of another type was
-    damaged after it was written, and is refused where it is read rather than failing later.
+    name: str
+    required: bool
+    classes: frozenset[type] | None  # None: any
+    kinds: str  # the types, as words
+    values: tuple[Any, ...] | None  # an enum's or a const's values; None: any
+
+
+@functools.cache
+def _top_level(stream: str | None) -> tuple[_Field, ...]:
+    """What ``stream``'s JSON Schema says of each top-level field of its lines.
+
+    ``None``: a file of no stream's name, of which only the fields every stream has are known.
     """
-    for name, kind in _BASE_FIELDS:
+    if stream is None:
+        return tuple(f for f in _top_level(STREAMS[0]) if f.name in _COMMON_FIELDS)
+    schema = load_schema(stream)
+    fields = []
+    for name, spec in schema["properties"].items():
+        kinds = spec.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else kinds
+        values = (spec["const"],) if "const" in spec else spec.get("enum")
+        fields.append(
+            _Field(
+                name,
+                name in schema["required"],
+                None if kinds is None else frozenset(c for k in kinds for c in _JSON_CLASSES[k]),
+                " or ".join(_JSON_NAMES[k] for k in kinds or ()),
+                None if values is None else tuple(values),
+            )
+        )
+    return tuple(fields)
+
+
+def _shape_problem(record: dict[str, Any], stream: str | None) -> str | None:
+    """What is wrong with a line's top-level fields, by its stream's JSON Schema, if anything.
+
+    The readers and analyses group and index by these fields and reach into the mappings they
+    hold: a line with one missing or of another type was damaged after it was written, and is
+    refused where it is read rather than failing later with a traceback. The fields inside them
+    are not checked: a whole schema check costs hundreds of microseconds a line.
+    """
+    for name, required, classes, kinds, values in _top_level(stream):
         value = record.get(name, _MISSING)
-        if value.__class__ is not kind:  # exactly: True is no year
-            if value is _MISSING:
+        if value is _MISSING:
+            if required:
                 return f"{name} is missing"
-            shown = repr(value)
-            shown = shown if len(shown) <= _PREVIEW_CHARS else shown[:_PREVIEW_CHARS] + "..."
-            return f"{name} is not {_KIND_NAMES[kind]} (got {shown})"
+        elif classes is not None and value.__class__ not in classes:
+            return f"{name} is not {kinds} (got {_shown(value)})"
+        elif values is not None and value not in values:
+            allowed = repr(values[0]) if len(values) == 1 else f"one of {list(values)}"
+            return f"{name} is not {allowed} (got {_shown(value)})"
     return None
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= _PREVIEW_CHARS else shown[:_PREVIEW_CHARS] + "..."
+
+
+def _stream_of(path: Path) -> str | None:
+    """The stream a file holds, by its name (``None``: no stream's name)."""
+    name = path.name.removesuffix(".gz").removesuffix(".jsonl")
+    return name if name in (*STREAMS, LLM_STREAM) else None
 
 
 def iter_file(
@@ -345,6 +415,7 @@ def iter_file(
             line (one without its newline), or corrupt gzip data.
     """
     path = Path(path)
+    stream = _stream_of(path)
     report = report if report is not None else ReadReport()
     report._reset(path)
     # An unparsable line, fatal unless it is the last: (number, line, reason, complete).
@@ -363,7 +434,7 @@ def iter_file(
         if not isinstance(record, dict):
             bad = (number, line, f"got {type(record).__name__}", complete)
             continue
-        problem = _base_field_problem(record)
+        problem = _shape_problem(record, stream)
         if problem is not None:
             msg = f"{path}: line {number} is malformed: {problem}"
             raise AuditReadError(msg)
