@@ -250,9 +250,10 @@ def test_resume_reruns_a_complete_run_whose_model_years_csv_was_damaged(
     ("damage", "kept"),
     [
         (lambda records: records[2].pop("run_id"), 3),  # that run cannot be matched: it reruns
+        (lambda records: records[2].update(run_id=[1, 2]), 3),
         (lambda records: records[3].update(point="1", replicate=[1], error={}), 4),
     ],
-    ids=["a-record-without-its-id", "a-record-with-wrong-values"],
+    ids=["a-record-without-its-id", "an-id-that-is-a-list", "a-record-with-wrong-values"],
 )
 def test_resume_records_kept_runs_as_the_plan_has_them(
     serial_result, tmp_path, capsys, damage, kept

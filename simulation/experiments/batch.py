@@ -189,7 +189,8 @@ def _plan_records(
     if not (resume and state_path.exists()):
         return [_record(run) for run in planned]
     # _holder read the file: its runs are a list of mappings, though perhaps not all whole.
-    previous = {r.get("run_id"): r for r in orjson.loads(state_path.read_bytes())["runs"]}
+    runs = orjson.loads(state_path.read_bytes())["runs"]
+    previous = {r.get("run_id"): r for r in runs if isinstance(r.get("run_id"), str)}
     removed = _remove_unplanned_runs(out, planned)
     records = []
     for run in planned:
