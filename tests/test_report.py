@@ -197,6 +197,31 @@ def test_a_metrics_table_damaged_since_the_run_is_named(run_dir, tmp_path, capsy
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("command", "change", "problem"),
+    [
+        ("report", {"versions": 3}, "versions: Input should be a valid dictionary (got 3)"),
+        ("report", {"counts": {"years": "30"}}, "counts.years: Input should be a valid integer"),
+        ("audit", {"audit": 1.5}, "audit: Input should be a valid dictionary (got 1.5)"),
+    ],
+)
+def test_a_manifest_damaged_since_the_run_is_named(
+    run_dir, tmp_path, capsys, command, change, problem
+):
+    """The report's facts and audit memory reached into these with an AttributeError."""
+    broken = tmp_path / "damaged"
+    shutil.copytree(run_dir, broken, ignore=shutil.ignore_patterns("report"))
+    path = broken / "manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text(encoding="utf-8")), **change}))
+    argv = ["report", str(broken)]
+    if command == "audit":
+        argv = ["audit", "memory", str(broken), "--agent", "H00001", "--year", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"floodsim: error: {path}: {problem}")
+    assert err.count("\n") == 1
+
+
 # ---------------------------------------------------------------------------------- CLI
 def report_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="floodsim")

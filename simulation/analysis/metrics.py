@@ -24,6 +24,7 @@ import yaml
 from simulation.audit.readers import (
     experiment_folder_error,
     iter_records,
+    manifest_problem,
     read_stream,
     retrievals,
 )
@@ -150,6 +151,10 @@ def load_run(run_dir: str | Path) -> RunData:
         raise RunDirError(msg) from None
     if not isinstance(manifest, dict):
         msg = f"{path / 'manifest.json'}: expected a JSON object"
+        raise RunDirError(msg)
+    problem = manifest_problem(manifest)
+    if problem is not None:
+        msg = f"{path / 'manifest.json'}: {problem}"
         raise RunDirError(msg)
     config: dict[str, Any] = {}
     config_file = path / "config.resolved.yaml"

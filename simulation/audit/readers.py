@@ -31,12 +31,13 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, overload
 
 import numpy as np
 import orjson
 import pandas as pd
 from isal import isal_zlib
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictStr, ValidationError
 
 from simulation.audit import load_schema
 from simulation.audit.writer import LLM_STREAM, STREAMS
@@ -58,6 +59,7 @@ __all__ = [
     "experiment_folder_error",
     "iter_file",
     "iter_records",
+    "manifest_problem",
     "memory_counts",
     "not_a_folder_error",
     "read_manifest",
@@ -254,7 +256,57 @@ def read_manifest(run_dir: StrPath) -> dict[str, Any]:
     if not isinstance(data, dict):
         msg = f"{path}: expected a JSON object"
         raise AuditReadError(msg)
+    problem = manifest_problem(data)
+    if problem is not None:
+        msg = f"{path}: {problem}"
+        raise AuditReadError(msg)
     return data
+
+
+_Count = Annotated[int, Strict(), Field(ge=0)]
+
+
+class _Readable(BaseModel):
+    """Part of a manifest as the readers use it: each field optional, but of its type."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class _ListedStream(_Readable):
+    file: StrictStr | None = None
+    lines: _Count | None = None
+
+
+class _ManifestAudit(_Readable):
+    level: Literal["off", "minimal", "standard", "full"] | None = None
+    streams: dict[str, _ListedStream] | None = None
+
+
+class _Manifest(_Readable):
+    run_id: StrictStr | None = None
+    status: StrictStr | None = None
+    seed: Annotated[int, Strict()] | None = None
+    year_reached: _Count | None = None
+    counts: dict[str, _Count] | None = None
+    versions: dict[str, StrictStr] | None = None
+    audit: _ManifestAudit | None = None
+
+
+def manifest_problem(manifest: dict[str, Any]) -> str | None:
+    """What is wrong with the fields of a run's manifest that readers use, if anything.
+
+    The readers, ``audit memory``, ``audit summarize`` and ``report`` reach into its mappings
+    (``audit.streams``, ``counts``, ``versions``): one of another type, edited or damaged since
+    the run wrote it, would fail there with a traceback.
+    """
+    try:
+        _Manifest.model_validate(manifest)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        said = first["msg"].split(" or instance of ")[0]  # not the name of a class of ours
+        return f"{where}: {said} (got {_shown(first['input'])})"
+    return None
 
 
 def _audit_level(run_dir: Path) -> str | None:

@@ -252,6 +252,8 @@ def _check_level(run_dir: Path) -> tuple[dict[str, Any] | None, Path]:
     try:
         manifest: dict[str, Any] | None = read_manifest(run_dir)
     except AuditReadError:
+        if (run_dir / "manifest.json").exists():
+            raise  # written whole, so damaged since: what it says of the run is unknown
         manifest = None  # an interrupted run has streams but no manifest: replay what is there
     audit = (manifest or {}).get("audit")
     level = audit.get("level") if isinstance(audit, dict) else None
