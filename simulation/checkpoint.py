@@ -324,6 +324,10 @@ def _check_fits(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
                     where = f"households.{position}.last_decision.{field}"
                     msg = f"{where}: {decided[field]!r} is not a skill of the registry"
                     raise ValueError(msg)
+        owner = record["memory"].get("agent_id")
+        if owner != record["state"]["agent_id"]:  # its items' ids would name another household
+            msg = f"households.{position}.memory.agent_id: {owner!r} is not the household's"
+            raise ValueError(msg)
         moved = record.get("relocated_in")
         if moved is not None and (moved > year or not record["state"]["relocated"]):
             problem = "after the checkpoint's year" if moved > year else "but it has not moved"

@@ -414,6 +414,10 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
         (_first_household(adopted_last_year="party"), "households.0.adopted_last_year: 'party'"),
         (_first_household(relocated_in=3), "households.0.relocated_in: 3, but it has not moved"),
         (
+            _edited(lambda data: data["households"][0]["memory"].update(agent_id="H00002")),
+            "households.0.memory.agent_id: 'H00002' is not the household's",
+        ),
+        (
             _first_household(
                 last_decision=[4, "do_nothing", "fly_away", False, 0.0, 0.1, False, 0]
             ),
@@ -437,6 +441,7 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
         "negative-damage",
         "unknown-adoption",
         "moved-but-stayed",
+        "another-households-memory",
         "unknown-proposal",
         "a-stream-left-out",
     ],
