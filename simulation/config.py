@@ -1398,7 +1398,8 @@ def describe_validation_error(error: ValidationError, origin: str) -> str:
     """One line: file, dotted key path, problem (and how many more problems there are)."""
     first = error.errors()[0]
     loc = ".".join(str(p) for p in first["loc"] if p != "[key]")  # a dict key: named anyway
-    message = first["msg"].removeprefix("Value error, ")
+    # Without "or instance of GovernmentConfig": the name of a class of ours tells a user nothing.
+    message = first["msg"].removeprefix("Value error, ").split(" or instance of ")[0]
     if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         message = "unknown key"
     elif (

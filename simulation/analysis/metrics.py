@@ -193,25 +193,25 @@ def read_metrics_csv(path: Path) -> pd.DataFrame:
         metrics = pd.read_csv(io.BytesIO(raw))
     except (OSError, ValueError, pd.errors.ParserError) as err:  # UnicodeDecodeError included
         raise RunDirError(_cannot_read(path, err)) from None
-    problem = None
-    if raw and not raw.endswith(b"\n"):
-        problem = "cut short: its last row has no newline"
-    text = [c for c in metrics.columns if not pd.api.types.is_numeric_dtype(metrics[c])]
-    infinite = [
-        c
-        for c in metrics.columns
-        if pd.api.types.is_float_dtype(metrics[c]) and np.isinf(metrics[c]).any()
-    ]
-    if problem is None and text:
-        problem = f"column {text[0]!r} holds text where a number goes"
-    elif problem is None and infinite:
-        problem = f"column {infinite[0]!r} holds an infinite value"
-    elif problem is None and "year" in metrics and not (metrics["year"] % 1 == 0).all():
-        problem = "a year is missing or not a whole number"
+    problem = _damage(raw, metrics)
     if problem is not None:
         msg = f"{path}: {problem} (the file was changed since the run wrote it)"
         raise RunDirError(msg)
     return metrics
+
+
+def _damage(raw: bytes, metrics: pd.DataFrame) -> str | None:
+    """What is wrong with a metrics table, read from ``raw``, that a run cannot have written."""
+    if raw and not raw.endswith(b"\n"):
+        return "cut short: its last row has no newline"
+    for name, values in metrics.items():
+        if not pd.api.types.is_numeric_dtype(values):
+            return f"column {name!r} holds text where a number goes"
+        if pd.api.types.is_float_dtype(values) and np.isinf(values).any():
+            return f"column {name!r} holds an infinite value"
+    if "year" in metrics and not (metrics["year"] % 1 == 0).all():
+        return "a year is missing or not a whole number"
+    return None
 
 
 def _cannot_read(path: Path, err: Exception) -> str:

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, StrictStr, Validation
 
 from simulation.audit import load_schema
 from simulation.audit.writer import LLM_STREAM, STREAMS
+from simulation.config import describe_validation_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -302,10 +303,7 @@ def manifest_problem(manifest: dict[str, Any]) -> str | None:
     try:
         _Manifest.model_validate(manifest)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        said = first["msg"].split(" or instance of ")[0]  # not the name of a class of ours
-        return f"{where}: {said} (got {_shown(first['input'])})"
+        return describe_validation_error(err, "-").removeprefix("-: ")
     return None
 
 
