@@ -546,6 +546,7 @@ def test_summarize_passes_on_a_consistent_run(
     out = capsys.readouterr().out
     assert _check_lines(out) == {
         "files": "ok",
+        "schema": "ok",
         "line counts": "ok",
         "run_id": "ok",
         "household-years": "ok",
@@ -651,11 +652,20 @@ def test_summarize_names_a_line_whose_nested_field_is_not_a_mapping(
 def test_summarize_names_a_line_whose_deeper_field_is_not_a_mapping(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Inside the top-level fields, which the readers do not check, summarize names it too."""
+    """Inside the top-level fields, which the readers do not check, the schema check names it.
+
+    The line is read on: the other checks count it, and its household's years stay whole.
+    """
     ends = [{**ENDS[0], "consolidation": {**ENDS[0]["consolidation"], "reflections": [1]}}]
     run = make_run(tmp_path, streams={"consolidation": [*ends, *ENDS[1:]]})
     failed = _fails(run, capsys)
-    assert "consolidation.jsonl:1: missing or malformed field" in failed["_out"]
+    assert "files" not in failed
+    assert "schema" in failed
+    assert (
+        "schema: 1 line(s) do not match their stream's JSON Schema: consolidation.jsonl:1: "
+        "consolidation.reflections[0] must be object (got 1)"
+    ) in failed["_out"]
+    assert "H1: consolidation years differ" not in failed["_out"]
 
 
 def test_summarize_detects_line_counts_and_truncation(

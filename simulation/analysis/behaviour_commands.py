@@ -55,6 +55,7 @@ def _check_behaviour(args: argparse.Namespace) -> int:
 
     Raises:
         BehaviourError: For a bad targets file or path (the CLI exits with code 2).
+        AuditReadError: For an audit line damaged since the run wrote it (exit code 2).
     """
     # Imported on use so that `floodsim --help` does not load pandas and matplotlib.
     from simulation.analysis.behaviour import (  # noqa: PLC0415
@@ -65,6 +66,7 @@ def _check_behaviour(args: argparse.Namespace) -> int:
         plot_behaviour,
     )
     from simulation.analysis.event_study import ShortBaselineWarning  # noqa: PLC0415
+    from simulation.audit.conformance import damaged_lines_named  # noqa: PLC0415
     from simulation.config import create_output_folder  # noqa: PLC0415
 
     # check_behaviour warns once per target and design point whose baseline or year window is
@@ -78,7 +80,7 @@ def _check_behaviour(args: argparse.Namespace) -> int:
         create_output_folder(Path(args.out))
     caught: list[warnings.WarningMessage] = []
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, damaged_lines_named(args.path):
             table = check_behaviour(args.path, args.targets)
     finally:
         for w in caught:

@@ -24,6 +24,7 @@ def _report(args: argparse.Namespace) -> int:
     Raises:
         ReportError: For a missing or incomplete run directory or experiment (the CLI exits
             with code 2).
+        AuditReadError: For an audit line damaged since the run wrote it (exit code 2).
     """
     # Imported on use so that `floodsim --help` does not load pandas and matplotlib.
     from simulation.analysis.experiment_report import (  # noqa: PLC0415
@@ -31,11 +32,14 @@ def _report(args: argparse.Namespace) -> int:
         write_experiment_report,
     )
     from simulation.analysis.report import write_report  # noqa: PLC0415
+    from simulation.audit.conformance import damaged_lines_named  # noqa: PLC0415
 
     folder = Path(args.run_dir)
     out = Path(args.out) if args.out is not None else None
     write = write_experiment_report if is_experiment_dir(folder) else write_report
-    print(write(folder, out))
+    with damaged_lines_named(folder):
+        index = write(folder, out)
+    print(index)
     return 0
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from simulation.audit.conformance import damaged_lines_named, line_problem
 from simulation.audit.readers import (
     LLM_STREAM,
     STREAMS,
@@ -137,9 +138,10 @@ class AuditSummary:
         return "\n".join(lines)
 
 
-def _examples(problems: list[str]) -> str:
+def _examples(problems: list[str], total: int | None = None) -> str:
+    """The first problems, and how many more; ``total``: all of them, when more than listed."""
     shown = "; ".join(problems[:_MAX_EXAMPLES])
-    more = len(problems) - _MAX_EXAMPLES
+    more = (len(problems) if total is None else total) - _MAX_EXAMPLES
     return f"{shown}; and {more} more" if more > 0 else shown
 
 
@@ -156,6 +158,9 @@ class _Scan:
         self.trace_years: dict[str, list[int]] = defaultdict(list)
         self.trace_last: dict[str, tuple[int, bool]] = {}  # agent -> (year, relocated then)
         self.end_years: dict[str, list[int]] = defaultdict(list)
+        # Lines that break their stream's JSON Schema: how many, and the first few named.
+        self.damaged = 0
+        self.damaged_examples: list[str] = []
         # An unfinished run's last whole year: later lines may be part of a year it stopped in
         # (each stream writes out on its own), so they are read but neither checked nor counted.
         self.whole_through: int | None = None
@@ -167,6 +172,16 @@ class _Scan:
 
     def know(self, item_id: Any) -> None:
         self.known_ids.add(item_id)
+
+    def check_schema(self, name: str, record: dict[str, Any], where: str) -> bool:
+        """Whether the line matches the JSON Schema of stream ``name``; if not, it is noted."""
+        problem = line_problem(record, name)
+        if problem is None:
+            return True
+        self.damaged += 1
+        if len(self.damaged_examples) < _MAX_EXAMPLES:
+            self.damaged_examples.append(f"{where}: {problem}")
+        return False
 
     def run_id_of(self, record: dict[str, Any], where: str) -> None:
         run_id = record.get("run_id")
@@ -189,13 +204,15 @@ class _Scan:
             self.know(record["memory_item"]["id"])
             self.refer((e["id"] for e in record["evicted"]), where)
         elif name == "consolidation":
+            # First what needs only the top-level fields, which the readers have checked: a
+            # line damaged further in still counts for its household's years.
+            self.end_years[agent].append(year)
             block = record["consolidation"]
             for reflection in block["reflections"]:
                 self.know(reflection["id"])
             self.refer(block["transferred_items"], where)
             self.refer((e["id"] for e in block["evicted"]), where)
             self.refer(block["promoted"], where)
-            self.end_years[agent].append(year)
         elif name == "household_traces":
             self.trace_years[agent].append(year)
             action = record.get("action") or {}
@@ -228,6 +245,7 @@ def _scan_stream(path: Path, name: str, scan: _Scan) -> StreamStats:
     try:
         for line, record in iter_file(path, report=report):
             where = f"{path.name}:{line}"
+            matches = scan.check_schema(name, record, where)
             scan.run_id_of(record, where)
             year, agent = record.get("year"), record.get("agent_id")
             agents.add(agent)
@@ -237,6 +255,8 @@ def _scan_stream(path: Path, name: str, scan: _Scan) -> StreamStats:
             try:
                 scan.record(name, record, where)
             except (KeyError, TypeError, AttributeError) as err:  # a mapping that is not one
+                if not matches:  # the schema check has named the line: read on
+                    continue
                 msg = f"{where}: missing or malformed field {err}"
                 raise AuditReadError(msg) from None
     except AuditReadError as err:
@@ -272,6 +292,19 @@ def _check_files(
     present = [s.file for s in streams.values() if s.file]
     detail = f"{len(present)} stream(s) present and readable to the end"
     return Check("files", ok=True, detail=detail if present else "no audit streams (level off)")
+
+
+def _check_schema(scan: _Scan, streams: dict[str, StreamStats]) -> Check:
+    name = "schema"
+    if scan.damaged:
+        detail = f"{scan.damaged} line(s) do not match their stream's JSON Schema: " + _examples(
+            scan.damaged_examples, scan.damaged
+        )
+        return Check(name, ok=False, detail=detail)
+    read = sum(stats.lines for stats in streams.values())
+    if not read:
+        return Check(name, ok=True, detail="no lines to check")
+    return Check(name, ok=True, detail=f"every line read ({read}) matches its stream's JSON Schema")
 
 
 def _check_line_counts(streams: dict[str, StreamStats], listed: dict[str, Any]) -> Check:
@@ -398,6 +431,8 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
     Checks (each ``ok`` or failed with a short reason):
 
     * files: every stream the manifest lists is present, no line was truncated or corrupt;
+    * schema: every line read matches its stream's JSON Schema (``simulation/audit/schemas``),
+      nested fields included;
     * line counts: each stream has the number of lines the manifest records;
     * run_id: identical on every line and equal to the manifest's;
     * household-years: each traced household has one trace per year from year 1, without
@@ -461,6 +496,7 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
     summary = AuditSummary(folder, scan.run_id, audit, streams, status=status)
     summary.checks = [
         _check_files(streams, listed, problems),
+        _check_schema(scan, streams),
         _check_line_counts(streams, listed),
         _check_run_id(scan, manifest_run_id),
     ]
@@ -489,7 +525,8 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
 
 # --------------------------------------------------------------------------- handlers
 def _memory(args: argparse.Namespace) -> int:
-    rebuilt = rebuild_memory(args.run_dir, args.agent, args.year)
+    with damaged_lines_named(args.run_dir):
+        rebuilt = rebuild_memory(args.run_dir, args.agent, args.year)
     print(format_memory(rebuilt))
     return 0
 
