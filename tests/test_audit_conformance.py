@@ -129,6 +129,24 @@ def test_every_line_a_run_writes_matches_its_schema(request, fixture):
             lambda r: r.__setitem__("year", True),
             "year must be integer (got True)",
         ),
+        # What floodsim guarantees beyond the types: appraisals in [0, 1], counters not negative.
+        (
+            "household_traces",
+            lambda r: _set_tp(r, 3),
+            "reasoning.constructs.TP.value must be smaller than or equal to 1 (got 3)",
+        ),
+        (
+            "household_traces",
+            lambda r: (
+                "claims_paid" in r["state_before"] and r["state_before"].update(claims_paid=-1)
+            ),
+            "state_before.claims_paid must be bigger than or equal to 0 (got -1)",
+        ),
+        (
+            "tool_invocations",
+            lambda r: r["tool_invocation"]["parameters"].update(top_k="5"),
+            "tool_invocation.parameters.top_k must be integer (got '5')",
+        ),
     ],
 )
 def test_a_line_problem_names_the_field_the_rule_and_the_value(
