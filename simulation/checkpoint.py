@@ -71,8 +71,17 @@ _Amount = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 _Count = Annotated[int, Strict(), Field(ge=0)]
 _Word = Annotated[int, Strict(), Field(ge=0, le=0xFFFFFFFF)]  # of the Mersenne Twister's state
 _STRICT = {bool: StrictBool, int: _Count, float: _Finite, str: StrictStr}
-# State fields that are dollar amounts, never negative (elevations and positions may be).
-_DOLLARS = ("income", "structure_value", "contents_value", "cumulative_damage", "last_damage")
+# State fields never negative: dollar amounts, and the first floor's height above the ground
+# (generated and read from tables at 0 or more, and raised by elevation). Ground elevations and
+# positions may be.
+_NON_NEGATIVE = (
+    "income",
+    "structure_value",
+    "contents_value",
+    "cumulative_damage",
+    "last_damage",
+    "first_floor_height",
+)
 
 
 class _Part(BaseModel):
@@ -92,7 +101,7 @@ _State = TypedDict(
         if name in _STATE_FIELDS
     }
     | {"tenure": Literal["owner", "renter"], "flood_zone": FloodZone}
-    | dict.fromkeys(_DOLLARS, _Amount),
+    | dict.fromkeys(_NON_NEGATIVE, _Amount),
 )
 _State.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
 

@@ -411,6 +411,10 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
             _edited(lambda data: data["households"][0]["state"].update(cumulative_damage=-1.0)),
             "households.0.state.cumulative_damage: Input should be greater than or equal to 0",
         ),
+        (
+            _edited(lambda data: data["households"][0]["state"].update(first_floor_height=-1.0)),
+            "households.0.state.first_floor_height: Input should be greater than or equal to 0",
+        ),
         (_first_household(adopted_last_year="party"), "households.0.adopted_last_year: 'party'"),
         (_first_household(relocated_in=3), "households.0.relocated_in: 3, but it has not moved"),
         (
@@ -439,6 +443,7 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
         "metric-a-year-short",
         "count-as-text",
         "negative-damage",
+        "floor-below-ground",
         "unknown-adoption",
         "moved-but-stayed",
         "another-households-memory",
