@@ -7,6 +7,7 @@ import gzip
 import shutil
 from pathlib import Path
 
+import fastjsonschema
 import jsonschema
 import orjson
 import pytest
@@ -14,7 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulation.audit import LLM_STREAM, STREAMS, load_schema
-from simulation.audit.conformance import damaged_lines_named, first_damaged_line, line_problem
+from simulation.audit.conformance import (
+    _validator,
+    damaged_lines_named,
+    first_damaged_line,
+    line_problem,
+)
 from simulation.audit.readers import AuditReadError
 from simulation.cli import main
 from simulation.config import ConfigError, load_config
@@ -196,7 +202,10 @@ def sample_lines(standard_run, full_run) -> list[tuple[str, dict]]:
 )
 @given(data=st.data())
 def test_line_problem_agrees_with_jsonschema_on_damaged_lines(sample_lines, data):
-    """The compiled validators judge a damaged line as the reference implementation does."""
+    """The compiled validators judge a damaged line as the reference implementation does.
+
+    (line_problem checks more than the schema: what it cannot say, tested below.)
+    """
     stream, record = data.draw(st.sampled_from(sample_lines))
     record = copy.deepcopy(record)
     path = data.draw(st.sampled_from(_paths(record)))
@@ -208,7 +217,70 @@ def test_line_problem_agrees_with_jsonschema_on_damaged_lines(sample_lines, data
     else:
         parent[path[-1]] = data.draw(_JUNK)
     valid = jsonschema.Draft202012Validator(load_schema(stream)).is_valid(record)
-    assert (line_problem(record, stream) is None) == valid, (path, record)
+    try:
+        _validator(stream)(record)
+    except fastjsonschema.JsonSchemaValueException:
+        assert not valid, (path, record)
+        assert line_problem(record, stream) is not None
+    else:
+        assert valid, (path, record)
+
+
+def _first_retrieval(record: dict) -> bool:
+    return bool(record["memory"]["retrieved"])
+
+
+@pytest.mark.parametrize(
+    ("stream", "change", "problem"),
+    [
+        (
+            "household_traces",
+            lambda r: _first_retrieval(r) and r["memory"]["retrieval_scores"].pop(),
+            "memory.retrieval_scores has {n} entries for {m} retrieved items",
+        ),
+        (
+            "household_traces",
+            lambda r: _first_retrieval(r) and r["memory"]["retrieved"].__setitem__(0, "H9:1"),
+            "memory.retrieved names 'H9:1', not an item of this household",
+        ),
+        (
+            "tool_invocations",
+            lambda r: r["tool_invocation"].update(
+                result_count=r["tool_invocation"]["result_count"] + 1
+            ),
+            "tool_invocation.result_count is {m} for {n} results",
+        ),
+        (
+            "tool_invocations",
+            lambda r: r["tool_invocation"]["parameters"].update(current_year=r["year"] + 1),
+            "tool_invocation.parameters.current_year is {year} in a line of year {line_year}",
+        ),
+        (
+            "consolidation",
+            lambda r: r["consolidation"].update(transferred_count=5),
+            "consolidation.transferred_count is 5 for 0 transferred_items",
+        ),
+        (
+            "memory_updates",
+            lambda r: r["memory_item"].update(id="H9:0"),
+            "memory_updates names 'H9:0', not an item of this household",
+        ),
+    ],
+)
+def test_a_line_that_disagrees_with_itself_is_named(standard_run, stream, change, problem):
+    """What JSON Schema cannot say: lengths, counts, the call's year, whose items."""
+    records = _records(next(standard_run.glob(f"{stream}.jsonl*")))
+    record = next(r for r in records if change(copy.deepcopy(r)) is not False)
+    change(record)
+    memory = record.get("memory") or {}
+    call = record.get("tool_invocation") or {}
+    expected = problem.format(
+        n=len(memory.get("retrieval_scores", call.get("result", ()))),
+        m=len(memory.get("retrieved", ())) or call.get("result_count"),
+        year=call.get("parameters", {}).get("current_year"),
+        line_year=record["year"],
+    )
+    assert line_problem(record, stream) == expected
 
 
 def test_every_stream_has_a_validator():

@@ -32,6 +32,7 @@ from jsonschema import Draft202012Validator
 import simulation.decisions.llm.policy as policy_module
 from simulation.audit import LLM_STREAM, STREAMS, load_schema
 from simulation.audit.commands import summarize_run
+from simulation.audit.conformance import line_problem
 from simulation.audit.readers import read_stream
 from simulation.cli import main
 from simulation.config import load_config
@@ -224,7 +225,7 @@ def validator(stream: str) -> Draft202012Validator:
 
 
 def streams(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """Every stream of a run, each line checked against the stream's JSON Schema."""
+    """Every stream of a run, each line checked against the stream's JSON Schema and itself."""
     found: dict[str, list[dict[str, Any]]] = {}
     for name in ALL_STREAMS:
         path = run_dir / f"{name}.jsonl"
@@ -233,6 +234,7 @@ def streams(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
         for line in lines:
             errors = sorted(validator(name).iter_errors(line), key=lambda e: e.json_path)
             assert not errors, f"{name}: {errors[0].json_path}: {errors[0].message} in {line}"
+            assert line_problem(line, name) is None, line  # and what a schema cannot say
         found[name] = lines
     return found
 

@@ -432,7 +432,8 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
 
     * files: every stream the manifest lists is present, no line was truncated or corrupt;
     * schema: every line read matches its stream's JSON Schema (``simulation/audit/schemas``),
-      nested fields included;
+      nested fields included, and agrees with itself (lengths, counts, the call's year, whose
+      items; :mod:`simulation.audit.conformance`);
     * line counts: each stream has the number of lines the manifest records;
     * run_id: identical on every line and equal to the manifest's;
     * household-years: each traced household has one trace per year from year 1, without

@@ -1,8 +1,11 @@
-"""Whole audit lines checked against their stream's shipped JSON Schema, nested fields included.
+"""Whole audit lines checked: against their stream's shipped JSON Schema, and against themselves.
 
 The readers (:mod:`simulation.audit.readers`) check a line's top-level fields as they read it,
 for about a microsecond a line. What those fields hold (a trace's ``reasoning.constructs.TP.value``,
-a consolidation's ``reflections``) is checked here, where it is worth its cost:
+a consolidation's ``reflections``) is checked here, where it is worth its cost, and so is what a
+JSON Schema cannot say but every line the writer makes satisfies: lists of one length (retrieved
+ids and their scores), a count and its list, the year a ``retrieve_memory`` call names and its
+line's, and memory item ids (``<household>:<n>``) of the line's own household.
 
 * ``floodsim audit summarize`` checks every line (its ``schema`` check);
 * the commands that analyse runs (``report``, ``check-behaviour``, ``audit memory``) check lines
@@ -11,7 +14,8 @@ a consolidation's ``reflections``) is checked here, where it is worth its cost:
   run is read at the readers' speed.
 
 The validators are compiled from the schemas by fastjsonschema, once per process and stream. At
-level ``standard`` they take 3 to 7 µs a line; jsonschema's took 214 to 907.
+level ``standard`` they take 3 to 7 µs a line (jsonschema's took 214 to 907), and the agreement
+1 to 2.5 more.
 
 Example::
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +38,7 @@ from simulation.audit.readers import AuditReadError, iter_file, stream_path
 from simulation.audit.writer import LLM_STREAM, STREAMS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from simulation.audit.readers import StrPath
 
@@ -55,21 +60,26 @@ def _validator(stream: str) -> Callable[[Any], Any]:
 
 
 def line_problem(record: dict[str, Any], stream: str) -> str | None:
-    """What in ``record`` breaks the JSON Schema of ``stream`` (the first thing found), if any.
+    """What is wrong with ``record`` as a line of ``stream`` (the first thing found), if anything.
+
+    The line is checked against the stream's JSON Schema, then, if it matches, for the agreement
+    between its fields that the module docstring lists.
 
     Args:
         record: One parsed audit line.
         stream: One of :data:`~simulation.audit.STREAMS` or ``llm_calls``.
 
     Returns:
-        ``None`` for a line that matches, else the field and the rule it breaks, for example
-        ``reasoning.constructs.TP.value must be number (got 'x')``.
+        ``None`` for a line that is what the writer makes, else the field and what is wrong
+        with it, for example ``reasoning.constructs.TP.value must be number (got 'x')`` or
+        ``memory.retrieved names 'H00002:3', not an item of this household``.
     """
     try:
         _validator(stream)(record)
     except fastjsonschema.JsonSchemaValueException as err:
         return _described(err)
-    return None
+    agreement = _AGREEMENT.get(stream)
+    return None if agreement is None else agreement(record)
 
 
 def _described(err: fastjsonschema.JsonSchemaValueException) -> str:
@@ -81,6 +91,100 @@ def _described(err: fastjsonschema.JsonSchemaValueException) -> str:
     if len(shown) > _SHOWN_CHARS:
         shown = shown[:_SHOWN_CHARS] + "..."
     return f"{name} {rule} (got {shown})"
+
+
+# ------------------------------------------------------------------ what a schema cannot say
+# The writer's lines agree with themselves in ways JSON Schema cannot express: lists of one
+# length, a count and its list, the year a call names and the line's, and memory item ids that
+# are "<owner>:<n>" with the line's household as owner. Checked after the schema, so the fields
+# are there and of their types.
+
+
+def _foreign(record: dict[str, Any], ids: Iterable[str]) -> str | None:
+    """The first of ``ids`` that is not an item of the line's household, if any."""
+    owner = f"{record['agent_id']}:"
+    return next((i for i in ids if not i.startswith(owner)), None)
+
+
+def _not_owned(field: str, item_id: str | None) -> str | None:
+    if item_id is None:
+        return None
+    return f"{field} names {item_id!r}, not an item of this household"
+
+
+def _lengths(block: dict[str, Any], name: str, keys: Iterable[str], count: int) -> str | None:
+    """Whether each of ``keys`` present in ``block`` has ``count`` entries."""
+    for key in keys:
+        if key in block and len(block[key]) != count:
+            return f"{name}.{key} has {len(block[key])} entries for {count} retrieved items"
+    return None
+
+
+def _trace_agreement(record: dict[str, Any]) -> str | None:
+    memory = record.get("memory")
+    if memory is not None:
+        retrieved = memory["retrieved"]
+        keys = ("retrieval_scores", "retrieved_from", "retrieved_content")
+        if problem := _lengths(memory, "memory", keys, len(retrieved)):
+            return problem
+        snapshot = (
+            i["id"] for key in ("working_items", "episodic_items") for i in memory.get(key, ())
+        )
+        if problem := _not_owned("memory.retrieved", _foreign(record, retrieved)):
+            return problem
+        if problem := _not_owned("memory's items", _foreign(record, snapshot)):
+            return problem
+    update = record.get("memory_update")
+    return (
+        None if update is None else _not_owned("memory_update.id", _foreign(record, [update["id"]]))
+    )
+
+
+def _tool_agreement(record: dict[str, Any]) -> str | None:
+    call = record["tool_invocation"]
+    count = call["result_count"]
+    if len(call["result"]) != count:
+        return f"tool_invocation.result_count is {count} for {len(call['result'])} results"
+    if problem := _lengths(call, "tool_invocation", ("scores", "result_ids"), count):
+        return problem
+    year = call["parameters"].get("current_year")
+    if year is not None and year != record["year"]:
+        return (
+            f"tool_invocation.parameters.current_year is {year} in a line of year {record['year']}"
+        )
+    # At level full the result is the items' contents, and their ids are result_ids.
+    ids = call["result_ids"] if "result_ids" in call else call["result"]
+    return _not_owned("tool_invocation's result", _foreign(record, ids))
+
+
+def _end_agreement(record: dict[str, Any]) -> str | None:
+    block = record["consolidation"]
+    transferred = block["transferred_items"]
+    if block["transferred_count"] != len(transferred):
+        return (
+            f"consolidation.transferred_count is {block['transferred_count']} for "
+            f"{len(transferred)} transferred_items"
+        )
+    ids = itertools.chain(
+        transferred,
+        block["promoted"],
+        (e["id"] for e in block["evicted"]),
+        (r["id"] for r in block["reflections"]),
+    )
+    return _not_owned("consolidation", _foreign(record, ids))
+
+
+def _update_agreement(record: dict[str, Any]) -> str | None:
+    ids = itertools.chain((record["memory_item"]["id"],), (e["id"] for e in record["evicted"]))
+    return _not_owned("memory_updates", _foreign(record, ids))
+
+
+_AGREEMENT: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "household_traces": _trace_agreement,
+    "tool_invocations": _tool_agreement,
+    "consolidation": _end_agreement,
+    "memory_updates": _update_agreement,
+}
 
 
 def _stream_files(folder: Path) -> Iterator[tuple[Path, str]]:
