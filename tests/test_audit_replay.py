@@ -449,6 +449,26 @@ def test_eviction_of_an_unknown_item_is_an_error(tmp_path: Path) -> None:
         rebuild_memory(run, "H1", 1)
 
 
+@pytest.mark.parametrize(
+    ("ends", "problem"),
+    [
+        # Each was "missing or malformed field 'int' object is not subscriptable" or the like,
+        # or (a string for a mapping) an AttributeError.
+        ([1], "consolidation.reflections[0] must be object (got 1)"),
+        (["H1:7"], "consolidation.reflections[0] must be object (got 'H1:7')"),
+        (3, "consolidation.reflections must be array (got 3)"),
+    ],
+)
+def test_a_line_that_breaks_the_replay_is_named_with_what_is_wrong(
+    tmp_path: Path, ends: object, problem: str
+) -> None:
+    damaged = {**ENDS[2], "consolidation": {**ENDS[2]["consolidation"], "reflections": ends}}
+    run = make_run(tmp_path, streams={"consolidation": [*ENDS[:2], damaged, *ENDS[3:]]})
+    with pytest.raises(AuditReadError) as caught:
+        rebuild_memory(run, "H1", 2)
+    assert str(caught.value) == f"{run / 'consolidation.jsonl'}: line 3 is malformed: {problem}"
+
+
 def test_lines_out_of_year_order_are_an_error(tmp_path: Path) -> None:
     run = make_run(tmp_path, streams={"memory_updates": [*UPDATES, UPDATES[2]]})
     with pytest.raises(AuditReadError, match="line 10 is year 1 after year 3"):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simulation.audit.conformance import line_problem
 from simulation.audit.readers import (
     AuditReadError,
     ReadReport,
@@ -159,8 +160,13 @@ class _Replayer:
             where = f"{cursor.path}: line {line}"
             try:
                 action(record, where)
-            except (KeyError, TypeError) as err:
-                msg = f"{where}: missing or malformed field {err}"
+            except (AttributeError, KeyError, TypeError, ValueError) as err:
+                # Say what is wrong with the line, not only where applying it broke.
+                problem = line_problem(record, cursor.stream)
+                if problem is None:
+                    msg = f"{where}: missing or malformed field {err}"
+                else:
+                    msg = f"{where} is malformed: {problem}"
                 raise AuditReadError(msg) from None
         return applied
 
@@ -210,7 +216,8 @@ def _year_of(record: dict[str, Any], path: Path, line: int) -> int:
 class _Cursor:
     """A year-ordered stream with one record of look-ahead."""
 
-    def __init__(self, path: Path | None, report: ReadReport):
+    def __init__(self, stream: str, path: Path | None, report: ReadReport):
+        self.stream = stream
         self.path = path
         self._lines: Iterator[tuple[int, dict[str, Any]]] = (
             iter_file(path, report=report) if path is not None else iter(())
@@ -359,8 +366,8 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
         raise AuditReadError(msg)
 
     reports = {"memory_updates": ReadReport(), "consolidation": ReadReport()}
-    updates = _Cursor(updates_path, reports["memory_updates"])
-    ends = _Cursor(consolidation_path, reports["consolidation"])
+    updates = _Cursor("memory_updates", updates_path, reports["memory_updates"])
+    ends = _Cursor("consolidation", consolidation_path, reports["consolidation"])
     replay = _Replayer(agent_id)
     replay.run(updates, ends, year)
     _check_whole(folder, manifest, {"memory_updates": updates, "consolidation": ends}, reports)
