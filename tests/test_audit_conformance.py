@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import gzip
+import re
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulation.audit import LLM_STREAM, STREAMS, load_schema
+from simulation.analysis import metrics
+from simulation.audit import LLM_STREAM, STREAMS, load_schema, readers
 from simulation.audit.conformance import (
     _validator,
     damaged_lines_named,
@@ -342,6 +344,49 @@ def test_floodsim_s_own_errors_pass_through_unchanged(standard_run, tmp_path):
     with pytest.raises(ConfigError) as caught, damaged_lines_named(run_dir):
         raise error
     assert caught.value is error
+
+
+# --------------------------------------------------------------------------- the analyses
+def _some_agent(run_dir: Path) -> str:
+    return _records(next(run_dir.glob("household_traces.jsonl*")))[0]["agent_id"]
+
+
+@pytest.mark.parametrize(
+    ("analysis", "stream", "change"),
+    [
+        (metrics.tp_distribution, "household_traces", lambda r: _set_tp(r, "x")),
+        (
+            lambda run: metrics.household_decisions(run, _some_agent(run)),
+            "household_traces",
+            lambda r: r["reasoning"].update(constructs="TP high"),
+        ),
+        (
+            readers.decisions_per_year,
+            "household_traces",
+            lambda r: r["action"].pop("decision_skill"),
+        ),
+        (
+            readers.retrievals,
+            "household_traces",
+            lambda r: r["memory"].update(retrieved=3),
+        ),
+        (
+            readers.consolidation_table,
+            "consolidation",
+            lambda r: r["consolidation"].update(evicted=3),
+        ),
+    ],
+)
+def test_an_analysis_that_fails_on_a_damaged_line_names_it(
+    standard_run, tmp_path, analysis, stream, change
+):
+    """What a notebook calls says which line is damaged, as the commands do."""
+    run_dir = _copy(standard_run, tmp_path)
+    path, number, _ = _damage(run_dir, stream, 0, change)
+    with pytest.raises(
+        AuditReadError, match=f"^{re.escape(str(path))}: line {number} is malformed"
+    ):
+        analysis(run_dir)
 
 
 # --------------------------------------------------------------------------- the commands

@@ -25,6 +25,7 @@ from simulation.audit.readers import (
     experiment_folder_error,
     iter_records,
     manifest_problem,
+    naming_damaged_lines,
     read_stream,
     retrievals,
 )
@@ -379,6 +380,7 @@ def read_stream_frame(run_dir: str | Path, name: str) -> pd.DataFrame:
     return read_stream(run_dir, name)
 
 
+@naming_damaged_lines
 def tp_distribution(run_dir: str | Path) -> pd.DataFrame:
     """Every traced household's threat appraisal (TP) per year, from ``household_traces``.
 
@@ -408,6 +410,7 @@ def tp_summary(tp: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
+@naming_damaged_lines
 def memory_composition(run_dir: str | Path, metrics: pd.DataFrame | None = None) -> pd.DataFrame:
     """Memory per year: mean store sizes and, when audited, memory writes by source.
 
@@ -442,6 +445,7 @@ def memory_composition(run_dir: str | Path, metrics: pd.DataFrame | None = None)
     return combined
 
 
+@naming_damaged_lines
 def flood_events(run_dir: str | Path, agent_id: str | None = None) -> pd.DataFrame:
     """Floods households remember, from the ``memory_updates`` stream (flood writes).
 
@@ -474,6 +478,7 @@ def flood_events(run_dir: str | Path, agent_id: str | None = None) -> pd.DataFra
     return frame.sort_values(["agent_id", "year"], ignore_index=True)
 
 
+@naming_damaged_lines
 def household_decisions(run_dir: str | Path, agent_id: str) -> pd.DataFrame:
     """One household's decisions: appraisals and the skill it chose, per traced year.
 
@@ -505,6 +510,7 @@ def household_decisions(run_dir: str | Path, agent_id: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns).sort_values("year", ignore_index=True)
 
 
+@naming_damaged_lines
 def household_retrievals(run_dir: str | Path, agent_id: str) -> pd.DataFrame:
     """What one household retrieved for each decision, with scores and memory texts.
 

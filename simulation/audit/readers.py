@@ -31,7 +31,17 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, overload
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Concatenate,
+    Literal,
+    NamedTuple,
+    ParamSpec,
+    TypeVar,
+    overload,
+)
 
 import numpy as np
 import orjson
@@ -44,7 +54,7 @@ from simulation.audit.writer import LLM_STREAM, STREAMS
 from simulation.config import describe_validation_error
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
 __all__ = [
     "BASE_COLUMNS",
@@ -62,6 +72,7 @@ __all__ = [
     "iter_records",
     "manifest_problem",
     "memory_counts",
+    "naming_damaged_lines",
     "not_a_folder_error",
     "read_manifest",
     "read_stream",
@@ -103,6 +114,8 @@ _MISSING = object()
 _COMMON_FIELDS = ("schema_version", "run_id", "year", "agent_id")
 
 StrPath = str | os.PathLike[str]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class AuditReadError(ValueError):
@@ -539,6 +552,28 @@ def iter_records(
 
 
 # --------------------------------------------------------------------------- DataFrames
+def naming_damaged_lines(
+    analysis: Callable[Concatenate[StrPath, _P], _R],
+) -> Callable[Concatenate[StrPath, _P], _R]:
+    """Make an analysis of a run, given the run directory first, name a damaged line it fails on.
+
+    The analysis runs as it is, at the readers' speed; only when it fails on a value (a mapping
+    that is a list, a number given as text) are the run's lines checked, and the first one
+    damaged since the run wrote it is named in an :class:`AuditReadError`
+    (:func:`simulation.audit.conformance.damaged_lines_named`).
+    """
+
+    @functools.wraps(analysis)
+    def named(run_dir: StrPath, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        # The conformance module reads lines with this one: imported when used, not at import.
+        from simulation.audit.conformance import damaged_lines_named  # noqa: PLC0415
+
+        with damaged_lines_named(run_dir):
+            return analysis(run_dir, *args, **kwargs)
+
+    return named
+
+
 def as_integer(value: object) -> int | None:
     """``value`` as an ``int`` when it is an integer, else ``None``.
 
@@ -643,6 +678,7 @@ def _traces_with_memory(run_dir: StrPath) -> bool:
     return first is not None and isinstance(first.get("memory"), dict)
 
 
+@naming_damaged_lines
 def decisions_per_year(run_dir: StrPath) -> pd.DataFrame:
     """How many audited households chose each skill in each year (from ``household_traces``).
 
@@ -699,6 +735,7 @@ def _retrieval_rows_from_tools(records: Iterable[dict[str, Any]]) -> Iterator[tu
             yield r["year"], r["agent_id"], rank, item_id, score, None
 
 
+@naming_damaged_lines
 def retrievals(
     run_dir: StrPath, *, source: Literal["auto", "traces", "tool_invocations"] = "auto"
 ) -> pd.DataFrame:
@@ -732,6 +769,7 @@ def retrievals(
     return table.astype({"year": "int64", "rank": "int64"})
 
 
+@naming_damaged_lines
 def memory_counts(
     run_dir: StrPath, *, source: Literal["auto", "traces", "consolidation"] = "auto"
 ) -> pd.DataFrame:
@@ -782,6 +820,7 @@ def memory_counts(
     return table.astype({"year": "int64", "working_count": "int64", "episodic_count": "int64"})
 
 
+@naming_damaged_lines
 def consolidation_table(run_dir: StrPath) -> pd.DataFrame:
     """One row per household-year end (from ``consolidation``).
 
