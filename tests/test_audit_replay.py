@@ -682,8 +682,8 @@ def test_summarize_names_a_line_whose_deeper_field_is_not_a_mapping(
     assert "files" not in failed
     assert "schema" in failed
     assert (
-        "schema: 1 line(s) do not match their stream's JSON Schema: consolidation.jsonl:1: "
-        "consolidation.reflections[0] must be object (got 1)"
+        "schema: 1 line(s) break their stream's JSON Schema or disagree with themselves: "
+        "consolidation.jsonl:1: consolidation.reflections[0] must be object (got 1)"
     ) in failed["_out"]
     assert "H1: consolidation years differ" not in failed["_out"]
 

@@ -158,7 +158,7 @@ class _Scan:
         self.trace_years: dict[str, list[int]] = defaultdict(list)
         self.trace_last: dict[str, tuple[int, bool]] = {}  # agent -> (year, relocated then)
         self.end_years: dict[str, list[int]] = defaultdict(list)
-        # Lines that break their stream's JSON Schema: how many, and the first few named.
+        # Lines that are not what the writer makes (line_problem): how many, the first named.
         self.damaged = 0
         self.damaged_examples: list[str] = []
         # An unfinished run's last whole year: later lines may be part of a year it stopped in
@@ -174,7 +174,10 @@ class _Scan:
         self.known_ids.add(item_id)
 
     def check_schema(self, name: str, record: dict[str, Any], where: str) -> bool:
-        """Whether the line matches the JSON Schema of stream ``name``; if not, it is noted."""
+        """Whether the line is what the writer makes for stream ``name``; if not, it is noted.
+
+        That is, it matches the stream's JSON Schema and agrees with itself (``line_problem``).
+        """
         problem = line_problem(record, name)
         if problem is None:
             return True
@@ -297,14 +300,16 @@ def _check_files(
 def _check_schema(scan: _Scan, streams: dict[str, StreamStats]) -> Check:
     name = "schema"
     if scan.damaged:
-        detail = f"{scan.damaged} line(s) do not match their stream's JSON Schema: " + _examples(
-            scan.damaged_examples, scan.damaged
+        detail = (
+            f"{scan.damaged} line(s) break their stream's JSON Schema or disagree with "
+            f"themselves: {_examples(scan.damaged_examples, scan.damaged)}"
         )
         return Check(name, ok=False, detail=detail)
     read = sum(stats.lines for stats in streams.values())
     if not read:
         return Check(name, ok=True, detail="no lines to check")
-    return Check(name, ok=True, detail=f"every line read ({read}) matches its stream's JSON Schema")
+    detail = f"every line read ({read}) matches its stream's JSON Schema and agrees with itself"
+    return Check(name, ok=True, detail=detail)
 
 
 def _check_line_counts(streams: dict[str, StreamStats], listed: dict[str, Any]) -> Check:

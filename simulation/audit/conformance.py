@@ -8,10 +8,11 @@ ids and their scores), a count and its list, the year a ``retrieve_memory`` call
 line's, and memory item ids (``<household>:<n>``) of the line's own household.
 
 * ``floodsim audit summarize`` checks every line (its ``schema`` check);
-* the commands that analyse runs (``report``, ``check-behaviour``, ``audit memory``) check lines
-  only once an analysis has failed on a value (:func:`damaged_lines_named`): a line damaged after
-  the run wrote it is then named, file, line and field, instead of a traceback, and an intact
-  run is read at the readers' speed.
+* the commands that analyse runs (``report``, ``check-behaviour``, ``audit memory``) and the
+  analysis functions a notebook calls (:func:`simulation.audit.readers.naming_damaged_lines`)
+  check lines only once an analysis has failed on a value (:func:`damaged_lines_named`): a line
+  damaged after the run wrote it is then named, file, line and field, instead of a traceback,
+  and an intact run is read at the readers' speed.
 
 The validators are compiled from the schemas by fastjsonschema, once per process and stream. At
 level ``standard`` they take 3 to 7 µs a line (jsonschema's took 214 to 907), and the agreement
@@ -201,14 +202,14 @@ def _stream_files(folder: Path) -> Iterator[tuple[Path, str]]:
 
 
 def first_damaged_line(folder: StrPath) -> str | None:
-    """The first audit line under ``folder`` that breaks its stream's schema, named, if any.
+    """The first audit line under ``folder`` that :func:`line_problem` finds wrong, named, if any.
 
     Args:
         folder: A run directory, or an experiment folder (its runs are read in name order).
 
     Returns:
         ``<file>: line <n> is malformed: <what>``, the form of the readers' own messages, or
-        ``None`` when every line matches (or ``folder`` holds no audit streams).
+        ``None`` when every line is what the writer makes (or ``folder`` holds no streams).
     """
     for path, stream in _stream_files(Path(folder)):
         try:
@@ -226,15 +227,15 @@ def damaged_lines_named(folder: StrPath) -> Iterator[None]:
 
     Inside the block, an AttributeError, IndexError, KeyError, TypeError or ValueError that
     floodsim did not raise on purpose (its own errors already say what is wrong) makes the
-    streams under ``folder`` be checked against their schemas. If a line breaks its schema, an
+    lines under ``folder`` be checked (:func:`line_problem`). If one is damaged, an
     :class:`~simulation.audit.readers.AuditReadError` naming the first such line replaces the
-    error; if none does, the error was not the data's, and it propagates unchanged.
+    error; if none is, the error was not the data's, and it propagates unchanged.
 
     Args:
         folder: The run directory or experiment folder the block analyses.
 
     Raises:
-        AuditReadError: Naming the first line under ``folder`` that breaks its schema.
+        AuditReadError: Naming the first damaged line under ``folder``.
     """
     try:
         yield
