@@ -38,6 +38,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from simulation.agents.institutions import RATE_DIGITS, SUBSIDY_DIGITS
 from simulation.agents.state import FloodZone, HouseholdState
 from simulation.atomic import replace_file
 from simulation.config import describe_validation_error
@@ -315,6 +316,7 @@ def _check_fits(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
     if short is not None:
         msg = f"metrics.{short}: {len(metrics[short])} values for {year} years"
         raise ValueError(msg)
+    _check_levers(model, data)
     skills = model.registry.skills
     for position, record in enumerate(saved):
         adopted = record["adopted_last_year"]
@@ -342,6 +344,40 @@ def _check_fits(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
             problem = "after the checkpoint's year" if moved > year else "but it has not moved"
             msg = f"households.{position}.relocated_in: {moved}, {problem}"
             raise ValueError(msg)
+
+
+def _check_levers(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
+    """Refuse a subsidy share or premium rate the run's institutions could not have set.
+
+    The share starts within its config's bounds and every change is clamped to them, then
+    rounded (which may land a hair outside a bound given with more decimals than are kept). So
+    is the rate, when the insurer adjusts it; when it does not, the rate is the starting one.
+    """
+    government, insurer = model.config.government, model.config.insurer
+    share = data["government"]["subsidy_share"]
+    if not _within(share, government.min_subsidy, government.max_subsidy, SUBSIDY_DIGITS):
+        msg = (
+            f"government.subsidy_share: {share} is outside the config's [min_subsidy, "
+            f"max_subsidy] = [{government.min_subsidy}, {government.max_subsidy}]"
+        )
+        raise ValueError(msg)
+    rate = data["insurer"]["rate"]
+    if not insurer.enabled:
+        start = model.config.insurance.rate_per_1000
+        if rate != start:
+            msg = f"insurer.rate: {rate}, but the insurer is disabled and the rate stays {start}"
+            raise ValueError(msg)
+    elif not _within(rate, insurer.min_rate, insurer.max_rate, RATE_DIGITS):
+        msg = (
+            f"insurer.rate: {rate} is outside the config's [min_rate, max_rate] = "
+            f"[{insurer.min_rate}, {insurer.max_rate}]"
+        )
+        raise ValueError(msg)
+
+
+def _within(value: float, low: float, high: float, digits: int) -> bool:
+    """Whether a lever clamped to ``[low, high]`` and rounded to ``digits`` can be ``value``."""
+    return min(low, round(low, digits)) <= value <= max(high, round(high, digits))
 
 
 def read_checkpoint(run_dir: Path) -> dict[str, Any] | None:

@@ -415,6 +415,14 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
             _edited(lambda data: data["households"][0]["state"].update(first_floor_height=-1.0)),
             "households.0.state.first_floor_height: Input should be greater than or equal to 0",
         ),
+        (
+            _edited(lambda data: data["government"].update(subsidy_share=0.05)),
+            "government.subsidy_share: 0.05 is outside the config's [min_subsidy, max_subsidy]",
+        ),
+        (
+            _edited(lambda data: data["insurer"].update(rate=40.0)),
+            "insurer.rate: 40.0 is outside the config's [min_rate, max_rate] = [2.0, 12.0]",
+        ),
         (_first_household(adopted_last_year="party"), "households.0.adopted_last_year: 'party'"),
         (_first_household(relocated_in=3), "households.0.relocated_in: 3, but it has not moved"),
         (
@@ -444,6 +452,8 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
         "count-as-text",
         "negative-damage",
         "floor-below-ground",
+        "subsidy-below-its-minimum",
+        "rate-above-its-maximum",
         "unknown-adoption",
         "moved-but-stayed",
         "another-households-memory",
@@ -460,6 +470,22 @@ def test_a_damaged_checkpoint_is_a_clear_error(tmp_path, capsys, damage, problem
     assert err.count("\n") == 1
     assert err.startswith(f"floodsim: error: {checkpoint}: not a usable checkpoint")
     assert problem in err
+
+
+def test_a_disabled_insurer_s_rate_is_its_starting_one_even_outside_the_bounds(tmp_path, capsys):
+    """The bounds bind only an insurer that adjusts the rate: a kept rate resumes, a changed not."""
+    fixed = ("insurer.enabled=false", "insurance.rate_per_1000=20.0")
+    run_dir = interrupted_run(tmp_path / "kept", 5, *fixed)
+    assert main(["run", "--resume", str(run_dir)]) == 0
+    run_dir = interrupted_run(tmp_path / "changed", 5, *fixed)
+    checkpoint = run_dir / CHECKPOINT_FILE
+    changed = _edited(lambda data: data["insurer"].update(rate=12.0))
+    checkpoint.write_text(changed(checkpoint.read_text(encoding="utf-8")), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    assert "insurer.rate: 12.0, but the insurer is disabled and the rate stays 20.0" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize("extra", [(), ("audit.gzip=true",)], ids=["plain", "gzip"])

@@ -15,7 +15,12 @@ import mesa
 if TYPE_CHECKING:
     from simulation.config import GovernmentConfig, InsurerConfig
 
-__all__ = ["Government", "Insurer"]
+__all__ = ["RATE_DIGITS", "SUBSIDY_DIGITS", "Government", "Insurer"]
+
+#: Decimals the subsidy share is rounded to after each change (keeps steps from drifting).
+SUBSIDY_DIGITS = 10
+#: Decimals of the premium rate per $1,000 after each change (a filed rate).
+RATE_DIGITS = 4
 
 _HALF_CENT = 0.005
 
@@ -68,7 +73,7 @@ class Government(mesa.Agent):
             if cfg.relax_after is not None and self.quiet_years >= cfg.relax_after:
                 self.quiet_years = 0
                 self.subsidy_share = max(cfg.min_subsidy, old - cfg.step)
-        self.subsidy_share = round(self.subsidy_share, 10)  # keep steps from drifting
+        self.subsidy_share = round(self.subsidy_share, SUBSIDY_DIGITS)
         return (old, self.subsidy_share) if self.subsidy_share != old else None
 
 
@@ -103,7 +108,7 @@ class Insurer(mesa.Agent):
             1.0 + cfg.max_change, max(1.0 - cfg.max_change, loss_ratio / cfg.target_loss_ratio)
         )
         old = self.rate
-        new = round(min(cfg.max_rate, max(cfg.min_rate, old * factor)), 4)
+        new = round(min(cfg.max_rate, max(cfg.min_rate, old * factor)), RATE_DIGITS)
         if abs(new - old) < 0.005:  # below a cent per $1,000: not worth a filing
             return None
         self.rate = new
