@@ -163,8 +163,7 @@ def load_run(run_dir: str | Path) -> RunData:
         try:
             config = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError, UnicodeDecodeError) as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            msg = f"{config_file}: cannot be read as YAML ({first})"
+            msg = f"{config_file}: cannot be read as YAML ({_first_line(err)})"
             raise RunDirError(msg) from None
     metrics_file = _metrics_path(path) or path / "model_years.csv"
     if metrics_file.suffix == ".csv":
@@ -216,8 +215,12 @@ def _damage(raw: bytes, metrics: pd.DataFrame) -> str | None:
 
 
 def _cannot_read(path: Path, err: Exception) -> str:
-    first = str(err).splitlines()[0] if str(err) else type(err).__name__
-    return f"{path}: cannot be read ({first})"
+    return f"{path}: cannot be read ({_first_line(err)})"
+
+
+def _first_line(err: Exception) -> str:
+    """The first line of an error's message (its class's name when it has none)."""
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 # ------------------------------------------------------------------------------ model_years

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import fastjsonschema
 
 from simulation.audit import load_schema
-from simulation.audit.readers import AuditReadError, iter_file, stream_path
+from simulation.audit.readers import AuditReadError, _shown, iter_file, stream_path
 from simulation.audit.writer import LLM_STREAM, STREAMS
 
 if TYPE_CHECKING:
@@ -48,8 +48,6 @@ __all__ = ["damaged_lines_named", "first_damaged_line", "line_problem"]
 # What an analysis raises when a value is not what the schema promised: a mapping that is a
 # list, a number that is text, a field that is missing.
 _VALUE_ERRORS = (AttributeError, IndexError, KeyError, TypeError, ValueError)
-# Characters of a wrong value shown in a message, enough to recognise it.
-_SHOWN_CHARS = 80
 # The name fastjsonschema gives the whole line.
 _LINE = "data"
 
@@ -88,10 +86,7 @@ def _described(err: fastjsonschema.JsonSchemaValueException) -> str:
     rule = (err.message or "").removeprefix(err.name).strip()
     if err.rule in ("required", "additionalProperties"):  # the value is the whole mapping
         return f"{name} {rule}"
-    shown = repr(err.value)
-    if len(shown) > _SHOWN_CHARS:
-        shown = shown[:_SHOWN_CHARS] + "..."
-    return f"{name} {rule} (got {shown})"
+    return f"{name} {rule} (got {_shown(err.value)})"
 
 
 # ------------------------------------------------------------------ what a schema cannot say
