@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from simulation import __version__
 from simulation.atomic import replace_file, temporary_name
+from simulation.audit.readers import _GZIP_MAGIC
 from simulation.audit.writer import LLM_STREAM, STREAMS, AuditWriter, stream_names
 from simulation.checkpoint import (
     CHECKPOINT_FILE,
@@ -123,7 +124,6 @@ RUN_FILES = (
 
 #: How many of the kept files' names the warning lists.
 _KEPT_NAMES_SHOWN = 3
-_GZIP_MAGIC = b"\x1f\x8b"  # the first bytes of every gzip member
 
 
 class _ResumedManifest(BaseModel):
