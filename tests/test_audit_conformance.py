@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from simulation.analysis import metrics
 from simulation.audit import LLM_STREAM, STREAMS, load_schema, readers
+from simulation.audit.commands import summarize_run
 from simulation.audit.conformance import (
     _validator,
     damaged_lines_named,
@@ -441,3 +442,44 @@ def test_summarize_fails_the_schema_check_naming_the_line_and_counting_the_rest(
         "household_traces.jsonl:"
     )
     assert "files: 4 stream(s) present and readable to the end" in out
+
+
+def test_summarize_without_the_schema_check_says_so_and_runs_the_others(
+    standard_run, tmp_path, capsys
+):
+    run_dir = _copy(standard_run, tmp_path)
+    _damage(run_dir, "household_traces", 0, lambda r: _set_tp(r, "x"))
+    assert main(["audit", "summarize", "--no-schema", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "  ok    schema: not checked (skipped on request: --no-schema)" in out
+    assert "  ok    household-years: 30 households" in out
+    assert "  ok    memory ids: every referenced id is written" in out
+
+
+# --------------------------------------------------------------------------- progress
+def test_reading_every_line_counts_them_on_a_bar_against_the_manifest(standard_run, capsys):
+    traces = readers.listed_lines(standard_run, "household_traces")
+    assert traces == 150  # 30 households, 5 years
+    assert first_damaged_line(standard_run, progress=True) is None
+    searched = capsys.readouterr().err
+    assert "looking for a damaged line in household_traces.jsonl:   0%|" in searched
+    assert f"/{traces} [" in searched
+    summarize_run(standard_run, progress=True)
+    assert "checking consolidation.jsonl:   0%|" in capsys.readouterr().err
+
+
+def test_no_bar_is_drawn_where_stderr_is_not_a_terminal(standard_run, capsys):
+    first_damaged_line(standard_run)
+    summarize_run(standard_run)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_stream_s_lines_are_unknown_without_a_finished_run_s_manifest(standard_run, tmp_path):
+    run_dir = _copy(standard_run, tmp_path)
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    del manifest["audit"]  # as while the run is going: the streams are listed when it ends
+    (run_dir / "manifest.json").write_bytes(orjson.dumps(manifest))
+    assert readers.listed_lines(run_dir, "household_traces") is None
+    (run_dir / "manifest.json").unlink()
+    assert readers.listed_lines(run_dir, "household_traces") is None
+    assert first_damaged_line(run_dir, progress=True) is None  # counts without a total

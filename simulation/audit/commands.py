@@ -25,6 +25,7 @@ from simulation.audit.readers import (
     AuditReadError,
     ReadReport,
     iter_file,
+    lines_counted,
     not_a_folder_error,
     read_manifest,
     stream_path,
@@ -148,7 +149,7 @@ def _examples(problems: list[str], total: int | None = None) -> str:
 class _Scan:
     """State gathered while streaming every file once."""
 
-    def __init__(self, expected_run_id: str | None, level: str | None):
+    def __init__(self, expected_run_id: str | None, level: str | None, *, schema: bool = True):
         self.run_id = expected_run_id
         self.level = level
         self.run_id_problems: list[str] = []
@@ -159,6 +160,7 @@ class _Scan:
         self.trace_last: dict[str, tuple[int, bool]] = {}  # agent -> (year, relocated then)
         self.end_years: dict[str, list[int]] = defaultdict(list)
         # Lines that are not what the writer makes (line_problem): how many, the first named.
+        self.schema = schema  # whether lines are checked for it at all
         self.damaged = 0
         self.damaged_examples: list[str] = []
         # An unfinished run's last whole year: later lines may be part of a year it stopped in
@@ -177,7 +179,10 @@ class _Scan:
         """Whether the line is what the writer makes for stream ``name``; if not, it is noted.
 
         That is, it matches the stream's JSON Schema and agrees with itself (``line_problem``).
+        Every line passes when the schema check is skipped.
         """
+        if not self.schema:
+            return True
         problem = line_problem(record, name)
         if problem is None:
             return True
@@ -239,15 +244,20 @@ class _Scan:
                 self.refer(call["result"], where)
 
 
-def _scan_stream(path: Path, name: str, scan: _Scan) -> StreamStats:
+def _scan_stream(
+    path: Path, name: str, scan: _Scan, *, total: int | None, progress: bool | None
+) -> StreamStats:
     stats = StreamStats(name, path.name)
     report = ReadReport()
     agents: set[str] = set()
     low: int | None = None
     high: int | None = None
+    counted = lines_counted(
+        iter_file(path, report=report), total=total, desc=f"checking {path.name}", progress=progress
+    )
     try:
-        for line, record in iter_file(path, report=report):
-            where = f"{path.name}:{line}"
+        for line, record in counted:
+            where = f"{stats.file}:{line}"
             matches = scan.check_schema(name, record, where)
             scan.run_id_of(record, where)
             year, agent = record.get("year"), record.get("agent_id")
@@ -264,6 +274,8 @@ def _scan_stream(path: Path, name: str, scan: _Scan) -> StreamStats:
                 raise AuditReadError(msg) from None
     except AuditReadError as err:
         stats.error = str(err)
+    finally:
+        counted.close()
     stats.lines = report.records
     stats.skipped = len(report.skipped)
     stats.households = len(agents)
@@ -299,6 +311,8 @@ def _check_files(
 
 def _check_schema(scan: _Scan, streams: dict[str, StreamStats]) -> Check:
     name = "schema"
+    if not scan.schema:
+        return Check(name, ok=True, detail="not checked (skipped on request: --no-schema)")
     if scan.damaged:
         detail = (
             f"{scan.damaged} line(s) break their stream's JSON Schema or disagree with "
@@ -430,7 +444,9 @@ def _configured_audit(folder: Path) -> dict[str, Any]:
     return audit if isinstance(audit, dict) else {}
 
 
-def summarize_run(run_dir: StrPath) -> AuditSummary:
+def summarize_run(
+    run_dir: StrPath, *, schema: bool = True, progress: bool | None = None
+) -> AuditSummary:
     """Count each stream and check the audit trail's integrity, streaming each file once.
 
     Checks (each ``ok`` or failed with a short reason):
@@ -446,6 +462,14 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
       lines cover the same years; with no sampling, every household is traced;
     * memory ids: every id referenced by traces, tool invocations, consolidation and evictions
       is written by ``memory_updates`` or is a reflection.
+
+    Args:
+        run_dir: The run directory.
+        schema: Run the schema check, half the time taken (7 of 13 µs a line at ``standard``).
+            Without it, a line damaged inside its nested fields may end its stream's read as
+            malformed, where the check would have named it and read on.
+        progress: Count each stream's lines on a progress bar on stderr (``None``: when stderr
+            is a terminal).
 
     Raises:
         AuditReadError: If ``run_dir`` is not a folder, or holds neither a manifest nor streams.
@@ -469,7 +493,7 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
             audit = _configured_audit(folder)
     listed = audit.get("streams") if isinstance(audit.get("streams"), dict) else {}
     manifest_run_id = manifest.get("run_id")
-    scan = _Scan(manifest_run_id, audit.get("level"))
+    scan = _Scan(manifest_run_id, audit.get("level"), schema=schema)
     reached = manifest.get("year_reached")
     if not finished and isinstance(reached, int):
         scan.whole_through = reached
@@ -485,7 +509,9 @@ def summarize_run(run_dir: StrPath) -> AuditSummary:
     ):
         path = stream_path(folder, name)
         if path is not None:
-            streams[name] = _scan_stream(path, name, scan)
+            entry = listed.get(name)
+            total = entry.get("lines") if isinstance(entry, dict) else None
+            streams[name] = _scan_stream(path, name, scan, total=total, progress=progress)
 
     if not manifest and all(stats.file is None for stats in streams.values()):
         msg = f"{folder}: not a run directory (no manifest.json and no audit streams)"
@@ -538,7 +564,7 @@ def _memory(args: argparse.Namespace) -> int:
 
 
 def _summarize(args: argparse.Namespace) -> int:
-    summary = summarize_run(args.run_dir)
+    summary = summarize_run(args.run_dir, schema=not args.no_schema)
     print(summary.format())
     return 0 if summary.ok else EXIT_INCONSISTENT
 
@@ -564,4 +590,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "summarize", help="count each stream and check the audit trail's integrity"
     )
     summarize.add_argument("run_dir", help="run directory")
+    summarize.add_argument(
+        "--no-schema",
+        action="store_true",
+        help="skip the schema check, most of the time taken on a large run (lines whose "
+        "nested fields are damaged then go unnamed)",
+    )
     summarize.set_defaults(func=_summarize)

@@ -35,7 +35,14 @@ from typing import TYPE_CHECKING, Any
 import fastjsonschema
 
 from simulation.audit import load_schema
-from simulation.audit.readers import AuditReadError, _shown, iter_file, stream_path
+from simulation.audit.readers import (
+    AuditReadError,
+    _shown,
+    iter_file,
+    lines_counted,
+    listed_lines,
+    stream_path,
+)
 from simulation.audit.writer import LLM_STREAM, STREAMS
 
 if TYPE_CHECKING:
@@ -196,21 +203,30 @@ def _stream_files(folder: Path) -> Iterator[tuple[Path, str]]:
                 yield path, stream
 
 
-def first_damaged_line(folder: StrPath) -> str | None:
+def first_damaged_line(folder: StrPath, *, progress: bool | None = None) -> str | None:
     """The first audit line under ``folder`` that :func:`line_problem` finds wrong, named, if any.
 
     Args:
         folder: A run directory, or an experiment folder (its runs are read in name order).
+        progress: Count the lines checked on a progress bar on stderr (``None``: when stderr is
+            a terminal). Every line of an intact run is checked, at 4 to 10 µs a line.
 
     Returns:
         ``<file>: line <n> is malformed: <what>``, the form of the readers' own messages, or
         ``None`` when every line is what the writer makes (or ``folder`` holds no streams).
     """
     for path, stream in _stream_files(Path(folder)):
+        counted = lines_counted(
+            iter_file(path),
+            total=listed_lines(path.parent, stream),
+            desc=f"looking for a damaged line in {path.name}",
+            progress=progress,
+        )
         try:
-            for number, record in iter_file(path):
-                if (problem := line_problem(record, stream)) is not None:
-                    return f"{path}: line {number} is malformed: {problem}"
+            with counted:
+                for number, record in counted:
+                    if (problem := line_problem(record, stream)) is not None:
+                        return f"{path}: line {number} is malformed: {problem}"
         except AuditReadError as err:  # damaged where the readers look: their word is the finding
             return str(err)
     return None

@@ -48,6 +48,7 @@ import orjson
 import pandas as pd
 from isal import isal_zlib
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictStr, ValidationError
+from tqdm import tqdm
 
 from simulation.audit import load_schema
 from simulation.audit.writer import LLM_STREAM, STREAMS
@@ -70,6 +71,8 @@ __all__ = [
     "experiment_folder_error",
     "iter_file",
     "iter_records",
+    "lines_counted",
+    "listed_lines",
     "manifest_problem",
     "memory_counts",
     "naming_damaged_lines",
@@ -116,6 +119,7 @@ _COMMON_FIELDS = ("schema_version", "run_id", "year", "agent_id")
 StrPath = str | os.PathLike[str]
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
 
 
 class AuditReadError(ValueError):
@@ -318,6 +322,45 @@ def manifest_problem(manifest: dict[str, Any]) -> str | None:
     except ValidationError as err:
         return describe_validation_error(err, "-").removeprefix("-: ")
     return None
+
+
+def listed_lines(run_dir: StrPath, name: str) -> int | None:
+    """How many lines of stream ``name`` the run's manifest records, if it records them.
+
+    ``None`` for a run without a readable manifest, or one that did not finish (the manifest
+    lists its streams when the run ends).
+    """
+    try:
+        audit = read_manifest(run_dir).get("audit")
+    except AuditReadError:
+        return None
+    entry = (audit.get("streams") or {}).get(name) if isinstance(audit, dict) else None
+    return entry.get("lines") if isinstance(entry, dict) else None
+
+
+def lines_counted(
+    lines: Iterable[_T], *, total: int | None, desc: str, progress: bool | None = None
+) -> tqdm[_T]:
+    """``lines``, counted on a progress bar on stderr as they are read; use it in a ``with``.
+
+    Checking every line of a large run takes a while (about 13 s for the 1.5 million lines of
+    10,000 households over 30 years at ``standard``): the bar says how far it has got.
+
+    Args:
+        lines: What is read, an item a line (such as :func:`iter_file`'s pairs).
+        total: The lines expected (:func:`listed_lines`), if known; else the bar only counts.
+        desc: What is being read, shown before the bar.
+        progress: Show the bar; ``None``: only when stderr is a terminal.
+    """
+    return tqdm(
+        lines,
+        total=total,
+        desc=desc,
+        unit=" lines",
+        unit_scale=True,
+        leave=False,
+        disable=None if progress is None else not progress,
+    )
 
 
 def _audit_level(run_dir: Path) -> str | None:
