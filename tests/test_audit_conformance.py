@@ -27,6 +27,7 @@ from simulation.audit.conformance import (
 from simulation.audit.readers import AuditReadError
 from simulation.cli import main
 from simulation.config import ConfigError, load_config
+from simulation.decisions.llm.client import ERROR_STATUSES
 from simulation.runner import run_simulation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -282,6 +283,65 @@ def test_a_line_that_disagrees_with_itself_is_named(standard_run, stream, change
         line_year=record["year"],
     )
     assert line_problem(record, stream) == expected
+
+
+# A request line as the writer makes it (tests/test_llm_policy.py checks every line of LLM runs).
+_CALL = {
+    "schema_version": 1,
+    "run_id": "r",
+    "year": 3,
+    "agent_id": "H00001",
+    "attempt": 0,
+    "request_hash": "0f" * 32,
+    "status": "ok",
+    "cached": False,
+    "transport_attempts": 1,
+    "prompt_tokens": 120,
+    "completion_tokens": 30,
+    "latency_s": 0.25,
+}
+_FAILED = {"status": "timeout", "prompt_tokens": None, "completion_tokens": None}
+_FROM_CACHE = {"cached": True, "transport_attempts": 0, "latency_s": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"status": "teapot"}, "status must be one of ['ok', 'timeout', "),
+        ({"request_hash": "abc"}, "request_hash must match pattern ^[0-9a-f]{64}$ (got 'abc')"),
+        ({"prompt_tokens": -1}, "prompt_tokens must be bigger than or equal to 0 (got -1)"),
+        (
+            {**_FROM_CACHE, "status": "timeout"},
+            "status is 'timeout' in a line of a reply from the cache",
+        ),
+        (
+            {**_FROM_CACHE, "transport_attempts": 2},
+            "transport_attempts is 2 in a line of a reply from the cache",
+        ),
+        (
+            {**_FROM_CACHE, "latency_s": 1.5},
+            "latency_s is 1.5 in a line of a reply from the cache",
+        ),
+        (
+            {"transport_attempts": 0},
+            "transport_attempts is 0 in a line of a reply from the endpoint",
+        ),
+        (
+            {**_FAILED, "completion_tokens": 9},
+            "completion_tokens is 9 in a line of a failed request (timeout)",
+        ),
+    ],
+)
+def test_an_llm_request_line_that_contradicts_its_status_is_named(change, problem):
+    assert line_problem(_CALL, LLM_STREAM) is None
+    for intact in (_FAILED, _FROM_CACHE, {**_FAILED, "transport_attempts": 0}):
+        assert line_problem({**_CALL, **intact}, LLM_STREAM) is None
+    assert line_problem({**_CALL, **change}, LLM_STREAM).startswith(problem)
+
+
+def test_the_llm_schema_admits_every_status_the_client_reports():
+    statuses = load_schema(LLM_STREAM)["properties"]["status"]["enum"]
+    assert set(statuses) == {"ok", *ERROR_STATUSES}
 
 
 def test_every_stream_has_a_validator():

@@ -5,7 +5,9 @@ for about a microsecond a line. What those fields hold (a trace's ``reasoning.co
 a consolidation's ``reflections``) is checked here, where it is worth its cost, and so is what a
 JSON Schema cannot say but every line the writer makes satisfies: lists of one length (retrieved
 ids and their scores), a count and its list, the year a ``retrieve_memory`` call names and its
-line's, and memory item ids (``<household>:<n>``) of the line's own household.
+line's, memory item ids (``<household>:<n>``) of the line's own household, and an LLM request
+that agrees with where its reply came from (a cached reply made no request and took no time;
+a reply from the endpoint took a request; a failed request reports no tokens).
 
 * ``floodsim audit summarize`` checks every line (its ``schema`` check);
 * the commands that analyse runs (``report``, ``check-behaviour``, ``audit memory``) and the
@@ -98,9 +100,9 @@ def _described(err: fastjsonschema.JsonSchemaValueException) -> str:
 
 # ------------------------------------------------------------------ what a schema cannot say
 # The writer's lines agree with themselves in ways JSON Schema cannot express: lists of one
-# length, a count and its list, the year a call names and the line's, and memory item ids that
-# are "<owner>:<n>" with the line's household as owner. Checked after the schema, so the fields
-# are there and of their types.
+# length, a count and its list, the year a call names and the line's, memory item ids that
+# are "<owner>:<n>" with the line's household as owner, and an LLM request's status, attempts
+# and tokens. Checked after the schema, so the fields are there and of their types.
 
 
 def _foreign(record: dict[str, Any], ids: Iterable[str]) -> str | None:
@@ -182,11 +184,32 @@ def _update_agreement(record: dict[str, Any]) -> str | None:
     return _not_owned("memory_updates", _foreign(record, ids))
 
 
+def _call_agreement(record: dict[str, Any]) -> str | None:
+    # A reply from the cache is an "ok" made by no request to the endpoint (cache.py); any
+    # other "ok" took at least one; a failure reports no tokens.
+    status, attempts = record["status"], record["transport_attempts"]
+    if record["cached"]:
+        if status != "ok":
+            return f"status is {status!r} in a line of a reply from the cache"
+        if attempts:
+            return f"transport_attempts is {attempts} in a line of a reply from the cache"
+        if record.get("latency_s", 0) != 0:
+            return f"latency_s is {record['latency_s']} in a line of a reply from the cache"
+    elif status == "ok" and not attempts:
+        return "transport_attempts is 0 in a line of a reply from the endpoint"
+    if status != "ok":
+        for key in ("prompt_tokens", "completion_tokens"):
+            if record[key] is not None:
+                return f"{key} is {record[key]} in a line of a failed request ({status})"
+    return None
+
+
 _AGREEMENT: dict[str, Callable[[dict[str, Any]], str | None]] = {
     "household_traces": _trace_agreement,
     "tool_invocations": _tool_agreement,
     "consolidation": _end_agreement,
     "memory_updates": _update_agreement,
+    LLM_STREAM: _call_agreement,
 }
 
 
