@@ -44,6 +44,7 @@ from simulation.atomic import replace_file
 from simulation.config import describe_validation_error
 from simulation.cycle import ADOPTION_PHRASES
 from simulation.memory import CognitiveMemory
+from simulation.memory.snapshot import MemorySnapshot  # noqa: TC001 - pydantic reads it
 from simulation.model import METRIC_COLUMNS, DecisionSummary
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class _Household(TypedDict):
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
     state: _State
-    memory: dict[str, Any]  # checked by CognitiveMemory.from_dict
+    memory: MemorySnapshot  # its consistency is checked by CognitiveMemory.from_dict
     adopted_last_year: StrictStr | None
     uses_llm: StrictBool
     relocated_in: NotRequired[_Count | None]  # absent from checkpoints written before it was kept

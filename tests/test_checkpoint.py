@@ -92,10 +92,11 @@ def interrupted_run(tmp_path: Path, stop_after: int, *extra: str, error=Keyboard
         # Every home in the floodplain: zone X's take-up is NaN every year (JSON has no NaN).
         ("households.bfe_ft=100",),
         ("memory.retention.policy=tiered", "memory.retention.demote_below=0.6"),
+        ("memory.reflection.enabled=true",),
         # Nobody audited: no line in any year, so no gzip member to start either.
         ("audit.gzip=true", "audit.sample=0.001"),
     ],
-    ids=["standard", "gzip", "full", "nan-metrics", "tiered", "gzip-nobody-sampled"],
+    ids=["standard", "gzip", "full", "nan-metrics", "tiered", "reflection", "gzip-nobody-sampled"],
 )
 def test_resume_from_checkpoint_gives_identical_outputs(tmp_path, extra):
     clean = clean_run(tmp_path, *extra)
@@ -376,6 +377,10 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
     return _edited(lambda data: data["households"][0].update(changes))
 
 
+def _first_item(**changes: Any) -> Callable[[str], str]:
+    return _edited(lambda data: data["households"][0]["memory"]["items"][0].update(changes))
+
+
 @pytest.mark.parametrize(
     ("damage", "problem"),
     [
@@ -429,6 +434,21 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
             _edited(lambda data: data["households"][0]["memory"].update(agent_id="H00002")),
             "households.0.memory.agent_id: 'H00002' is not the household's",
         ),
+        # A memory item's values were converted as they were read: tags given as text became
+        # one-letter tags, "false" pinned the item, a number became its text.
+        (_first_item(tags="flood"), "households.0.memory.items.0.tags: Input should be a valid"),
+        (
+            _first_item(pinned="false"),
+            "households.0.memory.items.0.pinned: Input should be a valid boolean (got 'false')",
+        ),
+        (
+            _first_item(content=2),
+            "households.0.memory.items.0.content: Input should be a valid string (got 2)",
+        ),
+        (
+            _edited(lambda data: data["households"][0]["memory"]["stores"].update(working="1")),
+            "households.0.memory.stores.working: Input should be a valid list",
+        ),
         (
             _first_household(
                 last_decision=[4, "do_nothing", "fly_away", False, 0.0, 0.1, False, 0]
@@ -457,6 +477,10 @@ def _first_household(**changes: Any) -> Callable[[str], str]:
         "unknown-adoption",
         "moved-but-stayed",
         "another-households-memory",
+        "tags-as-text",
+        "pinned-as-text",
+        "content-a-number",
+        "store-as-text",
         "unknown-proposal",
         "a-stream-left-out",
     ],
