@@ -8,9 +8,12 @@ of real runs and compare with the model's memory.
 from __future__ import annotations
 
 import argparse
+import copy
 import gzip
+import shutil
 import warnings
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +28,7 @@ from simulation.audit.replay import RebuiltMemory, format_memory, rebuild_memory
 from simulation.memory import RETENTION_POLICIES
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Callable
 
     from simulation.memory import CognitiveMemory
 
@@ -69,6 +72,7 @@ def _write(
 def _end(
     agent: str,
     year: int,
+    after: tuple[int, int],  # working and episodic memory's sizes after the year end
     transferred: list[str] = (),  # type: ignore[assignment]
     evicted: list[tuple[str, str, str | None]] = (),  # type: ignore[assignment]
     promoted: list[str] = (),  # type: ignore[assignment]
@@ -82,8 +86,8 @@ def _end(
             "evicted": [{"id": i, "from": f, "to": t} for i, f, t in evicted],
             "promoted": list(promoted),
             "reflections": list(reflections),
-            "working_after": 0,
-            "episodic_after": 0,
+            "working_after": after[0],
+            "episodic_after": after[1],
         },
     }
 
@@ -138,18 +142,19 @@ UPDATES = [
     ),
 ]
 ENDS = [
-    _end("H1", 1, transferred=["H1:2"]),
-    _end("H2", 1),
+    _end("H1", 1, (2, 2), transferred=["H1:2"]),
+    _end("H2", 1, (1, 1)),
     _end(
         "H1",
         2,
+        (2, 2),
         evicted=[("H1:0", "archive", "episodic"), ("H1:4", "episodic", None)],
         promoted=["H1:0"],
         reflections=[REFLECTION],
     ),
-    _end("H2", 2),
-    _end("H1", 3),
-    _end("H2", 3),
+    _end("H2", 2, (2, 1)),
+    _end("H1", 3, (2, 2)),
+    _end("H2", 3, (2, 1)),
 ]
 TRACES = [
     _trace(1, "H1", ["H1:0"]),
@@ -159,7 +164,7 @@ TRACES = [
     _trace(3, "H1", ["H1:7", "H1:3"]),
 ]
 TOOLS = [_tool(t["year"], t["agent_id"], t["memory"]["retrieved"]) for t in TRACES]
-H2_AFTER_RELOCATION = [_end("H2", 3)]  # a relocated household has no year-end either
+H2_AFTER_RELOCATION = [_end("H2", 3, (2, 1))]  # a relocated household has no year-end either
 
 
 def _encode(records: list[dict]) -> bytes:
@@ -354,6 +359,7 @@ def test_reflection_superseded_in_the_same_pass(tmp_path: Path) -> None:
         _end(
             "H1",
             3,
+            (2, 2),
             evicted=[("H1:7", "semantic", None), ("H1:8", "semantic", None)],
             reflections=[first, second],
         ),
@@ -571,6 +577,7 @@ def test_summarize_passes_on_a_consistent_run(
         "run_id": "ok",
         "household-years": "ok",
         "memory ids": "ok",
+        "memory replay": "ok",
     }
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line}
     assert rows["memory_updates"][:3] == ["9", "0-3", "2"]
@@ -612,7 +619,7 @@ def test_summarize_detects_a_gap_and_a_stop_without_relocation(
     [
         ("household_traces", _trace(3, "H2", ["H2:77"]), "H2:77"),
         ("tool_invocations", _tool(3, "H1", ["H1:66"]), "H1:66"),
-        ("consolidation", _end("H1", 4, transferred=["H1:55"]), "H1:55"),
+        ("consolidation", _end("H1", 4, (2, 3), transferred=["H1:55"]), "H1:55"),
     ],
 )
 def test_summarize_detects_a_missing_id(
@@ -652,7 +659,7 @@ def test_summarize_names_a_corrupt_line_once_without_follow_on_failures(
     assert "consolidation.jsonl: line 2" in out
     assert "manifest says" not in out
     assert "not compared: consolidation.jsonl (not read to the end)" in out
-    assert out.count("not checked: consolidation.jsonl could not be read to the end") == 2
+    assert out.count("not checked: consolidation.jsonl could not be read to the end") == 3
 
 
 def test_summarize_names_a_line_whose_nested_field_is_not_a_mapping(
@@ -898,3 +905,137 @@ def test_rebuild_matches_the_model_whatever_the_memory_settings(
             assert (item_id, "archive", "episodic") in moves
             last = [m for m in moves if m[0] == item_id][-1]
             assert last[1:] == ("archive", "episodic"), (line, item_id)
+    # Every count the lines give is what replaying them gives.
+    summary = summarize_run(run_dir)
+    assert summary.ok, summary.format()
+
+
+# --------------------------------------------------------------------------- the replay check
+@pytest.fixture(scope="module")
+def simulated_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run whose memories move between all four stores: floods, reflection, tiers."""
+    from simulation.config import load_config
+    from simulation.runner import run_simulation
+
+    config, base = load_config(
+        "configs/default.yaml",
+        [
+            "households.count=30",
+            "years=6",
+            "hazard.source=scripted",
+            "hazard.kind=depth",
+            "hazard.events={2: 3.0, 4: 1.0}",
+            *STRESS,
+        ],
+    )
+    return run_simulation(config, base, tmp_path_factory.mktemp("sim"), progress=False).run_dir
+
+
+def _changed(
+    run: Path, tmp_path: Path, stream: str, change: Callable[[dict], bool]
+) -> tuple[Path, int, dict]:
+    """A copy of ``run`` in which ``change`` edited the first line of ``stream`` it applies to.
+
+    Returns the copy, the (1-based) number of the line changed and the line as it was.
+    """
+    folder = Path(shutil.copytree(run, tmp_path / run.name))
+    path = folder / f"{stream}.jsonl"
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    index = next(i for i, record in enumerate(records) if change(copy.deepcopy(record)))
+    original = records[index]
+    records[index] = copy.deepcopy(original)
+    change(records[index])
+    path.write_bytes(_encode(records))
+    return folder, index + 1, original
+
+
+def _replay_check(run: Path) -> tuple[bool, str]:
+    summary = summarize_run(run)
+    (check,) = (c for c in summary.checks if c.name == "memory replay")
+    others = [c.name for c in summary.checks if not c.ok and c.name != "memory replay"]
+    assert not others, summary.format()  # the damage is one only the replay can see
+    return check.ok, check.detail
+
+
+def test_the_replay_check_follows_every_store_of_a_real_run(simulated_run: Path) -> None:
+    ok, detail = _replay_check(simulated_run)
+    traces = sum(1 for _ in iter_file(simulated_run / "household_traces.jsonl"))
+    assert ok
+    assert f"traces ({traces}) and year ends ({traces}) say" in detail
+    moved = {
+        (entry["from"], entry["to"])
+        for _, line in iter_file(simulated_run / "consolidation.jsonl")
+        for entry in line["consolidation"]["evicted"]
+    }
+    assert {("archive", "episodic"), ("episodic", "archive"), ("semantic", None)} <= moved
+
+
+def _one_more(key: str) -> Callable[[dict], bool]:
+    def change(record: dict) -> bool:
+        block = record.get("consolidation") or record.get("memory")
+        if not block or not block.get(key):
+            return False
+        block[key] += 1
+        return True
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("stream", "key", "store", "when"),
+    [
+        ("consolidation", "episodic_after", "episodic", "the year end"),
+        ("consolidation", "working_after", "working", "the year end"),
+        ("household_traces", "working_count", "working", "its decision"),
+        ("household_traces", "episodic_count", "episodic", "its decision"),
+    ],
+)
+def test_a_count_the_stores_do_not_hold_fails_the_replay_check(
+    simulated_run: Path, tmp_path: Path, stream: str, key: str, store: str, when: str
+) -> None:
+    run, number, line = _changed(simulated_run, tmp_path, stream, _one_more(key))
+    held = (line.get("consolidation") or line.get("memory"))[key]
+    ok, detail = _replay_check(run)
+    assert not ok
+    assert detail == (
+        "1 line(s) disagree with the stores replayed from memory_updates and consolidation: "
+        f"{stream}.jsonl:{number}: {line['agent_id']}'s {store} memory holds {held} items "
+        f"after {when}, the line says {held + 1}"
+    )
+
+
+def test_an_eviction_left_out_is_found_at_the_household_s_next_count(
+    simulated_run: Path, tmp_path: Path
+) -> None:
+    """Only one problem a household: its replay is not followed once it broke."""
+
+    def forget_eviction(record: dict) -> bool:
+        if not record["evicted"] or record["evicted"][0]["from"] != "working":
+            return False
+        record["evicted"] = record["evicted"][1:]
+        return True
+
+    run, _, line = _changed(simulated_run, tmp_path, "memory_updates", forget_eviction)
+    ok, detail = _replay_check(run)
+    assert not ok
+    assert detail.startswith("1 line(s) disagree with the stores replayed")
+    assert f"{line['agent_id']}'s working memory holds" in detail
+
+
+def test_an_eviction_of_an_item_its_store_lacks_is_named(
+    simulated_run: Path, tmp_path: Path
+) -> None:
+    def wrong_store(record: dict) -> bool:
+        moves = record["consolidation"]["evicted"]
+        if not moves or moves[0]["from"] != "episodic":
+            return False
+        moves[0]["from"] = "semantic"
+        return True
+
+    run, number, line = _changed(simulated_run, tmp_path, "consolidation", wrong_store)
+    item_id = line["consolidation"]["evicted"][0]["id"]
+    ok, detail = _replay_check(run)
+    assert not ok
+    assert detail.endswith(
+        f"consolidation.jsonl:{number}: evicts {item_id!r} from semantic, which lacks it"
+    )

@@ -30,13 +30,17 @@ from simulation.audit.readers import (
     read_manifest,
     stream_path,
 )
-from simulation.audit.replay import format_memory, rebuild_memory
+from simulation.audit.replay import StoreCounts, format_memory, rebuild_memory
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from simulation.audit.readers import StrPath
+
+    # What a stream scan hands each line to after taking it: the line, where it is, and whether
+    # it is what the writer makes (the schema check).
+    _LineHook = Callable[[dict[str, Any], str, bool], None]
 
 __all__ = [
     "EXIT_INCONSISTENT",
@@ -244,47 +248,130 @@ class _Scan:
                 self.refer(call["result"], where)
 
 
-def _scan_stream(
-    path: Path, name: str, scan: _Scan, *, total: int | None, progress: bool | None
-) -> StreamStats:
-    stats = StreamStats(name, path.name)
-    report = ReadReport()
-    agents: set[str] = set()
-    low: int | None = None
-    high: int | None = None
-    counted = lines_counted(
-        iter_file(path, report=report), total=total, desc=f"checking {path.name}", progress=progress
-    )
-    try:
-        for line, record in counted:
-            where = f"{stats.file}:{line}"
-            matches = scan.check_schema(name, record, where)
-            scan.run_id_of(record, where)
-            year, agent = record.get("year"), record.get("agent_id")
-            agents.add(agent)
-            if isinstance(year, int):
-                low = year if low is None else min(low, year)
-                high = year if high is None else max(high, year)
-            try:
-                scan.record(name, record, where)
-            except (KeyError, TypeError, AttributeError) as err:  # a mapping that is not one
-                if not matches:  # the schema check has named the line: read on
-                    continue
-                msg = f"{where}: missing or malformed field {err}"
-                raise AuditReadError(msg) from None
-    except AuditReadError as err:
-        stats.error = str(err)
-    finally:
-        counted.close()
-    stats.lines = report.records
-    stats.skipped = len(report.skipped)
-    stats.households = len(agents)
-    stats.years = (low, high) if low is not None and high is not None else None
-    # A run that stopped never closed its gzip streams: the part after the last whole member
-    # is a year it did not finish.
-    if report.gzip_incomplete and stats.error is None and scan.whole_through is None:
-        stats.error = f"{path.name}: gzip data ends without its trailer (writer not closed)"
-    return stats
+class _StreamScan:
+    """One stream read for the summary: whole, or a year at a time (:meth:`read`)."""
+
+    def __init__(
+        self, path: Path, name: str, scan: _Scan, *, total: int | None, progress: bool | None
+    ) -> None:
+        self.name = name
+        self.stats = StreamStats(name, path.name)
+        self._scan = scan
+        self._report = ReadReport()
+        self._agents: set[str] = set()
+        self._low: int | None = None
+        self._high: int | None = None
+        self._counted = lines_counted(
+            iter_file(path, report=self._report),
+            total=total,
+            desc=f"checking {path.name}",
+            progress=progress,
+        )
+        self._lines = iter(self._counted)
+        self._head: tuple[int, dict[str, Any]] | None = None
+        self._advance()
+
+    @property
+    def next_year(self) -> int | None:
+        """The year of the next line (``None``: read to the end, or to a line it could not)."""
+        return None if self._head is None else self._head[1]["year"]
+
+    def read(self, through: int | None = None, then: _LineHook | None = None) -> None:
+        """Take the lines up to the last of year ``through`` (``None``: to the end).
+
+        Args:
+            through: The last year to take (the streams are in year order).
+            then: Called with each line of a whole year after the scan has taken it.
+        """
+        while self._head is not None:
+            line, record = self._head
+            if through is not None and record["year"] > through:
+                return
+            self._take(line, record, then)
+            self._advance()
+
+    def _advance(self) -> None:
+        if self.stats.error is not None:
+            self._head = None
+            return
+        try:
+            self._head = next(self._lines, None)
+        except AuditReadError as err:
+            self.stats.error = str(err)
+            self._head = None
+
+    def _take(self, line: int, record: dict[str, Any], then: _LineHook | None) -> None:
+        scan = self._scan
+        where = f"{self.stats.file}:{line}"
+        matches = scan.check_schema(self.name, record, where)
+        scan.run_id_of(record, where)
+        year = record["year"]  # an integer: the readers check the top-level fields
+        self._agents.add(record["agent_id"])
+        self._low = year if self._low is None else min(self._low, year)
+        self._high = year if self._high is None else max(self._high, year)
+        try:
+            scan.record(self.name, record, where)
+            if then is not None and (scan.whole_through is None or year <= scan.whole_through):
+                then(record, where, matches)
+        except (KeyError, TypeError, AttributeError) as err:  # a mapping that is not one
+            if matches:  # else the schema check has named the line: read on
+                self.stats.error = f"{where}: missing or malformed field {err}"
+
+    def finish(self) -> StreamStats:
+        """Close the read and return what it found."""
+        self._counted.close()
+        stats, report = self.stats, self._report
+        stats.lines = report.records
+        stats.skipped = len(report.skipped)
+        stats.households = len(self._agents)
+        if self._low is not None and self._high is not None:
+            stats.years = (self._low, self._high)
+        # A run that stopped never closed its gzip streams: the part after the last whole
+        # member is a year it did not finish.
+        if report.gzip_incomplete and stats.error is None and self._scan.whole_through is None:
+            stats.error = f"{stats.file}: gzip data ends without its trailer (writer not closed)"
+        return stats
+
+
+def _scan_streams(
+    folder: Path,
+    scan: _Scan,
+    listed: dict[str, Any],
+    counts: StoreCounts,
+    progress: bool | None,
+) -> dict[str, StreamStats]:
+    """Read every stream of the run once, the memory streams and traces a year at a time.
+
+    A year's memory writes, then its traces, then its year ends: the order in which
+    ``counts`` replays each household's stores.
+    """
+    scans: dict[str, _StreamScan] = {}
+    for name in (*STREAMS, LLM_STREAM):
+        path = stream_path(folder, name)
+        if path is not None:
+            entry = listed.get(name)
+            total = entry.get("lines") if isinstance(entry, dict) else None
+            scans[name] = _StreamScan(path, name, scan, total=total, progress=progress)
+    replays = "memory_updates" in scans and "consolidation" in scans
+    yearly = [
+        (scans[name], hook if replays else None)
+        for name, hook in (
+            ("memory_updates", counts.update),
+            ("household_traces", counts.trace),
+            ("consolidation", counts.consolidate),
+        )
+        if name in scans
+    ]
+    while years := [y for stream, _ in yearly if (y := stream.next_year) is not None]:
+        year = min(years)
+        for stream, hook in yearly:
+            stream.read(through=year, then=hook)
+        counts.end_year()
+    for stream in scans.values():
+        stream.read()  # tool invocations and LLM calls; the others are read
+    found = {name: StreamStats(name) for name in (*STREAMS, LLM_STREAM)}
+    found.update((name, stream.finish()) for name, stream in scans.items())
+    return found
 
 
 def _check_files(
@@ -434,6 +521,27 @@ def _check_ids(scan: _Scan, has_updates: bool) -> Check:
     )
 
 
+def _check_replay(replayed: StoreCounts, streams: dict[str, StreamStats]) -> Check:
+    name = "memory replay"
+    if streams["memory_updates"].file is None or streams["consolidation"].file is None:
+        return Check(name, ok=True, detail="not checked: no memory_updates and consolidation")
+    if replayed.mismatches:
+        detail = (
+            f"{replayed.mismatches} line(s) disagree with the stores replayed from "
+            f"memory_updates and consolidation: "
+            f"{_examples(replayed.problems, replayed.mismatches)}"
+        )
+        return Check(name, ok=False, detail=detail)
+    return Check(
+        name,
+        ok=True,
+        detail=(
+            "each household's stores, replayed from memory_updates and consolidation, hold what "
+            f"its traces ({replayed.traces}) and year ends ({replayed.year_ends}) say"
+        ),
+    )
+
+
 def _configured_audit(folder: Path) -> dict[str, Any]:
     """The ``audit:`` section of the run's resolved config ({} when it cannot be read)."""
     try:
@@ -461,7 +569,14 @@ def summarize_run(
       duplicates or gaps, until the run's last year or the year it relocated; its consolidation
       lines cover the same years; with no sampling, every household is traced;
     * memory ids: every id referenced by traces, tool invocations, consolidation and evictions
-      is written by ``memory_updates`` or is a reflection.
+      is written by ``memory_updates`` or is a reflection;
+    * memory replay: each household's stores, replayed from ``memory_updates`` and
+      ``consolidation`` (:class:`~simulation.audit.replay.StoreCounts`), hold as many items as
+      its traces say after each decision and its consolidation lines after each year end, and
+      every item moved out of a store is in it.
+
+    The memory streams and the traces are read together, a year at a time, for the replay;
+    each file is still read once.
 
     Args:
         run_dir: The run directory.
@@ -498,20 +613,8 @@ def summarize_run(
     if not finished and isinstance(reached, int):
         scan.whole_through = reached
 
-    streams = {name: StreamStats(name) for name in (*STREAMS, LLM_STREAM)}
-    # Writes first: the ids they define resolve most references as soon as they are seen.
-    for name in (
-        "memory_updates",
-        "consolidation",
-        "household_traces",
-        "tool_invocations",
-        LLM_STREAM,
-    ):
-        path = stream_path(folder, name)
-        if path is not None:
-            entry = listed.get(name)
-            total = entry.get("lines") if isinstance(entry, dict) else None
-            streams[name] = _scan_stream(path, name, scan, total=total, progress=progress)
+    replayed = StoreCounts(_MAX_EXAMPLES)
+    streams = _scan_streams(folder, scan, listed, replayed, progress)
 
     if not manifest and all(stats.file is None for stats in streams.values()):
         msg = f"{folder}: not a run directory (no manifest.json and no audit streams)"
@@ -540,6 +643,7 @@ def summarize_run(
         summary.checks += [
             Check("household-years", ok=True, detail=detail),
             Check("memory ids", ok=True, detail=detail),
+            Check("memory replay", ok=True, detail=detail),
         ]
         return summary
     summary.checks += [
@@ -551,6 +655,7 @@ def summarize_run(
             partial_after=scan.whole_through,
         ),
         _check_ids(scan, streams["memory_updates"].file is not None),
+        _check_replay(replayed, streams),
     ]
     return summary
 

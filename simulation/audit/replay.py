@@ -14,6 +14,9 @@ order reproduces the memory exactly:
 
 Within a year a household's writes precede its consolidation line, and both files are in year
 order, so one pass that stops after the requested year suffices.
+
+:class:`StoreCounts` replays every household at once, keeping only which ids each store holds,
+for ``floodsim audit summarize`` to check the counts the traces and year ends give.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
 
     from simulation.audit.readers import StrPath
 
-__all__ = ["MEMORY_STORES", "RebuiltMemory", "format_memory", "rebuild_memory"]
+__all__ = ["MEMORY_STORES", "RebuiltMemory", "StoreCounts", "format_memory", "rebuild_memory"]
 
 #: The stores of a household's memory, in display order.
 MEMORY_STORES: tuple[str, ...] = ("working", "episodic", "semantic", "archive")
@@ -203,6 +206,132 @@ class _Replayer:
         for reflection in block["reflections"]:
             self._add("semantic", _item(reflection))
         self._evict(block["evicted"], where)
+
+
+class StoreCounts:
+    """Every household's stores replayed as sets of ids, to check the counts the lines give.
+
+    ``floodsim audit summarize`` feeds it each household's lines a year at a time: the year's
+    ``memory_updates``, then its traces, then its ``consolidation`` lines, then
+    :meth:`end_year`. A trace's ``working_count`` and ``episodic_count`` are the sizes of the
+    stores right after the household's decision was written to memory; a consolidation line's
+    ``working_after`` and ``episodic_after`` those after the year-end pass. A line that says
+    otherwise, or moves an item its store does not hold, is a problem; a household whose
+    replay broke, or one with a line that is not what the writer makes (the schema check names
+    it), is not checked further, so one damaged line is reported once.
+
+    Only the ids are kept (about 10 per household at the default capacities), not the items.
+
+    Attributes:
+        problems: The first problems found, each ``<where>: <what>``.
+        mismatches: How many there were.
+        traces: Traces whose counts were checked.
+        year_ends: Consolidation lines whose counts were checked.
+    """
+
+    def __init__(self, max_problems: int = 3) -> None:
+        self._stores: dict[str, tuple[dict[str, None], ...]] = {}
+        self._decided: dict[str, tuple[int, int]] = {}  # this year's decision id -> sizes
+        self._lost: set[str] = set()
+        self._max_problems = max_problems
+        self.problems: list[str] = []
+        self.mismatches = 0
+        self.traces = 0
+        self.year_ends = 0
+
+    def _of(self, agent: str) -> tuple[dict[str, None], ...]:
+        stores = self._stores.get(agent)
+        if stores is None:
+            stores = self._stores[agent] = tuple({} for _ in MEMORY_STORES)
+        return stores
+
+    def _wrong(self, agent: str, problem: str) -> None:
+        self.mismatches += 1
+        if len(self.problems) < self._max_problems:
+            self.problems.append(problem)
+        self._lost.add(agent)
+
+    def _agrees(
+        self, agent: str, where: str, said: tuple[int, int], held: tuple[int, int], when: str
+    ) -> None:
+        """Compare the working and episodic sizes a line gives (``said``) with the replayed ones.
+
+        ``when``: the moment the line's sizes are taken, ``"its decision"`` or ``"the year end"``.
+        """
+        for store, told, size in zip(("working", "episodic"), said, held, strict=True):
+            if told != size:
+                problem = f"{agent}'s {store} memory holds {size} items after {when}"
+                self._wrong(agent, f"{where}: {problem}, the line says {told}")
+                return
+
+    def _moved(self, agent: str, entries: list[dict[str, Any]], where: str) -> bool:
+        """Apply evictions and moves; ``False`` when one names an item its store lacks."""
+        stores = self._of(agent)
+        for entry in entries:
+            item_id, source, target = entry["id"], entry["from"], entry["to"]
+            held = stores[_STORE_INDEX[source]]
+            if item_id not in held:
+                self._wrong(agent, f"{where}: evicts {item_id!r} from {source}, which lacks it")
+                return False
+            del held[item_id]
+            if target is not None:
+                stores[_STORE_INDEX[target]][item_id] = None
+        return True
+
+    def update(self, record: dict[str, Any], where: str, intact: bool) -> None:
+        """Take one ``memory_updates`` line (``intact``: it passed the schema check)."""
+        agent = record["agent_id"]
+        if not intact:
+            self._lost.add(agent)
+        if agent in self._lost:
+            return
+        written = record["memory_item"]
+        stores = self._of(agent)
+        stores[_STORE_INDEX[written["destination"]]][written["id"]] = None
+        if self._moved(agent, record["evicted"], where) and record["update_type"] == "decision":
+            self._decided[written["id"]] = (len(stores[0]), len(stores[1]))
+
+    def trace(self, record: dict[str, Any], where: str, intact: bool) -> None:
+        """Take one trace of the year whose updates were taken last."""
+        agent, memory = record["agent_id"], record.get("memory")
+        update = record.get("memory_update")
+        if not intact or agent in self._lost or memory is None or update is None:
+            return
+        sizes = self._decided.get(update["id"])
+        if sizes is None:  # a decision never written: the memory ids check names it
+            return
+        self.traces += 1
+        said = (memory["working_count"], memory["episodic_count"])
+        self._agrees(agent, where, said, sizes, "its decision")
+
+    def consolidate(self, record: dict[str, Any], where: str, intact: bool) -> None:
+        """Take one ``consolidation`` line of the year whose traces were taken last."""
+        agent = record["agent_id"]
+        if not intact:
+            self._lost.add(agent)
+        if agent in self._lost:
+            return
+        block = record["consolidation"]
+        working, episodic, semantic = self._of(agent)[:3]
+        for item_id in block["transferred_items"]:
+            if item_id not in working:
+                self._wrong(agent, f"{where}: transfers {item_id!r}, which working memory lacks")
+                return
+            episodic[item_id] = None
+        for reflection in block["reflections"]:
+            semantic[reflection["id"]] = None
+        if not self._moved(agent, block["evicted"], where):
+            return
+        self.year_ends += 1
+        said = (block["working_after"], block["episodic_after"])
+        self._agrees(agent, where, said, (len(working), len(episodic)), "the year end")
+
+    def end_year(self) -> None:
+        """Forget the year's decisions: the next year's traces name the next year's."""
+        self._decided.clear()
+
+
+_STORE_INDEX = {name: position for position, name in enumerate(MEMORY_STORES)}
 
 
 def _year_of(record: dict[str, Any], path: Path, line: int) -> int:
