@@ -278,12 +278,19 @@ class StoreCounts:
                 stores[_STORE_INDEX[target]][item_id] = None
         return True
 
+    def _followed(self, agent: str, intact: bool) -> bool:
+        """Whether ``agent``'s stores are still replayed, after a line that may change them.
+
+        A line the schema check refused leaves the household's stores unknown from then on.
+        """
+        if not intact:
+            self._lost.add(agent)
+        return agent not in self._lost
+
     def update(self, record: dict[str, Any], where: str, intact: bool) -> None:
         """Take one ``memory_updates`` line (``intact``: it passed the schema check)."""
         agent = record["agent_id"]
-        if not intact:
-            self._lost.add(agent)
-        if agent in self._lost:
+        if not self._followed(agent, intact):
             return
         written = record["memory_item"]
         stores = self._of(agent)
@@ -307,9 +314,7 @@ class StoreCounts:
     def consolidate(self, record: dict[str, Any], where: str, intact: bool) -> None:
         """Take one ``consolidation`` line of the year whose traces were taken last."""
         agent = record["agent_id"]
-        if not intact:
-            self._lost.add(agent)
-        if agent in self._lost:
+        if not self._followed(agent, intact):
             return
         block = record["consolidation"]
         working, episodic, semantic = self._of(agent)[:3]
