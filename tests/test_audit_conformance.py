@@ -157,6 +157,20 @@ def test_every_line_a_run_writes_matches_its_schema(request, fixture):
             lambda r: r["tool_invocation"]["parameters"].update(top_k="5"),
             "tool_invocation.parameters.top_k must be integer (got '5')",
         ),
+        # Scores are weights (at least 0) times values in [0, 1].
+        (
+            "household_traces",
+            lambda r: _first_retrieval(r) and r["memory"]["retrieval_scores"].__setitem__(0, -1),
+            "memory.retrieval_scores[0] must be bigger than or equal to 0 (got -1)",
+        ),
+        (
+            "tool_invocations",
+            lambda r: (
+                bool(r["tool_invocation"]["scores"])
+                and r["tool_invocation"]["scores"].__setitem__(0, -0.5)
+            ),
+            "tool_invocation.scores[0] must be bigger than or equal to 0 (got -0.5)",
+        ),
     ],
 )
 def test_a_line_problem_names_the_field_the_rule_and_the_value(
@@ -251,6 +265,14 @@ def _first_retrieval(record: dict) -> bool:
                 result_count=r["tool_invocation"]["result_count"] + 1
             ),
             "tool_invocation.result_count is {m} for {n} results",
+        ),
+        (
+            "tool_invocations",
+            lambda r: (
+                r["tool_invocation"]["result_count"] > 1
+                and r["tool_invocation"]["parameters"].update(top_k=1)
+            ),
+            "tool_invocation.result_count is {m}, above parameters.top_k 1",
         ),
         (
             "tool_invocations",

@@ -150,6 +150,9 @@ def _tool_agreement(record: dict[str, Any]) -> str | None:
     count = call["result_count"]
     if len(call["result"]) != count:
         return f"tool_invocation.result_count is {count} for {len(call['result'])} results"
+    top_k = call["parameters"].get("top_k")
+    if top_k is not None and count > top_k:
+        return f"tool_invocation.result_count is {count}, above parameters.top_k {top_k}"
     if problem := _lengths(call, "tool_invocation", ("scores", "result_ids"), count):
         return problem
     year = call["parameters"].get("current_year")
