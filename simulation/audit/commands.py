@@ -580,7 +580,7 @@ def summarize_run(
 
     Args:
         run_dir: The run directory.
-        schema: Run the schema check, half the time taken (7 of 13 µs a line at ``standard``).
+        schema: Run the schema check, about half the time taken at ``standard``.
             Without it, a line damaged inside its nested fields may end its stream's read as
             malformed, where the check would have named it and read on.
         progress: Count each stream's lines on a progress bar on stderr (``None``: when stderr

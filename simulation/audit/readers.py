@@ -341,7 +341,7 @@ def listed_lines(run_dir: StrPath, name: str) -> int | None:
 def lines_counted(
     lines: Iterable[_T], *, total: int | None, desc: str, progress: bool | None = None
 ) -> tqdm[_T]:
-    """``lines``, counted on a progress bar on stderr as they are read; use it in a ``with``.
+    """``lines``, counted on a progress bar on stderr as they are read; close it when done.
 
     Checking every line of a large run takes a while (about 13 s for the 1.5 million lines of
     10,000 households over 30 years at ``standard``): the bar says how far it has got.

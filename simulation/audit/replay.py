@@ -230,7 +230,7 @@ class StoreCounts:
     """
 
     def __init__(self, max_problems: int = 3) -> None:
-        self._stores: dict[str, tuple[dict[str, None], ...]] = {}
+        self._stores: dict[str, tuple[set[str], ...]] = {}
         self._decided: dict[str, tuple[int, int]] = {}  # this year's decision id -> sizes
         self._lost: set[str] = set()
         self._max_problems = max_problems
@@ -239,10 +239,10 @@ class StoreCounts:
         self.traces = 0
         self.year_ends = 0
 
-    def _of(self, agent: str) -> tuple[dict[str, None], ...]:
+    def _of(self, agent: str) -> tuple[set[str], ...]:
         stores = self._stores.get(agent)
         if stores is None:
-            stores = self._stores[agent] = tuple({} for _ in MEMORY_STORES)
+            stores = self._stores[agent] = tuple(set() for _ in MEMORY_STORES)
         return stores
 
     def _wrong(self, agent: str, problem: str) -> None:
@@ -273,9 +273,9 @@ class StoreCounts:
             if item_id not in held:
                 self._wrong(agent, f"{where}: evicts {item_id!r} from {source}, which lacks it")
                 return False
-            del held[item_id]
+            held.remove(item_id)
             if target is not None:
-                stores[_STORE_INDEX[target]][item_id] = None
+                stores[_STORE_INDEX[target]].add(item_id)
         return True
 
     def _followed(self, agent: str, intact: bool) -> bool:
@@ -294,7 +294,7 @@ class StoreCounts:
             return
         written = record["memory_item"]
         stores = self._of(agent)
-        stores[_STORE_INDEX[written["destination"]]][written["id"]] = None
+        stores[_STORE_INDEX[written["destination"]]].add(written["id"])
         if self._moved(agent, record["evicted"], where) and record["update_type"] == "decision":
             self._decided[written["id"]] = (len(stores[0]), len(stores[1]))
 
@@ -322,9 +322,9 @@ class StoreCounts:
             if item_id not in working:
                 self._wrong(agent, f"{where}: transfers {item_id!r}, which working memory lacks")
                 return
-            episodic[item_id] = None
+            episodic.add(item_id)
         for reflection in block["reflections"]:
-            semantic[reflection["id"]] = None
+            semantic.add(reflection["id"])
         if not self._moved(agent, block["evicted"], where):
             return
         self.year_ends += 1
