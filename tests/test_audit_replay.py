@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from simulation.memory import CognitiveMemory
 
 RUN_ID = "hand-s7-12345678"
+STREAMS_REPLAYED = ("memory_updates", "consolidation")
 
 
 # --------------------------------------------------------------------------- a tiny history
@@ -264,6 +265,19 @@ def test_year_zero_is_the_seeded_memory(run_dir: Path) -> None:
     assert _ids(rebuilt) == {"working": [], "episodic": ["H1:0"], "semantic": [], "archive": []}
     assert rebuilt.episodic[0]["content"] == "Seed: the 2011 flood reached my porch"
     assert rebuilt.run_id == RUN_ID
+
+
+def test_the_replay_counts_the_lines_it_reads_on_bars_only_when_asked_or_in_a_terminal(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rebuilt = rebuild_memory(run_dir, "H1", 2, progress=True)
+    shown = capsys.readouterr().err
+    updates, ends = (next(run_dir.glob(f"{name}.jsonl*")).name for name in STREAMS_REPLAYED)
+    assert f"replaying {updates}:   0%|" in shown
+    assert f"/{len(UPDATES)} [" in shown  # against the manifest's count
+    assert f"replaying {ends}:" in shown
+    assert rebuild_memory(run_dir, "H1", 2).ids("working") == rebuilt.ids("working")
+    assert capsys.readouterr().err == ""  # pytest's stderr is no terminal
 
 
 def test_consolidation_copies_working_items_into_episodic(run_dir: Path) -> None:

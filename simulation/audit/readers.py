@@ -91,6 +91,8 @@ _CHUNK_BYTES = 1 << 18
 # gzip container (header and trailer) around a deflate stream.
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 _GZIP_MAGIC = b"\x1f\x8b"
+# Line counts from which a progress bar shows them scaled (299k): smaller ones in full.
+_SCALED_COUNTS = 10_000
 # Characters of a skipped line kept in the report, enough to recognise it.
 _PREVIEW_CHARS = 80
 # What a JSON Schema type admits, by the exact class orjson gives (a bool is no integer).
@@ -357,7 +359,7 @@ def lines_counted(
         total=total,
         desc=desc,
         unit=" lines",
-        unit_scale=True,
+        unit_scale=total is None or total >= _SCALED_COUNTS,  # "1.50M", not "9.00"
         leave=False,
         disable=None if progress is None else not progress,
     )

@@ -31,6 +31,8 @@ from simulation.audit.readers import (
     ReadReport,
     as_integer,
     iter_file,
+    lines_counted,
+    listed_lines,
     not_a_folder_error,
     read_manifest,
     stream_path,
@@ -348,14 +350,28 @@ def _year_of(record: dict[str, Any], path: Path, line: int) -> int:
 
 
 class _Cursor:
-    """A year-ordered stream with one record of look-ahead."""
+    """A year-ordered stream with one record of look-ahead, counted on a progress bar.
 
-    def __init__(self, stream: str, path: Path | None, report: ReadReport):
+    The bar (on stderr, when it is a terminal) counts the lines read against the manifest's
+    count: replaying a late year of a large run reads most of both streams.
+    """
+
+    def __init__(
+        self, stream: str, path: Path | None, report: ReadReport, progress: bool | None = None
+    ) -> None:
         self.stream = stream
         self.path = path
-        self._lines: Iterator[tuple[int, dict[str, Any]]] = (
-            iter_file(path, report=report) if path is not None else iter(())
-        )
+        self._counted = None
+        if path is None:
+            self._lines: Iterator[tuple[int, dict[str, Any]]] = iter(())
+        else:
+            self._counted = lines_counted(
+                iter_file(path, report=report),
+                total=listed_lines(path.parent, stream),
+                desc=f"replaying {path.name}",
+                progress=progress,
+            )
+            self._lines = iter(self._counted)
         self.head: tuple[int, dict[str, Any]] | None = None
         self.head_year: int | None = None
         self.max_year = -1
@@ -386,6 +402,11 @@ class _Cursor:
         while self.head is not None:
             yield self.head
             self._advance()
+
+    def close(self) -> None:
+        """Take the progress bar off the screen."""
+        if self._counted is not None:
+            self._counted.close()
 
 
 def _check_level(run_dir: Path) -> tuple[dict[str, Any] | None, Path]:
@@ -461,7 +482,9 @@ def _moved_away(replay: _Replayer, manifest: dict[str, Any] | None, year: int) -
     return last if isinstance(reached, int) and reached > last else None
 
 
-def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
+def rebuild_memory(
+    run_dir: StrPath, agent_id: str, year: int, *, progress: bool | None = None
+) -> RebuiltMemory:
     """Rebuild ``agent_id``'s memory at the end of ``year`` from the run's audit streams.
 
     Streams ``memory_updates`` and ``consolidation`` once, in step, and stops reading after
@@ -472,6 +495,9 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
         run_dir: The run directory.
         agent_id: The household, e.g. ``"H00007"``.
         year: The year at whose end to take the memory (0 to the run's last year).
+        progress: Count the lines read on progress bars on stderr (``None``: when stderr is a
+            terminal). A late year of a large run reads most of both streams (5.4 s for year 30
+            of 10,000 households at ``standard``).
 
     Returns:
         The rebuilt memory.
@@ -500,19 +526,23 @@ def rebuild_memory(run_dir: StrPath, agent_id: str, year: int) -> RebuiltMemory:
         raise AuditReadError(msg)
 
     reports = {"memory_updates": ReadReport(), "consolidation": ReadReport()}
-    updates = _Cursor("memory_updates", updates_path, reports["memory_updates"])
-    ends = _Cursor("consolidation", consolidation_path, reports["consolidation"])
+    updates = _Cursor("memory_updates", updates_path, reports["memory_updates"], progress)
+    ends = _Cursor("consolidation", consolidation_path, reports["consolidation"], progress)
     replay = _Replayer(agent_id)
-    replay.run(updates, ends, year)
-    _check_whole(folder, manifest, {"memory_updates": updates, "consolidation": ends}, reports)
-
-    if replay.last_year is None:
-        # Only on this error path: does the household appear at all, later on?
-        later = any(
+    try:
+        replay.run(updates, ends, year)
+        _check_whole(folder, manifest, {"memory_updates": updates, "consolidation": ends}, reports)
+        # Only when the household has no line up to the year: does it appear later on?
+        later = replay.last_year is None and any(
             record.get("agent_id") == agent_id
             for cursor in (updates, ends)
             for _, record in cursor.drain()
         )
+    finally:
+        updates.close()
+        ends.close()
+
+    if replay.last_year is None:
         if not later:
             sample = ((manifest or {}).get("audit") or {}).get("sample")
             hint = "" if sample in (None, 1, 1.0) else f" (audited sample: {sample!r})"
