@@ -925,8 +925,7 @@ def test_rebuild_matches_the_model_whatever_the_memory_settings(
 
 
 # --------------------------------------------------------------------------- the replay check
-@pytest.fixture(scope="module")
-def simulated_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _simulate(root: Path, *overrides: str) -> Path:
     """A run whose memories move between all four stores: floods, reflection, tiers."""
     from simulation.config import load_config
     from simulation.runner import run_simulation
@@ -940,9 +939,21 @@ def simulated_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "hazard.kind=depth",
             "hazard.events={2: 3.0, 4: 1.0}",
             *STRESS,
+            *overrides,
         ],
     )
-    return run_simulation(config, base, tmp_path_factory.mktemp("sim"), progress=False).run_dir
+    return run_simulation(config, base, root, progress=False).run_dir
+
+
+@pytest.fixture(scope="module")
+def simulated_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _simulate(tmp_path_factory.mktemp("sim"))
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same run at level full: its traces list every working and episodic item."""
+    return _simulate(tmp_path_factory.mktemp("full"), "audit.level=full")
 
 
 def _changed(
@@ -1052,4 +1063,47 @@ def test_an_eviction_of_an_item_its_store_lacks_is_named(
     assert not ok
     assert detail.endswith(
         f"consolidation.jsonl:{number}: evicts {item_id!r} from semantic, which lacks it"
+    )
+
+
+def test_a_full_trace_lists_the_items_its_stores_hold(full_run: Path) -> None:
+    ok, detail = _replay_check(full_run)
+    assert ok, detail
+
+
+def test_a_full_trace_that_leaves_out_an_item_is_named(full_run: Path, tmp_path: Path) -> None:
+    def drop_one(record: dict) -> bool:
+        items = record["memory"]["working_items"]
+        return bool(items) and bool(items.pop(0))
+
+    run, number, line = _changed(full_run, tmp_path, "household_traces", drop_one)
+    item_id = line["memory"]["working_items"][0]["id"]
+    ok, detail = _replay_check(run)
+    assert not ok
+    assert detail.endswith(
+        f"household_traces.jsonl:{number}: {line['agent_id']}'s working_items leaves out "
+        f"{item_id!r}, which its working memory holds"
+    )
+
+
+def test_a_full_trace_that_lists_an_item_of_another_store_is_named(
+    full_run: Path, tmp_path: Path
+) -> None:
+    def borrow(record: dict) -> bool:
+        memory = record["memory"]
+        working = {item["id"] for item in memory["working_items"]}
+        others = [item for item in memory["episodic_items"] if item["id"] not in working]
+        if not others:
+            return False
+        memory["working_items"].append(others[0])
+        return True
+
+    run, number, line = _changed(full_run, tmp_path, "household_traces", borrow)
+    working = {item["id"] for item in line["memory"]["working_items"]}
+    item_id = next(i["id"] for i in line["memory"]["episodic_items"] if i["id"] not in working)
+    ok, detail = _replay_check(run)
+    assert not ok
+    assert detail.endswith(
+        f"household_traces.jsonl:{number}: {line['agent_id']}'s working_items lists "
+        f"{item_id!r}, which its working memory does not hold"
     )

@@ -572,8 +572,8 @@ def summarize_run(
       is written by ``memory_updates`` or is a reflection;
     * memory replay: each household's stores, replayed from ``memory_updates`` and
       ``consolidation`` (:class:`~simulation.audit.replay.StoreCounts`), hold as many items as
-      its traces say after each decision and its consolidation lines after each year end, and
-      every item moved out of a store is in it.
+      its traces say after each decision (at level ``full``, the very items they list) and its
+      consolidation lines after each year end, and every item moved out of a store is in it.
 
     The memory streams and the traces are read together, a year at a time, for the replay;
     each file is still read once.

@@ -217,10 +217,11 @@ class StoreCounts:
     ``memory_updates``, then its traces, then its ``consolidation`` lines, then
     :meth:`end_year`. A trace's ``working_count`` and ``episodic_count`` are the sizes of the
     stores right after the household's decision was written to memory; a consolidation line's
-    ``working_after`` and ``episodic_after`` those after the year-end pass. A line that says
-    otherwise, or moves an item its store does not hold, is a problem; a household whose
-    replay broke, or one with a line that is not what the writer makes (the schema check names
-    it), is not checked further, so one damaged line is reported once.
+    ``working_after`` and ``episodic_after`` those after the year-end pass; at level ``full``
+    a trace's ``working_items`` and ``episodic_items`` are the items the stores hold then. A
+    line that says otherwise, or moves an item its store does not hold, is a problem; a
+    household whose replay broke, or one with a line that is not what the writer makes (the
+    schema check names it), is not checked further, so one damaged line is reported once.
 
     Only the ids are kept (about 10 per household at the default capacities), not the items.
 
@@ -255,8 +256,8 @@ class StoreCounts:
 
     def _agrees(
         self, agent: str, where: str, said: tuple[int, int], held: tuple[int, int], when: str
-    ) -> None:
-        """Compare the working and episodic sizes a line gives (``said``) with the replayed ones.
+    ) -> bool:
+        """Whether the working and episodic sizes a line gives (``said``) are the replayed ones.
 
         ``when``: the moment the line's sizes are taken, ``"its decision"`` or ``"the year end"``.
         """
@@ -264,6 +265,24 @@ class StoreCounts:
             if told != size:
                 problem = f"{agent}'s {store} memory holds {size} items after {when}"
                 self._wrong(agent, f"{where}: {problem}, the line says {told}")
+                return False
+        return True
+
+    def _same_items(self, agent: str, where: str, memory: dict[str, Any]) -> None:
+        """At level ``full``: the items a trace lists are those its stores hold.
+
+        The decision is a household's last memory write of its year, so the stores as replayed
+        through the year's writes are those the trace saw.
+        """
+        stores = self._of(agent)
+        for store, held in (("working", stores[0]), ("episodic", stores[1])):
+            listed = {item["id"] for item in memory[f"{store}_items"]}
+            if listed != held:
+                odd = min(listed ^ held)
+                how = "lists" if odd in listed else "leaves out"
+                problem = f"{agent}'s {store}_items {how} {odd!r}, which its {store} memory "
+                problem += "does not hold" if odd in listed else "holds"
+                self._wrong(agent, f"{where}: {problem}")
                 return
 
     def _moved(self, agent: str, entries: list[dict[str, Any]], where: str) -> bool:
@@ -311,7 +330,8 @@ class StoreCounts:
             return
         self.traces += 1
         said = (memory["working_count"], memory["episodic_count"])
-        self._agrees(agent, where, said, sizes, "its decision")
+        if self._agrees(agent, where, said, sizes, "its decision") and "working_items" in memory:
+            self._same_items(agent, where, memory)
 
     def consolidate(self, record: dict[str, Any], where: str, intact: bool) -> None:
         """Take one ``consolidation`` line of the year whose traces were taken last."""
