@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import copy
 import gzip
+import re
 import shutil
 import warnings
 from importlib import resources
@@ -22,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from simulation.audit.commands import register, summarize_run
+from simulation.audit.commands import register, summarize_experiment, summarize_run
 from simulation.audit.readers import AuditReadError, TruncatedLineWarning, iter_file
 from simulation.audit.replay import RebuiltMemory, format_memory, rebuild_memory
 from simulation.memory import RETENTION_POLICIES
@@ -1107,3 +1108,65 @@ def test_a_full_trace_that_lists_an_item_of_another_store_is_named(
         f"household_traces.jsonl:{number}: {line['agent_id']}'s working_items lists "
         f"{item_id!r}, which its working memory does not hold"
     )
+
+
+# --------------------------------------------------------------------------- experiments
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A batch experiment of two small runs at level standard."""
+    from simulation.cli import main
+
+    root = tmp_path_factory.mktemp("experiment")
+    design = root / "tiny.yaml"
+    design.write_text(
+        f"name: tiny\n"
+        f"base: {Path('configs/default.yaml').resolve()}\n"
+        "set: {households.count: 20, years: 3}\n"
+        "sweep: {grid: {memory.decay_rate: [0.9, 1.0]}}\n"
+        "replicates: 1\n"
+        "seed: 1\n"
+        "executor: {kind: serial}\n",
+        encoding="utf-8",
+    )
+    assert main(["batch", str(design), "--out", str(root / "out")]) == 0
+    return root / "out"
+
+
+def test_summarize_checks_every_run_of_an_experiment(
+    experiment: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run_cli(["audit", "summarize", str(experiment)]) == 0
+    out = capsys.readouterr().out
+    runs = sorted(p.name for p in (experiment / "runs").iterdir())
+    assert len(runs) == 2
+    for run in runs:
+        assert re.search(rf"^{run} +complete +standard +\d+  ok$", out, re.MULTILINE), out
+    assert out.endswith("2 of 2 runs pass every check\n")
+
+
+def test_an_experiment_s_run_that_fails_a_check_is_named_with_its_detail(
+    experiment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy_of = Path(shutil.copytree(experiment, tmp_path / "experiment"))
+    damaged = sorted((copy_of / "runs").iterdir())[1]
+    path = damaged / "consolidation.jsonl"
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    records[0]["consolidation"]["working_after"] += 1
+    path.write_bytes(_encode(records))
+    assert _run_cli(["audit", "summarize", str(copy_of)]) == 1
+    out = capsys.readouterr().out
+    row = rf"^{damaged.name} +complete +standard +\d+  FAIL memory replay$"
+    assert re.search(row, out, re.MULTILINE), out
+    assert f"\n{damaged.name}:\n  FAIL  memory replay: 1 line(s) disagree" in out
+    assert out.endswith("1 of 2 runs pass every check\n")
+
+
+def test_an_experiment_folder_without_runs_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "experiment.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(AuditReadError, match="an experiment folder without runs"):
+        summarize_experiment(tmp_path)
+    with pytest.raises(AuditReadError, match=r"not an experiment folder \(no such folder\)"):
+        summarize_experiment(tmp_path / "runs")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(AuditReadError, match=r"not an experiment folder \(no experiment.json"):
+        summarize_experiment(tmp_path / "plain")

@@ -2,7 +2,8 @@
 
 Subcommands:
     memory      Rebuild one household's memory at the end of a year and print it.
-    summarize   Count each stream's lines, years and households and check the trail's integrity.
+    summarize   Count each stream's lines, years and households and check the trail's integrity
+                (of a run, or of every run of an experiment).
 
 ``register`` adds them to the ``floodsim`` parser. Handlers raise :class:`AuditReadError` for a
 bad run directory, household or year (the ``floodsim`` command prints it as one line and exits
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+from tqdm import tqdm
 
 from simulation.audit.conformance import damaged_lines_named, line_problem
 from simulation.audit.readers import (
@@ -24,6 +26,7 @@ from simulation.audit.readers import (
     STREAMS,
     AuditReadError,
     ReadReport,
+    experiment_folder_error,
     iter_file,
     lines_counted,
     not_a_folder_error,
@@ -46,8 +49,10 @@ __all__ = [
     "EXIT_INCONSISTENT",
     "AuditSummary",
     "Check",
+    "ExperimentAuditSummary",
     "StreamStats",
     "register",
+    "summarize_experiment",
     "summarize_run",
 ]
 
@@ -660,6 +665,85 @@ def summarize_run(
     return summary
 
 
+@dataclass(slots=True)
+class ExperimentAuditSummary:
+    """The audit trails of every run of a batch experiment (:func:`summarize_experiment`)."""
+
+    folder: Path
+    runs: list[AuditSummary]
+
+    @property
+    def ok(self) -> bool:
+        """Whether every check of every run passed."""
+        return all(run.ok for run in self.runs)
+
+    def format(self) -> str:
+        """A line per run, then each failed check of the runs that failed one."""
+        lines = [f"Audit trails of the {len(self.runs)} runs of {self.folder}", ""]
+        lines.append(f"{'run':<24} {'status':<9} {'level':<9} {'lines':>10}  checks")
+        for run in self.runs:
+            read = sum(stats.lines for stats in run.streams.values())
+            failed = [check.name for check in run.checks if not check.ok]
+            verdict = "ok" if not failed else "FAIL " + ", ".join(failed)
+            level = run.audit.get("level", "?")
+            lines.append(
+                f"{run.run_dir.name:<24} {run.status or '?':<9} {level:<9} {read:>10}  {verdict}"
+            )
+        for run in self.runs:
+            failing = [check for check in run.checks if not check.ok]
+            if failing:
+                lines += ["", f"{run.run_dir.name}:"]
+                lines += [f"  FAIL  {check.name}: {check.detail}" for check in failing]
+        passed = sum(run.ok for run in self.runs)
+        lines += ["", f"{passed} of {len(self.runs)} runs pass every check"]
+        return "\n".join(lines)
+
+
+def summarize_experiment(
+    folder: StrPath, *, schema: bool = True, progress: bool | None = None
+) -> ExperimentAuditSummary:
+    """:func:`summarize_run` for every run of a batch experiment, in run-id order.
+
+    Args:
+        folder: The experiment's folder (``experiment.json`` and ``runs/<run_id>/``).
+        schema: Run each run's schema check (see :func:`summarize_run`).
+        progress: Count the runs checked on a progress bar on stderr (``None``: when stderr is
+            a terminal).
+
+    Raises:
+        AuditReadError: If ``folder`` is not an experiment's folder or holds no runs.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        what = "a file, not a folder" if folder.exists() else "no such folder"
+        msg = f"{folder}: not an experiment folder ({what})"
+        raise AuditReadError(msg)
+    if experiment_folder_error(folder) is None:
+        msg = f"{folder}: not an experiment folder (no experiment.json, or a run's manifest)"
+        raise AuditReadError(msg)
+    runs = sorted(p for p in (folder / "runs").glob("*") if p.is_dir())
+    if not runs:
+        msg = f"{folder}: an experiment folder without runs (nothing in {folder / 'runs'})"
+        raise AuditReadError(msg)
+    summaries = []
+    bar = tqdm(
+        runs,
+        desc=f"checking {folder.name}",
+        unit=" runs",
+        leave=False,
+        disable=None if progress is None else not progress,
+    )
+    with bar:
+        for run in bar:
+            try:
+                summaries.append(summarize_run(run, schema=schema, progress=False))
+            except AuditReadError as err:  # a run that left neither manifest nor streams
+                unread = AuditSummary(run, None, {}, {}, status=None)
+                unread.checks = [Check("files", ok=False, detail=str(err))]
+                summaries.append(unread)
+    return ExperimentAuditSummary(folder, summaries)
+
+
 # --------------------------------------------------------------------------- handlers
 def _memory(args: argparse.Namespace) -> int:
     with damaged_lines_named(args.run_dir):
@@ -669,7 +753,12 @@ def _memory(args: argparse.Namespace) -> int:
 
 
 def _summarize(args: argparse.Namespace) -> int:
-    summary = summarize_run(args.run_dir, schema=not args.no_schema)
+    folder = Path(args.run_dir)
+    summary: AuditSummary | ExperimentAuditSummary
+    if folder.is_dir() and experiment_folder_error(folder) is not None:
+        summary = summarize_experiment(folder, schema=not args.no_schema)
+    else:
+        summary = summarize_run(folder, schema=not args.no_schema)
     print(summary.format())
     return 0 if summary.ok else EXIT_INCONSISTENT
 
@@ -694,7 +783,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     summarize = commands.add_parser(
         "summarize", help="count each stream and check the audit trail's integrity"
     )
-    summarize.add_argument("run_dir", help="run directory")
+    summarize.add_argument(
+        "run_dir",
+        metavar="RUN_OR_EXPERIMENT",
+        help="run directory, or an experiment's folder (every run is checked)",
+    )
     summarize.add_argument(
         "--no-schema",
         action="store_true",
