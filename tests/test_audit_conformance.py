@@ -543,7 +543,7 @@ def test_summarize_without_the_schema_check_says_so_and_runs_the_others(
 
 # --------------------------------------------------------------------------- progress
 def test_reading_every_line_counts_them_on_a_bar_against_the_manifest(standard_run, capsys):
-    traces = readers.listed_lines(standard_run, "household_traces")
+    traces = readers.listed_lines(readers.read_manifest(standard_run), "household_traces")
     assert traces == 150  # 30 households, 5 years
     assert first_damaged_line(standard_run, progress=True) is None
     searched = capsys.readouterr().err
@@ -564,7 +564,7 @@ def test_a_stream_s_lines_are_unknown_without_a_finished_run_s_manifest(standard
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     del manifest["audit"]  # as while the run is going: the streams are listed when it ends
     (run_dir / "manifest.json").write_bytes(orjson.dumps(manifest))
-    assert readers.listed_lines(run_dir, "household_traces") is None
+    assert readers.listed_lines(readers.read_manifest(run_dir), "household_traces") is None
+    assert readers.listed_lines(None, "household_traces") is None  # no readable manifest
     (run_dir / "manifest.json").unlink()
-    assert readers.listed_lines(run_dir, "household_traces") is None
     assert first_damaged_line(run_dir, progress=True) is None  # counts without a total

@@ -29,6 +29,7 @@ from simulation.audit.readers import (
     experiment_folder_error,
     iter_file,
     lines_counted,
+    listed_lines,
     not_a_folder_error,
     read_manifest,
     stream_path,
@@ -341,21 +342,21 @@ class _StreamScan:
 def _scan_streams(
     folder: Path,
     scan: _Scan,
-    listed: dict[str, Any],
+    manifest: dict[str, Any],
     counts: StoreCounts,
     progress: bool | None,
 ) -> dict[str, StreamStats]:
     """Read every stream of the run once, the memory streams and traces a year at a time.
 
     A year's memory writes, then its traces, then its year ends: the order in which
-    ``counts`` replays each household's stores.
+    ``counts`` replays each household's stores. ``manifest`` (``{}`` when unreadable) gives the
+    progress bars their totals.
     """
     scans: dict[str, _StreamScan] = {}
     for name in (*STREAMS, LLM_STREAM):
         path = stream_path(folder, name)
         if path is not None:
-            entry = listed.get(name)
-            total = entry.get("lines") if isinstance(entry, dict) else None
+            total = listed_lines(manifest, name)
             scans[name] = _StreamScan(path, name, scan, total=total, progress=progress)
     replays = "memory_updates" in scans and "consolidation" in scans
     yearly = [
@@ -619,7 +620,7 @@ def summarize_run(
         scan.whole_through = reached
 
     replayed = StoreCounts(_MAX_EXAMPLES)
-    streams = _scan_streams(folder, scan, listed, replayed, progress)
+    streams = _scan_streams(folder, scan, manifest, replayed, progress)
 
     if not manifest and all(stats.file is None for stats in streams.values()):
         msg = f"{folder}: not a run directory (no manifest.json and no audit streams)"

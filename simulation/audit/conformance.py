@@ -43,6 +43,7 @@ from simulation.audit.readers import (
     iter_file,
     lines_counted,
     listed_lines,
+    read_manifest,
     stream_path,
 )
 from simulation.audit.writer import LLM_STREAM, STREAMS
@@ -216,17 +217,24 @@ _AGREEMENT: dict[str, Callable[[dict[str, Any]], str | None]] = {
 }
 
 
-def _stream_files(folder: Path) -> Iterator[tuple[Path, str]]:
-    """The audit files of a run directory, or of each run of an experiment folder."""
+def _stream_files(folder: Path) -> Iterator[tuple[Path, str, int | None]]:
+    """The audit files of a run directory, or of each run of an experiment folder.
+
+    Each with its stream and the lines its run's manifest records (``None``: unknown).
+    """
     experiment_runs = folder / "runs"
     if experiment_runs.is_dir():
         runs = sorted(p for p in experiment_runs.iterdir() if p.is_dir())
     else:
         runs = [folder]
     for run in runs:
+        try:
+            manifest = read_manifest(run)
+        except AuditReadError:  # the readers name what is wrong with it when they need it
+            manifest = None
         for stream in (*STREAMS, LLM_STREAM):
             if (path := stream_path(run, stream)) is not None:
-                yield path, stream
+                yield path, stream, listed_lines(manifest, stream)
 
 
 def first_damaged_line(folder: StrPath, *, progress: bool | None = None) -> str | None:
@@ -241,10 +249,10 @@ def first_damaged_line(folder: StrPath, *, progress: bool | None = None) -> str 
         ``<file>: line <n> is malformed: <what>``, the form of the readers' own messages, or
         ``None`` when every line is what the writer makes (or ``folder`` holds no streams).
     """
-    for path, stream in _stream_files(Path(folder)):
+    for path, stream, total in _stream_files(Path(folder)):
         counted = lines_counted(
             iter_file(path),
-            total=listed_lines(path.parent, stream),
+            total=total,
             desc=f"looking for a damaged line in {path.name}",
             progress=progress,
         )

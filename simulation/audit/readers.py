@@ -326,18 +326,21 @@ def manifest_problem(manifest: dict[str, Any]) -> str | None:
     return None
 
 
-def listed_lines(run_dir: StrPath, name: str) -> int | None:
-    """How many lines of stream ``name`` the run's manifest records, if it records them.
+def listed_lines(manifest: dict[str, Any] | None, name: str) -> int | None:
+    """How many lines of stream ``name`` a run's manifest records, if it records them.
 
-    ``None`` for a run without a readable manifest, or one that did not finish (the manifest
-    lists its streams when the run ends).
+    Args:
+        manifest: The run's manifest (:func:`read_manifest`, which checks its types), or
+            ``None`` when it has none that can be read.
+        name: The stream.
+
+    Returns:
+        ``None`` also for a run that did not finish: the manifest lists its streams when the
+        run ends.
     """
-    try:
-        audit = read_manifest(run_dir).get("audit")
-    except AuditReadError:
-        return None
-    entry = (audit.get("streams") or {}).get(name) if isinstance(audit, dict) else None
-    return entry.get("lines") if isinstance(entry, dict) else None
+    audit = (manifest or {}).get("audit") or {}
+    entry = (audit.get("streams") or {}).get(name)
+    return entry.get("lines") if entry is not None else None
 
 
 def lines_counted(

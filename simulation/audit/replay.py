@@ -377,7 +377,13 @@ class _Cursor:
     """
 
     def __init__(
-        self, stream: str, path: Path | None, report: ReadReport, progress: bool | None = None
+        self,
+        stream: str,
+        path: Path | None,
+        report: ReadReport,
+        *,
+        total: int | None = None,
+        progress: bool | None = None,
     ) -> None:
         self.stream = stream
         self.path = path
@@ -387,7 +393,7 @@ class _Cursor:
         else:
             self._counted = lines_counted(
                 iter_file(path, report=report),
-                total=listed_lines(path.parent, stream),
+                total=total,
                 desc=f"replaying {path.name}",
                 progress=progress,
             )
@@ -546,8 +552,16 @@ def rebuild_memory(
         raise AuditReadError(msg)
 
     reports = {"memory_updates": ReadReport(), "consolidation": ReadReport()}
-    updates = _Cursor("memory_updates", updates_path, reports["memory_updates"], progress)
-    ends = _Cursor("consolidation", consolidation_path, reports["consolidation"], progress)
+    updates, ends = (
+        _Cursor(
+            name,
+            path,
+            reports[name],
+            total=listed_lines(manifest, name),
+            progress=progress,
+        )
+        for name, path in (("memory_updates", updates_path), ("consolidation", consolidation_path))
+    )
     replay = _Replayer(agent_id)
     try:
         replay.run(updates, ends, year)
