@@ -264,7 +264,11 @@ def restore(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
             setattr(household.state, name, record["state"][name])
         old = household.memory
         household.memory = CognitiveMemory.from_dict(
-            record["memory"], relevance=old.relevance, reflector=old.reflector, texts=old.texts
+            record["memory"],
+            relevance=old.relevance,
+            reflector=old.reflector,
+            texts=old.texts,
+            checked=True,  # by _HOUSEHOLD, above
         )
         household.adopted_last_year = record["adopted_last_year"]
         household.adopted_this_year = None

@@ -36,7 +36,7 @@ from pydantic import (
 
 from simulation.agents.population import PopulationConfig
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
-from simulation.config_base import LAX, ConfigModel
+from simulation.config_base import LAX, SECRET_KEY_NAMES, ConfigModel, describe_validation_error
 from simulation.decisions.pmt import PMTConfig
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
@@ -93,8 +93,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Prefixes of common providers' API keys and tokens (OpenAI, Anthropic, Groq, Hugging Face,
 #: GitHub, xAI, AWS, Google, Slack).
 _KEY_PREFIXES = ("sk-", "sk_", "gsk_", "hf_", "ghp_", "github_pat_", "xai-", "AKIA", "AIza", "xox")
-#: Keys that hold the *name* of a secret: their values are never echoed in an error.
-_SECRET_NAMES = frozenset({"api_key_env"})
 
 
 def _looks_like_a_secret(value: str) -> bool:
@@ -1353,7 +1351,7 @@ def apply_overrides(
             value = load_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError:
             # A key pasted where the variable's name goes is never echoed (as in validation).
-            shown = "(value not shown)" if key.rpartition(".")[2] in _SECRET_NAMES else repr(raw)
+            shown = "(value not shown)" if key.rpartition(".")[2] in SECRET_KEY_NAMES else repr(raw)
             msg = f"{prefix}{where}{key}: cannot parse value {shown}"
             raise ConfigError(msg) from None
         parts = key.split(".")
@@ -1392,29 +1390,6 @@ def _absolute_at(parts: list[str], value: Any, cwd: Path) -> Any:
     for part in parts:
         nested = nested[part]
     return nested
-
-
-def describe_validation_error(error: ValidationError, origin: str) -> str:
-    """One line: file, dotted key path, problem (and how many more problems there are)."""
-    first = error.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"] if p != "[key]")  # a dict key: named anyway
-    # Without "or instance of GovernmentConfig": the name of a class of ours tells a user nothing.
-    message = first["msg"].removeprefix("Value error, ").split(" or instance of ")[0]
-    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-        message = "unknown key"
-    elif (
-        "input" in first
-        and first["type"] != "missing"
-        and not isinstance(first["input"], dict)
-        and not (first["loc"] and first["loc"][-1] in _SECRET_NAMES)  # may be a pasted key
-    ):
-        shown = repr(first["input"])
-        message = f"{message} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
-    more = len(error.errors()) - 1
-    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    if not loc and first["type"] == "value_error":  # a cross-key check names its keys itself
-        return f"{origin}: {message}{suffix}"
-    return f"{origin}: {loc or '(top level)'}: {message}{suffix}"
 
 
 def load_config(
@@ -1575,10 +1550,10 @@ def _shown_override(override: str, parts: tuple[str, ...], value: Any) -> str:
 
     def secret_inside(node: Any) -> bool:
         return isinstance(node, dict) and any(
-            key in _SECRET_NAMES or secret_inside(item) for key, item in node.items()
+            key in SECRET_KEY_NAMES or secret_inside(item) for key, item in node.items()
         )
 
-    if parts[-1] in _SECRET_NAMES or secret_inside(value):
+    if parts[-1] in SECRET_KEY_NAMES or secret_inside(value):
         return f"--set {'.'.join(parts)}=(value not shown)"
     return f"--set {override}"
 

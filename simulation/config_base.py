@@ -3,7 +3,8 @@
 Run configs (and the sections defined next to the code that uses them), experiment,
 calibration and targets files are pydantic models built on :class:`ConfigModel`. It lives in a
 module of its own because those sections are imported by :mod:`simulation.config`, which builds
-on them.
+on them. :func:`describe_validation_error` is the one line in which a refusal of any of them
+(and of a checkpoint or a memory snapshot) is reported.
 """
 
 from __future__ import annotations
@@ -11,9 +12,19 @@ from __future__ import annotations
 import types
 from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Strict, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Strict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
-__all__ = ["LAX", "ConfigModel"]
+__all__ = ["LAX", "SECRET_KEY_NAMES", "ConfigModel", "describe_validation_error"]
+
+#: Keys that hold the *name* of a secret: their values are never echoed in an error.
+SECRET_KEY_NAMES = frozenset({"api_key_env"})
 
 #: Marks a type that takes what YAML and JSON give where strict mode would not: a tuple from a
 #: list (YAML has no tuples) and an integer mapping key from a digit string (JSON keys are
@@ -96,3 +107,26 @@ class ConfigModel(BaseModel):
             msg = f"{where + ': ' if where else ''}expected a number, not a boolean"
             raise ValueError(msg)
         return value
+
+
+def describe_validation_error(error: ValidationError, origin: str) -> str:
+    """One line: file, dotted key path, problem (and how many more problems there are)."""
+    first = error.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"] if p != "[key]")  # a dict key: named anyway
+    # Without "or instance of GovernmentConfig": the name of a class of ours tells a user nothing.
+    message = first["msg"].removeprefix("Value error, ").split(" or instance of ")[0]
+    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        message = "unknown key"
+    elif (
+        "input" in first
+        and first["type"] != "missing"
+        and not isinstance(first["input"], dict)
+        and not (first["loc"] and first["loc"][-1] in SECRET_KEY_NAMES)  # may be a pasted key
+    ):
+        shown = repr(first["input"])
+        message = f"{message} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+    more = len(error.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    if not loc and first["type"] == "value_error":  # a cross-key check names its keys itself
+        return f"{origin}: {message}{suffix}"
+    return f"{origin}: {loc or '(top level)'}: {message}{suffix}"

@@ -850,8 +850,25 @@ def _snapshot() -> dict:
     ("corrupt", "problem"),
     [
         (lambda d: d.update(format_version=True), "format_version must be 1"),
-        (lambda d: d.pop("clock"), "missing or malformed field (KeyError: 'clock')"),
-        (lambda d: d.update(items=None), "missing or malformed field (TypeError"),
+        (lambda d: d.pop("clock"), "memory snapshot: clock: Field required"),
+        (lambda d: d.update(items=None), "items: Input should be a valid list (got None)"),
+        # Values a plain conversion would take and change: refused by their type.
+        (
+            lambda d: d["items"][0].update(tags="flood"),
+            "items.0.tags: Input should be a valid list",
+        ),
+        (
+            lambda d: d["items"][1].update(pinned="false"),
+            "items.1.pinned: Input should be a valid bo",
+        ),
+        (lambda d: d["items"][0].update(content=2), "items.0.content: Input should be a valid str"),
+        (lambda d: d["items"][0].update(seq="0"), "items.0.seq: Input should be a valid integer"),
+        (lambda d: d.update(clock=1.5), "clock: Input should be a valid integer (got 1.5)"),
+        (lambda d: d["stores"].update(working="2"), "stores.working: Input should be a valid list"),
+        (
+            lambda d: d["items"][0].update(pined=True),
+            "items.0.pined: unknown key",
+        ),
         (lambda d: d["stores"]["episodic"].append(99), "stores name seq 99"),
         (lambda d: d.update(next_seq=0), "next_seq 0 is not above every item's seq"),
         (lambda d: d["items"][0].update(importance=5), "importance is outside [0, 1]"),
@@ -869,6 +886,19 @@ def test_a_corrupt_snapshot_is_refused_by_name(corrupt, problem):
     corrupt(data)
     with pytest.raises(ValueError, match=re.escape(problem)):
         CognitiveMemory.from_dict(data)
+
+
+def test_a_snapshot_already_checked_is_not_checked_again():
+    """A checkpoint checks every household's snapshot as it reads it (checked=True)."""
+    data = _snapshot()
+    data["items"][1]["pinned"] = 1  # a truthy value: what the type check alone would refuse
+    with pytest.raises(ValueError, match="pinned"):
+        CognitiveMemory.from_dict(data)
+    restored = CognitiveMemory.from_dict(data, checked=True)
+    assert {i.content: i.pinned for i in restored.episodic} == {"flood": False, "claim": True}
+    data["items"][0]["importance"] = 5  # the memory's own checks still run
+    with pytest.raises(ValueError, match="importance is outside"):
+        CognitiveMemory.from_dict(data, checked=True)
 
 
 def test_retrieval_without_a_year_is_at_the_latest_year_the_memory_has_seen():

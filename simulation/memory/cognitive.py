@@ -38,6 +38,7 @@ from simulation.memory.settings import (
     check_fraction,
     check_positive_int,
 )
+from simulation.memory.snapshot import check_snapshot
 from simulation.memory.stores import LongTermStore
 
 if TYPE_CHECKING:
@@ -962,6 +963,7 @@ class CognitiveMemory:
         relevance: RelevanceScorer | None = None,
         reflector: Reflector | None = None,
         texts: dict[str, str] | None = None,
+        checked: bool = False,
     ) -> CognitiveMemory:
         """Restore a memory written by :meth:`to_dict` (also after a JSON round trip).
 
@@ -970,18 +972,24 @@ class CognitiveMemory:
             relevance: Relevance scorer to use (scorers are code, not data).
             reflector: Reflector to use.
             texts: Pool of shared texts (see the class); restored texts join it too.
+            checked: ``data`` has already passed :func:`~simulation.memory.snapshot.
+                check_snapshot` (a checkpoint checks every household's as it is read), so its
+                field types are not checked again.
 
         Raises:
             ValueError: For an unknown ``format_version`` or a snapshot that is malformed or
-                inconsistent (a missing field, a store naming an unknown item, two items with
-                one sequence number, a store over its capacity or out of rank order, an
+                inconsistent: a missing, unknown or mistyped field (tags given as one text,
+                ``"pinned": "false"``), a store naming an unknown item, two items with one
+                sequence number, a store over its capacity or out of rank order, an
                 importance outside [0, 1], a rehearsal before the item's year, ``next_seq`` not
-                above every item's or below ``dry_reflection_seq``).
+                above every item's or below ``dry_reflection_seq``.
         """
         version = data.get("format_version") if isinstance(data, Mapping) else None
         if version.__class__ is not int or version != FORMAT_VERSION:
             msg = f"format_version must be {FORMAT_VERSION}, got {version!r}"
             raise ValueError(msg)
+        if not checked:
+            check_snapshot(data)
         try:
             mem = cls._restore(data, relevance, reflector, texts)
         except (KeyError, TypeError, AttributeError) as err:
