@@ -123,6 +123,22 @@ def test_iter_records_round_trips_every_line(run_dir: Path) -> None:
     assert report.clean
 
 
+def test_iter_records_counts_the_lines_on_a_bar_when_asked(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert list(iter_records(run_dir, "household_traces", progress=True)) == TRACES
+    shown = capsys.readouterr().err
+    assert "household_traces: 0.00 lines [" in shown  # no streams listed: no total
+    listed = {"household_traces": {"file": "household_traces.jsonl", "lines": 4}}
+    manifest = {"run_id": RUN_ID, "audit": {"level": "standard", "streams": listed}}
+    (run_dir / "manifest.json").write_bytes(orjson.dumps(manifest))
+    assert list(iter_records(run_dir, "household_traces", progress=True)) == TRACES
+    assert "household_traces:   0%|          | 0/4 [" in capsys.readouterr().err
+    assert list(iter_records(run_dir, "household_traces")) == TRACES
+    assert list(iter_records(run_dir, "household_traces", progress=None)) == TRACES
+    assert capsys.readouterr().err == ""  # not asked, and stderr is no terminal here
+
+
 def test_missing_stream_names_run_dir_and_level(run_dir: Path) -> None:
     with pytest.raises(AuditReadError, match=r"no memory_updates\.jsonl.*level 'standard'"):
         iter_records(run_dir, "memory_updates")  # raises before iteration starts

@@ -104,6 +104,16 @@ def test_index_lists_run_facts_from_the_manifest(run_dir, report_index):
     assert "household_traces, memory_updates" in page
 
 
+def test_a_report_counts_the_audit_lines_it_reads_on_a_bar_per_stream(run_dir, tmp_path, capsys):
+    write_report(run_dir, tmp_path / "shown", progress=True)
+    shown = capsys.readouterr().err
+    for name in ("household_traces", "memory_updates"):
+        assert f"{name}:   0%|" in shown
+        assert f"/{stream_lines(run_dir, name)} [" in shown  # the manifest's count
+    write_report(run_dir, tmp_path / "quiet")  # only where stderr is a terminal, not here
+    assert capsys.readouterr().err == ""
+
+
 def test_report_is_the_same_for_gzipped_streams(run_dir, tmp_path):
     gz_run = simulate(tmp_path / "gz", "audit.gzip=true")
     assert (gz_run / "household_traces.jsonl.gz").is_file()

@@ -356,13 +356,15 @@ def stream_path(run_dir: str | Path, name: str) -> Path | None:
     return None
 
 
-def _records(run_dir: str | Path, name: str) -> Iterator[dict[str, Any]]:
+def _records(
+    run_dir: str | Path, name: str, progress: bool | None = False
+) -> Iterator[dict[str, Any]]:
     """Records of stream ``name``; none when the run did not write it."""
     if stream_path(run_dir, name) is None:
         if error := experiment_folder_error(Path(run_dir)):
             raise RunDirError(error)
         return iter(())
-    return iter_records(run_dir, name)
+    return iter_records(run_dir, name, progress=progress)
 
 
 def _construct(record: dict[str, Any], name: str) -> dict[str, Any]:
@@ -384,8 +386,12 @@ def read_stream_frame(run_dir: str | Path, name: str) -> pd.DataFrame:
 
 
 @naming_damaged_lines
-def tp_distribution(run_dir: str | Path) -> pd.DataFrame:
+def tp_distribution(run_dir: str | Path, *, progress: bool | None = False) -> pd.DataFrame:
     """Every traced household's threat appraisal (TP) per year, from ``household_traces``.
+
+    Args:
+        run_dir: The run directory.
+        progress: Count the lines read on a bar on stderr (``None``: when it is a terminal).
 
     Returns:
         Columns ``year``, ``agent_id``, ``tp`` (``reasoning.constructs.TP.value``, in [0, 1])
@@ -394,7 +400,7 @@ def tp_distribution(run_dir: str | Path) -> pd.DataFrame:
     """
     rows = [
         (int(record["year"]), str(record["agent_id"]), float(tp["value"]), tp.get("level"))
-        for record in _records(run_dir, "household_traces")
+        for record in _records(run_dir, "household_traces", progress)
         if (tp := _construct(record, "TP")).get("value") is not None
     ]
     frame = pd.DataFrame(rows, columns=["year", "agent_id", "tp", "tp_level"])
@@ -414,12 +420,15 @@ def tp_summary(tp: pd.DataFrame) -> pd.DataFrame:
 
 
 @naming_damaged_lines
-def memory_composition(run_dir: str | Path, metrics: pd.DataFrame | None = None) -> pd.DataFrame:
+def memory_composition(
+    run_dir: str | Path, metrics: pd.DataFrame | None = None, *, progress: bool | None = False
+) -> pd.DataFrame:
     """Memory per year: mean store sizes and, when audited, memory writes by source.
 
     Args:
         run_dir: The run directory.
         metrics: Its ``model_years`` (read from ``run_dir`` when omitted).
+        progress: Count the lines read on a bar on stderr (``None``: when it is a terminal).
 
     Returns:
         A frame indexed by ``year`` with ``mean_working`` and ``mean_episodic`` (items per
@@ -434,7 +443,7 @@ def memory_composition(run_dir: str | Path, metrics: pd.DataFrame | None = None)
     stores = metrics.set_index("year")[["mean_working", "mean_episodic"]].astype(float)
     counts = Counter(
         (int(record["year"]), str(record["update_type"]))
-        for record in _records(run_dir, "memory_updates")
+        for record in _records(run_dir, "memory_updates", progress)
     )
     if not counts:
         return stores

@@ -63,7 +63,7 @@ class ReportError(RunDirError):
     """The report cannot be written; the message names the path and what is missing."""
 
 
-def _figures(run: RunData) -> dict[str, Figure]:
+def _figures(run: RunData, progress: bool | None = False) -> dict[str, Figure]:
     # Imported here so `floodsim --help` and the CLI's error mapping (which imports this module
     # for ReportError) do not pay matplotlib's start-up time.
     from simulation.analysis import plots  # noqa: PLC0415
@@ -76,13 +76,13 @@ def _figures(run: RunData) -> dict[str, Figure]:
         "adaptation.png": plots.plot_adaptation(run.metrics, run_id=run.run_id),
         "damage_claims.png": plots.plot_damage_claims(run.metrics, run_id=run.run_id),
         "memory.png": plots.plot_memory(
-            memory_composition(run.run_dir, run.metrics),
+            memory_composition(run.run_dir, run.metrics, progress=progress),
             working_capacity=memory_config.get("working_capacity"),
             run_id=run.run_id,
             writers=writers,
         ),
         "threat.png": plots.plot_threat(
-            tp_distribution(run.run_dir),
+            tp_distribution(run.run_dir, progress=progress),
             metrics=run.metrics,
             run_id=run.run_id,
             why_empty=_why_no_threat(run),
@@ -176,12 +176,17 @@ def page_html(title: str, body: str) -> str:
 """
 
 
-def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+def write_report(
+    run_dir: str | Path, out_dir: str | Path | None = None, *, progress: bool | None = None
+) -> Path:
     """Write the figures and ``index.html`` of a run.
 
     Args:
         run_dir: The run directory (with ``manifest.json`` and ``model_years.csv``).
         out_dir: Folder for the report (default ``RUN_DIR/report``); created when missing.
+        progress: Count the audit lines read on a bar per stream on stderr (a report of
+            10,000 households over 30 years at ``standard`` reads about 900,000 of them);
+            ``None``: only when stderr is a terminal.
 
     Returns:
         The path of ``index.html``.
@@ -196,7 +201,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         raise ReportError(str(err)) from None
     target = Path(out_dir) if out_dir is not None else run.run_dir / REPORT_DIR
     try:
-        figures = _figures(run)
+        figures = _figures(run, progress)
     except AuditReadError as err:
         # A corrupt audit stream (not a missing one: those give figures that say so).
         raise ReportError(str(err)) from None

@@ -574,7 +574,11 @@ def iter_file(
 
 
 def iter_records(
-    run_dir: StrPath, name: str, *, report: ReadReport | None = None
+    run_dir: StrPath,
+    name: str,
+    *,
+    report: ReadReport | None = None,
+    progress: bool | None = False,
 ) -> Iterator[dict[str, Any]]:
     """Stream the records of one audit stream, one dict per line, in file order.
 
@@ -586,6 +590,9 @@ def iter_records(
         run_dir: The run directory.
         name: One of :data:`STREAMS`.
         report: Filled with what was read and skipped (complete once iteration ends).
+        progress: Count the lines on a bar (:func:`lines_counted`) against the manifest's
+            count of them; ``None``: only when stderr is a terminal; ``False`` (the default):
+            never.
 
     Returns:
         An iterator of records.
@@ -596,7 +603,23 @@ def iter_records(
             corrupt gzip data.
     """
     path = _require_stream(run_dir, name)
-    return (record for _, record in iter_file(path, report=report))
+    records = (record for _, record in iter_file(path, report=report))
+    if progress is False:
+        return records
+    return _counted_records(records, run_dir, name, progress)
+
+
+def _counted_records(
+    records: Iterator[dict[str, Any]], run_dir: StrPath, name: str, progress: bool | None
+) -> Iterator[dict[str, Any]]:
+    try:
+        manifest: dict[str, Any] | None = read_manifest(run_dir)
+    except AuditReadError:  # an unfinished run: the bar counts without a total
+        manifest = None
+    with lines_counted(
+        records, total=listed_lines(manifest, name), desc=name, progress=progress
+    ) as bar:
+        yield from bar
 
 
 # --------------------------------------------------------------------------- DataFrames
