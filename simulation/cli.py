@@ -37,6 +37,7 @@ from simulation.audit import commands as audit_commands
 from simulation.audit.readers import AuditReadError
 from simulation.calibration import commands as calibration_commands
 from simulation.calibration.fit import CalibrationError
+from simulation.cli_args import positive_int
 from simulation.config import ConfigError, array_engine_limits
 from simulation.decisions.llm import CacheMiss, EndpointUnreachable
 from simulation.hazard import HazardError
@@ -74,18 +75,6 @@ _RUN_DIR_NOTE = "run directory: "
 
 class UsageError(ValueError):
     """Arguments that do not fit together."""
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        msg = f"expected a positive integer, got {text!r}"
-        raise argparse.ArgumentTypeError(msg) from None
-    if value < 1:
-        msg = f"must be a positive integer, got {value}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 #: Errors that mean "the input is wrong"; each message names the file (or flag) and the key.
@@ -315,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="print only the run directory")
     run.add_argument(
         "--checkpoint-every",
-        type=_positive_int,
+        type=positive_int,
         metavar="K",
         help="write a checkpoint every K years (resume with --resume RUN_DIR)",
     )

@@ -1144,8 +1144,9 @@ def test_summarize_checks_every_run_of_an_experiment(
     assert out.endswith("2 of 2 runs pass every check\n")
 
 
+@pytest.mark.parametrize("workers", [[], ["--workers", "1"]], ids=["every-core", "one-by-one"])
 def test_an_experiment_s_run_that_fails_a_check_is_named_with_its_detail(
-    experiment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    experiment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], workers: list[str]
 ) -> None:
     copy_of = Path(shutil.copytree(experiment, tmp_path / "experiment"))
     damaged = sorted((copy_of / "runs").iterdir())[1]
@@ -1153,12 +1154,33 @@ def test_an_experiment_s_run_that_fails_a_check_is_named_with_its_detail(
     records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     records[0]["consolidation"]["working_after"] += 1
     path.write_bytes(_encode(records))
-    assert _run_cli(["audit", "summarize", str(copy_of)]) == 1
+    assert _run_cli(["audit", "summarize", *workers, str(copy_of)]) == 1
     out = capsys.readouterr().out
     row = rf"^{damaged.name} +complete +standard +\d+  FAIL memory replay$"
     assert re.search(row, out, re.MULTILINE), out
     assert f"\n{damaged.name}:\n  FAIL  memory replay: 1 line(s) disagree" in out
     assert out.endswith("1 of 2 runs pass every check\n")
+
+
+def test_runs_checked_in_a_pool_of_processes_are_reported_as_one_by_one(
+    experiment: Path, tmp_path: Path
+) -> None:
+    copy_of = Path(shutil.copytree(experiment, tmp_path / "experiment"))
+    (copy_of / "runs" / "0-killed-early").mkdir()  # no manifest and no streams: unreadable
+    one_by_one = summarize_experiment(copy_of, workers=1)
+    pooled = summarize_experiment(copy_of, workers=2)
+    assert [run.run_dir for run in pooled.runs] == sorted((copy_of / "runs").iterdir())
+    assert pooled.format() == one_by_one.format()
+    assert not pooled.ok
+    assert "0-killed-early:\n  FAIL  files: " in pooled.format()
+    assert pooled.format().endswith("2 of 3 runs pass every check")
+
+
+def test_a_pool_of_no_workers_is_refused(experiment: Path) -> None:
+    with pytest.raises(ValueError, match="workers must be at least 1, got 0"):
+        summarize_experiment(experiment, workers=0)
+    with pytest.raises(SystemExit):
+        _run_cli(["audit", "summarize", "--workers", "0", str(experiment)])
 
 
 def test_an_experiment_folder_without_runs_is_refused(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_auto_forks_the_workers_on_linux_only_while_no_other_thread_runs():
 @start_methods
 def test_a_worker_ignores_ctrl_c(capfd, start_method):
     with ProcessExecutor(1, start_method) as executor:
-        assert executor._submit(_interrupt_self).result(timeout=120) == "ignored"
+        assert executor.submit(_interrupt_self).result(timeout=120) == "ignored"
     assert "KeyboardInterrupt" not in capfd.readouterr().err
 
 
@@ -110,7 +110,7 @@ def test_a_worker_interrupted_while_it_starts_runs_its_task(capfd, start_method)
     """Ctrl-C right after a batch starts reaches workers still importing floodsim."""
     before = set(multiprocessing.active_children())
     with ProcessExecutor(1, start_method) as executor:
-        future = executor._submit(os.getpid)
+        future = executor.submit(os.getpid)
         (worker,) = _new_children(before)
         # Spawned a moment ago: it has seconds of imports to go before its pool initializer.
         os.kill(worker.pid, signal.SIGINT)
@@ -125,7 +125,7 @@ def test_ctrl_c_terminates_the_workers_without_waiting_for_their_runs(tmp_path, 
 
     def ctrl_c_during_a_run() -> None:
         with ProcessExecutor(1, start_method) as executor:
-            executor._submit(_sleep_in_worker, str(tmp_path))
+            executor.submit(_sleep_in_worker, str(tmp_path))
             _wait_for(tmp_path / "started")
             workers.update(_new_children(before))
             raise KeyboardInterrupt  # as Ctrl-C raises it in the batch's own process
@@ -166,7 +166,7 @@ def test_ctrl_c_while_closing_after_an_error_terminates_the_workers(tmp_path, st
     before = set(multiprocessing.active_children())
     workers = set()
     executor = ProcessExecutor(1, start_method)
-    executor._submit(_sleep_in_worker, str(tmp_path))
+    executor.submit(_sleep_in_worker, str(tmp_path))
     _wait_for(tmp_path / "started")
     workers.update(_new_children(before))
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))

@@ -12,19 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from simulation.cli_args import positive_int
+
 if TYPE_CHECKING:
     import argparse
 
 __all__ = ["register"]
-
-
-def _positive_int(text: str) -> int:
-    # argparse reports the ValueError of int() itself as "invalid value".
-    value = int(text)
-    if value < 1:
-        msg = f"must be a positive integer, got {value}"
-        raise ValueError(msg)
-    return value
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -91,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="override the file's executor kind",
     )
     parser.add_argument(
-        "--workers", type=_positive_int, default=None, help="override the number of workers"
+        "--workers", type=positive_int, default=None, help="override the number of workers"
     )
     parser.add_argument(
         "--out",

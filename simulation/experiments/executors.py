@@ -270,7 +270,7 @@ def _init_worker() -> None:
     """Pool initializer: leave Ctrl-C to the batch's own process, which may kill the worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if _CAN_MASK:
-        # The worker was spawned with SIGINT blocked (ProcessExecutor._submit); ignoring it
+        # The worker was spawned with SIGINT blocked (ProcessExecutor.submit); ignoring it
         # discarded any Ctrl-C pending since, so the worker need not keep it blocked.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     # A run's (disabled) progress bar would create tqdm's lock shared between processes, a
@@ -320,10 +320,13 @@ class ProcessExecutor(_ExecutorBase):
         )
         if self.start_method == "fork":
             # A pool of forked workers starts all of them at its first task.
-            self._submit(int)
+            self.submit(int)
 
-    def _submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
-        """Run ``fn(*args)`` in a worker, starting one if none is idle and the pool is not full."""
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
+        """Run ``fn(*args)`` in a worker, starting one if none is idle and the pool is not full.
+
+        ``fn`` and its arguments are pickled: ``fn`` must be a module-level function.
+        """
         # A spawned worker imports floodsim and its dependencies (seconds) before its
         # initializer runs, and a Ctrl-C meanwhile would end it with a traceback. It inherits
         # this thread's signal mask, so it starts with SIGINT blocked until the initializer
@@ -333,7 +336,7 @@ class ProcessExecutor(_ExecutorBase):
 
     def run(self, tasks: Iterable[RunTask]) -> Iterator[RunOutcome]:
         """Submit every task; yield outcomes in completion order."""
-        futures = {self._submit(execute_run, task): task for task in tasks}
+        futures = {self.submit(execute_run, task): task for task in tasks}
         for future in as_completed(futures):
             task = futures[future]
             try:
