@@ -246,6 +246,64 @@ def test_round_trip_through_json_is_lossless(params, ops, later_ops, strategy):
     assert restored.to_dict() == original.to_dict()
 
 
+_json_value = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 60)
+    | st.floats(allow_nan=False, allow_infinity=False, width=32)
+    | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(node: object, prefix: tuple = ()) -> list[tuple]:
+    """Every path into a JSON value, the value itself first."""
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += _paths(value, (*prefix, index))
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(memory_params(), st.lists(operation, min_size=3, max_size=30), st.data())
+def test_a_snapshot_changed_anywhere_is_refused_or_restored_exactly_as_given(params, ops, data):
+    """from_dict converts nothing: what it does not refuse (ValueError) it restores as written.
+
+    A notebook may restore a memory from a JSON file edited since; a value taken and changed
+    on the way (tags "flood" as five one-letter tags, an item no store holds dropped) would be
+    a memory nobody wrote.
+    """
+    mem = CognitiveMemory("H1", **params)
+    for op in ops:
+        apply(mem, op)
+    snapshot = json.loads(json.dumps(mem.to_dict()))
+    where = data.draw(st.sampled_from(_paths(snapshot)[1:]))
+    value = data.draw(_json_value)
+    node = snapshot
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    try:
+        restored = CognitiveMemory.from_dict(snapshot)
+    except ValueError:
+        event("refused")
+        return
+    event("restored")
+    again = json.loads(json.dumps(restored.to_dict()))
+    for key in ("retrieval", "retention", "reflection"):  # a setting left out takes its default
+        if isinstance(snapshot[key], dict):
+            assert snapshot[key].items() <= again[key].items()
+            again[key] = snapshot[key]
+    assert again == snapshot
+
+
 @given(
     owner=st.text(min_size=1, max_size=12),
     seq=st.one_of(st.integers(min_value=-3, max_value=5000), st.integers()),

@@ -42,7 +42,7 @@ from simulation.memory.snapshot import check_snapshot
 from simulation.memory.stores import LongTermStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, KeysView, Sequence
 
     from simulation.memory.reflection import Reflector
     from simulation.memory.relevance import RelevanceScorer
@@ -1027,11 +1027,7 @@ class CognitiveMemory:
             for item in items.values():
                 item.content = texts.setdefault(item.content, item.content)
         stores = data["stores"]
-        unknown = {*stores["working"], *stores["episodic"], *stores["semantic"]}
-        unknown = {*unknown, *stores["archive"]} - items.keys()
-        if unknown:
-            msg = f"memory snapshot: stores name seq {min(unknown)}, which no item has"
-            raise ValueError(msg)
+        _check_store_lists(mem.agent_id, stores, items.keys())
         mem._working = [items[s] for s in stores["working"]]
         mem._unconsolidated_max = max(
             (i.importance for i in mem._working if not i.consolidated), default=-1.0
@@ -1048,6 +1044,28 @@ class CognitiveMemory:
         mem._dry_reflection_seq = int(data.get("dry_reflection_seq", -1))
         mem._demoted_hits = {int(k): int(v) for k, v in data["demoted_hits"].items()}
         return mem
+
+
+def _check_store_lists(agent_id: str, stores: Mapping[str, list[int]], seqs: KeysView[int]) -> None:
+    """Refuse store lists that name an unknown item, leave one out, or hold one twice.
+
+    An item may be in working memory and in one long-term store at once (consolidation copies
+    it), never in two long-term stores, nor twice in one store.
+    """
+    named = {*stores["working"], *stores["episodic"], *stores["semantic"], *stores["archive"]}
+    long_term = [*stores["episodic"], *stores["semantic"], *stores["archive"]]
+    problem = None
+    if unknown := named - seqs:
+        problem = f"stores name seq {min(unknown)}, which no item has"
+    elif unheld := seqs - named:
+        problem = f"item seq {min(unheld)} is in no store"
+    elif len(set(stores["working"])) < len(stores["working"]):
+        problem = "working memory holds an item twice"
+    elif len(set(long_term)) < len(long_term):
+        problem = "an item is held twice by the long-term stores"
+    if problem is not None:
+        msg = f"memory snapshot of {agent_id}: {problem}"
+        raise ValueError(msg)
 
 
 def _check_restored(mem: CognitiveMemory) -> None:
