@@ -27,12 +27,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, get_type
 
 import orjson
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     Strict,
     StrictBool,
     StrictStr,
+    StringConstraints,
     TypeAdapter,
     ValidationError,
 )
@@ -139,6 +141,39 @@ class _Insurer(_Part):
     history: list[tuple[_Amount, _Amount]]  # (premiums, claims) of the years under review
 
 
+def _below(bits: int) -> AfterValidator:
+    def check(text: str) -> str:
+        if int(text) >> bits:
+            msg = f"must be below 2**{bits}"
+            raise ValueError(msg)
+        return text
+
+    return AfterValidator(check)
+
+
+# The generators' integers are kept as decimal text (JSON numbers lose 128-bit precision).
+_Digits = Annotated[str, Strict(), StringConstraints(pattern=r"^(0|[1-9][0-9]{0,38})$")]
+
+
+class _PCG64State(_Part):
+    state: Annotated[_Digits, _below(128)]
+    inc: Annotated[_Digits, _below(128)]
+
+
+class _BitGenerator(_Part):
+    """A numpy generator's ``bit_generator.state``, as :func:`capture` writes it.
+
+    numpy takes what it is given and converts it (``3.0`` for a 128-bit state, ``true`` for
+    ``has_uint32``) or fails with an ``OverflowError``: a damaged value would silently give
+    another run, or a traceback.
+    """
+
+    bit_generator: Literal["PCG64"]  # numpy.random.default_rng's
+    state: _PCG64State
+    has_uint32: Literal["0", "1"]
+    uinteger: Annotated[_Digits, _below(32)]
+
+
 class _Committed(_Part):
     """How far an audit stream had been written when the checkpoint was taken."""
 
@@ -169,7 +204,7 @@ class Checkpoint(_Part):
         Annotated[list[_Word], Field(min_length=625, max_length=625)],
         _Finite | None,
     ]
-    numpy: dict[str, dict[str, Any]]  # checked by numpy as each state is set
+    numpy: dict[str, _BitGenerator]
     government: _Government
     insurer: _Insurer
     premiums_collected: _Amount

@@ -459,6 +459,24 @@ def _first_item(**changes: Any) -> Callable[[str], str]:
             _edited(lambda data: data["streams"].pop("memory_updates")),
             "streams: it commits ['consolidation', 'household_traces', 'tool_invocations']",
         ),
+        # A generator's state was numpy's to check: it converted 3.0 and true, and a negative
+        # word ended the run with an OverflowError's traceback.
+        (
+            _edited(lambda data: data["numpy"]["hazard_rng"].update(uinteger=-1)),
+            "numpy.hazard_rng.uinteger: Input should be a valid string (got -1)",
+        ),
+        (
+            _edited(lambda data: data["numpy"]["rng"]["state"].update(state=3.0)),
+            "numpy.rng.state.state: Input should be a valid string (got 3.0)",
+        ),
+        (
+            _edited(lambda data: data["numpy"]["claims_rng"].update(has_uint32="7")),
+            "numpy.claims_rng.has_uint32: Input should be '0' or '1' (got '7')",
+        ),
+        (
+            _edited(lambda data: data["numpy"]["rng"]["state"].update(inc=str(2**128))),
+            "numpy.rng.state.inc: must be below 2**128",
+        ),
     ],
     ids=[
         "truncated",
@@ -483,6 +501,10 @@ def _first_item(**changes: Any) -> Callable[[str], str]:
         "store-as-text",
         "unknown-proposal",
         "a-stream-left-out",
+        "negative-generator-word",
+        "generator-state-a-float",
+        "generator-flag-out-of-range",
+        "generator-state-too-large",
     ],
 )
 def test_a_damaged_checkpoint_is_a_clear_error(tmp_path, capsys, damage, problem):
