@@ -295,13 +295,14 @@ class ArrayEngine:
         )
         has_insurance = columns["has_insurance"][rows]
         insured = has_insurance | columns["has_contents_insurance"][rows]
-        covered = np.where(has_insurance, np.minimum(damage_s[flooded], ins.structure_limit), 0.0)
-        covered = covered + np.minimum(damage_c[flooded], ins.contents_limit)
-        claims = insured & damaged & (covered > ins.deductible)
+        loss = np.where(has_insurance, damage_s[flooded], 0.0) + damage_c[flooded]
+        claims = insured & damaged & (loss > ins.deductible)
         stats["claims_filed"] += int(np.count_nonzero(claims))
         approved = claims & (approval_draws[flooded] < ins.claim_approval_probability)
         denied = claims & ~approved
-        payout = np.where(approved, covered - ins.deductible, 0.0)
+        covered = np.where(has_insurance, np.minimum(damage_s[flooded], ins.structure_limit), 0.0)
+        covered = covered + np.minimum(damage_c[flooded], ins.contents_limit)
+        payout = np.where(approved, np.minimum(loss - ins.deductible, covered), 0.0)
         # Added claim by claim in the households' order, as the object path adds them.
         paid_total = float(np.cumsum(np.concatenate(([0.0], payout[approved])))[-1])
         columns["claims_paid"][rows[approved]] += 1

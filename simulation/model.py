@@ -4,7 +4,8 @@ One step is one year, in the order DESIGN.md section 2 fixes (and the README doc
 
 1. hazard: each active household's flood depth;
 2. damage: depth above the first floor through the depth-damage curves;
-3. claims: insured households with damage above the deductible claim; approval is drawn;
+3. claims: insured households with damage above the deductible claim; approval is drawn; the
+   payout is the damage less the deductible, within the coverage limits;
 4. event memories: flood and claim experiences, routed by importance;
 5. institutions: the government may change the elevation subsidy, the insurer the premium rate;
    every household remembers a change;
@@ -768,14 +769,18 @@ class FloodAdaptationModel(mesa.Model):
             self._remember(household, event, year, "flood", damage, damage=damage, depth=depth)
             if not state.insured or damage <= 0.0:
                 continue
-            covered = (
-                min(float(damage_s[i]), ins.structure_limit) if state.has_insurance else 0.0
-            ) + min(float(damage_c[i]), ins.contents_limit)
-            if covered <= ins.deductible:
+            structure = float(damage_s[i]) if state.has_insurance else 0.0
+            loss = structure + float(damage_c[i])  # what the household's policies insure
+            if loss <= ins.deductible:
                 continue
             stats["claims_filed"] += 1
             if approval_draws[i] < ins.claim_approval_probability:
-                payout = covered - ins.deductible
+                # The deductible comes off the loss and the limits cap what is left: a loss
+                # above a limit is paid up to the limit, as under the NFIP.
+                covered = (
+                    min(structure, ins.structure_limit) if state.has_insurance else 0.0
+                ) + min(float(damage_c[i]), ins.contents_limit)
+                payout = min(loss - ins.deductible, covered)
                 paid_total += payout
                 state.claims_paid += 1
                 stats["claims_paid"] += 1

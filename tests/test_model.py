@@ -129,23 +129,26 @@ def test_claims_pay_covered_damage_above_the_deductible_within_the_limits():
         if not (structure_policy or contents_policy) or structure + contents <= 0.0:
             assert not claims  # uninsured or undamaged: no claim
             continue
+        loss = (structure if structure_policy else 0.0) + contents
         covered = (min(structure, ins.structure_limit) if structure_policy else 0.0) + min(
             contents, ins.contents_limit
         )
-        over_a_limit += structure > ins.structure_limit or contents > ins.contents_limit
-        if covered <= ins.deductible:
+        if loss <= ins.deductible:
             below_deductible += 1
             assert not claims
             continue
+        # The deductible comes off the loss, then the limits cap the payout (DESIGN.md 2.3).
+        expected = min(loss - ins.deductible, covered)
+        over_a_limit += expected == covered < loss - ins.deductible
         assert len(claims) == 1
         assert "approved" in claims[0].tags
-        assert claims[0].amount == pytest.approx(covered - ins.deductible)
-        expected_total += covered - ins.deductible
+        assert claims[0].amount == pytest.approx(expected)
+        expected_total += expected
         paid += 1
     assert model.year_stats["claims_filed"] == model.year_stats["claims_paid"] == paid > 0
     assert model.year_stats["claims_paid_amount"] == pytest.approx(expected_total)
     assert below_deductible > 0  # the deductible branch ran ...
-    assert over_a_limit > 0  # ... and so did the limits
+    assert over_a_limit > 0  # ... and so did the limits, paying a loss over one up to it
 
 
 def test_denied_claims_are_remembered():
