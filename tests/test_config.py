@@ -11,6 +11,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from simulation.cli import main
 from simulation.config import (
     ConfigError,
     IgnoredKeyWarning,
@@ -67,6 +68,14 @@ def test_default_config_loads():
     assert config.households.count == 1000
     assert config.hazard.source == "stochastic"
     assert (base_dir / config.registry).resolve() == REGISTRY
+
+
+@pytest.mark.parametrize(
+    "scenario", sorted(p.name for p in (ROOT / "configs" / "scenarios").glob("*.yaml"))
+)
+def test_every_shipped_scenario_validates(scenario, capsys):
+    assert main(["validate", str(ROOT / "configs" / "scenarios" / scenario)]) == 0
+    assert f"{scenario}: ok" in capsys.readouterr().out
 
 
 def test_default_config_accepts_a_relative_path(monkeypatch):

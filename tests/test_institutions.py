@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mesa
+import pandas as pd
 import pytest
 
 from simulation.agents.institutions import Government, Insurer
-from simulation.config import GovernmentConfig, InsurerConfig
+from simulation.config import GovernmentConfig, InsurerConfig, load_config
+from simulation.runner import run_simulation
 
 
 def test_subsidy_rises_after_heavy_losses_up_to_the_maximum():
@@ -105,3 +109,37 @@ def test_without_relax_after_the_subsidy_never_relaxes():
 def test_insurer_config_rejects_inverted_bounds():
     with pytest.raises(ValueError, match="min_rate"):
         InsurerConfig(min_rate=9.0, max_rate=3.0)
+
+
+# ---------------------------------------------------------------- shipped policy scenarios
+SCENARIOS = Path(__file__).resolve().parents[1] / "configs" / "scenarios"
+DEFAULT = SCENARIOS.parent / "default.yaml"
+
+
+def _yearly(config: Path, seed: int, tmp_path: Path) -> pd.DataFrame:
+    """``model_years`` of a 1,000-household, 30-year run of ``config`` without an audit."""
+    overrides = ["households.count=1000", "years=30", "audit.level=off"]
+    loaded, base = load_config(config, overrides, seed=seed)
+    run = run_simulation(loaded, base, tmp_path / f"{config.stem}-{seed}", progress=False)
+    return pd.read_csv(run.run_dir / "model_years.csv")
+
+
+def test_without_a_subsidy_no_share_is_ever_paid_and_fewer_homes_are_elevated(tmp_path):
+    elevated = {"default": 0.0, "no_subsidy": 0.0}
+    for seed in (1, 2, 3):
+        plain = _yearly(DEFAULT, seed, tmp_path)
+        unsubsidised = _yearly(SCENARIOS / "no_subsidy.yaml", seed, tmp_path)
+        assert (unsubsidised["subsidy_share"] == 0.0).all()  # heavy-loss years raise nothing
+        elevated["default"] += plain["elevated_share"].iloc[-1]
+        elevated["no_subsidy"] += unsubsidised["elevated_share"].iloc[-1]
+    assert elevated["no_subsidy"] < elevated["default"]
+
+
+def test_flat_premiums_insure_fewer_homes_outside_the_floodplain(tmp_path):
+    """Zone X policies cost about three times as much at the floodplain's rate."""
+    outside = {"default": 0.0, "flat": 0.0}
+    for seed in (1, 2, 3):
+        outside["default"] += _yearly(DEFAULT, seed, tmp_path)["insured_share_x"].mean()
+        flat = _yearly(SCENARIOS / "flat_premiums.yaml", seed, tmp_path)
+        outside["flat"] += flat["insured_share_x"].mean()
+    assert outside["flat"] < outside["default"]
