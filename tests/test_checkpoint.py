@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
 
+import simulation.checkpoint as checkpoint_module
 import simulation.runner as runner_module
 from simulation.audit import writer as audit_writer
 from simulation.audit.commands import summarize_run
@@ -711,3 +714,60 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
     (run_dir,) = out.iterdir()
     assert manifest(run_dir)["status"] == "complete"
     assert_same_outputs(clean.run_dir, run_dir)
+
+
+# --------------------------------------------------------------------------- any one change
+@pytest.fixture(scope="module")
+def small_checkpoint() -> tuple[Any, dict[str, Any]]:
+    """A 12-household model's config and its checkpoint after 3 years, through JSON."""
+    config, base = load_config(
+        DEFAULT, ["households.count=12", "years=6", "audit.level=off", "engine=objects"]
+    )
+    model = build_model(config, base)
+    for _ in range(3):
+        model.step()
+    data = checkpoint_module.capture(model)
+    return (config, base), orjson.loads(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
+
+
+def _descend(draw: Callable[[Any], Any], node: Any) -> tuple[Any, ...]:
+    """A path to some value inside ``node``, stopping at each level one time in five."""
+    path: tuple[Any, ...] = ()
+    while isinstance(node, dict | list) and node and (not path or draw(st.integers(0, 4))):
+        key = draw(st.sampled_from(list(node) if isinstance(node, dict) else range(len(node))))
+        path, node = (*path, key), node[key]
+    return path
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_checkpoint_changed_anywhere_is_refused_or_restored_exactly_as_given(
+    small_checkpoint, data
+):
+    """Restoring converts nothing: a checkpoint edited since it was written is refused with
+    ``ValueError``/``TypeError`` (one line on the CLI) or gives back exactly what it holds.
+
+    Numpy's generators once took 3.0 for a 128-bit state, and a negative word ended a resume
+    with an ``OverflowError``'s traceback.
+    """
+    (config, base), saved = small_checkpoint
+    changed = orjson.loads(orjson.dumps(saved))
+    where = _descend(data.draw, changed)
+    assume(where)
+    node = changed
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = data.draw(
+        st.sampled_from([None, True, False, 0, 1, -1, 7, 0.5, -0.5, 3.0, "", "0", "x", [], {}])
+    )
+    model = build_model(config, base)
+    try:
+        checkpoint_module.restore(model, changed)
+    except (ValueError, TypeError):
+        event("refused")
+        return
+    event("restored")
+    again = orjson.loads(
+        orjson.dumps(checkpoint_module.capture(model), option=orjson.OPT_NON_STR_KEYS)
+    )
+    assert {**again, "streams": {}} == {**changed, "streams": {}}
