@@ -871,6 +871,10 @@ def _snapshot() -> dict:
         ),
         (lambda d: d["stores"]["episodic"].append(99), "stores name seq 99"),
         (lambda d: d["stores"]["working"].clear(), "item seq 2 is in no store"),
+        (
+            lambda d: d.update(demoted_hits={"01": 1}),
+            "demoted_hits.01: String should match pattern",
+        ),
         (lambda d: d["stores"]["working"].append(2), "working memory holds an item twice"),
         (lambda d: d["stores"]["archive"].append(0), "held twice by the long-term stores"),
         (lambda d: d.update(next_seq=0), "next_seq 0 is not above every item's seq"),

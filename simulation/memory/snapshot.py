@@ -31,6 +31,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    StringConstraints,
     TypeAdapter,
     ValidationError,
 )
@@ -42,6 +43,9 @@ __all__ = ["MemorySnapshot", "SnapshotItem", "SnapshotStores", "check_snapshot"]
 
 _Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 _Count = Annotated[int, Strict(), Field(ge=0)]
+# A sequence number as a JSON key writes it: "03" or " 3" would be read as 3 and written back
+# as "3".
+_SeqText = Annotated[str, StringConstraints(pattern=r"^(0|[1-9][0-9]*)$")]
 # No unknown keys: a misspelt one would be a missing one, read as its default.
 _CLOSED = ConfigDict(extra="forbid")
 
@@ -95,7 +99,7 @@ class MemorySnapshot(TypedDict):
     clock: StrictInt
     since_reflection: _Finite
     dry_reflection_seq: NotRequired[StrictInt]  # absent from snapshots older than the field
-    demoted_hits: dict[str, _Count]  # item seq (as text: a JSON key) -> hits while demoted
+    demoted_hits: dict[_SeqText, _Count]  # item seq (as text: a JSON key) -> hits while demoted
     items: list[SnapshotItem]
     stores: SnapshotStores
 
