@@ -44,7 +44,7 @@ from simulation.skills.templates import TemplateError, template_fields
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
 __all__ = [
     "CALIBRATION_KEYS",
@@ -1412,9 +1412,8 @@ def load_config(
     origin = str(path)
     data = read_yaml(path)
     check_file_kind(data, "run", origin)
-    data = resolve_base(path.resolve(), data, (path.resolve(),))
-    if overrides:
-        data = apply_overrides(data, overrides, origin, cwd=Path.cwd())
+    resolved = resolve_base(path.resolve(), data, (path.resolve(),))
+    data = apply_overrides(resolved, overrides, origin, cwd=Path.cwd()) if overrides else resolved
     if seed is not None:
         data["seed"] = seed
     try:
@@ -1424,12 +1423,8 @@ def load_config(
         # A check across keys (value_error) may fault a combination that no one file makes.
         own_value = first["type"] not in ("value_error", "assertion_error", "missing")
         culprit = _flag_setting(first["loc"], first["type"], overrides or [], seed, own_value)
-        named = None if own_value else _named_key(first)
-        if culprit is None and named is not None:
-            # A check across keys faults one key (named first in its message, as in
-            # ``w_recency: only read by strategy weighted``, else the one it validates): the
-            # flag that set that key is at fault.
-            culprit = _flag_setting(named, first["type"], overrides or [], seed, True)
+        if culprit is None and not own_value and overrides:
+            culprit = _flag_failing_check(first, resolved, overrides, seed, origin)
         if culprit is None:
             culprit = _file_setting(path, first["loc"]) if own_value else origin
         raise ConfigError(describe_validation_error(err, culprit)) from None
@@ -1488,36 +1483,110 @@ def _flag_setting(
     loc = tuple(part for part in loc if part != "[key]")  # a mapping's bad key: named anyway
     if seed is not None and loc == ("seed",):
         return f"--seed {seed}"
-    for override in reversed(overrides):
-        key, _, raw = override.partition("=")
+    index = _setting_override(loc, error_type, overrides, own_value)
+    return None if index is None else _shown_override(overrides[index])
+
+
+def _setting_override(
+    loc: tuple[int | str, ...], error_type: str, overrides: list[str], own_value: bool
+) -> int | None:
+    """The index of the override that gave the value at ``loc`` (see :func:`_flag_setting`)."""
+    loc = tuple(part for part in loc if part != "[key]")
+    for index in reversed(range(len(overrides))):
+        key, _, raw = overrides[index].partition("=")
         parts = tuple(key.strip().split("."))
         if loc[: len(parts)] == parts:
             value: Any = load_yaml(raw) if raw.strip() else ""  # parsed once already
             node = _value_at(value, loc[len(parts) :])
             if node is not _ABSENT and (own_value or not isinstance(node, dict)):
-                return _shown_override(override, parts, value)
+                return index
         elif loc and parts[: len(loc)] == loc and error_type == "extra_forbidden":
-            return _shown_override(override, parts, None)  # it made up the unknown section
+            return index  # it made up the unknown section
     return None
+
+
+def _flag_failing_check(
+    error: Any, resolved: dict[str, Any], overrides: list[str], seed: int | None, origin: str
+) -> str | None:
+    """The ``--set`` override that made a check across keys fail, if one did.
+
+    That is one that set a key the check's message names (:func:`_named_keys`), and without
+    which the config passes the check: ``--set insurer.max_rate=1.5`` below the default
+    ``min_rate`` of 2.0, but not ``--set insurer.max_rate=11`` beside a file's ``min_rate``
+    above the starting premium, which the message names as well. When no one such override
+    makes the difference but all of them together do (``--set insurer.min_rate=5 --set
+    insurer.max_rate=3``), the one of the key named first. Only an error's path pays for the
+    configs validated again here.
+    """
+    suspects: list[int] = []
+    for named in _named_keys(error):
+        index = _setting_override(named, error["type"], overrides, True)
+        if index is None or index in suspects:
+            continue
+        suspects.append(index)
+        if _passes_check(error["loc"], resolved, overrides, {index}, seed, origin):
+            return _shown_override(overrides[index])
+    if len(suspects) > 1 and _passes_check(
+        error["loc"], resolved, overrides, set(suspects), seed, origin
+    ):
+        return _shown_override(overrides[suspects[0]])
+    return None
+
+
+def _passes_check(
+    loc: tuple[int | str, ...],
+    resolved: dict[str, Any],
+    overrides: list[str],
+    left_out: set[int],
+    seed: int | None,
+    origin: str,
+) -> bool:
+    """Whether the config passes the check at ``loc`` without the overrides ``left_out``."""
+    kept = [override for index, override in enumerate(overrides) if index not in left_out]
+    data = apply_overrides(resolved, kept, origin, cwd=Path.cwd())
+    if seed is not None:
+        data["seed"] = seed
+    try:
+        RunConfig.model_validate(data)
+    except ValidationError as err:
+        return all(again["loc"] != loc for again in err.errors())
+    return True
 
 
 _ABSENT = object()
 #: The dotted key a check across keys starts its message with (``w_recency: only read by ...``).
 _NAMED_KEY = re.compile(r"(?:Value error, )?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*): ")
+#: A dotted name anywhere in such a message (``min_rate``, ``insurance.rate_per_1000``), but
+#: not the exponent of a number (``1e+09``).
+_MENTIONED_KEY = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
-def _named_key(error: Any) -> tuple[int | str, ...] | None:
-    """The full path of the key a check across keys faults (``None`` for a whole-config check).
+def _named_keys(error: Any) -> Iterator[tuple[int | str, ...]]:
+    """The full paths of the keys a check across keys faults, the one at fault most likely first.
 
-    That is the key its message names first, relative to the error's location, which it may
+    First the key its message starts with, relative to the error's location, which it may
     repeat (``events: ...`` at ``hazard`` and ``hazard.events: ...`` at the top both name
-    ``hazard.events``); without one, the key the check validates: its location.
+    ``hazard.events``); then the key the check validates (its location); then every other name
+    in the message, relative to the location and, when dotted, from the top
+    (``insurance.rate_per_1000`` in a check of ``insurer``). Words that name no key
+    (``must``, ``got``) give paths that no override sets.
     """
     loc = tuple(part for part in error["loc"] if part != "[key]")
-    match = _NAMED_KEY.match(error["msg"])
-    if match is None:
-        return loc or None
-    parts = tuple(match.group(1).split("."))
+    message = error["msg"]
+    match = _NAMED_KEY.match(message)
+    if match is not None:
+        yield _below(loc, tuple(match.group(1).split(".")))
+    if loc:
+        yield loc
+    for name in _MENTIONED_KEY.findall(message, match.end() if match else 0):
+        parts = tuple(name.split("."))
+        yield _below(loc, parts)
+        if len(parts) > 1:
+            yield parts
+
+
+def _below(loc: tuple[int | str, ...], parts: tuple[str, ...]) -> tuple[int | str, ...]:
+    """The path of key ``parts`` named at ``loc``, which may repeat the end of ``loc``."""
     for start in range(len(loc) + 1):
         if loc[start:] == parts[: len(loc) - start]:
             return loc[:start] + parts
@@ -1545,7 +1614,7 @@ def _value_at(value: Any, loc: tuple[int | str, ...]) -> Any:
     return node
 
 
-def _shown_override(override: str, parts: tuple[str, ...], value: Any) -> str:
+def _shown_override(override: str) -> str:
     """``--set KEY=VALUE`` as typed, without a value that may hold a secret."""
 
     def secret_inside(node: Any) -> bool:
@@ -1553,7 +1622,9 @@ def _shown_override(override: str, parts: tuple[str, ...], value: Any) -> str:
             key in SECRET_KEY_NAMES or secret_inside(item) for key, item in node.items()
         )
 
-    if parts[-1] in SECRET_KEY_NAMES or secret_inside(value):
+    key, _, raw = override.partition("=")
+    parts = tuple(key.strip().split("."))
+    if parts[-1] in SECRET_KEY_NAMES or secret_inside(load_yaml(raw) if raw.strip() else ""):
         return f"--set {'.'.join(parts)}=(value not shown)"
     return f"--set {override}"
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from simulation.cli import main
@@ -274,8 +276,9 @@ def test_a_bad_value_the_overrides_did_not_set_names_the_file(tmp_path):
     config = write(tmp_path / "c.yaml", f"base: {DEFAULT}\nmemory: {{decay_rate: 1.5}}\n")
     # The bad decay_rate is the file's, merged under the override's mapping.
     assert ": memory.decay_rate: " in load_error(config, ["memory={working_capacity: 3}"])
-    # A check across keys: insurance.rate_per_1000 is the file's.
-    assert ": insurer: " in load_error(DEFAULT, ["insurer.min_rate=5"])
+    # A check across keys whose keys (insurance.rate_per_1000, min_rate) are the file's.
+    config = write(tmp_path / "d.yaml", f"base: {DEFAULT}\ninsurer: {{min_rate: 5.0}}\n")
+    assert ": insurer: the starting premium " in load_error(config, ["insurer.max_rate=11"])
     # The faulted key (hazard.rasters) is not the one the override sets.
     assert ": hazard.rasters: " in load_error(DEFAULT, ["hazard.source=raster"])
 
@@ -495,9 +498,15 @@ def test_the_same_errors_through_base_and_set(tmp_path):
         DEFAULT, ["memory.retrieval.strategi=weighted"], "--set memory.retrieval.strategi=weighted"
     )
     assert ": memory.retrieval.strategi: unknown key" in message
-    message = load_error(DEFAULT, ["government.initial_subsidy=0.99"])
-    assert ": government: " in message
-    assert "initial_subsidy" in message
+    child = write(
+        tmp_path / "other.yaml", f"base: {DEFAULT}\ngovernment: {{initial_subsidy: 0.99}}\n"
+    )
+    problem = "government: initial_subsidy (0.99) must lie within [min_subsidy, max_subsidy]"
+    assert load_error(child).startswith(f"{child}: {problem}")
+    override = "government.initial_subsidy=0.99"
+    assert load_error(DEFAULT, [override], f"--set {override}").startswith(
+        f"--set {override}: {problem}"
+    )
 
 
 def test_several_problems_are_counted_on_one_line(tmp_path):
@@ -799,6 +808,58 @@ def test_a_key_refused_by_a_check_across_keys_names_what_set_it(tmp_path, text, 
     detail = file_message.removeprefix(f"{path}: ")
     assert detail == flag_message.removeprefix(f"--set {override}: ")
     assert detail.startswith(("memory.retrieval: w_recency: only read", "hazard.events: only"))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        # The memory settings' own checks name the key without a colon after it.
+        (["memory.retrieval.top_k=-5"], "memory.retrieval: top_k must be a non-negative"),
+        (["memory.retention.promote_after=0"], "memory.retention: promote_after must be"),
+        (["memory.reflection={importance: 2.0}"], "memory.reflection: importance must be"),
+        # Checks of two keys against each other: whichever of them a flag set.
+        (["insurer.max_rate=1.5"], "insurer: min_rate (2.0) must not exceed max_rate (1.5)"),
+        (["households.first_floor_height.low=9"], "households.first_floor_height: low (9)"),
+        (["government.initial_subsidy=0"], "government: initial_subsidy (0.0) must lie"),
+        # A key of another section, named in full; the flag's key named after the file's.
+        (["insurance.rate_per_1000=1.5"], "insurer: the starting premium insurance.rate"),
+        (["insurer.min_rate=5"], "insurer: the starting premium insurance.rate_per_1000 (4.0)"),
+        # Two flags that fail only together: the one of the key the message names first.
+        (["insurer.min_rate=5", "insurer.max_rate=3"], "insurer: min_rate (5.0) must not"),
+    ],
+)
+def test_a_flag_faulted_by_a_check_across_keys_is_named_in_place_of_the_file(overrides, problem):
+    """Such checks once named configs/default.yaml, which was right, for a value a flag gave."""
+    message = load_error(DEFAULT, overrides, named=f"--set {overrides[0]}")
+    assert message.removeprefix(f"--set {overrides[0]}: ").startswith(problem)
+
+
+def _leaf_keys(node: dict, above: tuple[str, ...] = ()) -> Iterator[str]:
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            yield from _leaf_keys(value, (*above, str(key)))
+        else:
+            yield ".".join((*above, str(key)))
+
+
+DEFAULT_LEAVES = sorted(_leaf_keys(yaml.safe_load(DEFAULT.read_text(encoding="utf-8"))))
+
+
+@settings(max_examples=60)
+@given(
+    key=st.sampled_from(DEFAULT_LEAVES),
+    value=st.sampled_from(["-5", "0", "2", "1.5", "-0.5", "1000000000", "zzz", "true", "[]"]),
+)
+def test_a_value_refused_from_the_command_line_names_its_flag(key, value):
+    """Whatever key of default.yaml a --set makes wrong, the user is sent to the flag."""
+    try:
+        load_config(DEFAULT, [f"{key}={value}"])
+    except ConfigError as err:
+        message = str(err)
+    else:
+        return  # a value the key takes
+    # A secret's value is not shown (decision.llm.api_key_env).
+    assert message.startswith((f"--set {key}={value}: ", f"--set {key}=(value not shown): "))
 
 
 def test_a_negative_scripted_depth_names_what_gave_it(tmp_path):
