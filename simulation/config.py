@@ -1510,40 +1510,37 @@ def _flag_failing_check(
 ) -> str | None:
     """The ``--set`` override that made a check across keys fail, if one did.
 
-    That is one that set a key the check's message names (:func:`_named_keys`), and without
-    which the config passes the check: ``--set insurer.max_rate=1.5`` below the default
-    ``min_rate`` of 2.0, but not ``--set insurer.max_rate=11`` beside a file's ``min_rate``
-    above the starting premium, which the message names as well. When no one such override
-    makes the difference but all of them together do (``--set insurer.min_rate=5 --set
-    insurer.max_rate=3``), the one of the key named first. Only an error's path pays for the
+    Only when the config passes the check without the overrides: then the one that set a key
+    the check's message names (:func:`_named_keys`) and fails it on its own, such as ``--set
+    insurer.max_rate=1.5`` below the default ``min_rate`` of 2.0; when none fails it on its
+    own (two that fail only together), the one of the key named first. A file whose
+    ``min_rate`` lies above the starting premium is named beside ``--set
+    insurer.max_rate=11``, which the message names as well. Only an error's path pays for the
     configs validated again here.
     """
+    loc = error["loc"]
+    if not _passes_check(loc, resolved, [], seed, origin):
+        return None
     suspects: list[int] = []
     for named in _named_keys(error):
         index = _setting_override(named, error["type"], overrides, True)
-        if index is None or index in suspects:
-            continue
-        suspects.append(index)
-        if _passes_check(error["loc"], resolved, overrides, {index}, seed, origin):
+        if index is not None and index not in suspects:
+            suspects.append(index)
+    for index in suspects:
+        if not _passes_check(loc, resolved, [overrides[index]], seed, origin):
             return _shown_override(overrides[index])
-    if len(suspects) > 1 and _passes_check(
-        error["loc"], resolved, overrides, set(suspects), seed, origin
-    ):
-        return _shown_override(overrides[suspects[0]])
-    return None
+    return _shown_override(overrides[suspects[0]]) if suspects else None
 
 
 def _passes_check(
     loc: tuple[int | str, ...],
     resolved: dict[str, Any],
     overrides: list[str],
-    left_out: set[int],
     seed: int | None,
     origin: str,
 ) -> bool:
-    """Whether the config passes the check at ``loc`` without the overrides ``left_out``."""
-    kept = [override for index, override in enumerate(overrides) if index not in left_out]
-    data = apply_overrides(resolved, kept, origin, cwd=Path.cwd())
+    """Whether the config with only ``overrides`` passes the check at ``loc``."""
+    data = apply_overrides(resolved, overrides, origin, cwd=Path.cwd())
     if seed is not None:
         data["seed"] = seed
     try:
