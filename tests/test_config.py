@@ -826,6 +826,11 @@ def test_a_key_refused_by_a_check_across_keys_names_what_set_it(tmp_path, text, 
         (["insurer.min_rate=5"], "insurer: the starting premium insurance.rate_per_1000 (4.0)"),
         # Two flags that fail only together: the one of the key the message names first.
         (["insurer.min_rate=5", "insurer.max_rate=3"], "insurer: min_rate (5.0) must not"),
+        # Two flags each at fault in one section: the one the message is about.
+        (
+            ["memory.retention.demote_below=2", "memory.retention.w_importance=0.9"],
+            "memory.retention: demote_below must be in [0, 1], got 2.0",
+        ),
     ],
 )
 def test_a_flag_faulted_by_a_check_across_keys_is_named_in_place_of_the_file(overrides, problem):
@@ -845,21 +850,29 @@ def _leaf_keys(node: dict, above: tuple[str, ...] = ()) -> Iterator[str]:
 DEFAULT_LEAVES = sorted(_leaf_keys(yaml.safe_load(DEFAULT.read_text(encoding="utf-8"))))
 
 
-@settings(max_examples=60)
+BAD_VALUES = ["-5", "0", "2", "1.5", "-0.5", "1000000000", "zzz", "true", "[]"]
+
+
+@settings(max_examples=80)
 @given(
-    key=st.sampled_from(DEFAULT_LEAVES),
-    value=st.sampled_from(["-5", "0", "2", "1.5", "-0.5", "1000000000", "zzz", "true", "[]"]),
+    overrides=st.lists(
+        st.builds("{}={}".format, st.sampled_from(DEFAULT_LEAVES), st.sampled_from(BAD_VALUES)),
+        min_size=1,
+        max_size=2,
+    )
 )
-def test_a_value_refused_from_the_command_line_names_its_flag(key, value):
-    """Whatever key of default.yaml a --set makes wrong, the user is sent to the flag."""
+def test_a_value_refused_from_the_command_line_names_a_flag(overrides):
+    """Whatever keys of default.yaml flags make wrong, the user is sent to one of the flags."""
     try:
-        load_config(DEFAULT, [f"{key}={value}"])
+        load_config(DEFAULT, overrides)
     except ConfigError as err:
         message = str(err)
     else:
-        return  # a value the key takes
+        return  # values the keys take
     # A secret's value is not shown (decision.llm.api_key_env).
-    assert message.startswith((f"--set {key}={value}: ", f"--set {key}=(value not shown): "))
+    shown = [f"--set {o}: " for o in overrides]
+    shown += [f"--set {o.partition('=')[0]}=(value not shown): " for o in overrides]
+    assert message.startswith(tuple(shown)), message
 
 
 def test_a_negative_scripted_depth_names_what_gave_it(tmp_path):
