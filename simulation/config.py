@@ -426,9 +426,27 @@ class AdaptationConfig(Section):
 class EventTemplate(Section):
     """A memory written when an event happens: template, importance and tags."""
 
-    template: str = Field(description="Text with {placeholders}; see EventMemoryConfig.")
+    template: str = Field(description="Text with {placeholders}, not blank; see EventMemoryConfig.")
     importance: float = Field(ge=0, le=1, description="Importance; >= threshold -> episodic.")
-    tags: Annotated[tuple[str, ...], LAX] = Field((), description="Tags of the memory.")
+    tags: Annotated[tuple[str, ...], LAX] = Field((), description="Tags of the memory, not blank.")
+
+    @field_validator("template", mode="after")
+    @classmethod
+    def _template_has_text(cls, template: str) -> str:
+        # Blank text would be remembered, retrieved and audited as it is, every event, unseen.
+        if not template.strip():
+            msg = "empty: the memory would hold no text"
+            raise ValueError(msg)
+        return template
+
+    @field_validator("tags", mode="after")
+    @classmethod
+    def _tags_have_text(cls, tags: tuple[str, ...]) -> tuple[str, ...]:
+        for index, tag in enumerate(tags):
+            if not tag.strip():
+                msg = f"tag {index} is empty"
+                raise ValueError(msg)
+        return tags
 
 
 # The values each kind of event memory is rendered with.

@@ -462,6 +462,12 @@ def test_base_llm_cache_and_prompt_stay_relative_to_the_base(tmp_path):
         ('events:\n  claim_paid: {template: "Year {yeer}", importance: 0.7}\n', "", "yeer"),
         ('events:\n  claim_paid: {template: "{year.real}", importance: 0.7}\n', "", "year.real"),
         ('events:\n  claim_paid: {template: "Year {year", importance: 0.7}\n', "", "malformed"),
+        ('events:\n  claim_paid: {template: " ", importance: 0.7}\n', "", "empty: the memory"),
+        (
+            "events:\n  claim_paid: {template: x, importance: 0.7, tags: [claim, '']}\n",
+            "events.claim_paid.tags",
+            "tag 1 is empty",
+        ),
     ],
     ids=[
         "unknown-top-level",
@@ -481,6 +487,8 @@ def test_base_llm_cache_and_prompt_stay_relative_to_the_base(tmp_path):
         "template-unknown-placeholder",
         "template-attribute-access",
         "template-unclosed-brace",
+        "template-blank",
+        "tag-blank",
     ],
 )
 def test_config_error_names_file_and_key(tmp_path, text, key, detail):

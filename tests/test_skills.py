@@ -713,6 +713,20 @@ LOAD_ERRORS = [
         "unknown placeholder 'premum'",
     ),
     (
+        "blank template",
+        _set("elevate_house", "memory.template", "  "),
+        "skill 'elevate_house'",
+        "memory.template",
+        "empty: the memory would hold no text",
+    ),
+    (
+        "blank tag",
+        _set("buy_insurance", "memory.tags", ["insurance", ""]),
+        "skill 'buy_insurance'",
+        "memory.tags[1]",
+        "an empty tag, got ''",
+    ),
+    (
         "attribute placeholder",
         _set("relocate", "memory.template", "Year {year.__class__}"),
         "skill 'relocate'",

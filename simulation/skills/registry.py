@@ -543,6 +543,12 @@ class _Builder:
         )
 
     def memory(self, label: str, spec: _MemorySpec) -> MemoryTemplate:
+        # Blank text would be remembered, retrieved and audited as it is, every time, unseen.
+        if not spec.template.strip():
+            raise self.fail(label, "memory.template", "empty: the memory would hold no text")
+        for index, tag in enumerate(spec.tags):
+            if not tag.strip():
+                raise self.fail(label, f"memory.tags[{index}]", f"an empty tag, got {tag!r}")
         try:
             names = template_fields(spec.template)
         except TemplateError as exc:
