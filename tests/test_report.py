@@ -182,6 +182,11 @@ def test_a_config_that_is_not_utf8_is_a_report_error(run_dir, tmp_path):
     assert str(config) in str(info.value)
 
 
+def _repeat_second_row(raw: bytes) -> bytes:
+    rows = raw.splitlines(keepends=True)
+    return b"".join([*rows[:2], rows[1], *rows[2:]])
+
+
 @pytest.mark.parametrize(
     ("damage", "problem"),
     [
@@ -189,8 +194,13 @@ def test_a_config_that_is_not_utf8_is_a_report_error(run_dir, tmp_path):
         (lambda raw: raw.replace(b"\n3,", b"\n,", 1), "a year is missing or not a whole"),
         (lambda raw: raw.replace(b",4.0,", b",1e400,", 1), "column 'premium_rate' holds an infin"),
         (lambda raw: raw.replace(b",4.0,", b",four,", 1), "column 'premium_rate' holds text"),
+        # The header joined to the first row: a report ended with pandas' KeyError.
+        (lambda raw: raw.replace(b"mean_working,", b"", 1).replace(b"\n", b"", 1), "header is"),
+        (lambda raw: raw.replace(b"insured_share,", b"", 1), "row holds more values than"),
+        (lambda raw: raw.replace(b"mean_working", b"mean_wrking", 1), r"column\(s\) mean_working"),
+        (_repeat_second_row, "years do not follow one another"),
     ],
-    ids=["cut-short", "year-missing", "infinite", "text"],
+    ids=["cut-short", "year-missing", "infinite", "text", "joined", "short", "renamed", "repeat"],
 )
 def test_a_metrics_table_damaged_since_the_run_is_named(run_dir, tmp_path, capsys, damage, problem):
     """It was read as it stood: a table cut short ended check-behaviour with a ValueError, and

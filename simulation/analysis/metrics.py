@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +73,23 @@ DAMAGE_COLUMNS = ("damage_musd", "claims_paid_musd", "flooded_households")
 WRITE_PREFIX = "writes_"
 
 
-# Columns model_years.csv must have for any analysis (DESIGN.md section 7 guarantees them).
-_REQUIRED_METRICS = ("year", "insured_share", "elevated_share", "relocated_share")
+# Columns model_years.csv must have for any analysis: those DESIGN.md section 7 guarantees.
+_REQUIRED_METRICS = (
+    "year",
+    "insured_share",
+    "elevated_share",
+    "relocated_share",
+    "flooded_households",
+    "total_damage",
+    "claims_paid",
+    "premium_rate",
+    "subsidy_share",
+    "mean_tp",
+    "mean_working",
+    "mean_episodic",
+)
+# What a run names a metric: a header joined to the row below it has numbers among its names.
+_METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Memory sources in a fixed order, so stacked bars keep their colours from run to run.
 _SOURCE_ORDER = ("flood", "claim", "decision", "policy", "neighbor", "seed", "reflection", "other")
 _STREAM_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -185,33 +201,49 @@ def read_metrics_csv(path: Path) -> pd.DataFrame:
 
     Raises:
         RunDirError: Naming the file, for one that cannot be read, is cut short (no newline
-            after its last row), holds text or an infinite value where a metric's number
-            goes, or a year that is not a whole number.
+            after its last row), has a header that is not a row of metric names or a row
+            longer than it, holds text or an infinite value where a metric's number goes, or
+            years that are not whole numbers following one another.
     """
     try:
         raw = path.read_bytes()
         metrics = pd.read_csv(io.BytesIO(raw))
     except (OSError, ValueError, pd.errors.ParserError) as err:  # UnicodeDecodeError included
         raise RunDirError(_cannot_read(path, err)) from None
-    problem = _damage(raw, metrics)
+    problem = next(_damage(raw, metrics), None)
     if problem is not None:
         msg = f"{path}: {problem} (the file was changed since the run wrote it)"
         raise RunDirError(msg)
     return metrics
 
 
-def _damage(raw: bytes, metrics: pd.DataFrame) -> str | None:
-    """What is wrong with a metrics table, read from ``raw``, that a run cannot have written."""
+def _damage(raw: bytes, metrics: pd.DataFrame) -> Iterator[str]:
+    """What is wrong with a metrics table, read from ``raw``, that a run cannot have written.
+
+    Checked in turn, each on what the checks before it leave: a table whose header is not
+    the header stops there.
+    """
     if raw and not raw.endswith(b"\n"):
-        return "cut short: its last row has no newline"
+        yield "cut short: its last row has no newline"
+        return
+    misnamed = next((str(n) for n in metrics.columns if not _METRIC_NAME.fullmatch(str(n))), None)
+    if misnamed is not None:
+        yield f"its header is damaged: {misnamed!r} is not a metric's name"
+        return
+    if not metrics.index.equals(pd.RangeIndex(len(metrics))):  # rows' first values, as index
+        yield "a row holds more values than the header names"
+        return
     for name, values in metrics.items():
         if not pd.api.types.is_numeric_dtype(values):
-            return f"column {name!r} holds text where a number goes"
-        if pd.api.types.is_float_dtype(values) and np.isinf(values).any():
-            return f"column {name!r} holds an infinite value"
-    if "year" in metrics and not (metrics["year"] % 1 == 0).all():
-        return "a year is missing or not a whole number"
-    return None
+            yield f"column {name!r} holds text where a number goes"
+        elif pd.api.types.is_float_dtype(values) and np.isinf(values).any():
+            yield f"column {name!r} holds an infinite value"
+    if "year" in metrics and pd.api.types.is_numeric_dtype(metrics["year"]):
+        years = metrics["year"]
+        if not (years % 1 == 0).all():
+            yield "a year is missing or not a whole number"
+        elif (np.diff(years.to_numpy()) != 1).any():
+            yield "its years do not follow one another (a row repeated, missing or moved)"
 
 
 def _cannot_read(path: Path, err: Exception) -> str:
