@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import math
 import warnings
+import weakref
+from collections import defaultdict
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, eq
@@ -79,7 +82,7 @@ from simulation.skills.registry import VALID
 from simulation.skills.templates import render
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from pathlib import Path
 
     from simulation.agents.population import Population
@@ -338,6 +341,7 @@ class FloodAdaptationModel(mesa.Model):
         origin: str = "config",
         origin_of: Callable[[tuple[str, ...]], str] | None = None,
     ):
+        _forget_agent_counters_with_their_models()
         super().__init__(seed=config.seed)
         self.config = config
         where = origin_of or (lambda _: origin)
@@ -446,24 +450,20 @@ class FloodAdaptationModel(mesa.Model):
     def release(self) -> None:
         """Let the model be garbage-collected once its run is over (it is unusable after).
 
-        Mesa 3.3 keeps every model it has seen in a class-level table of agent-id counters
-        (``mesa.Agent._ids``; mesa issue #3179, fixed upstream after 3.3.1), so a process that
-        runs model after model, like a batch worker, would keep them all: 52,141-household runs
-        grew a worker by about 450 MB per run. This removes the agents and that entry, and
-        empties Mesa's class-level caches of cell neighbourhoods, which hold every cell of every
-        grid built in the process.
-
-        It also breaks the reference cycles between households (each is its neighbours'
-        neighbour) and between the cells of the space (each is its neighbours' neighbour too,
-        and caches its neighbourhood), and empties a small-world network's graph, so that
-        reference counting frees households, memories and cells as soon as the model is
-        dropped. Left to the cyclic collector, a 52,141-household model after 13 years took
-        4.4 s to trace, and its grid alone 0.45 s.
+        A model dropped without it is freed as well, but by the cyclic collector, which has to
+        trace it first (:class:`_CountersByModel`): a 52,141-household model after 13 years
+        took 4.4 s, its grid alone 0.45 s. This breaks the reference cycles between households
+        (each is its neighbours' neighbour) and between the cells of the space (each is its
+        neighbours' neighbour too, and caches its neighbourhood), and empties a small-world
+        network's graph, so that reference counting frees households, memories and cells as
+        soon as the model is dropped. It also removes the agents and the model's entry in
+        Mesa's table of agent-id counters, and empties Mesa's class-level caches of cell
+        neighbourhoods, which hold every cell of every grid built in the process.
         """
         self._engine = None
         self.remove_all_agents()
         counters = getattr(mesa.Agent, "_ids", None)
-        if isinstance(counters, dict):
+        if isinstance(counters, MutableMapping):
             counters.pop(self, None)
         _clear_cell_caches()
         for household in self.households:
@@ -1386,6 +1386,38 @@ class FloodAdaptationModel(mesa.Model):
         frame = self.datacollector.get_model_vars_dataframe()
         # Tallied as floats with the year's other statistics; written as the counts they are.
         return frame.reset_index(drop=True)[list(METRIC_COLUMNS)].astype(_COUNT_DTYPES)
+
+
+class _CountersByModel(weakref.WeakKeyDictionary):
+    """Mesa's agent-id counters, one per model, forgotten with their model.
+
+    Mesa 3.3 keeps them in ``mesa.Agent._ids``, a class-level ``defaultdict`` keyed by the
+    model itself (mesa issue #3179, fixed upstream after 3.3.1), which kept every model built in
+    a process alive, with all its households and memories, until the process ended: a notebook
+    running one model after another grew with each, and a test process held 201 models, which
+    every full collection traced (0.3 to 0.5 s each). Held weakly, a model goes when its last
+    user drops it.
+    """
+
+    def __init__(self, new_counter: Callable[[], Iterator[int]]) -> None:
+        super().__init__()
+        self._new_counter = new_counter
+
+    def __getitem__(self, model: mesa.Model) -> Iterator[int]:
+        try:
+            return super().__getitem__(model)
+        except KeyError:  # the defaultdict's behaviour: a new model's ids start at 1
+            counter = self[model] = self._new_counter()
+            return counter
+
+
+def _forget_agent_counters_with_their_models() -> None:
+    """Put :class:`_CountersByModel` in place of Mesa's table (once; a later Mesa has none)."""
+    counters = getattr(mesa.Agent, "_ids", None)
+    if isinstance(counters, defaultdict) and counters.default_factory is not None:
+        weak = _CountersByModel(counters.default_factory)
+        weak.update(counters)  # models built before keep counting where they were
+        mesa.Agent._ids = weak
 
 
 def _clear_cell_caches() -> None:

@@ -102,6 +102,22 @@ def test_building_a_model_leaves_no_cyclic_garbage() -> None:
     model.release()
 
 
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_a_model_dropped_without_release_is_freed(engine: str) -> None:
+    """Mesa 3.3's table of agent-id counters kept every model built in a process (#3179)."""
+    overrides = ["households.count=30", "years=2", "audit.level=off", f"engine={engine}"]
+    config, base = load_config(DEFAULT, overrides)
+    model = build_model(config, base)
+    model.step()
+    dropped = weakref.ref(model)
+    del model
+    gc.collect()
+    assert dropped() is None
+    again = build_model(config, base)  # ids still count from 1 for each model
+    assert sorted(a.unique_id for a in again.agents)[:2] == [1, 2]
+    again.release()
+
+
 @pytest.mark.parametrize("neighborhood", ["moore", "small_world"])
 def test_a_released_model_leaves_garbage_that_does_not_grow_with_it(neighborhood: str) -> None:
     """Households, memories and cells go by reference counting; only the model core needs GC.
