@@ -21,9 +21,10 @@ run: $(STAMP)  ## Run the default simulation end to end
 	$(BIN)/floodsim run configs/default.yaml
 
 # The suite runs on every physical core (pytest-xdist): on the project's 2-core VM it took 8:51
-# that way on 2026-11-30, against 25:13 on one core in a CI run an hour before. worksteal hands
-# a worker that runs out of tests some of the other's, so slow tests left at the end do not
-# keep a core idle. `make test TEST_WORKERS=0` runs the suite in one process, in order (for a
+# that way on 2026-11-30, against 25:13 on one core in a CI run an hour before, and 6:17 on
+# 2026-12-02 once dropped models were freed (simulation/model.py, _CountersByModel). worksteal
+# hands a worker that runs out of tests some of the other's, so slow tests left at the end do
+# not keep a core idle. `make test TEST_WORKERS=0` runs the suite in one process, in order (for a
 # debugger or a test that fails only beside another); `TEST_WORKERS=4` runs four workers.
 TEST_WORKERS ?= auto
 
