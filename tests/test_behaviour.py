@@ -8,6 +8,7 @@ import math
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -37,7 +38,7 @@ from simulation.analysis.event_study import event_study, recovery_years
 from simulation.audit.readers import iter_records
 from simulation.cli import main
 from simulation.config import ConfigError, load_config
-from simulation.experiments import run_experiment
+from simulation.experiments import ExperimentConfig, run_experiment
 from simulation.runner import run_simulation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -580,6 +581,18 @@ def test_tenure_over_runs_is_their_median(run_dir, tmp_path, monkeypatch):
     assert row["passed"]
 
 
+def write_record(folder: Path, runs: list[dict[str, Any]]) -> None:
+    """An ``experiment.json`` as ``floodsim batch`` writes it, around these runs' records."""
+    defaults = {"replicate": 0, "seed": 1, "params": {}, "error": None, "duration_s": 0.1}
+    record = {
+        "schema_version": 1,
+        "experiment": ExperimentConfig(name="e", base="base.yaml").model_dump(mode="json"),
+        "runs": [{**defaults, **run} for run in runs],
+        "wall_s": None,
+    }
+    (folder / "experiment.json").write_text(json.dumps(record), encoding="utf-8")
+
+
 def test_an_interrupted_experiment_is_checked_on_its_complete_runs_labelled_as_swept(
     tmp_path, monkeypatch
 ):
@@ -591,7 +604,7 @@ def test_an_interrupted_experiment_is_checked_on_its_complete_runs_labelled_as_s
     ]
     for run in runs:
         run["params"] = params
-    (tmp_path / "experiment.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    write_record(tmp_path, runs)
 
     def tenure(run_dir: Path, target: Target) -> float:
         if run_dir.name == "r0":
@@ -624,7 +637,7 @@ def test_design_points_without_a_complete_run_are_named_as_left_out(tmp_path, mo
         {"run_id": run_id, "point": int(run_id[1:4]), "status": status, "run_dir": f"runs/{run_id}"}
         for run_id, status in statuses.items()
     ]
-    (tmp_path / "experiment.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    write_record(tmp_path, runs)
     monkeypatch.setattr(behaviour, "run_statistic", lambda *_: GOOD["value"])
     with pytest.warns(IncompleteExperimentWarning) as caught:
         table = check_behaviour(tmp_path, write_targets(tmp_path, [GOOD]))
@@ -641,7 +654,7 @@ def test_the_one_point_of_a_sweep_left_is_labelled_with_its_setting(tmp_path, mo
         {"run_id": "p001-r000", "point": 1, "status": "failed", "run_dir": "runs/p001-r000"},
     ]
     runs[0]["params"], runs[1]["params"] = {"decision.policy": "pmt"}, {"decision.policy": "llm"}
-    (tmp_path / "experiment.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    write_record(tmp_path, runs)
     monkeypatch.setattr(behaviour, "run_statistic", lambda *_: GOOD["value"])
     with pytest.warns(IncompleteExperimentWarning):
         table = check_behaviour(tmp_path, write_targets(tmp_path, [GOOD]))
@@ -657,7 +670,7 @@ def test_a_replicate_without_the_event_does_not_void_a_duration(tmp_path, monkey
         {"run_id": f"p000-r00{n}", "point": 0, "status": "complete", "run_dir": f"runs/r{n}"}
         for n in range(2)
     ]
-    (tmp_path / "experiment.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    write_record(tmp_path, runs)
     per_run = {"recovery": {"r0": math.nan, "r1": 12.0}, "tenure": {"r0": math.nan, "r1": 4.0}}
     monkeypatch.setattr(
         behaviour, "run_statistic", lambda run_dir, target: per_run[target.name][run_dir.name]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import struct
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pandas as pd
 import pytest
 import yaml
@@ -26,6 +28,7 @@ from simulation.experiments import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "configs" / "default.yaml"
+TARGETS = ROOT / "configs" / "targets" / "stylized_facts.yaml"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -165,3 +168,34 @@ def test_floodsim_report_of_an_experiment_folder(grid, tmp_path, capsys):
     (tmp_path / "broken" / "experiment.json").write_text("{not json", encoding="utf-8")
     assert main(["report", str(tmp_path / "broken")]) == 2
     assert "experiment.json: cannot be read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda r: r["experiment"].update(set="x"), "experiment.set: Input should be a valid dict"),
+        (lambda r: r["runs"][0].update(point="p000"), "runs.0.point: Input should be a valid int"),
+        (lambda r: r["runs"][1].update(run_dir="../../etc"), "runs.1.run_dir: expected runs/"),
+        (lambda r: r["runs"][0].update(status="done"), "runs.0.status: Input should be 'pending'"),
+        (lambda r: r.pop("runs"), "runs: Field required"),
+    ],
+    ids=["set", "point", "run_dir", "status", "no-runs"],
+)
+@pytest.mark.parametrize("command", ["report", "check-behaviour"])
+def test_an_experiment_record_changed_since_the_batch_is_named(
+    grid, tmp_path, capsys, command, edit, problem
+):
+    """A KeyError, AttributeError or ValueError ended both commands halfway through."""
+    broken = tmp_path / "broken"
+    shutil.copytree(grid, broken, ignore=shutil.ignore_patterns("report"))
+    path = broken / "experiment.json"
+    record = orjson.loads(path.read_bytes())
+    edit(record)
+    path.write_bytes(orjson.dumps(record))
+    argv = [command, str(broken)]
+    if command == "check-behaviour":
+        argv += ["--targets", str(TARGETS)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"floodsim: error: {path}: {problem}"), err
+    assert err.count("\n") == 1

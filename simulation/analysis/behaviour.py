@@ -67,7 +67,6 @@ design point, counting its runs.
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections import Counter
@@ -89,6 +88,7 @@ from simulation.analysis.metrics import RunDirError, load_run, stream_path, tabl
 from simulation.audit.readers import iter_records
 from simulation.config import ConfigError, check_file_kind
 from simulation.config_base import LAX, ConfigModel
+from simulation.experiments.record import RecordError, read_record
 from simulation.model import METRIC_COLUMNS
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
@@ -467,34 +467,24 @@ def _run_groups(path: Path) -> list[tuple[int, str, list[Path]]]:
     # checked on the runs it completed.
     if (path / "experiment.json").is_file():
         try:
-            state = json.loads((path / "experiment.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            msg = f"{path / 'experiment.json'}: cannot be read as JSON ({err})"
-            raise BehaviourError(msg) from None
-        runs = state.get("runs") if isinstance(state, dict) else None
-        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
-            msg = f"{path / 'experiment.json'}: runs: expected a list of run records"
-            raise BehaviourError(msg)
+            runs = read_record(path).runs
+        except RecordError as err:
+            raise BehaviourError(str(err)) from None
         groups: dict[int, tuple[str, list[Path]]] = {}
         unfinished: Counter[str] = Counter()
         for record in runs:
-            if record.get("status") != "complete" or not record.get("run_dir"):
-                unfinished[str(record.get("status") or "pending")] += 1
+            if record.status != "complete" or record.run_dir is None:
+                unfinished[record.status] += 1
                 continue
             setting = ", ".join(
-                f"{key}={_setting_text(value)}"
-                for key, value in (record.get("params") or {}).items()
+                f"{key}={_setting_text(value)}" for key, value in record.params.items()
             )
-            groups.setdefault(int(record.get("point", 0)), (setting, []))[1].append(
-                path / record["run_dir"]
-            )
+            groups.setdefault(record.point, (setting, []))[1].append(path / record.run_dir)
         if not groups:
             msg = f"{path}: the experiment has no complete run"
             raise BehaviourError(msg)
         if unfinished:
-            _warn_unfinished(
-                path, unfinished, len(runs), {int(r.get("point", 0)) for r in runs}, groups.keys()
-            )
+            _warn_unfinished(path, unfinished, len(runs), {r.point for r in runs}, groups.keys())
         return [(point, *groups[point]) for point in sorted(groups)]
     if (path / "manifest.json").is_file():
         return [(0, "", [path])]

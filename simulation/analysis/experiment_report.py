@@ -32,6 +32,7 @@ import pandas as pd
 
 from simulation.analysis.metrics import table_cells
 from simulation.analysis.report import REPORT_DIR, ReportError, figures_html, page_html
+from simulation.experiments.record import ExperimentRecord, RecordError, read_record
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -63,19 +64,15 @@ def is_experiment_dir(path: str | Path) -> bool:
     return (Path(path) / "experiment.json").is_file()
 
 
-def _load(folder: Path) -> tuple[dict[str, Any], pd.DataFrame]:
+def _load(folder: Path) -> tuple[ExperimentRecord, pd.DataFrame]:
     """The experiment's record and its runs' yearly metrics (complete runs only)."""
     try:
-        record = orjson.loads((folder / "experiment.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError) as err:
-        msg = f"{folder / 'experiment.json'}: cannot be read ({err})"
-        raise ReportError(msg) from None
-    if not isinstance(record, dict) or not isinstance(record.get("experiment"), dict):
-        msg = f"{folder / 'experiment.json'}: not an experiment record (no `experiment` entry)"
-        raise ReportError(msg)
+        record = read_record(folder)
+    except RecordError as err:
+        raise ReportError(str(err)) from None
     metrics = folder / "model_years.parquet"
     if not metrics.is_file():
-        name = record["experiment"].get("name", "?")
+        name = record.experiment.name
         msg = (
             f"{folder}: no model_years.parquet: experiment {name} has not finished (continue it "
             "with floodsim batch FILE --resume)"
@@ -91,12 +88,6 @@ def _load(folder: Path) -> tuple[dict[str, Any], pd.DataFrame]:
         msg = f"{metrics}: no column {', '.join(missing)}"
         raise ReportError(msg)
     return record, frame
-
-
-def _swept_keys(experiment: dict[str, Any]) -> list[str]:
-    """The swept keys, grid keys first (as the experiment's design names them)."""
-    sweep = experiment.get("sweep") or {}
-    return [*(sweep.get("grid") or {}), *(sweep.get("lhs") or {})]
 
 
 def _per_run(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -204,29 +195,27 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
     return figures
 
 
-def _facts(record: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, str]]:
-    experiment = record["experiment"]
-    statuses = [run.get("status") for run in record.get("runs") or []]
-    complete = statuses.count("complete")
-    sweep = experiment.get("sweep") or {}
+def _facts(record: ExperimentRecord, frame: pd.DataFrame) -> list[tuple[str, str]]:
+    experiment, sweep = record.experiment, record.experiment.sweep
+    complete = sum(run.status == "complete" for run in record.runs)
     swept = [
-        *(f"{k}: {_values(v)}" for k, v in (sweep.get("grid") or {}).items()),
+        *(f"{k}: {_values(v)}" for k, v in sweep.grid.items()),
         *(
-            f"{k}: {_values(v)} ({sweep.get('samples')} Latin-hypercube samples)"
-            for k, v in (sweep.get("lhs") or {}).items()
+            f"{k}: {_values(list(v))} ({sweep.samples} Latin-hypercube samples)"
+            for k, v in sweep.lhs.items()
         ),
     ]
-    wall = record.get("wall_s")
+    wall = record.wall_s
     return [
-        ("experiment", str(experiment.get("name", "?"))),
-        ("base config", str(experiment.get("base", "?"))),
-        ("fixed overrides", _overrides(experiment.get("set") or {})),
+        ("experiment", experiment.name),
+        ("base config", experiment.base),
+        ("fixed overrides", _overrides(experiment.set)),
         ("sweep", "; ".join(swept) or "none (replicates only)"),
-        ("replicates", str(experiment.get("replicates", "?"))),
-        ("seed", str(experiment.get("seed", "?"))),
-        ("runs", f"{complete} of {len(statuses)} complete; the figures show the complete ones"),
+        ("replicates", str(experiment.replicates)),
+        ("seed", str(experiment.seed)),
+        ("runs", f"{complete} of {len(record.runs)} complete; the figures show the complete ones"),
         ("years", f"{int(frame['year'].min())} to {int(frame['year'].max())}"),
-        ("wall time", f"{wall:,.1f} s" if isinstance(wall, int | float) else "?"),
+        ("wall time", "?" if wall is None else f"{wall:,.1f} s"),
     ]
 
 
@@ -311,12 +300,12 @@ def write_experiment_report(experiment_dir: str | Path, out_dir: str | Path | No
     """
     folder = Path(experiment_dir)
     record, frame = _load(folder)
-    keys = [key for key in _swept_keys(record["experiment"]) if key in frame]
+    keys = [key for key in record.experiment.swept_keys if key in frame]
     target = Path(out_dir) if out_dir is not None else folder / REPORT_DIR
     table = points_table(frame, keys)
     sensitivity = sensitivity_table(frame, keys)
     figures = _figures(frame, keys)
-    name = str(record["experiment"].get("name", "?"))
+    name = record.experiment.name
     try:
         target.mkdir(parents=True, exist_ok=True)
         for file_name, (figure, _) in figures.items():

@@ -22,15 +22,19 @@ from simulation.experiments.executors import (
     execute_run,
     make_executor,
 )
+from simulation.experiments.record import ExperimentRecord, RecordError, RunRecord, read_record
 
 __all__ = [
     "DaskExecutor",
     "ExecutorConfig",
     "ExperimentConfig",
+    "ExperimentRecord",
     "ExperimentResult",
     "PlannedRun",
     "ProcessExecutor",
+    "RecordError",
     "RunOutcome",
+    "RunRecord",
     "RunTask",
     "SerialExecutor",
     "SweepConfig",
@@ -40,6 +44,7 @@ __all__ = [
     "load_experiment",
     "make_executor",
     "plan_runs",
+    "read_record",
     "replicate_seeds",
     "run_experiment",
 ]

@@ -11,6 +11,7 @@ The output folder of an experiment holds:
     their manifest or a readable ``model_years.csv``, whatever their record says). Once
     the batch ends, ``wall_s`` is the wall-clock time the latest attempt took, from planning to
     the combined metrics (``null`` while it runs; for reporting, nothing depends on it).
+    Tools read it back through :func:`simulation.experiments.record.read_record`.
 ``runs/<run_id>/``
     one run directory per run (see :mod:`simulation.runner`).
 ``model_years.parquet``
