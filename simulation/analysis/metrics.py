@@ -220,8 +220,8 @@ def read_metrics_csv(path: Path) -> pd.DataFrame:
 def _damage(raw: bytes, metrics: pd.DataFrame) -> Iterator[str]:
     """What is wrong with a metrics table, read from ``raw``, that a run cannot have written.
 
-    Checked in turn, each on what the checks before it leave: a table whose header is not
-    the header stops there.
+    The first problem is the one reported. A damaged header, or rows longer than it, ends the
+    checks: the columns read then are not the metrics, so what they hold says nothing more.
     """
     if raw and not raw.endswith(b"\n"):
         yield "cut short: its last row has no newline"
