@@ -119,7 +119,10 @@ def test_a_scripted_run_is_reproducible(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("agent_id,skill_id\nH00001,do_nothing\n", "missing required column 'year'"),
+        (
+            "agent_id,yaer,skill_id\nH00001,1,do_nothing\n",
+            r"column 'year' \(needs agent_id, year, skill_id; found agent_id, yaer, skill_id\)",
+        ),
         ("agent_id,year,skill_id\nH00001,0,do_nothing\n", "row 2, column year"),
         ("agent_id,year,skill_id\nH00001,2.5,do_nothing\n", "row 2, column year"),
         ("agent_id,year,skill_id\nH00001,1,do_nothing\n,2,do_nothing\n", "row 3, column agent_id"),

@@ -108,8 +108,9 @@ def load_script(
         raise ScriptError(msg) from None
     missing = [c for c in SCRIPT_COLUMNS if c not in table.columns]
     if missing:
-        columns = ", ".join(SCRIPT_COLUMNS)
-        msg = f"{path}: missing required column {missing[0]!r} (columns: {columns})"
+        # What the header holds, beside what it needs: a typo there is then seen at once.
+        needed, found = ", ".join(SCRIPT_COLUMNS), ", ".join(map(str, table.columns))
+        msg = f"{path}: missing required column {missing[0]!r} (needs {needed}; found {found})"
         raise ScriptError(msg)
     decisions = Script()
     for row, (agent_id, year_text, skill_id) in zip(
