@@ -37,8 +37,8 @@ from simulation.audit import commands as audit_commands
 from simulation.audit.readers import AuditReadError
 from simulation.calibration import commands as calibration_commands
 from simulation.calibration.fit import CalibrationError
-from simulation.cli_args import positive_int
-from simulation.config import ConfigError, array_engine_limits
+from simulation.cli_args import folder, positive_int_up_to
+from simulation.config import MAX_YEARS, ConfigError, array_engine_limits
 from simulation.decisions.llm import CacheMiss, EndpointUnreachable
 from simulation.hazard import HazardError
 from simulation.launcher import EXIT_INTERRUPTED
@@ -300,11 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config key (dotted), e.g. --set memory.decay_rate=0.9",
     )
     run.add_argument("--seed", type=int, help="override the config's seed")
-    run.add_argument("--out", help="folder for run directories (default outputs)")
+    run.add_argument("--out", type=folder, help="folder for run directories (default outputs)")
     run.add_argument("--quiet", action="store_true", help="print only the run directory")
     run.add_argument(
         "--checkpoint-every",
-        type=positive_int,
+        type=positive_int_up_to(MAX_YEARS, "the most years a run can have"),
         metavar="K",
         help="write a checkpoint every K years (resume with --resume RUN_DIR)",
     )
@@ -341,7 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     batch.add_argument("--workers", type=int, help="processes or local Dask workers")
     batch.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786")
-    batch.add_argument("--out", help="output folder (default outputs/<experiment name>)")
+    batch.add_argument(
+        "--out", type=folder, help="output folder (default outputs/<experiment name>)"
+    )
     again = batch.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",

@@ -3,8 +3,27 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-__all__ = ["positive_int"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["folder", "positive_int", "positive_int_up_to"]
+
+
+def folder(text: str) -> str:
+    """A folder to write into (``--out``), else argparse's usage error.
+
+    Blank text is refused rather than read as the current folder: it is most often an unset
+    shell variable (``--out "$OUT"``), and would scatter outputs where the command ran.
+
+    Raises:
+        argparse.ArgumentTypeError: For empty or blank text.
+    """
+    if not text.strip():
+        msg = f"expected a folder, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return text
 
 
 def positive_int(text: str) -> int:
@@ -22,3 +41,21 @@ def positive_int(text: str) -> int:
         msg = f"must be a positive integer, got {value}"
         raise argparse.ArgumentTypeError(msg)
     return value
+
+
+def positive_int_up_to(maximum: int, why: str) -> Callable[[str], int]:
+    """An argparse type: a :func:`positive_int` of at most ``maximum``.
+
+    Args:
+        maximum: The largest value taken.
+        why: What ``maximum`` is, for the message (``"the most years a run can have"``).
+    """
+
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > maximum:
+            msg = f"must be at most {maximum} ({why}), got {value}"
+            raise argparse.ArgumentTypeError(msg)
+        return value
+
+    return parse

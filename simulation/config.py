@@ -50,6 +50,7 @@ __all__ = [
     "CALIBRATION_KEYS",
     "DEFAULT_LLM_CACHE",
     "EXPERIMENT_KEYS",
+    "MAX_YEARS",
     "WHOLE_TABLES",
     "AdaptationConfig",
     "AuditConfig",
@@ -681,6 +682,8 @@ class SocialConfig(Section):
         return value
 
 
+#: The most years a run may simulate (``years``); ``--checkpoint-every`` is held to it too.
+MAX_YEARS = 1000
 #: The LLM reply cache of a config that names none, beside the run's config file.
 DEFAULT_LLM_CACHE = "llm_cache.sqlite"
 
@@ -913,7 +916,7 @@ class RunConfig(Section):
         lt=2**64,
         description="Root seed; every random stream derives from it (0 to 2**64 - 1).",
     )
-    years: int = Field(30, ge=1, le=1000, description="Simulated years (model steps).")
+    years: int = Field(30, ge=1, le=MAX_YEARS, description="Simulated years (model steps).")
     registry: str = Field(
         "skill_registry.yaml", description="Skill registry file (relative to the config file)."
     )

@@ -631,14 +631,22 @@ def test_a_run_killed_as_it_completes_leaves_no_checkpoint_and_resumes(tmp_path,
     assert_same_outputs(clean.run_dir, run_dir)
 
 
-def test_checkpoint_every_must_be_a_positive_integer(capsys):
-    for value in ("0", "x"):
-        with pytest.raises(SystemExit) as info:
-            main(["run", str(DEFAULT), "--checkpoint-every", value])
-        assert info.value.code == 2
-        err = capsys.readouterr().err
-        assert "positive integer" in err
-        assert "_positive_int" not in err
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("0", "must be a positive integer, got 0"),
+        ("x", "expected a positive integer, got 'x'"),
+        # Past the most years a run can have no run would reach a checkpoint, and past 2**63
+        # the manifest could not hold the number.
+        ("1001", "must be at most 1000 (the most years a run can have), got 1001"),
+        ("9" * 23, f"must be at most 1000 (the most years a run can have), got {'9' * 23}"),
+    ],
+)
+def test_checkpoint_every_is_a_positive_integer_up_to_the_most_years(capsys, value, said):
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(DEFAULT), "--checkpoint-every", value])
+    assert info.value.code == 2
+    assert f"argument --checkpoint-every: {said}" in capsys.readouterr().err
 
 
 def last_year_written(out: Path) -> int:

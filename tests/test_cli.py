@@ -671,6 +671,30 @@ def test_a_file_for_another_command_names_the_right_one(capsys, tmp_path, comman
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("out", ["", "  "])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", str(DEFAULT), *SMALL],
+        ["batch", str(EXPERIMENT)],
+        ["calibrate", str(CALIBRATION)],
+        ["report", str(ROOT)],
+        ["check-behaviour", str(ROOT), "--targets", str(ROOT / "configs" / "targets" / "x.yaml")],
+    ],
+    ids=lambda command: command[0],
+)
+def test_a_blank_out_folder_is_refused_not_read_as_the_current_one(
+    capsys, tmp_path, monkeypatch, command, out
+):
+    # Most often an unset shell variable (--out "$OUT"): outputs would land where one stood.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--out", out])
+    assert info.value.code == 2
+    assert f"argument --out: expected a folder, got {out!r}" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("flag", [("--set", "memory.decay_rate=2"), ("--seed", "3")])
 @pytest.mark.parametrize("path", [EXPERIMENT, CALIBRATION])
 def test_validate_refuses_set_for_experiment_and_calibration_files(capsys, path, flag):

@@ -675,6 +675,8 @@ def test_invalid_experiments_fail_before_running(tmp_path, capsys):
         (["--workers", "0"], "workers", "got 0"),
         (["--workers", "-1"], "workers", "got -1"),
         (["--executor", "dask", "--workers", "-1"], "workers", "got -1"),
+        (["--workers", "1025"], "workers", "less than or equal to 1024"),
+        (["--workers", "99999999999999999999999"], "workers", "less than or equal to 1024"),
         (["--executor", "dask", "--address", "notanaddress"], "address", "missing port"),
         (["--address", "tcp://127.0.0.1:8786"], "address", "kind dask"),
     ],
@@ -1014,3 +1016,27 @@ def test_runs_side_by_side_write_their_audits_on_their_own_thread(
     path = write_experiment(tmp_path, replicates=1)
     run_experiment(path, tmp_path / "out", executor=executor, workers=workers, progress=False)
     assert given == [spare_core, spare_core]
+
+
+@pytest.mark.parametrize(("executor", "workers", "started"), [("process", 5, 1), ("dask", 1024, 1)])
+def test_a_pool_starts_no_more_workers_than_the_experiment_has_runs(
+    tmp_path, monkeypatch, executor, workers, started
+):
+    from simulation.experiments import batch
+    from simulation.experiments.executors import SerialExecutor
+
+    asked: list[tuple] = []
+
+    def recording(*args):
+        asked.append(args)
+        return SerialExecutor()
+
+    monkeypatch.setattr(batch, "make_executor", recording)
+    path = write_experiment(tmp_path, "", replicates=1)
+    text = path.read_text(encoding="utf-8").replace("[0.8, 0.95]", "[0.8]")
+    path.write_text(text, encoding="utf-8")
+    result = run_experiment(
+        path, tmp_path / "out", executor=executor, workers=workers, progress=False
+    )
+    assert asked == [(executor, started, None)]
+    assert [run["status"] for run in result.runs] == ["complete"]

@@ -14,6 +14,8 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from simulation.cli_args import folder
+
 if TYPE_CHECKING:
     import argparse
 
@@ -141,6 +143,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out",
         metavar="DIR",
+        type=folder,
         default=None,
         help="folder for behaviour.csv and behaviour.png (default: RUN_OR_EXPERIMENT)",
     )

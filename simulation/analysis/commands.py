@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from simulation.cli_args import folder
+
 if TYPE_CHECKING:
     import argparse
 
@@ -67,6 +69,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a run directory (floodsim run) or an experiment folder (floodsim batch)",
     )
     report.add_argument(
-        "--out", metavar="OUT", default=None, help="report folder (default: DIR/report)"
+        "--out",
+        metavar="OUT",
+        type=folder,
+        default=None,
+        help="report folder (default: DIR/report)",
     )
     report.set_defaults(func=_report)

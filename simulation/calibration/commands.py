@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from simulation.cli_args import positive_int
+from simulation.cli_args import folder, positive_int
 
 if TYPE_CHECKING:
     import argparse
@@ -89,6 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out",
         metavar="DIR",
+        type=folder,
         default=None,
         help="output folder (default: outputs/calibration/<name>)",
     )

@@ -314,7 +314,9 @@ def run_experiment(
     # Started before anything is written: a cluster that cannot be reached leaves no folder
     # and no record of runs that never had a chance to start, and replaces no results. Ctrl-C
     # terminates the executor rather than waiting for the runs in progress, which stay pending.
-    with make_executor(settings.kind, settings.workers, settings.address) as pool:
+    # No more workers than runs: a process pool forks all of its workers at the first task.
+    workers = min(settings.workers, len(planned))
+    with make_executor(settings.kind, workers, settings.address) as pool:
         if overwrite:
             remove_outputs(out, _RESULTS)
         create_output_folder(out / "runs")
@@ -327,7 +329,7 @@ def run_experiment(
         todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
         skipped = len(planned) - len(todo)
         # Runs side by side keep the cores busy: their audits write on their own threads.
-        alone = settings.kind == "serial" or (settings.workers == 1 and settings.address is None)
+        alone = settings.kind == "serial" or (workers == 1 and settings.address is None)
         tasks = [
             RunTask(r.run_id, r.config, str(folder), str(out / "runs"), spare_core=alone)
             for r in todo

@@ -52,6 +52,7 @@ from simulation.yaml_errors import dump_yaml
 
 __all__ = [
     "EXPERIMENT_KEYS",
+    "MAX_WORKERS",
     "ExecutorConfig",
     "ExperimentConfig",
     "PlannedRun",
@@ -63,6 +64,10 @@ __all__ = [
     "plan_runs",
     "replicate_seeds",
 ]
+
+#: The most workers an executor may ask for: more than any one machine's cores, and a pool
+#: forks all of its workers at its first task.
+MAX_WORKERS = 1024
 
 
 class SweepConfig(Section):
@@ -117,7 +122,13 @@ class ExecutorConfig(Section):
         description="serial: one after another here; process: a process pool on this machine; "
         "dask: a dask.distributed cluster (at `address`, or a LocalCluster started here).",
     )
-    workers: int = Field(2, ge=1, description="Processes (process) or local Dask workers.")
+    workers: int = Field(
+        2,
+        ge=1,
+        le=MAX_WORKERS,
+        description="Processes (process) or local Dask workers, 1 to 1024; a pool starts no "
+        "more of them than the experiment has runs.",
+    )
     address: str | None = Field(
         None, description="dask: scheduler address, e.g. tcp://host:8786 (null: LocalCluster)."
     )
