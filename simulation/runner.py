@@ -733,6 +733,7 @@ def _drive(
         (run_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
         manifest.update(
             status="complete",
+            year_reached=stepped,  # the writer has closed: every year's lines are out
             finished_at=_now(),
             duration_s=round((manifest.get("duration_s") or 0.0) + time.perf_counter() - clock, 3),
             audit=audit,

@@ -149,6 +149,9 @@ def test_recovery_years():
     assert recovery_years(changes, 0.5) == 2
     assert recovery_years(changes.iloc[:4], 0.1) == math.inf
     assert math.isnan(recovery_years(-changes, 0.1))  # no jump to recover from
+    for fraction in (0, 1, -0.5, 2, math.nan):  # no recovery to speak of: refused, not answered
+        with pytest.raises(ValueError, match="fraction must be between 0 and 1"):
+            recovery_years(changes, fraction)
 
 
 def test_plot_event_study_renders(tmp_path):

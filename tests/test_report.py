@@ -7,6 +7,7 @@ import json
 import shutil
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,9 @@ from simulation.analysis.report import FIGURES, ReportError, write_report
 from simulation.cli import main
 from simulation.config import load_config
 from simulation.runner import run_simulation
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "configs" / "default.yaml"
@@ -187,6 +191,15 @@ def _repeat_second_row(raw: bytes) -> bytes:
     return b"".join([*rows[:2], rows[1], *rows[2:]])
 
 
+def _drop_row(index: int) -> Callable[[bytes], bytes]:
+    def drop(raw: bytes) -> bytes:
+        rows = raw.splitlines(keepends=True)
+        del rows[index]
+        return b"".join(rows)
+
+    return drop
+
+
 @pytest.mark.parametrize(
     ("damage", "problem"),
     [
@@ -199,8 +212,14 @@ def _repeat_second_row(raw: bytes) -> bytes:
         (lambda raw: raw.replace(b"insured_share,", b"", 1), "row holds more values than"),
         (lambda raw: raw.replace(b"mean_working", b"mean_wrking", 1), r"column\(s\) mean_working"),
         (_repeat_second_row, "years do not follow one another"),
+        # Years that still follow one another: only the manifest's count tells.
+        (_drop_row(1), "holds years 2 to 6, but the run's manifest says it completed years 1 to 6"),
+        (_drop_row(-1), "holds years 1 to 5, but the run's manifest says it completed years 1 to"),
     ],
-    ids=["cut-short", "year-missing", "infinite", "text", "joined", "short", "renamed", "repeat"],
+    ids=[
+        *("cut-short", "year-missing", "infinite", "text", "joined", "short", "renamed"),
+        *("repeat", "first-gone", "last-gone"),
+    ],
 )
 def test_a_metrics_table_damaged_since_the_run_is_named(run_dir, tmp_path, capsys, damage, problem):
     """It was read as it stood: a table cut short ended check-behaviour with a ValueError, and
@@ -302,6 +321,9 @@ def test_adaptation_shares_and_take_up(run):
     np.testing.assert_allclose(shares["insured_share"], run.metrics["insured_share"])
     take_up = metrics.take_up(run.metrics, last_years=2)
     assert take_up["insured_share"] == pytest.approx(run.metrics["insured_share"].tail(2).mean())
+    for last_years in (0, -1, 2.5):  # pandas would take -1 as "all but the first year"
+        with pytest.raises(ValueError, match="last_years must be a whole number of at least 1"):
+            metrics.take_up(run.metrics, last_years=last_years)
 
 
 def test_damage_and_claims_are_in_millions(run):

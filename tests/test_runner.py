@@ -153,6 +153,9 @@ def test_year_reached_vouches_only_for_years_written_out_whole(tmp_path, monkeyp
     for reached, counts in seen:
         whole = {key: count for key, count in final.items() if key[1] <= reached}
         assert {key: counts[key] for key in whole} == whole
+    # Once the writer has closed, every year is out: a complete run vouches for all of them.
+    manifest = orjson.loads((result.run_dir / "manifest.json").read_bytes())
+    assert (manifest["status"], manifest["year_reached"]) == ("complete", 4)
 
 
 def test_a_run_stopped_in_a_year_vouches_for_the_years_before_it(tmp_path, slow_writes):

@@ -288,7 +288,14 @@ def recovery_years(changes: pd.Series, fraction: float = 0.1, jump_at: int = 1) 
         The first ``years_since`` after ``jump_at`` whose change is at or below
         ``fraction * jump``; ``inf`` when the run ends first; NaN when there is no positive
         jump to recover from (or the run ends before ``jump_at``).
+
+    Raises:
+        ValueError: For a ``fraction`` not strictly between 0 and 1 (as a target's is):
+            at 0 or below, or at 1 or above, the answer says nothing of a recovery.
     """
+    if not 0 < fraction < 1:
+        msg = f"recovery_years: fraction must be between 0 and 1 (exclusive), got {fraction}"
+        raise ValueError(msg)
     if jump_at not in changes.index:
         return math.nan
     jump = float(changes.loc[jump_at])

@@ -14,6 +14,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from numbers import Integral
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -193,7 +194,30 @@ def load_run(run_dir: str | Path) -> RunData:
     if missing:
         msg = f"{metrics_file}: missing column(s) {', '.join(missing)}"
         raise RunDirError(msg)
-    return RunData(path, manifest, config, metrics.sort_values("year", ignore_index=True))
+    metrics = metrics.sort_values("year", ignore_index=True)
+    problem = _years_against_manifest(metrics["year"], manifest)
+    if problem is not None:
+        msg = f"{metrics_file}: {problem}"
+        raise RunDirError(msg)
+    return RunData(path, manifest, config, metrics)
+
+
+def _years_against_manifest(years: pd.Series, manifest: dict[str, Any]) -> str | None:
+    """What is wrong with a complete run's metric years, given the years its manifest counts.
+
+    The table's own checks see years that skip or repeat; a first or last row removed leaves
+    years that follow one another, and only the manifest tells they are too few.
+    """
+    counted = (manifest.get("counts") or {}).get("years")
+    if manifest.get("status") != "complete" or counted is None:
+        return None  # a run that did not finish may have stopped anywhere
+    if len(years) == counted and (not counted or (years.iloc[0], years.iloc[-1]) == (1, counted)):
+        return None
+    held = f"years {years.iloc[0]:g} to {years.iloc[-1]:g}" if len(years) else "no years"
+    return (
+        f"holds {held}, but the run's manifest says it completed years 1 to {counted} "
+        "(a row was removed or added since the run wrote it)"
+    )
 
 
 def read_metrics_csv(path: Path) -> pd.DataFrame:
@@ -291,7 +315,14 @@ def take_up(metrics: pd.DataFrame, *, last_years: int | None = None) -> pd.Serie
     """Mean of each share column over the run (or over its last ``last_years`` years).
 
     Averaging the final years rather than taking the last one smooths out single flood years.
+
+    Raises:
+        ValueError: For ``last_years`` below 1 (pandas would read -2 as "all but the first
+            two" and 0 as no years at all).
     """
+    if last_years is not None and not (isinstance(last_years, Integral) and last_years >= 1):
+        msg = f"take_up: last_years must be a whole number of at least 1, got {last_years!r}"
+        raise ValueError(msg)
     shares = adaptation_shares(metrics)
     if last_years is not None:
         shares = shares.tail(last_years)
