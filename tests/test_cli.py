@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import simulation
-from simulation.cli import main
+from simulation.cli import build_parser, main
 from simulation.config import load_config
 from simulation.runner import config_hash
 
@@ -1148,3 +1149,42 @@ def test_the_console_command_is_the_launcher_and_runs_the_cli() -> None:
     )
     assert done.returncode == 0
     assert "usage: floodsim" in done.stdout
+
+
+# ------------------------------------------------------------------------------- README
+def readme_commands() -> list[list[str]]:
+    """The arguments of every ``floodsim`` command in the README's code blocks."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [
+        shlex.split(line, comments=True)[1:]
+        for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+        for line in block.splitlines()
+        if line.startswith("floodsim ")
+    ]
+
+
+@pytest.mark.parametrize("argv", readme_commands(), ids=" ".join)
+def test_the_readmes_commands_take_the_flags_and_files_they_show(argv, capsys, monkeypatch):
+    # Readers copy these lines: a flag renamed or a config key moved would fail them first.
+    monkeypatch.chdir(ROOT)
+    args = build_parser().parse_args(argv)  # argparse exits 2 on a flag it does not know
+    shipped = [a for a in argv if a.startswith("configs/")]
+    for path in shipped:
+        assert (ROOT / path).is_file(), path
+    if args.command in ("run", "validate") and args.config is not None:
+        checked = ["validate", args.config, *(f"--set={s}" for s in args.set)]
+        checked += [] if args.seed is None else ["--seed", str(args.seed)]
+    elif args.command in ("batch", "calibrate"):
+        checked = ["validate", args.experiment if args.command == "batch" else args.file]
+    elif args.command == "check-behaviour":
+        checked = ["validate", args.targets]
+    else:  # reads a run directory that the README's earlier commands would have written
+        assert not shipped, argv
+        return
+    code, _, err = call(capsys, *checked)
+    assert code == 0, err
+
+
+def test_the_readme_shows_every_subcommand():
+    shown = {argv[0] for argv in readme_commands()}
+    assert shown >= {"run", "validate", "batch", "report", "audit", "check-behaviour", "calibrate"}
