@@ -40,6 +40,7 @@ from simulation.config_base import LAX, SECRET_KEY_NAMES, ConfigModel, describe_
 from simulation.decisions.pmt import PMTConfig
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
+from simulation.memory.pool import MAX_SLOTS, store_widths
 from simulation.skills.templates import TemplateError, template_fields
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
@@ -958,7 +959,9 @@ class RunConfig(Section):
         "state and CognitiveMemory objects (every feature). arrays: all households at once on "
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
         "faster, for the pmt and scripted policies with spec or weighted retrieval (a query "
-        "too), every retention policy, with or without reflection, at every audit level. auto "
+        "too), every retention policy, with or without reflection, at every audit level, with "
+        "memory capacities of up to 8,192 items a household in all (simulation/memory/pool.py, "
+        "MAX_SLOTS). auto "
         "(the default): arrays where it implements the config, else objects (the run's "
         "config.resolved.yaml names the engine chosen; floodsim run and validate also name "
         "what keeps a config off arrays).",
@@ -1010,6 +1013,21 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
     decision = sections.get("decision")
     if decision is not None and decision.policy == "llm":
         problems.append(f"decision.policy {decision.policy}")
+    memory = sections.get("memory")
+    if memory is not None:
+        slots = sum(
+            store_widths(
+                memory.working_capacity,
+                memory.episodic_capacity,
+                memory.retention,
+                memory.reflection,
+            )
+        )
+        if slots > MAX_SLOTS:
+            problems.append(
+                f"memory capacities of {slots:,} items a household (it sets aside every item's "
+                f"place when a run starts, up to {MAX_SLOTS:,})"
+            )
     return problems
 
 

@@ -488,6 +488,15 @@ def test_validate_counts_one_household_and_one_year_in_the_singular(capsys):
             ["decision.policy=llm", "memory.retention.policy=tiered"],
             "decisions llm, engine objects (arrays does not implement decision.policy llm))",
         ),
+        (
+            # "Never forget": arrays would set aside 8 GB a household and end in a MemoryError.
+            ["memory.episodic_capacity=1000000000"],
+            (
+                "engine objects (arrays does not implement memory capacities of 1,000,000,007 "
+                "items a household (it sets aside every item's place when a run starts, up to "
+                "8,192)))"
+            ),
+        ),
     ],
 )
 def test_validate_names_what_keeps_a_config_off_the_arrays_engine(capsys, overrides, engine):
@@ -496,6 +505,16 @@ def test_validate_names_what_keeps_a_config_off_the_arrays_engine(capsys, overri
     code, out, _ = call(capsys, "validate", DEFAULT, *sets)
     assert code == 0
     assert out.rstrip("\n").endswith(engine)
+
+
+def test_memory_capacities_past_what_arrays_sets_aside_run_on_objects(capsys, tmp_path):
+    huge = ["--set", "memory.episodic_capacity=1000000000", "--out", tmp_path, "--quiet"]
+    code, out, err = call(capsys, "run", DEFAULT, *SMALL, *huge)
+    assert code == 0, err
+    assert "engine: objects" in (Path(out.strip()) / "config.resolved.yaml").read_text()
+    line = assert_bad_input(*call(capsys, "run", DEFAULT, *SMALL, *huge, "--set", "engine=arrays"))
+    assert "arrays does not implement memory capacities of 1,000,000,007 items" in line
+    assert line.endswith("; use engine: objects (got 'arrays')")
 
 
 # ------------------------------------------------------------------------------------ bad input

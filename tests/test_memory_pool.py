@@ -17,7 +17,7 @@ from simulation.memory import (
     RetrievalSettings,
     RuleBasedReflector,
 )
-from simulation.memory.pool import _MIN_GROWTH, POOL_STORES, MemoryPool
+from simulation.memory.pool import _MIN_GROWTH, POOL_STORES, MemoryPool, store_widths
 
 HOUSEHOLDS = 4
 # Few distinct importances and years, so that equal ranking keys (ties) are common.
@@ -960,3 +960,20 @@ def test_pool_tiers_memories_as_cognitive_memory(
     for when in (13, 14):  # a copy goes on as the memories do
         _retrieve(memories, copied, everyone, 3, when)
         _tiered_end_year(memories, copied, everyone, when)
+
+
+@pytest.mark.parametrize(
+    ("retention", "reflection"),
+    [
+        (RetentionSettings(), ReflectionSettings()),
+        (RetentionSettings(policy="tiered", archive_capacity=7), ReflectionSettings()),
+        (RetentionSettings(), ReflectionSettings(enabled=True, semantic_capacity=3)),
+    ],
+)
+def test_store_widths_are_what_a_pool_sets_aside(retention, reflection):
+    # The arrays engine is refused past MAX_SLOTS by these widths: they must be the pool's own.
+    pool = MemoryPool(["H0", "H1"], 4, 9, retention=retention, reflection=reflection)
+    stores = (pool._working, pool._episodic, pool._semantic, pool._archive)
+    widths = store_widths(4, 9, retention, reflection)
+    assert widths == tuple(store.shape[1] for store in stores)
+    assert pool._semantic_evidence.shape == pool._semantic.shape

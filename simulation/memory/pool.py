@@ -61,7 +61,16 @@ if TYPE_CHECKING:
 
     from simulation.memory.cognitive import CognitiveMemory
 
-__all__ = ["POOL_STORES", "MemoryPool", "PoolRetrieval", "PoolTiers", "PoolWrite", "PoolYearEnd"]
+__all__ = [
+    "MAX_SLOTS",
+    "POOL_STORES",
+    "MemoryPool",
+    "PoolRetrieval",
+    "PoolTiers",
+    "PoolWrite",
+    "PoolYearEnd",
+    "store_widths",
+]
 
 #: Store codes of :class:`PoolWrite` and :class:`PoolRetrieval` (-1: none).
 POOL_STORES: tuple[str, ...] = ("working", "episodic", "semantic", "archive")
@@ -231,6 +240,31 @@ class PoolRetrieval(NamedTuple):
     counts: NDArray[np.int64]
 
 
+#: The most slots :func:`store_widths` may give a household (64 KiB of item numbers): a pool
+#: sets every slot aside when it is made, full or not, so capacities far beyond what a run can
+#: write (``episodic_capacity: 1000000000`` meant as "never forget") would ask for gigabytes
+#: per household; ``CognitiveMemory`` holds only what is written and serves them instead.
+MAX_SLOTS = 8192
+
+
+def store_widths(
+    working_capacity: int,
+    episodic_capacity: int,
+    retention: RetentionSettings,
+    reflection: ReflectionSettings,
+) -> tuple[int, int, int, int]:
+    """The columns a :class:`MemoryPool` sets aside per household for each store.
+
+    Working, episodic, semantic and archive, in :data:`POOL_STORES` order. The long-term
+    stores take one column more than their capacity (an insertion lands before retention
+    drops one); a store nothing ever enters (semantic without reflection, the archive under
+    any policy but ``tiered``) takes one column, so that it costs nothing.
+    """
+    semantic = reflection.semantic_capacity + 1 if reflection.enabled else 1
+    archive = retention.archive_capacity + 1 if retention.policy == "tiered" else 1
+    return working_capacity, episodic_capacity + 1, semantic, archive
+
+
 class MemoryPool:
     """Working, episodic, semantic and archive memories of many households in arrays.
 
@@ -310,28 +344,26 @@ class MemoryPool:
         self._next_seq = np.zeros(n, dtype=np.int64)
         self._clock = np.zeros(n, dtype=np.int64)  # latest year seen, as CognitiveMemory's
         self._since_reflection = np.zeros(n)  # importance written, as CognitiveMemory counts it
-        self._working = np.full((n, working_capacity), _EMPTY, dtype=np.int64)
+        working, episodic, semantic, archive = store_widths(
+            working_capacity, episodic_capacity, retention, self.reflection
+        )
+        self._working = np.full((n, working), _EMPTY, dtype=np.int64)
         self._working_size = np.zeros(n, dtype=np.int64)
-        # One column more than the capacity: an insertion lands before retention drops one.
-        self._episodic = np.full((n, episodic_capacity + 1), _EMPTY, dtype=np.int64)
+        self._episodic = np.full((n, episodic), _EMPTY, dtype=np.int64)
         self._episodic_size = np.zeros(n, dtype=np.int64)
         self._episodic_pinned = np.zeros(n, dtype=np.int64)
-        # Semantic memory, in retrieval order like episodic memory: one column when nothing is
-        # ever reflected, so that it costs nothing.
-        width = self.reflection.semantic_capacity + 1 if self.reflection.enabled else 1
-        self._semantic = np.full((n, width), _EMPTY, dtype=np.int64)
+        # Semantic memory, in retrieval order like episodic memory.
+        self._semantic = np.full((n, semantic), _EMPTY, dtype=np.int64)
         self._semantic_size = np.zeros(n, dtype=np.int64)
         # Beside each semantic item: how many items its evidence names when the pool reflected
         # it, or -1 for one it was given (see _held_reflections).
-        self._semantic_evidence = np.full((n, width), _EMPTY, dtype=np.int64)
+        self._semantic_evidence = np.full((n, semantic), _EMPTY, dtype=np.int64)
         self._evidence: dict[int, tuple[str, ...]] = {}  # item -> its evidence, if it has any
         # next_seq when the reflector last found nothing new (-1: never), as CognitiveMemory's.
         self._dry_seq = np.full(n, _EMPTY, dtype=np.int64)
         self._tag_flags: dict[str, NDArray[np.bool_]] = {}  # see _tagged
-        # The tiered policy's archive, in retrieval order like episodic memory: one column under
-        # the other policies, which never archive anything.
-        width = retention.archive_capacity + 1 if self._tiered else 1
-        self._archive = np.full((n, width), _EMPTY, dtype=np.int64)
+        # The tiered policy's archive, in retrieval order like episodic memory.
+        self._archive = np.full((n, archive), _EMPTY, dtype=np.int64)
         self._archive_size = np.zeros(n, dtype=np.int64)
 
     # ------------------------------------------------------------------ item table
