@@ -471,7 +471,8 @@ def test_missing_column(tmp_path: Path) -> None:
     header = HEADER.replace(",contents_value", "")
     rows = [r.replace(",100000,", ",").replace(",20000,", ",") for r in GOOD_ROWS]
     message = _table_error(_write_csv(tmp_path, [header, *rows]))
-    assert "row 1, column contents_value: missing required column" in message
+    assert "row 1, column contents_value: missing required column (needs " in message
+    assert f"; found {header.replace(',', ', ')})" in message  # a typo in it is seen at once
 
 
 @pytest.mark.parametrize(

@@ -558,7 +558,9 @@ class _Table:
             raise self.error(2, None, "no households: the table has a header but no data rows")
         for name in REQUIRED_COLUMNS:
             if name not in frame.columns:
-                msg = f"missing required column (columns needed: {', '.join(REQUIRED_COLUMNS)})"
+                # What the header holds, beside what it needs: a typo there is then seen at once.
+                needed, found = ", ".join(REQUIRED_COLUMNS), ", ".join(map(str, header))
+                msg = f"missing required column (needs {needed}; found {found})"
                 raise self.error(1, name, msg)
 
     def __len__(self) -> int:
