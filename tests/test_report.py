@@ -399,6 +399,21 @@ def test_household_tables(run_dir):
     )
 
 
+@pytest.mark.parametrize("table", [metrics.household_decisions, metrics.household_retrievals])
+def test_every_households_table_is_each_households_in_one(run_dir, table):
+    # A notebook looping over households would read the streams once for each of them.
+    every = table(run_dir)
+    assert every.columns[0] == "agent_id"
+    traced = metrics.read_stream_frame(run_dir, "household_traces")["agent_id"]
+    assert set(every["agent_id"]) <= set(traced)
+    assert len(set(every["agent_id"])) > 1
+    pieces = [
+        table(run_dir, agent).assign(agent_id=agent) for agent in sorted(set(every["agent_id"]))
+    ]
+    alone = pd.concat(pieces, ignore_index=True)[every.columns]
+    pd.testing.assert_frame_equal(every, alone, check_dtype=False)
+
+
 def test_tables_of_a_run_without_audit_streams_are_empty(bare_run_dir):
     assert metrics.tp_distribution(bare_run_dir).empty
     assert metrics.tp_summary(metrics.tp_distribution(bare_run_dir)).empty
@@ -409,6 +424,8 @@ def test_tables_of_a_run_without_audit_streams_are_empty(bare_run_dir):
     assert metrics.flood_events(bare_run_dir).empty
     assert metrics.household_decisions(bare_run_dir, "H00001").empty
     assert metrics.household_retrievals(bare_run_dir, "H00001").empty
+    assert list(metrics.household_decisions(bare_run_dir).columns)[:2] == ["agent_id", "year"]
+    assert list(metrics.household_retrievals(bare_run_dir).columns)[:2] == ["agent_id", "year"]
     assert metrics.read_stream_frame(bare_run_dir, "household_traces").empty
 
 

@@ -554,24 +554,33 @@ def flood_events(run_dir: str | Path, agent_id: str | None = None) -> pd.DataFra
 
 
 @naming_damaged_lines
-def household_decisions(run_dir: str | Path, agent_id: str) -> pd.DataFrame:
-    """One household's decisions: appraisals and the skill it chose, per traced year.
+def household_decisions(run_dir: str | Path, agent_id: str | None = None) -> pd.DataFrame:
+    """One household's decisions (or every audited one's): appraisals and the skill chosen.
+
+    Args:
+        run_dir: The run directory.
+        agent_id: The household; ``None``: every audited household, in one pass over the
+            traces (a loop over households would read the whole stream once for each).
 
     Returns:
         Columns ``year``, ``TP`` and ``TP_level`` (threat appraisal), ``CP`` and ``CP_level``
         (coping appraisal), ``decision`` (``action.decision_skill``), ``valid`` (whether the
         registry accepted the proposal) and ``retrieved`` (number of memories retrieved, NA
-        when the audit level does not record them); empty when the run has no traces for it.
+        when the audit level does not record them), one row per traced year; every
+        household's has ``agent_id`` first and is sorted by it, then by year. Empty when the
+        run has no traces for it.
     """
     columns = ["year", "TP", "TP_level", "CP", "CP_level", "decision", "valid", "retrieved"]
     rows = []
     for record in _records(run_dir, "household_traces"):
-        if record.get("agent_id") != agent_id:
+        owner = record.get("agent_id")
+        if agent_id is not None and owner != agent_id:
             continue
         tp, cp = _construct(record, "TP"), _construct(record, "CP")
         retrieved = (record.get("memory") or {}).get("retrieved")
         rows.append(
             (
+                str(owner),
                 int(record["year"]),
                 tp.get("value"),
                 tp.get("level"),
@@ -582,22 +591,28 @@ def household_decisions(run_dir: str | Path, agent_id: str) -> pd.DataFrame:
                 len(retrieved) if isinstance(retrieved, list) else pd.NA,
             )
         )
-    return pd.DataFrame(rows, columns=columns).sort_values("year", ignore_index=True)
+    table = pd.DataFrame(rows, columns=["agent_id", *columns])
+    return _one_or_every(table, agent_id, ["year"])
 
 
 @naming_damaged_lines
-def household_retrievals(run_dir: str | Path, agent_id: str) -> pd.DataFrame:
-    """What one household retrieved for each decision, with scores and memory texts.
+def household_retrievals(run_dir: str | Path, agent_id: str | None = None) -> pd.DataFrame:
+    """What one household (or every audited one) retrieved for each decision, with texts.
 
     :func:`simulation.audit.readers.retrievals` filtered to ``agent_id``, joined with the
     memory texts of ``memory_updates`` (and reflections of ``consolidation``).
 
+    Args:
+        run_dir: The run directory.
+        agent_id: The household; ``None``: every audited household, each stream read once.
+
     Returns:
         Columns ``year``, ``rank`` (1 = best), ``id``, ``score``, ``store`` (None when not
-        recorded), ``item_year`` (the year the memory was formed) and ``content``; empty when
-        the run has neither traces with memory nor tool invocations.
+        recorded), ``item_year`` (the year the memory was formed) and ``content``; every
+        household's has ``agent_id`` first and is sorted by it, then by year and rank. Empty
+        when the run has neither traces with memory nor tool invocations.
     """
-    columns = ["year", "rank", "id", "score", "store", "item_year", "content"]
+    columns = ["agent_id", "year", "rank", "id", "score", "store", "item_year", "content"]
     # The traces carry retrievals at levels standard and full, tool invocations at those levels
     # too; at level minimal (traces without memory) and off there is nothing to show.
     first = next(_records(run_dir, "household_traces"), None) or {}
@@ -606,19 +621,31 @@ def household_retrievals(run_dir: str | Path, agent_id: str) -> pd.DataFrame:
     elif stream_path(run_dir, "tool_invocations") is not None:
         table = retrievals(run_dir, source="tool_invocations")
     else:
-        return pd.DataFrame(columns=columns)
-    table = table[table["agent_id"] == agent_id].drop(columns="agent_id")
-    items: dict[str, dict[str, Any]] = {}
+        return _one_or_every(pd.DataFrame(columns=columns), agent_id, ["year", "rank"])
+    if agent_id is not None:
+        table = table[table["agent_id"] == agent_id]
+    # Only what the table shows of each item: every household's items would otherwise be
+    # held whole. Item ids start with their owner's id, so one table serves every household.
+    wanted = set(table["id"])
+    texts: dict[str, tuple[Any, Any]] = {}
     for record in _records(run_dir, "memory_updates"):
-        if record.get("agent_id") == agent_id:
-            item = record.get("memory_item") or {}
-            items[str(item.get("id"))] = item
+        item = record.get("memory_item") or {}
+        if (item_id := str(item.get("id"))) in wanted:
+            texts[item_id] = (item.get("year"), item.get("content"))
     for record in _records(run_dir, "consolidation"):
-        if record.get("agent_id") == agent_id:
-            for item in (record.get("consolidation") or {}).get("reflections") or []:
-                items[str(item.get("id"))] = item
+        for item in (record.get("consolidation") or {}).get("reflections") or []:
+            if (item_id := str(item.get("id"))) in wanted:
+                texts[item_id] = (item.get("year"), item.get("content"))
+    unknown = (None, None)
     table = table.assign(
-        item_year=[items.get(i, {}).get("year") for i in table["id"]],
-        content=[items.get(i, {}).get("content") for i in table["id"]],
+        item_year=[texts.get(i, unknown)[0] for i in table["id"]],
+        content=[texts.get(i, unknown)[1] for i in table["id"]],
     )
-    return table[columns].sort_values(["year", "rank"], ignore_index=True)
+    return _one_or_every(table[columns], agent_id, ["year", "rank"])
+
+
+def _one_or_every(table: pd.DataFrame, agent_id: str | None, order: list[str]) -> pd.DataFrame:
+    """``table`` sorted: one household's without its ``agent_id`` column, every one's with it."""
+    if agent_id is not None:
+        return table.drop(columns="agent_id").sort_values(order, ignore_index=True)
+    return table.sort_values(["agent_id", *order], ignore_index=True)
