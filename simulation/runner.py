@@ -51,11 +51,12 @@ from simulation.config import (
     load_config,
     remove_outputs,
 )
+from simulation.folder_lock import FolderBusyError, hold_folder
 from simulation.model import FloodAdaptationModel
 from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     import pandas as pd
 
@@ -411,52 +412,70 @@ def run_simulation(
     registry = (base_dir / config.registry).read_bytes()
     create_output_folder(out_root)
     run_dir = out_root / run_id
-    if run_dir.is_dir():
+    run_dir.mkdir(exist_ok=True)
+    with _held(run_dir):
         _clear_run_dir(run_dir)
-    else:
-        run_dir.mkdir()
-    (run_dir / REGISTRY_COPY).write_bytes(registry)
-    (run_dir / "config.resolved.yaml").write_text(
-        dump_yaml(resolved.to_yaml_dict(), sort_keys=False), encoding="utf-8"
-    )
-    manifest = {
-        "schema_version": 1,
-        "run_id": run_id,
-        "name": config.name,
-        "seed": config.seed,
-        "config_hash": digest,
-        "registry_sha256": inputs["registry"],
-        "input_sha256": inputs,
-        "status": "running",
-        "error": None,
-        "started_at": _now(),
-        "finished_at": None,
-        "duration_s": None,
-        "resumed": 0,
-        "checkpoint_every": checkpoint_every,
-        "checkpoint_year": None,
-        # Years whose audit lines are all written out: a run stopped later may have left part
-        # of the next year in its streams, which readers must not take for the whole year.
-        "year_reached": 0,
-        "counts": {
-            "households": len(model.households),
-            "years": config.years,
-            "household_years": len(model.households) * config.years,
-        },
-        "versions": {
-            "floodsim": __version__,
-            "mesa": version("mesa"),
-            "numpy": version("numpy"),
-            "python": platform.python_version(),
-        },
-    }
-    _write_manifest(run_dir, manifest)
-    writer = _writer(
-        run_dir, run_id, config, len(model.households), resume=None, spare_core=spare_core
-    )
-    if writer is not None:
-        model.attach_audit(writer)
-    return _drive(model, config, run_dir, manifest, writer, progress)
+        (run_dir / REGISTRY_COPY).write_bytes(registry)
+        (run_dir / "config.resolved.yaml").write_text(
+            dump_yaml(resolved.to_yaml_dict(), sort_keys=False), encoding="utf-8"
+        )
+        manifest = {
+            "schema_version": 1,
+            "run_id": run_id,
+            "name": config.name,
+            "seed": config.seed,
+            "config_hash": digest,
+            "registry_sha256": inputs["registry"],
+            "input_sha256": inputs,
+            "status": "running",
+            "error": None,
+            "started_at": _now(),
+            "finished_at": None,
+            "duration_s": None,
+            "resumed": 0,
+            "checkpoint_every": checkpoint_every,
+            "checkpoint_year": None,
+            # Years whose audit lines are all written out: a run stopped later may have left part
+            # of the next year in its streams, which readers must not take for the whole year.
+            "year_reached": 0,
+            "counts": {
+                "households": len(model.households),
+                "years": config.years,
+                "household_years": len(model.households) * config.years,
+            },
+            "versions": {
+                "floodsim": __version__,
+                "mesa": version("mesa"),
+                "numpy": version("numpy"),
+                "python": platform.python_version(),
+            },
+        }
+        _write_manifest(run_dir, manifest)
+        writer = _writer(
+            run_dir, run_id, config, len(model.households), resume=None, spare_core=spare_core
+        )
+        if writer is not None:
+            model.attach_audit(writer)
+        return _drive(model, config, run_dir, manifest, writer, progress)
+
+
+@contextlib.contextmanager
+def _held(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir`` while this process writes it (:func:`hold_folder`).
+
+    Raises:
+        RunError: When another process is writing it: the same config and seed started
+            twice, or a run resumed while it still runs.
+    """
+    try:
+        with hold_folder(run_dir):
+            yield
+    except FolderBusyError:
+        msg = (
+            f"{run_dir}: another floodsim process is writing this run directory (the same "
+            "config and seed, or its --resume); wait for it to end, or give --out another folder"
+        )
+        raise RunError(msg) from None
 
 
 def _clear_run_dir(run_dir: Path) -> None:
@@ -500,9 +519,20 @@ def resume_run(
 
     Raises:
         RunError: When ``run_dir`` is not a run directory, the run already completed, its
-            config or an input file changed since it started, or its checkpoint is unusable.
+            config or an input file changed since it started, its checkpoint is unusable, or
+            another process is writing it (the run itself, still going).
     """
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        msg = f"{run_dir}: not a run directory (no readable manifest.json)"
+        raise RunError(msg)
+    # Held before the manifest is read: a run still going says "running" too.
+    with _held(run_dir):
+        return _resume_held(run_dir, progress, checkpoint_every)
+
+
+def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | None) -> RunResult:
+    """:func:`resume_run`, once this process holds ``run_dir``."""
     try:
         manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):

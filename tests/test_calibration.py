@@ -23,6 +23,7 @@ from simulation.calibration.fit import (
     target_loss,
 )
 from simulation.config import ConfigWarning
+from simulation.folder_lock import hold_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "configs" / "scenarios" / "single_flood.yaml"
@@ -245,6 +246,21 @@ def test_resuming_an_earlier_attempt_it_cannot_continue_is_refused(tmp_path, cha
     path = write(tmp_path, {**data, **change})
     with pytest.raises(CalibrationError, match=refusal):
         calibrate(path, tmp_path / "out", resume=True, progress=False)
+    assert _outputs(tmp_path / "out") == before
+
+
+def test_a_folder_another_calibration_is_writing_is_refused_untouched(tmp_path):
+    data = tiny(parameters=DECAY, replicates=1, max_evaluations=2)
+    calibrate(write(tmp_path, data), tmp_path / "out", progress=False)
+    before = _outputs(tmp_path / "out")
+    # Held as the other calibration's process holds it; without --resume this one would
+    # otherwise clear that one's results at its start.
+    with hold_folder(tmp_path / "out"), pytest.raises(CalibrationError) as info:
+        calibrate(write(tmp_path, data), tmp_path / "out", progress=False)
+    assert str(info.value) == (
+        f"{tmp_path / 'out'}: another floodsim calibration is writing this folder; wait for it "
+        "to end, or give another --out"
+    )
     assert _outputs(tmp_path / "out") == before
 
 

@@ -25,6 +25,7 @@ from simulation.experiments import (
     run_experiment,
 )
 from simulation.experiments.executors import RunTask, execute_run
+from simulation.folder_lock import hold_folder
 from simulation.runner import config_hash
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
@@ -1040,3 +1041,17 @@ def test_a_pool_starts_no_more_workers_than_the_experiment_has_runs(
     )
     assert asked == [(executor, started, None)]
     assert [run["status"] for run in result.runs] == ["complete"]
+
+
+def test_a_folder_another_batch_is_writing_is_refused_before_anything_runs(tmp_path, capsys):
+    path = write_experiment(tmp_path, replicates=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    with hold_folder(out):  # as the other batch's process holds it while its runs go on
+        code = main(["batch", str(path), "--out", str(out), "--quiet", "--resume"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {out}: another floodsim batch is writing this folder; wait for it "
+        "to end, or give another --out\n"
+    )
+    assert not any(out.iterdir())

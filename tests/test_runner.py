@@ -12,7 +12,8 @@ import pytest
 from simulation import runner
 from simulation.audit.writer import AuditWriter
 from simulation.config import load_config
-from simulation.runner import FallbackWarning, build_model, run_simulation
+from simulation.folder_lock import hold_folder
+from simulation.runner import FallbackWarning, RunError, build_model, resume_run, run_simulation
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 SMALL = ["households.count=20", "years=2", "audit.level=off"]
@@ -176,3 +177,26 @@ def test_a_run_stopped_in_a_year_vouches_for_the_years_before_it(tmp_path, slow_
     # The lines handed to the thread were written before the run ended: year 3 is whole.
     assert (manifest["status"], manifest["year_reached"]) == ("failed", 3)
     assert _lines_by_year(run_dir)["household_traces.jsonl", 3] == 20
+
+
+def test_a_run_directory_another_process_is_writing_is_refused_untouched(tmp_path):
+    """The same config and seed started twice write one folder: the second is refused."""
+    config, base = load_config(DEFAULT, ["households.count=20", "years=3", "audit.level=minimal"])
+    run_dir = run_simulation(config, base, tmp_path, progress=False).run_dir
+    before = {path.name: path.read_bytes() for path in run_dir.iterdir()}
+    busy = (
+        f"{run_dir}: another floodsim process is writing this run directory (the same config "
+        "and seed, or its --resume); wait for it to end, or give --out another folder"
+    )
+    with hold_folder(run_dir):  # as the first process holds it while it runs
+        with pytest.raises(RunError) as info:
+            run_simulation(config, base, tmp_path, progress=False)
+        assert str(info.value) == busy
+        # A run still going says "running" in its manifest, as one killed does.
+        manifest = orjson.loads(before["manifest.json"])
+        (run_dir / "manifest.json").write_bytes(orjson.dumps({**manifest, "status": "running"}))
+        with pytest.raises(RunError) as info:
+            resume_run(run_dir, progress=False)
+        assert str(info.value) == busy
+    (run_dir / "manifest.json").write_bytes(before["manifest.json"])
+    assert {path.name: path.read_bytes() for path in run_dir.iterdir()} == before

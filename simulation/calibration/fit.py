@@ -92,6 +92,7 @@ Resuming (``resume=True``, ``floodsim calibrate FILE --resume``):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import math
@@ -137,11 +138,12 @@ from simulation.experiments.design import (
     override_executor_config,
     plan_runs,
 )
+from simulation.folder_lock import FolderBusyError, hold_folder
 from simulation.runner import config_hash, input_digests
 from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from matplotlib.figure import Figure
 
@@ -987,48 +989,68 @@ def calibrate(
             msg = f"{experiment_out}: {result.failed} run(s) failed: {error}"
             raise CalibrationError(msg)
 
-    base, base_config = _base_config(calibration, folder, origin)
-    fingerprint = _fingerprint(calibration, base_config, base_path, targets_path)
-    search = _Search(calibration, base_path, targets_path, out, run, base, origin)
-    if resume:
-        resumed = search.resume_from(fingerprint)
-    else:
-        resumed = 0
-        # An earlier calibration's results in the same folder would mislead, and a later
-        # --resume would take them for this one's.
-        _clear_results(out)
-    search.bar = tqdm(
-        total=calibration.max_evaluations,
-        desc=f"calibrate {calibration.name}",
-        unit="eval",
-        disable=None if progress is None else not progress,
-    )
+    # One calibration writes a folder at a time: a second would clear the first's results.
+    with _held(out):
+        base, base_config = _base_config(calibration, folder, origin)
+        fingerprint = _fingerprint(calibration, base_config, base_path, targets_path)
+        search = _Search(calibration, base_path, targets_path, out, run, base, origin)
+        if resume:
+            resumed = search.resume_from(fingerprint)
+        else:
+            resumed = 0
+            # An earlier calibration's results in the same folder would mislead, and a later
+            # --resume would take them for this one's.
+            _clear_results(out)
+        search.bar = tqdm(
+            total=calibration.max_evaluations,
+            desc=f"calibrate {calibration.name}",
+            unit="eval",
+            disable=None if progress is None else not progress,
+        )
+        try:
+            message = _optimise(search, calibration)
+        except KeyboardInterrupt:
+            # Evaluations take minutes each: the finished ones are written out before stopping.
+            # While an earlier attempt is still being replayed its files say more than this one.
+            if search.best is not None and not search.replay:
+                stopped = f"interrupted after {len(search.history)} evaluations"
+                _write_outputs(out, calibration, search, search.best, stopped, origin, fingerprint)
+            raise
+        finally:
+            search.bar.close()
+        best = search.best
+        if best is None:  # pragma: no cover - the optimiser always evaluates the start point
+            msg = f"{origin}: no evaluation ran"
+            raise CalibrationError(msg)
+        evaluations = _write_outputs(out, calibration, search, best, message, origin, fingerprint)
+        return CalibrationResult(
+            out_dir=out,
+            best=dict(best.params),
+            loss=best.loss,
+            table=best.table,
+            evaluations=evaluations,
+            experiment_dir=best.folder,
+            message=message,
+            resumed=resumed,
+        )
+
+
+@contextlib.contextmanager
+def _held(out: Path) -> Iterator[None]:
+    """Hold the output folder while this calibration writes it (:func:`hold_folder`).
+
+    Raises:
+        CalibrationError: When another calibration is writing it.
+    """
     try:
-        message = _optimise(search, calibration)
-    except KeyboardInterrupt:
-        # Evaluations take minutes each: the finished ones are written out before stopping.
-        # While an earlier attempt is still being replayed its files say more than this one.
-        if search.best is not None and not search.replay:
-            stopped = f"interrupted after {len(search.history)} evaluations"
-            _write_outputs(out, calibration, search, search.best, stopped, origin, fingerprint)
-        raise
-    finally:
-        search.bar.close()
-    best = search.best
-    if best is None:  # pragma: no cover - the optimiser always evaluates the start point
-        msg = f"{origin}: no evaluation ran"
-        raise CalibrationError(msg)
-    evaluations = _write_outputs(out, calibration, search, best, message, origin, fingerprint)
-    return CalibrationResult(
-        out_dir=out,
-        best=dict(best.params),
-        loss=best.loss,
-        table=best.table,
-        evaluations=evaluations,
-        experiment_dir=best.folder,
-        message=message,
-        resumed=resumed,
-    )
+        with hold_folder(out):
+            yield
+    except FolderBusyError:
+        msg = (
+            f"{out}: another floodsim calibration is writing this folder; wait for it to end, "
+            "or give another --out"
+        )
+        raise CalibrationError(msg) from None
 
 
 def _fingerprint(

@@ -29,6 +29,7 @@ experiment would sit beside the new runs, where anything that lists ``runs/`` fi
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 import warnings
@@ -45,8 +46,11 @@ from simulation.atomic import replace_file, temporary_name
 from simulation.config import ConfigError, create_output_folder, remove_outputs
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
+from simulation.folder_lock import FolderBusyError, hold_folder
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from simulation.experiments.design import ExperimentConfig, PlannedRun
 
 __all__ = ["ExperimentResult", "combine_metrics", "run_experiment"]
@@ -317,52 +321,75 @@ def run_experiment(
     # No more workers than runs: a process pool forks all of its workers at the first task.
     workers = min(settings.workers, len(planned))
     with make_executor(settings.kind, workers, settings.address) as pool:
-        if overwrite:
-            remove_outputs(out, _RESULTS)
-        create_output_folder(out / "runs")
-        state_path = out / "experiment.json"
-        records = _plan_records(out, planned, folder, resume=resume)
-        state = _state(experiment, records)
-        _write_json(state_path, state)
+        create_output_folder(out)
+        # One batch writes a folder at a time; checked again once held, since another batch
+        # may have written its results between the check above and now.
+        with _held(out):
+            _check_output_folder(out, experiment.name, resume=resume, overwrite=overwrite)
+            if overwrite:
+                remove_outputs(out, _RESULTS)
+            create_output_folder(out / "runs")
+            state_path = out / "experiment.json"
+            records = _plan_records(out, planned, folder, resume=resume)
+            state = _state(experiment, records)
+            _write_json(state_path, state)
 
-        by_id = {r["run_id"]: r for r in records}
-        todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
-        skipped = len(planned) - len(todo)
-        # Runs side by side keep the cores busy: their audits write on their own threads.
-        alone = settings.kind == "serial" or (workers == 1 and settings.address is None)
-        tasks = [
-            RunTask(r.run_id, r.config, str(folder), str(out / "runs"), spare_core=alone)
-            for r in todo
-        ]
-        bar = tqdm(
-            total=len(planned),
-            initial=skipped,
-            desc=experiment.name,
-            unit="run",
-            disable=None if progress is None else not progress,
+            by_id = {r["run_id"]: r for r in records}
+            todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
+            skipped = len(planned) - len(todo)
+            # Runs side by side keep the cores busy: their audits write on their own threads.
+            alone = settings.kind == "serial" or (workers == 1 and settings.address is None)
+            tasks = [
+                RunTask(r.run_id, r.config, str(folder), str(out / "runs"), spare_core=alone)
+                for r in todo
+            ]
+            bar = tqdm(
+                total=len(planned),
+                initial=skipped,
+                desc=experiment.name,
+                unit="run",
+                disable=None if progress is None else not progress,
+            )
+            failed = 0
+            try:
+                for outcome in pool.run(tasks):
+                    record = by_id[outcome.run_id]
+                    record.update(
+                        status=outcome.status,
+                        error=outcome.error,
+                        run_dir=f"runs/{outcome.run_id}" if outcome.run_dir else None,
+                        duration_s=round(outcome.duration_s, 3),
+                    )
+                    failed += outcome.status == "failed"
+                    _write_json(state_path, state)
+                    for warning in outcome.run_warnings:  # each names its run (its origin)
+                        warnings.warn(warning, stacklevel=2)
+                    bar.update()
+                    bar.set_postfix(done=bar.n - failed, failed=failed, left=bar.total - bar.n)
+            finally:
+                bar.close()
+            combine_metrics(out, records, experiment.swept_keys)
+            state["wall_s"] = round(time.perf_counter() - start, 3)
+            _write_json(state_path, state)
+            return ExperimentResult(out, records, failed, skipped, state["wall_s"])
+
+
+@contextlib.contextmanager
+def _held(out: Path) -> Iterator[None]:
+    """Hold the output folder while this batch writes it (:func:`hold_folder`).
+
+    Raises:
+        ConfigError: When another batch is writing it, as a folder holding results is.
+    """
+    try:
+        with hold_folder(out):
+            yield
+    except FolderBusyError:
+        msg = (
+            f"{out}: another floodsim batch is writing this folder; wait for it to end, or "
+            "give another --out"
         )
-        failed = 0
-        try:
-            for outcome in pool.run(tasks):
-                record = by_id[outcome.run_id]
-                record.update(
-                    status=outcome.status,
-                    error=outcome.error,
-                    run_dir=f"runs/{outcome.run_id}" if outcome.run_dir else None,
-                    duration_s=round(outcome.duration_s, 3),
-                )
-                failed += outcome.status == "failed"
-                _write_json(state_path, state)
-                for warning in outcome.run_warnings:  # each names its run (its origin)
-                    warnings.warn(warning, stacklevel=2)
-                bar.update()
-                bar.set_postfix(done=bar.n - failed, failed=failed, left=bar.total - bar.n)
-        finally:
-            bar.close()
-    combine_metrics(out, records, experiment.swept_keys)
-    state["wall_s"] = round(time.perf_counter() - start, 3)
-    _write_json(state_path, state)
-    return ExperimentResult(out, records, failed, skipped, state["wall_s"])
+        raise ConfigError(msg) from None
 
 
 def _record(run: PlannedRun) -> dict[str, Any]:

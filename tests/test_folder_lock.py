@@ -1,0 +1,52 @@
+"""Tests for simulation.folder_lock: one writer per folder, and no stale lock after a kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from simulation.folder_lock import FolderBusyError, hold_folder
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="folders go unguarded without flock")
+
+
+def test_a_held_folder_is_refused_to_a_second_holder_until_released(tmp_path):
+    busy = pytest.raises(FolderBusyError, match=f"{tmp_path}: another floodsim process")
+    with hold_folder(tmp_path), busy, hold_folder(tmp_path):
+        pass  # pragma: no cover - never reached
+    with hold_folder(tmp_path):  # released when the first block ended
+        pass
+    assert not any(tmp_path.iterdir())  # the lock writes nothing into the folder
+
+
+def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+                import sys, time
+                from simulation.folder_lock import hold_folder
+                with hold_folder({str(tmp_path)!r}):
+                    print("held", flush=True)
+                    time.sleep(60)
+            """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(FolderBusyError), hold_folder(tmp_path):
+            pass  # pragma: no cover - never reached
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        holder.stdout.close()
+    with hold_folder(tmp_path):  # the kernel dropped the lock with the process
+        pass
