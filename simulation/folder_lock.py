@@ -7,8 +7,11 @@ had just moved. The writer holds an exclusive ``flock`` on the folder itself whi
 second writer is refused at once, by name, before it changes anything.
 
 The lock is the kernel's: it goes with the process, however that ends (a ``SIGKILL`` leaves no
-stale lock file to delete by hand), and nothing is written into the folder for it. Where
-``fcntl`` does not exist (Windows), folders go unguarded.
+stale lock file to delete by hand), and nothing is written into the folder for it. It guards
+against a mistake and is not needed for a run to be right, so where it cannot be had the folder
+goes unguarded: without ``fcntl`` (Windows), and on file systems that refuse ``flock`` (Lustre
+mounted without ``flock``; NFS, where Linux makes it a byte-range lock that a folder, open for
+reading only, cannot take).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ def hold_folder(folder: Path) -> Iterator[None]:
         except BlockingIOError:
             msg = f"{folder}: another floodsim process is writing it"
             raise FolderBusyError(msg) from None
+        except OSError:
+            pass  # a file system without flock (see the module's docstring): unguarded
         yield
     finally:
         os.close(fd)  # releases the lock
