@@ -77,6 +77,7 @@ def test_single_run_notebook(small_run, monkeypatch):
     assert "Working memory" in text
     assert "TP_level" in text  # the decision trace table
     assert "content" in text  # the retrievals table with memory texts
+    assert "damaging flood that year" in text  # every household's decisions, in one pass
     # adaptation, damage/claims and the household's appraisal figure
     assert images(nb) >= 3
 
