@@ -37,11 +37,17 @@ class FolderBusyError(RuntimeError):
 
 
 @contextlib.contextmanager
-def hold_folder(folder: Path) -> Iterator[None]:
+def hold_folder(folder: Path, busy: Exception | None = None) -> Iterator[None]:
     """Hold ``folder``, an existing directory, for this process until the block ends.
 
+    Args:
+        folder: The folder.
+        busy: What to raise when another process holds it, worded for the caller's users
+            (``None``: a :class:`FolderBusyError`).
+
     Raises:
-        FolderBusyError: When another process (or another block of this one) holds it.
+        FolderBusyError: Or ``busy``, when another process (or another block of this one)
+            holds it.
     """
     if fcntl is None:  # pragma: no cover - Windows
         yield
@@ -51,6 +57,8 @@ def hold_folder(folder: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if busy is not None:
+                raise busy from None
             msg = f"{folder}: another floodsim process is writing it"
             raise FolderBusyError(msg) from None
         except OSError:

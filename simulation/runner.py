@@ -51,12 +51,12 @@ from simulation.config import (
     load_config,
     remove_outputs,
 )
-from simulation.folder_lock import FolderBusyError, hold_folder
+from simulation.folder_lock import hold_folder
 from simulation.model import FloodAdaptationModel
 from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     import pandas as pd
 
@@ -413,7 +413,7 @@ def run_simulation(
     create_output_folder(out_root)
     run_dir = out_root / run_id
     run_dir.mkdir(exist_ok=True)
-    with _held(run_dir):
+    with hold_folder(run_dir, _busy(run_dir)):
         _clear_run_dir(run_dir)
         (run_dir / REGISTRY_COPY).write_bytes(registry)
         (run_dir / "config.resolved.yaml").write_text(
@@ -459,23 +459,16 @@ def run_simulation(
         return _drive(model, config, run_dir, manifest, writer, progress)
 
 
-@contextlib.contextmanager
-def _held(run_dir: Path) -> Iterator[None]:
-    """Hold ``run_dir`` while this process writes it (:func:`hold_folder`).
+def _busy(run_dir: Path) -> RunError:
+    """The refusal of a second writer of ``run_dir``.
 
-    Raises:
-        RunError: When another process is writing it: the same config and seed started
-            twice, or a run resumed while it still runs.
+    That is the same config and seed started twice, or a run resumed while it still runs.
     """
-    try:
-        with hold_folder(run_dir):
-            yield
-    except FolderBusyError:
-        msg = (
-            f"{run_dir}: another floodsim process is writing this run directory (the same "
-            "config and seed, or its --resume); wait for it to end, or give --out another folder"
-        )
-        raise RunError(msg) from None
+    msg = (
+        f"{run_dir}: another floodsim process is writing this run directory (the same config "
+        "and seed, or its --resume); wait for it to end, or give --out another folder"
+    )
+    return RunError(msg)
 
 
 def _clear_run_dir(run_dir: Path) -> None:
@@ -527,7 +520,7 @@ def resume_run(
         msg = f"{run_dir}: not a run directory (no readable manifest.json)"
         raise RunError(msg)
     # Held before the manifest is read: a run still going says "running" too.
-    with _held(run_dir):
+    with hold_folder(run_dir, _busy(run_dir)):
         return _resume_held(run_dir, progress, checkpoint_every)
 
 

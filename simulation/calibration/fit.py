@@ -92,7 +92,6 @@ Resuming (``resume=True``, ``floodsim calibrate FILE --resume``):
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import math
@@ -138,12 +137,12 @@ from simulation.experiments.design import (
     override_executor_config,
     plan_runs,
 )
-from simulation.folder_lock import FolderBusyError, hold_folder
+from simulation.folder_lock import hold_folder
 from simulation.runner import config_hash, input_digests
 from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from matplotlib.figure import Figure
 
@@ -990,7 +989,11 @@ def calibrate(
             raise CalibrationError(msg)
 
     # One calibration writes a folder at a time: a second would clear the first's results.
-    with _held(out):
+    busy = CalibrationError(
+        f"{out}: another floodsim calibration is writing this folder; wait for it to end, or "
+        "give another --out"
+    )
+    with hold_folder(out, busy):
         base, base_config = _base_config(calibration, folder, origin)
         fingerprint = _fingerprint(calibration, base_config, base_path, targets_path)
         search = _Search(calibration, base_path, targets_path, out, run, base, origin)
@@ -1033,24 +1036,6 @@ def calibrate(
             message=message,
             resumed=resumed,
         )
-
-
-@contextlib.contextmanager
-def _held(out: Path) -> Iterator[None]:
-    """Hold the output folder while this calibration writes it (:func:`hold_folder`).
-
-    Raises:
-        CalibrationError: When another calibration is writing it.
-    """
-    try:
-        with hold_folder(out):
-            yield
-    except FolderBusyError:
-        msg = (
-            f"{out}: another floodsim calibration is writing this folder; wait for it to end, "
-            "or give another --out"
-        )
-        raise CalibrationError(msg) from None
 
 
 def _fingerprint(

@@ -29,7 +29,6 @@ experiment would sit beside the new runs, where anything that lists ``runs/`` fi
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import time
 import warnings
@@ -46,11 +45,9 @@ from simulation.atomic import replace_file, temporary_name
 from simulation.config import ConfigError, create_output_folder, remove_outputs
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
-from simulation.folder_lock import FolderBusyError, hold_folder
+from simulation.folder_lock import hold_folder
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from simulation.experiments.design import ExperimentConfig, PlannedRun
 
 __all__ = ["ExperimentResult", "combine_metrics", "run_experiment"]
@@ -324,7 +321,11 @@ def run_experiment(
         create_output_folder(out)
         # One batch writes a folder at a time; checked again once held, since another batch
         # may have written its results between the check above and now.
-        with _held(out):
+        busy = ConfigError(
+            f"{out}: another floodsim batch is writing this folder; wait for it to end, or "
+            "give another --out"
+        )
+        with hold_folder(out, busy):
             _check_output_folder(out, experiment.name, resume=resume, overwrite=overwrite)
             if overwrite:
                 remove_outputs(out, _RESULTS)
@@ -372,24 +373,6 @@ def run_experiment(
             state["wall_s"] = round(time.perf_counter() - start, 3)
             _write_json(state_path, state)
             return ExperimentResult(out, records, failed, skipped, state["wall_s"])
-
-
-@contextlib.contextmanager
-def _held(out: Path) -> Iterator[None]:
-    """Hold the output folder while this batch writes it (:func:`hold_folder`).
-
-    Raises:
-        ConfigError: When another batch is writing it, as a folder holding results is.
-    """
-    try:
-        with hold_folder(out):
-            yield
-    except FolderBusyError:
-        msg = (
-            f"{out}: another floodsim batch is writing this folder; wait for it to end, or "
-            "give another --out"
-        )
-        raise ConfigError(msg) from None
 
 
 def _record(run: PlannedRun) -> dict[str, Any]:
