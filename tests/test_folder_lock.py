@@ -67,6 +67,10 @@ def test_a_file_system_without_flock_leaves_the_folder_unguarded(tmp_path, monke
 
 def test_a_caller_words_the_refusal_for_its_own_users(tmp_path):
     refusal = ValueError("the batch in this folder is still running")
-    with hold_folder(tmp_path), pytest.raises(ValueError) as info, hold_folder(tmp_path, refusal):
+    with (
+        hold_folder(tmp_path),
+        pytest.raises(ValueError, match="still running") as info,
+        hold_folder(tmp_path, refusal),
+    ):
         pass  # pragma: no cover - never reached
     assert info.value is refusal
