@@ -697,6 +697,8 @@ def test_seed_memories_are_tagged_and_routed():
         ({"decay_rate": float("nan")}, "decay_rate"),
         ({"consolidation_threshold": -0.1}, "consolidation_threshold"),
         ({"consolidation_threshold": 1.01}, "consolidation_threshold"),
+        ({"consolidation_threshold": True}, "consolidation_threshold"),
+        ({"decay_rate": True}, "decay_rate"),
     ],
 )
 def test_bad_constructor_arguments_name_the_argument_and_value(kwargs, name):
@@ -714,6 +716,54 @@ def test_importance_outside_unit_interval_is_rejected(method, importance):
         getattr(mem, method)("x", importance=importance)
     assert repr(importance) in str(err.value)
     assert mem.counts() == {"working": 0, "episodic": 0, "semantic": 0, "archive": 0}
+
+
+@pytest.mark.parametrize("damage", [-5.0, math.inf, math.nan])
+def test_a_flood_of_negative_or_infinite_damage_is_refused(damage):
+    mem = CognitiveMemory("H001")
+    with pytest.raises(ValueError, match="damage must be a finite number >= 0") as err:
+        mem.update_after_flood(damage, 1)
+    assert repr(damage) in str(err.value)
+    assert mem.counts()["episodic"] == 0
+
+
+@pytest.mark.parametrize("year", [1.5, 2.0, "3", math.nan, True])
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda mem, year: mem.add_episodic("x", 0.5, year),
+        lambda mem, year: mem.add_seed("a flood in the 1990s", 0.5, year),
+        lambda mem, year: mem.update_after_flood(1_000.0, year),
+        lambda mem, year: mem.update_after_decision("buy_insurance", year),
+        lambda mem, year: mem.retrieve(current_year=year),
+        lambda mem, year: mem.end_year(year),
+    ],
+)
+def test_a_year_that_is_not_an_integer_is_refused(write, year):
+    # int(1.5) would file under year 1 a memory whose text says "Year 1.5"; a NaN year would
+    # make every decayed score NaN.
+    mem = CognitiveMemory("H001")
+    mem.add_episodic("a flood", 0.9, 1)
+    with pytest.raises(TypeError, match=r"year must be an integer, got ") as err:
+        write(mem, year)
+    assert repr(year) in str(err.value)
+    assert [item.year for item in mem.episodic] == [1]
+
+
+def test_a_numpy_integer_year_is_a_year():
+    mem = CognitiveMemory("H001")
+    item = mem.add_episodic("a flood", 0.9, np.int64(4))
+    assert item.year == 4
+    assert item.year.__class__ is int
+    assert mem.retrieve(current_year=np.int32(5)) == ["a flood"]
+
+
+@pytest.mark.parametrize("content", [None, 42, b"bytes"])
+def test_content_that_is_not_a_string_is_refused(content):
+    mem = CognitiveMemory("H001")
+    with pytest.raises(TypeError, match="content must be a string"):
+        mem.add_working(content, 0.5, 1)
+    assert mem.counts()["working"] == 0
 
 
 def test_negative_top_k_is_rejected():

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import asdict
 from operator import attrgetter, index
@@ -272,12 +273,16 @@ class CognitiveMemory:
         if not 0.0 <= importance <= 1.0:
             msg = f"importance must be in [0, 1], got {importance!r}"
             raise ValueError(msg)
+        if content.__class__ is not str and not isinstance(content, str):
+            msg = f"content must be a string, got {content!r}"
+            raise TypeError(msg)
+        if year.__class__ is not int:  # the model's writes pass a plain int
+            year = _year(year, "year")
         if source not in SOURCES:
             msg = f"source must be one of {sorted(SOURCES)}, got {source!r}"
             raise ValueError(msg)
         seq = self._next_seq
         self._next_seq = seq + 1
-        year = int(year)
         if year > self._clock:
             self._clock = year
         self._since_reflection += importance
@@ -332,6 +337,7 @@ class CognitiveMemory:
         Raises:
             ValueError: For importance outside [0, 1], an unknown store or source, or pinning
                 more items than episodic memory can hold.
+            TypeError: For content that is not a string, or a year that is not an integer.
         """
         if store == "auto":
             store = (
@@ -438,10 +444,10 @@ class CognitiveMemory:
         """Remember a flood: episodic, importance 0.9 (seed 000 section 4.2).
 
         Raises:
-            ValueError: If ``damage`` is negative.
+            ValueError: If ``damage`` is negative, infinite or NaN.
         """
-        if not damage >= 0.0:
-            msg = f"damage must be >= 0, got {damage!r}"
+        if not 0.0 <= damage < math.inf:  # NaN fails the comparison too
+            msg = f"damage must be a finite number >= 0, got {damage!r}"
             raise ValueError(msg)
         return self.write(
             f"Year {year}: A flood occurred causing ${damage:,.0f} in damages",
@@ -599,8 +605,12 @@ class CognitiveMemory:
 
         Returns:
             Items transferred, evictions and moves, promoted items and new reflections.
+
+        Raises:
+            TypeError: For a ``year`` that is not an integer.
         """
-        year = int(year)
+        if year.__class__ is not int:  # the model passes a plain int
+            year = _year(year, "year")
         self._clock = max(self._clock, year)
         transferred, evictions = self.consolidate_detailed()
         tiered = self.retention.policy == "tiered"
@@ -786,19 +796,20 @@ class CognitiveMemory:
         Raises:
             ValueError: For a negative ``top_k``, an unknown strategy, or weights given to a
                 ``spec`` retrieval (which has none: they would be ignored).
+            TypeError: For a ``current_year`` that is not an integer.
         """
         settings = self.retrieval
-        current_year = self._clock if current_year is None else current_year
+        if current_year.__class__ is not int:  # the model's calls pass a plain int
+            current_year = _retrieval_year(current_year, self._clock)
         k = settings.top_k if top_k is None else top_k
         if k.__class__ is not int or k < 0:  # the model's calls pass a plain int
             k = _count(k)
         if k == 0:
             return []
         strategy = strategy or settings.strategy
-        if query is None and strategy == "weighted":
-            query = settings.query  # weighted's default query: an explicit spec has none
-        if query is not None:  # the model's retrievals have none: skip the call
-            query = _clean_query(query)
+        if query is not None or strategy == "weighted":  # the model's have none: skip the call
+            # weighted's default query is the settings' (an explicit spec has none)
+            query = _clean_query(settings.query if query is None else query)
         if tags is None and sources is None and min_year is None and max_year is None:
             keep = None  # the model's retrievals: skip building (and calling) a filter
         else:
@@ -1148,6 +1159,23 @@ def _count(top_k: Any) -> int:
     return k
 
 
+def _year(value: Any, name: str) -> int:
+    """``value`` as an int: a Python or numpy integer (not a bool, a float or a string).
+
+    A year is a whole number: ``int(1.5)`` would file under year 1 a memory whose text says
+    "Year 1.5", and a NaN year would give every retrieval NaN scores.
+    """
+    if not isinstance(value, bool) and hasattr(value, "__index__"):
+        return index(value)
+    msg = f"{name} must be an integer, got {value!r}"
+    raise TypeError(msg)
+
+
+def _retrieval_year(current_year: Any, clock: int) -> int:
+    """A retrieval's year: ``clock`` (the latest year seen) for ``None``, else an integer."""
+    return clock if current_year is None else _year(current_year, "current_year")
+
+
 def _fill_from(
     store: LongTermStore,
     out: list[ScoredMemory],
@@ -1175,7 +1203,9 @@ def _minmax(values: list[float]) -> list[float]:
 
 
 def _clean_query(query: object) -> str | None:
-    """A retrieval query, or ``None`` for a blank one: no words to be relevant to."""
+    """A retrieval query, or ``None`` for none or a blank one: no words to be relevant to."""
+    if query is None:
+        return None
     if not isinstance(query, str):
         msg = f"query must be a string, got {query!r}"
         raise TypeError(msg)

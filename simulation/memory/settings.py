@@ -37,9 +37,9 @@ RETENTION_POLICIES = ("decayed_importance", "fifo", "importance_weighted", "tier
 
 
 def check_fraction(name: str, value: float, *, low_open: bool = False) -> None:
-    """Raise ``ValueError`` unless ``value`` lies in [0, 1] (or (0, 1] with ``low_open``)."""
+    """Raise ``ValueError`` unless ``value`` is a number in [0, 1] (or (0, 1] with ``low_open``)."""
     ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
-    if not ok:  # NaN fails both comparisons, so it is rejected too
+    if not ok or isinstance(value, bool):  # NaN fails both comparisons, so it is refused too
         interval = "(0, 1]" if low_open else "[0, 1]"
         msg = f"{name} must be in {interval}, got {value!r}"
         raise ValueError(msg)
