@@ -803,6 +803,25 @@ def test_weights_and_thresholds_must_be_finite(settings, name, value):
         settings(**{name: value})
 
 
+@pytest.mark.parametrize(
+    ("settings", "name", "value"),
+    [
+        (RetrievalSettings, "w_recency", True),
+        (RetentionSettings, "w_importance", True),
+        (ReflectionSettings, "threshold", True),
+        (ReflectionSettings, "enabled", "false"),
+        (ReflectionSettings, "enabled", 1),
+        (ReflectionSettings, "enabled", None),
+    ],
+)
+def test_settings_of_the_wrong_type_are_refused(settings, name, value):
+    # From Python, unlike from a config file, nothing else checks types: the string "false"
+    # would have switched reflection on.
+    with pytest.raises(ValueError, match=f"{name} must be") as err:
+        settings(**{name: value})
+    assert repr(value) in str(err.value)
+
+
 def test_from_dict_rejects_unknown_version():
     data = CognitiveMemory("H001").to_dict()
     data["format_version"] = 99

@@ -53,7 +53,7 @@ def check_positive_int(name: str, value: int) -> None:
 
 
 def _check_non_negative(name: str, value: float) -> None:
-    if not 0.0 <= value < math.inf:  # NaN fails the comparison too
+    if not 0.0 <= value < math.inf or isinstance(value, bool):  # NaN fails the comparison too
         msg = f"{name} must be a finite number >= 0, got {value!r}"
         raise ValueError(msg)
 
@@ -172,7 +172,11 @@ class ReflectionSettings:
     semantic_capacity: Annotated[int, _STRICT] = 5
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.threshold < math.inf:  # to never reflect, disable reflection
+        if not isinstance(self.enabled, bool):  # the string "false" would switch it on
+            msg = f"enabled must be True or False, got {self.enabled!r}"
+            raise ValueError(msg)
+        # An infinite threshold would mean "never reflect": enabled=False says that.
+        if not 0.0 < self.threshold < math.inf or isinstance(self.threshold, bool):
             msg = f"threshold must be a finite number > 0, got {self.threshold!r}"
             raise ValueError(msg)
         check_fraction("importance", self.importance)
