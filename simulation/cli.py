@@ -19,7 +19,6 @@ line; its run directory can be resumed.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import warnings
@@ -37,7 +36,7 @@ from simulation.audit import commands as audit_commands
 from simulation.audit.readers import AuditReadError
 from simulation.calibration import commands as calibration_commands
 from simulation.calibration.fit import CalibrationError
-from simulation.cli_args import folder, positive_int_up_to
+from simulation.cli_args import ExactParser, folder, positive_int_up_to
 from simulation.config import MAX_YEARS, ConfigError, array_engine_limits
 from simulation.decisions.llm import CacheMiss, EndpointUnreachable
 from simulation.hazard import HazardError
@@ -47,6 +46,7 @@ from simulation.runner import RunError
 from simulation.skills import RegistryError, TemplateError
 
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Callable, Sequence
     from typing import TextIO
 
@@ -285,7 +285,7 @@ def _memory_demo(_: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``floodsim`` command."""
-    parser = argparse.ArgumentParser(
+    parser = ExactParser(
         prog="floodsim", description="Agent-based flood adaptation simulator on Mesa."
     )
     commands = parser.add_subparsers(dest="command", required=True)

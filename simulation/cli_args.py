@@ -1,14 +1,28 @@
-"""Argument types the ``floodsim`` subcommands share (argparse ``type=`` callables)."""
+"""The parser class and argument types the ``floodsim`` subcommands share."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["folder", "positive_int", "positive_int_up_to"]
+__all__ = ["ExactParser", "folder", "positive_int", "positive_int_up_to"]
+
+
+class ExactParser(argparse.ArgumentParser):
+    """An argument parser that takes options only by their whole names.
+
+    argparse's default reads any unambiguous prefix (``--worker 4`` as ``--workers 4``). A
+    script written against one release would then change meaning, or stop working, once a
+    later release adds an option sharing the prefix; whole names keep a command line's
+    meaning fixed. Subparsers made by ``add_subparsers`` are of the same class.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
 
 def folder(text: str) -> str:

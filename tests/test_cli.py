@@ -715,6 +715,25 @@ def test_a_blank_out_folder_is_refused_not_read_as_the_current_one(
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    ("command", "prefix"),
+    [
+        (["run", str(DEFAULT), "--se", "years=2"], "--se"),
+        (["batch", str(EXPERIMENT), "--worker", "2"], "--worker"),
+        (["audit", "summarize", str(ROOT), "--no-sch"], "--no-sch"),
+        (["calibrate", str(CALIBRATION), "--resum"], "--resum"),
+    ],
+    ids=lambda value: value[0] if isinstance(value, list) else value,
+)
+def test_an_option_is_taken_only_by_its_whole_name(capsys, command, prefix):
+    # argparse would read a prefix as the one option it begins: a script using one would
+    # change meaning, or break, once a later release adds an option sharing the prefix.
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(command)
+    assert info.value.code == 2
+    assert f"unrecognized arguments: {prefix}" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flag", [("--set", "memory.decay_rate=2"), ("--seed", "3")])
 @pytest.mark.parametrize("path", [EXPERIMENT, CALIBRATION])
 def test_validate_refuses_set_for_experiment_and_calibration_files(capsys, path, flag):
