@@ -272,6 +272,7 @@ def restore(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
     _check_fits(model, data)
     saved = data["households"]
     model.steps = int(data["year"])
+    model.running = model.steps < model.config.years
     version, internal, gauss = data["random"]
     model.random.setstate((version, tuple(internal), gauss))
     for name in _RNGS:

@@ -588,7 +588,12 @@ class FloodAdaptationModel(mesa.Model):
         return self._engine
 
     def step(self) -> None:
-        """Advance one year (see the module docstring for the order)."""
+        """Advance one year (see the module docstring for the order).
+
+        After the config's last year ``running`` turns false, so Mesa's ``run_model()`` runs
+        exactly ``years`` years. A model stepped further goes on (the stochastic hazard keeps
+        drawing), but the scripted floods, rasters and decision tables of a config end there.
+        """
         if self._runs_on_arrays():
             self._step_arrays()
             return
@@ -637,6 +642,7 @@ class FloodAdaptationModel(mesa.Model):
         self._end_year(year, active, stats)
         if audit is not None:
             audit.end_year()
+        self.running = year < self.config.years
 
     def _step_arrays(self) -> None:
         """:meth:`step` on the array engine (``engine: arrays``): the same year, all at once."""
@@ -651,6 +657,7 @@ class FloodAdaptationModel(mesa.Model):
         self.datacollector.collect(self)
         if audit is not None:
             audit.end_year()
+        self.running = year < self.config.years
 
     def warn_unused_inputs(self) -> None:
         """Warn about what the inputs asked of the years run that the run could not do.

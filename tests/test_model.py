@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simulation.model as model_module
+from simulation import checkpoint
 from simulation.config import ConfigWarning, load_config
 from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import compute_damage
@@ -538,6 +539,35 @@ def test_renters_never_elevate_and_owners_never_buy_contents_only():
             assert not household.state.has_insurance
         else:
             assert not household.state.has_contents_insurance
+
+
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_mesas_run_model_runs_the_configs_years(engine, monkeypatch):
+    # Model.run_model() steps while `running`: left true, it would never return.
+    model = make_model("years=3", f"engine={engine}", count=20)
+    step = model.step
+
+    def step_within_ten_years() -> None:
+        assert model.steps < 10, "run_model went on past the config's years"
+        step()
+
+    monkeypatch.setattr(model, "step", step_within_ten_years)
+    model.run_model()
+    assert model.steps == 3
+    assert list(model.datacollector.get_model_vars_dataframe()["year"]) == [1, 2, 3]
+
+
+def test_a_model_restored_from_a_checkpoint_knows_whether_it_is_running():
+    model = make_model("years=2", count=10)
+    model.step()
+    early = checkpoint.capture(model)
+    model.step()
+    assert not model.running
+    checkpoint.restore(model, early)
+    assert model.running
+    model.step()
+    assert model.steps == 2
+    assert not model.running
 
 
 @pytest.mark.parametrize("engine", ["objects", "arrays"])
