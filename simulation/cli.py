@@ -27,23 +27,16 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from simulation.agents.population import PopulationError
 from simulation.analysis import behaviour_commands
 from simulation.analysis import commands as analysis_commands
-from simulation.analysis.behaviour import BehaviourError
-from simulation.analysis.report import ReportError
 from simulation.audit import commands as audit_commands
-from simulation.audit.readers import AuditReadError
 from simulation.calibration import commands as calibration_commands
-from simulation.calibration.fit import CalibrationError
 from simulation.cli_args import ExactParser, folder, positive_int_up_to
-from simulation.config import MAX_YEARS, ConfigError, array_engine_limits
+from simulation.config import MAX_YEARS, array_engine_limits
 from simulation.decisions.llm import CacheMiss, EndpointUnreachable
-from simulation.hazard import HazardError
+from simulation.errors import InputError
 from simulation.launcher import EXIT_INTERRUPTED
 from simulation.memory import CognitiveMemory, ReflectionSettings
-from simulation.runner import RunError
-from simulation.skills import RegistryError, TemplateError
 
 if TYPE_CHECKING:
     import argparse
@@ -73,25 +66,13 @@ _CONTINUE_CALIBRATION = (
 _RUN_DIR_NOTE = "run directory: "
 
 
-class UsageError(ValueError):
+class UsageError(InputError):
     """Arguments that do not fit together."""
 
 
 #: Errors that mean "the input is wrong"; each message names the file (or flag) and the key.
-INPUT_ERRORS = (
-    AuditReadError,
-    BehaviourError,
-    CalibrationError,
-    CacheMiss,
-    RunError,
-    UsageError,
-    ConfigError,
-    HazardError,
-    PopulationError,
-    RegistryError,
-    ReportError,
-    TemplateError,
-)
+#: So is a reply missing from the cache of a run under ``decision.llm.mode: replay``.
+INPUT_ERRORS = (InputError, CacheMiss)
 
 _SUMMARY_COLUMNS = {
     "year": "year",

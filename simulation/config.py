@@ -38,6 +38,7 @@ from simulation.agents.population import PopulationConfig
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
 from simulation.config_base import LAX, SECRET_KEY_NAMES, ConfigModel, describe_validation_error
 from simulation.decisions.pmt import PMTConfig
+from simulation.errors import InputError
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
 from simulation.memory.pool import MAX_SLOTS, store_widths
@@ -116,7 +117,7 @@ def _looks_like_a_secret(value: str) -> bool:
     return False
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A configuration problem; the message names the file and the key."""
 
 

@@ -51,6 +51,8 @@ from simulation.config import (
     load_config,
     remove_outputs,
 )
+from simulation.cores import usable_cores
+from simulation.errors import InputError
 from simulation.folder_lock import hold_folder
 from simulation.model import FloodAdaptationModel
 from simulation.yaml_errors import dump_yaml
@@ -79,7 +81,6 @@ __all__ = [
     "resume_run",
     "run_simulation",
     "same_config",
-    "usable_cores",
 ]
 
 # A progress bar, even a disabled one, starts tqdm's monitor thread (it only tunes how often a
@@ -178,7 +179,7 @@ def fallback_summary(metrics: pd.DataFrame, default_skill: str) -> str:
     )
 
 
-class RunError(ValueError):
+class RunError(InputError):
     """A run directory that cannot be resumed (the message names it and says why)."""
 
 
@@ -673,13 +674,6 @@ def _changed_since_start(config: RunConfig, run_dir: Path, manifest: dict[str, A
         if inputs.get(key) != recorded.get(key):
             return f"the file of {key}"
     return None
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the system tells it)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _writer(

@@ -715,6 +715,19 @@ def test_a_blank_out_folder_is_refused_not_read_as_the_current_one(
     assert not any(tmp_path.iterdir())
 
 
+def test_the_command_loads_no_model_code_before_a_subcommand_needs_it():
+    # `floodsim --help`, `audit` and `report` never build a model: loading Mesa (with scipy
+    # and networkx) for them would double their start-up time.
+    probe = (
+        "import sys, simulation.cli; "
+        "print(' '.join(m for m in ('mesa', 'scipy', 'simulation.runner') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert out.strip() == ""
+
+
 @pytest.mark.parametrize(
     ("command", "prefix"),
     [

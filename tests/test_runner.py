@@ -101,14 +101,6 @@ def test_one_core_leaves_no_core_to_spare(tmp_path, monkeypatch):
     assert not run_simulation(config, base, tmp_path, progress=False).model.audit.writes_behind
 
 
-def test_the_usable_cores_are_at_least_one_and_at_most_the_machines():
-    import os
-
-    from simulation.runner import usable_cores
-
-    assert 1 <= usable_cores() <= (os.cpu_count() or 1)
-
-
 def _lines_by_year(run_dir: Path) -> Counter:
     """How many lines each stream holds of each year, as the files stand."""
     counts: Counter = Counter()

@@ -85,6 +85,7 @@ from pydantic import Field, model_validator
 
 from simulation.agents.state import FLOOD_ZONES, SFHA_ZONES, TENURES, HouseholdState
 from simulation.config_base import ConfigModel
+from simulation.errors import InputError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -141,7 +142,7 @@ _SEED_TAGS = ("flood", "survey")
 _MIN_ID_DIGITS = 5
 
 
-class PopulationError(ValueError):
+class PopulationError(InputError):
     """An unusable household table (or population setting), described in one line.
 
     The message starts with the file and names the row and column where they apply, e.g.

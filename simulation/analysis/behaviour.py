@@ -88,6 +88,7 @@ from simulation.analysis.metrics import RunDirError, load_run, stream_path, tabl
 from simulation.audit.readers import iter_records
 from simulation.config import ConfigError, check_file_kind
 from simulation.config_base import LAX, ConfigModel
+from simulation.errors import InputError
 from simulation.experiments.record import RecordError, read_record
 from simulation.model import METRIC_COLUMNS
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
@@ -142,7 +143,7 @@ _INSURANCE_SKILLS = frozenset({"buy_insurance", "buy_contents_insurance"})
 _EVENT_STATISTICS = frozenset({"event_jump", "event_change_at", "event_recovery_years"})
 
 
-class BehaviourError(ValueError):
+class BehaviourError(InputError):
     """A bad targets file or a path that is neither a run nor an experiment (one line)."""
 
 

@@ -31,6 +31,7 @@ from simulation.audit.readers import (
     read_stream,
     retrievals,
 )
+from simulation.errors import InputError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -96,7 +97,7 @@ _SOURCE_ORDER = ("flood", "claim", "decision", "policy", "neighbor", "seed", "re
 _STREAM_SUFFIXES = (".jsonl", ".jsonl.gz")
 
 
-class RunDirError(ValueError):
+class RunDirError(InputError):
     """A folder is not a readable run directory; the message names the path and the problem."""
 
 

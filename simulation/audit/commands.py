@@ -36,7 +36,7 @@ from simulation.audit.readers import (
 )
 from simulation.audit.replay import StoreCounts, format_memory, rebuild_memory
 from simulation.cli_args import positive_int
-from simulation.runner import usable_cores
+from simulation.cores import usable_cores
 
 if TYPE_CHECKING:
     import argparse

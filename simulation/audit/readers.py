@@ -53,6 +53,7 @@ from tqdm import tqdm
 from simulation.audit import load_schema
 from simulation.audit.writer import LLM_STREAM, STREAMS
 from simulation.config import describe_validation_error
+from simulation.errors import InputError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -124,7 +125,7 @@ _R = TypeVar("_R")
 _T = TypeVar("_T")
 
 
-class AuditReadError(ValueError):
+class AuditReadError(InputError):
     """A run directory or audit stream cannot be read as asked.
 
     The message names the run directory or file (and the line, for a corrupt line) and the

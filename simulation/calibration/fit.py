@@ -130,6 +130,7 @@ from simulation.config import (
     resolve_base,
 )
 from simulation.config_base import ConfigModel
+from simulation.errors import InputError
 from simulation.experiments.batch import run_experiment
 from simulation.experiments.design import (
     ExecutorConfig,
@@ -166,7 +167,7 @@ _DECIMALS = 6
 _SIMPLEX_STEP = 0.25
 
 
-class CalibrationError(ValueError):
+class CalibrationError(InputError):
     """A bad calibration file or a calibration that cannot proceed (one line naming the file)."""
 
 

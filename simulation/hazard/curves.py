@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
+from simulation.errors import InputError
 from simulation.yaml_errors import describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ CONTENTS_BASES = ("contents", "structure")
 _CURVE_KEYS = ("depth", "damage_fraction")
 
 
-class HazardError(ValueError):
+class HazardError(InputError):
     """Invalid hazard input: a curve table, a hazard grid or a hazard source configuration.
 
     The message starts with the file (when there is one) and the offending key or row, e.g.

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulation.agents.state import FLOOD_ZONES, STATE_FIELDS, TENURES, HouseholdState
 from simulation.decisions.base import Option
+from simulation.errors import InputError
 from simulation.skills.templates import TemplateError, render, render_many, template_fields
 from simulation.yaml_errors import describe_yaml_error, load_yaml
 
@@ -115,7 +116,7 @@ _QUOTED_RE = re.compile(r"""^(?:"([^"]*)"|'([^']*)')$""")
 _new_tuple = tuple.__new__
 
 
-class RegistryError(ValueError):
+class RegistryError(InputError):
     """Invalid skill registry, or a registry used outside its contract.
 
     Load errors are one line: ``"<file>: skill '<id>': <key>: <problem>"``, e.g.

@@ -14,6 +14,8 @@ import string
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from simulation.errors import InputError
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
@@ -22,7 +24,7 @@ __all__ = ["TemplateError", "render", "render_many", "template_fields"]
 _FORMATTER = string.Formatter()
 
 
-class TemplateError(ValueError):
+class TemplateError(InputError):
     """A template uses a forbidden placeholder, is malformed or lacks a value when rendered."""
 
 

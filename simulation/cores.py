@@ -1,0 +1,19 @@
+"""How many cores this process may use.
+
+Kept apart from the runner, which decides by it whether audit lines are written on a second
+thread, because ``floodsim audit summarize`` needs it too, and importing the runner would load
+Mesa for a command that never builds a model.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["usable_cores"]
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
