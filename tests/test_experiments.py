@@ -100,6 +100,30 @@ def test_grid_and_lhs_design(tmp_path):
     assert [r.params for r in plan_runs(again, base, str(path))] == [r.params for r in runs]
 
 
+def test_each_planned_run_is_its_point_validated_with_its_own_seed(tmp_path):
+    path = write_experiment(tmp_path, replicates=3)
+    experiment, base, _ = load_experiment(path)
+    runs = plan_runs(experiment, base, str(path))
+    assert [r.seed for r in runs] == replicate_seeds(1, 3) * 2
+    for run in runs:
+        assert run.config["seed"] == run.seed
+        assert run.config["memory"]["decay_rate"] == run.params["memory.decay_rate"]
+        # What a worker validates is the config the run's own seed gives, whole.
+        alone, _ = load_config(
+            DEFAULT,
+            [
+                "households.count=30",
+                "years=3",
+                "audit.level=minimal",
+                f"memory.decay_rate={run.params['memory.decay_rate']}",
+                "name=tiny",
+                f"registry={DEFAULT.parents[1] / 'skill_registry.yaml'}",  # made absolute
+            ],
+            seed=run.seed,
+        )
+        assert RunConfig.model_validate(run.config) == alone
+
+
 def test_serial_batch_writes_runs_state_and_parquet(serial_result):
     out = serial_result.out_dir
     records = state(out)["runs"]

@@ -388,29 +388,31 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
         data["name"] = experiment.name
         where = f"[design point {point}: {_describe_point(params)}]"
         warned.append((where, {}))
-        for replicate, seed in enumerate(seeds):
-            data = {**data, "seed": seed}
-            try:
-                config = RunConfig.model_validate(data)
-            except ValidationError as err:
-                _refuse_integer_lhs(err, experiment.sweep, origin)
-                raise ConfigError(f"{describe_validation_error(err, origin)} {where}") from None
-            if replicate == 0:  # templates do not depend on the seed
-                try:
-                    check_event_templates(config, origin)
-                except ConfigError as err:
-                    raise ConfigError(f"{err} {where}") from None
-            warned[-1][1].update(dict.fromkeys(_check_files(config, origin, where, checked)))
-            runs.append(
-                PlannedRun(
-                    run_id=f"p{point:03d}-r{replicate:03d}",
-                    point=point,
-                    replicate=replicate,
-                    seed=seed,
-                    params=params,
-                    config=config.to_yaml_dict(),
-                )
+        try:
+            config = RunConfig.model_validate({**data, "seed": seeds[0]})
+        except ValidationError as err:
+            _refuse_integer_lhs(err, experiment.sweep, origin)
+            raise ConfigError(f"{describe_validation_error(err, origin)} {where}") from None
+        try:
+            check_event_templates(config, origin)
+        except ConfigError as err:
+            raise ConfigError(f"{err} {where}") from None
+        warned[-1][1].update(dict.fromkeys(_check_files(config, origin, where, checked)))
+        # A point's replicates differ in their seed alone, and every seed replicate_seeds draws
+        # is valid: the point is validated once, and its runs share the config's sections (read
+        # only), which keeps 100,000 planned runs from holding 100,000 copies of them.
+        resolved = config.to_yaml_dict()
+        runs.extend(
+            PlannedRun(
+                run_id=f"p{point:03d}-r{replicate:03d}",
+                point=point,
+                replicate=replicate,
+                seed=seed,
+                params=params,
+                config={**resolved, "seed": seed},
             )
+            for replicate, seed in enumerate(seeds)
+        )
     _warn_per_point(warned)
     return runs
 
