@@ -343,6 +343,42 @@ def test_resume_keeps_runs_whose_manifest_hashed_audit_background(serial_result,
     assert orjson.loads(manifest_path.read_bytes())["config_hash"] == config_hash(resolved)
 
 
+def test_a_large_batch_rewrites_its_record_a_bounded_number_of_times(tmp_path, monkeypatch):
+    # Rewritten after every run, experiment.json would cost the square of the runs.
+    monkeypatch.setattr(batch, "_STATE_WRITES", 2)  # as 200 would for 400 runs or more
+    write_json, writes = batch._write_json, []
+
+    def counted(target: Path, data: dict) -> None:
+        writes.append([r["status"] for r in data["runs"]])
+        write_json(target, data)
+
+    monkeypatch.setattr(batch, "_write_json", counted)
+    path = write_experiment(tmp_path, "sweep: {grid: {memory.decay_rate: [0.8, 0.85, 0.9]}}\n")
+    run_experiment(path, tmp_path / "out", executor="serial", progress=False)
+    # The plan, after every third of the 6 runs, and the end (with the batch's time).
+    assert [w.count("complete") for w in writes] == [0, 3, 6, 6]
+    assert [r["status"] for r in state(tmp_path / "out")["runs"]] == ["complete"] * 6
+
+
+def test_ctrl_c_records_the_runs_finished_since_the_last_rewrite(tmp_path, monkeypatch):
+    monkeypatch.setattr(batch, "_STATE_WRITES", 1)  # the record is rewritten at the end only
+    stop_at, finished = 3, []
+
+    class StoppedAtTheThirdRun(batch.tqdm):
+        def update(self, n: int = 1) -> bool | None:
+            finished.append(n)
+            if len(finished) == stop_at:
+                raise KeyboardInterrupt
+            return super().update(n)
+
+    monkeypatch.setattr(batch, "tqdm", StoppedAtTheThirdRun)
+    path = write_experiment(tmp_path, "sweep: {grid: {memory.decay_rate: [0.8, 0.85, 0.9]}}\n")
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(path, tmp_path / "out", executor="serial", progress=False)
+    statuses = [r["status"] for r in state(tmp_path / "out")["runs"]]
+    assert statuses == ["complete"] * stop_at + ["pending"] * 3
+
+
 def test_ctrl_c_stops_a_process_batch_without_waiting_for_the_run_in_progress(
     tmp_path, monkeypatch
 ):

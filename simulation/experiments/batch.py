@@ -29,6 +29,7 @@ experiment would sit beside the new runs, where anything that lists ``runs/`` fi
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 import warnings
@@ -48,7 +49,10 @@ from simulation.experiments.executors import RunTask, make_executor
 from simulation.folder_lock import hold_folder
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from simulation.experiments.design import ExperimentConfig, PlannedRun
+    from simulation.experiments.executors import RunOutcome
 
 __all__ = ["ExperimentResult", "combine_metrics", "run_experiment"]
 
@@ -87,6 +91,13 @@ _RESULTS = (
     *_DERIVED,
 )
 
+
+#: How many times at most ``experiment.json`` is rewritten while a batch's runs finish. Each
+#: rewrite holds every run's record, so rewriting it after every run costs the square of the
+#: runs: 100,000 runs would write terabytes. An experiment of up to this many runs is recorded
+#: after every run; a larger one after every 1/this of its runs. A record behind the runs costs
+#: a resume nothing: it keeps a run by the run's own manifest (see ``_reusable``).
+_STATE_WRITES = 200
 
 #: Files only a run directory holds at its top (:data:`simulation.runner.RUN_FILES`).
 _RUN_MARKS = ("manifest.json", "config.resolved.yaml")
@@ -351,28 +362,61 @@ def run_experiment(
                 unit="run",
                 disable=None if progress is None else not progress,
             )
-            failed = 0
             try:
-                for outcome in pool.run(tasks):
-                    record = by_id[outcome.run_id]
-                    record.update(
-                        status=outcome.status,
-                        error=outcome.error,
-                        run_dir=f"runs/{outcome.run_id}" if outcome.run_dir else None,
-                        duration_s=round(outcome.duration_s, 3),
-                    )
-                    failed += outcome.status == "failed"
-                    _write_json(state_path, state)
-                    for warning in outcome.run_warnings:  # each names its run (its origin)
-                        warnings.warn(warning, stacklevel=2)
-                    bar.update()
-                    bar.set_postfix(done=bar.n - failed, failed=failed, left=bar.total - bar.n)
+                failed = _record_outcomes(pool.run(tasks), by_id, state, state_path, bar)
             finally:
                 bar.close()
             combine_metrics(out, records, experiment.swept_keys)
             state["wall_s"] = round(time.perf_counter() - start, 3)
             _write_json(state_path, state)
             return ExperimentResult(out, records, failed, skipped, state["wall_s"])
+
+
+def _record_outcomes(
+    outcomes: Iterable[RunOutcome],
+    by_id: dict[str, dict[str, Any]],
+    state: dict[str, Any],
+    state_path: Path,
+    bar: tqdm,
+) -> int:
+    """Record each run as it finishes, in ``state`` and, now and then, in ``state_path``.
+
+    Args:
+        outcomes: The runs as they finish.
+        by_id: Every run's record in ``state``, by run id.
+        state: What ``experiment.json`` holds.
+        state_path: ``experiment.json``, rewritten as :data:`_STATE_WRITES` says.
+        bar: The progress bar, moved on by each run.
+
+    Returns:
+        How many of the runs failed.
+    """
+    every, unwritten, failed = max(1, len(by_id) // _STATE_WRITES), 0, 0
+    try:
+        for outcome in outcomes:
+            by_id[outcome.run_id].update(
+                status=outcome.status,
+                error=outcome.error,
+                run_dir=f"runs/{outcome.run_id}" if outcome.run_dir else None,
+                duration_s=round(outcome.duration_s, 3),
+            )
+            failed += outcome.status == "failed"
+            unwritten += 1
+            if unwritten >= every:
+                unwritten = 0  # not tried again should this write fail
+                _write_json(state_path, state)
+            for warning in outcome.run_warnings:  # each names its run (its origin)
+                warnings.warn(warning, stacklevel=3)
+            bar.update()
+            bar.set_postfix(done=bar.n - failed, failed=failed, left=bar.total - bar.n)
+    except BaseException:
+        # Ctrl-C, or a pool that failed: the runs finished since the last write are recorded
+        # first. A full disk says so in the error already on its way out.
+        if unwritten:
+            with contextlib.suppress(OSError):
+                _write_json(state_path, state)
+        raise
+    return failed
 
 
 def _record(run: PlannedRun) -> dict[str, Any]:
