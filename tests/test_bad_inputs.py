@@ -387,6 +387,13 @@ CASES: tuple[Case, ...] = (
     batch("experiment_unknown_key.yaml", None, ": replicate: ", "unknown key"),
     batch("experiment_zero_replicates.yaml", None, ": replicates: ", "got 0"),
     batch(
+        "experiment_too_many_runs.yaml",
+        None,
+        ": sweep and replicates: ",
+        "100,000,000 design points",
+        "more than 1,000,000",
+    ),
+    batch(
         "experiment_lhs_range_reversed.yaml",
         None,
         ": sweep: ",
