@@ -443,6 +443,21 @@ def test_unknown_household(run_dir: Path) -> None:
         rebuild_memory(run_dir, "H9", 1)
 
 
+@pytest.mark.parametrize("finished", [True, False], ids=["complete", "running"])
+def test_a_household_outside_the_audited_sample_is_said_to_be(tmp_path: Path, finished) -> None:
+    # The manifest records the audit's settings once the run ends; until then the resolved
+    # config says which share of the households the streams follow.
+    manifest = _manifest()
+    manifest["audit"]["sample"] = 0.01
+    if not finished:
+        del manifest["audit"]
+        manifest.update(status="running", year_reached=1)
+    run = make_run(tmp_path, manifest=manifest)
+    (run / "config.resolved.yaml").write_text("audit: {level: standard, sample: 0.01}\n")
+    with pytest.raises(AuditReadError, match=r"'H9' does not appear .*\(audited sample: 0\.01\)"):
+        rebuild_memory(run, "H9", 1)
+
+
 @pytest.mark.parametrize("year", [-1, 4])
 def test_year_outside_the_run(run_dir: Path, year: int) -> None:
     with pytest.raises(AuditReadError, match=f"year must be 0 to 3, got {year}"):

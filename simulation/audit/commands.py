@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from tqdm import tqdm
 
 from simulation.audit.conformance import damaged_lines_named, line_problem
@@ -26,6 +25,7 @@ from simulation.audit.readers import (
     STREAMS,
     AuditReadError,
     ReadReport,
+    configured_audit,
     experiment_folder_error,
     iter_file,
     lines_counted,
@@ -550,16 +550,6 @@ def _check_replay(replayed: StoreCounts, streams: dict[str, StreamStats]) -> Che
     )
 
 
-def _configured_audit(folder: Path) -> dict[str, Any]:
-    """The ``audit:`` section of the run's resolved config ({} when it cannot be read)."""
-    try:
-        config = yaml.safe_load((folder / "config.resolved.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return {}
-    audit = config.get("audit") if isinstance(config, dict) else None
-    return audit if isinstance(audit, dict) else {}
-
-
 def summarize_run(
     run_dir: StrPath, *, schema: bool = True, progress: bool | None = None
 ) -> AuditSummary:
@@ -613,7 +603,7 @@ def summarize_run(
         if finished:
             problems.append("manifest.json has no 'audit' entry")
         else:  # written when the run ends: until then the resolved config says what it writes
-            audit = _configured_audit(folder)
+            audit = configured_audit(folder)
     listed = audit.get("streams") if isinstance(audit.get("streams"), dict) else {}
     manifest_run_id = manifest.get("run_id")
     scan = _Scan(manifest_run_id, audit.get("level"), schema=schema)

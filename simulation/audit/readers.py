@@ -46,6 +46,7 @@ from typing import (
 import numpy as np
 import orjson
 import pandas as pd
+import yaml
 from isal import isal_zlib
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictStr, ValidationError
 from tqdm import tqdm
@@ -67,6 +68,7 @@ __all__ = [
     "SkippedLine",
     "TruncatedLineWarning",
     "as_integer",
+    "configured_audit",
     "consolidation_table",
     "decisions_per_year",
     "experiment_folder_error",
@@ -257,6 +259,21 @@ def _require_stream(run_dir: StrPath, name: str) -> Path:
         msg = f"{run_dir}: no {name}.jsonl or {name}.jsonl.gz{why}"
         raise AuditReadError(msg)
     return path
+
+
+def configured_audit(run_dir: StrPath) -> dict[str, Any]:
+    """The ``audit:`` section of the run's ``config.resolved.yaml`` ({} when it cannot be read).
+
+    The manifest records the audit's settings when the run ends; until then (or in a run that
+    was killed) the resolved config says what the run writes: its level and sample.
+    """
+    try:
+        text = (Path(run_dir) / "config.resolved.yaml").read_text(encoding="utf-8")
+        config = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    audit = config.get("audit") if isinstance(config, dict) else None
+    return audit if isinstance(audit, dict) else {}
 
 
 def read_manifest(run_dir: StrPath) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from simulation.audit.readers import (
     AuditReadError,
     ReadReport,
     as_integer,
+    configured_audit,
     iter_file,
     lines_counted,
     listed_lines,
@@ -578,7 +579,8 @@ def rebuild_memory(
 
     if replay.last_year is None:
         if not later:
-            sample = ((manifest or {}).get("audit") or {}).get("sample")
+            audit = (manifest or {}).get("audit")
+            sample = (audit if isinstance(audit, dict) else configured_audit(folder)).get("sample")
             hint = "" if sample in (None, 1, 1.0) else f" (audited sample: {sample!r})"
             msg = f"{folder}: household {agent_id!r} does not appear in {updates_path.name}{hint}"
             raise AuditReadError(msg)
