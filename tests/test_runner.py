@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from simulation import runner
 from simulation.audit.writer import AuditWriter
-from simulation.config import load_config
+from simulation.config import ConfigWarning, load_config
 from simulation.folder_lock import hold_folder
 from simulation.runner import FallbackWarning, RunError, build_model, resume_run, run_simulation
 
@@ -192,3 +193,42 @@ def test_a_run_directory_another_process_is_writing_is_refused_untouched(tmp_pat
         assert str(info.value) == busy
     (run_dir / "manifest.json").write_bytes(before["manifest.json"])
     assert {path.name: path.read_bytes() for path in run_dir.iterdir()} == before
+
+
+class _Disk:
+    """What ``shutil.disk_usage`` says of a disk with ``free`` bytes free."""
+
+    def __init__(self, free: int) -> None:
+        self.free = free
+
+
+@pytest.mark.parametrize(
+    ("settings", "warned"),
+    [
+        # 40 households x 5 years at standard: about 400 KB of audit trail.
+        ([], True),
+        (["audit.gzip=true"], False),  # about a sixteenth of it
+        (["audit.sample=0.05"], False),
+        (["audit.level=off"], False),
+    ],
+    ids=["standard", "gzip", "sample", "off"],
+)
+def test_a_run_whose_audit_trail_will_not_fit_on_the_disk_is_warned_of(
+    tmp_path, monkeypatch, settings, warned
+):
+    # The run would stop with the disk full, perhaps hours in: said before the first year.
+    monkeypatch.setattr(runner.shutil, "disk_usage", lambda _: _Disk(free=100_000))
+    config, base = load_config(DEFAULT, ["households.count=40", "years=5", *settings])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_simulation(config, base, tmp_path, progress=False)
+    said = [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
+    assert bool(said) is warned
+    if warned:
+        expected = (
+            f"{result.run_dir}: the audit trail will take about 0.4 MB at level standard, and "
+            "0.1 MB is free: the run would stop once the disk is full (it can be resumed when "
+            "there is room). audit.gzip: true writes about a sixteenth of it, audit.sample a "
+            "share of the households, a lower audit.level less"
+        )
+        assert said == [expected]
