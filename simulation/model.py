@@ -286,6 +286,25 @@ class HouseholdAgent(CellAgent):
         """Step 7 for this household: retrieve, propose, validate, execute, remember."""
         return self.model.decide_for(self, year)
 
+    def remove(self) -> None:
+        """Refused while its model runs; :meth:`FloodAdaptationModel.release` removes them all.
+
+        Mesa's ``remove`` would take the household out of ``model.agents`` only: it would stay
+        in the yearly cycle, its neighbours' links and the engine's columns, and go on being
+        simulated and audited. A household leaves by relocating (the ``relocate`` skill).
+
+        Raises:
+            NotImplementedError: Unless the model is being released.
+        """
+        if self.model.households:  # release() empties the list before it removes agents
+            msg = (
+                f"household {self.state.agent_id}: households leave the simulation by "
+                "relocating; removing one would leave it in the yearly cycle (model.release() "
+                "removes every agent of a model that is done with)"
+            )
+            raise NotImplementedError(msg)
+        super().remove()
+
 
 def _synced(name: str) -> property:
     """A household attribute that :meth:`FloodAdaptationModel.sync` updates before it is read."""
@@ -461,14 +480,14 @@ class FloodAdaptationModel(mesa.Model):
         neighbourhoods, which hold every cell of every grid built in the process.
         """
         self._engine = None
+        households, self.households = self.households, []
         self.remove_all_agents()
         counters = getattr(mesa.Agent, "_ids", None)
         if isinstance(counters, MutableMapping):
             counters.pop(self, None)
         _clear_cell_caches()
-        for household in self.households:
+        for household in households:
             household.neighbors = ()
-        self.households = []
         space, self.space = self.space, None
         if space is not None:
             for cell in space.all_cells:

@@ -557,6 +557,21 @@ def test_mesas_run_model_runs_the_configs_years(engine, monkeypatch):
     assert list(model.datacollector.get_model_vars_dataframe()["year"]) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_removing_a_household_is_refused_and_release_removes_them_all(engine):
+    # Mesa's remove() would drop it from model.agents alone: it would go on being simulated.
+    model = make_model("years=3", f"engine={engine}", count=20)
+    model.step()
+    household = model.households[3]
+    with pytest.raises(NotImplementedError, match="households leave the simulation by relocat"):
+        household.remove()
+    assert household in model.agents
+    assert household in model.households  # refused whole: nothing half-removed
+    model.step()
+    model.release()
+    assert len(model.agents) == 0
+
+
 def test_a_model_restored_from_a_checkpoint_knows_whether_it_is_running():
     model = make_model("years=2", count=10)
     model.step()
