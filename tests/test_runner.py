@@ -6,6 +6,7 @@ import time
 import warnings
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -195,13 +196,6 @@ def test_a_run_directory_another_process_is_writing_is_refused_untouched(tmp_pat
     assert {path.name: path.read_bytes() for path in run_dir.iterdir()} == before
 
 
-class _Disk:
-    """What ``shutil.disk_usage`` says of a disk with ``free`` bytes free."""
-
-    def __init__(self, free: int) -> None:
-        self.free = free
-
-
 @pytest.mark.parametrize(
     ("settings", "warned"),
     [
@@ -217,7 +211,7 @@ def test_a_run_whose_audit_trail_will_not_fit_on_the_disk_is_warned_of(
     tmp_path, monkeypatch, settings, warned
 ):
     # The run would stop with the disk full, perhaps hours in: said before the first year.
-    monkeypatch.setattr(runner.shutil, "disk_usage", lambda _: _Disk(free=100_000))
+    monkeypatch.setattr(runner.shutil, "disk_usage", lambda _: SimpleNamespace(free=100_000))
     config, base = load_config(DEFAULT, ["households.count=40", "years=5", *settings])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

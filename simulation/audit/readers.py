@@ -24,7 +24,6 @@ Example::
 from __future__ import annotations
 
 import functools
-import operator
 import os
 import warnings
 import zlib
@@ -43,7 +42,6 @@ from typing import (
     overload,
 )
 
-import numpy as np
 import orjson
 import pandas as pd
 import yaml
@@ -55,6 +53,7 @@ from simulation.audit import load_schema
 from simulation.audit.writer import LLM_STREAM, STREAMS
 from simulation.config import describe_validation_error
 from simulation.errors import InputError
+from simulation.memory.settings import as_integer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -661,16 +660,6 @@ def naming_damaged_lines(
             return analysis(run_dir, *args, **kwargs)
 
     return named
-
-
-def as_integer(value: object) -> int | None:
-    """``value`` as an ``int`` when it is an integer, else ``None``.
-
-    numpy integers count: a year or count taken from a pandas table is one. Booleans do not.
-    """
-    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
-        return None
-    return operator.index(value)
 
 
 def _frame(records: list[dict[str, Any]], *, flatten: bool) -> pd.DataFrame:

@@ -26,7 +26,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import asdict
-from operator import attrgetter, index
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simulation.memory.item import SOURCES, MemoryItem, ScoredMemory
@@ -36,6 +36,7 @@ from simulation.memory.settings import (
     ReflectionSettings,
     RetentionSettings,
     RetrievalSettings,
+    as_integer,
     check_fraction,
     check_positive_int,
 )
@@ -273,7 +274,7 @@ class CognitiveMemory:
         if not 0.0 <= importance <= 1.0:
             msg = f"importance must be in [0, 1], got {importance!r}"
             raise ValueError(msg)
-        if content.__class__ is not str and not isinstance(content, str):
+        if not isinstance(content, str):
             msg = f"content must be a string, got {content!r}"
             raise TypeError(msg)
         if year.__class__ is not int:  # the model's writes pass a plain int
@@ -1150,10 +1151,8 @@ def _merge_from(
 
 def _count(top_k: Any) -> int:
     """``top_k`` as an int: a Python or numpy integer that is not negative (and not a bool)."""
-    k = top_k
-    if k.__class__ is not int and not isinstance(k, bool) and hasattr(k, "__index__"):
-        k = index(k)  # a numpy integer
-    if k.__class__ is not int or k < 0:
+    k = as_integer(top_k)
+    if k is None or k < 0:
         msg = f"top_k must be a non-negative integer, got {top_k!r}"
         raise ValueError(msg)
     return k
@@ -1165,10 +1164,11 @@ def _year(value: Any, name: str) -> int:
     A year is a whole number: ``int(1.5)`` would file under year 1 a memory whose text says
     "Year 1.5", and a NaN year would give every retrieval NaN scores.
     """
-    if not isinstance(value, bool) and hasattr(value, "__index__"):
-        return index(value)
-    msg = f"{name} must be an integer, got {value!r}"
-    raise TypeError(msg)
+    year = as_integer(value)
+    if year is None:
+        msg = f"{name} must be an integer, got {value!r}"
+        raise TypeError(msg)
+    return year
 
 
 def _retrieval_year(current_year: Any, clock: int) -> int:

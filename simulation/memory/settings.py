@@ -9,9 +9,11 @@ fields (see ``configs/default.yaml``).
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Annotated
 
+import numpy as np
 from pydantic import ConfigDict, Strict
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "ReflectionSettings",
     "RetentionSettings",
     "RetrievalSettings",
+    "as_integer",
     "check_fraction",
     "check_positive_int",
 ]
@@ -43,6 +46,16 @@ def check_fraction(name: str, value: float, *, low_open: bool = False) -> None:
         interval = "(0, 1]" if low_open else "[0, 1]"
         msg = f"{name} must be in {interval}, got {value!r}"
         raise ValueError(msg)
+
+
+def as_integer(value: object) -> int | None:
+    """``value`` as an ``int`` when it is an integer, else ``None``.
+
+    numpy integers count: a year or count taken from a pandas table is one. Booleans do not.
+    """
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+        return None
+    return operator.index(value)
 
 
 def check_positive_int(name: str, value: int) -> None:
