@@ -144,6 +144,15 @@ def test_missing_stream_names_run_dir_and_level(run_dir: Path) -> None:
         iter_records(run_dir, "memory_updates")  # raises before iteration starts
 
 
+def test_missing_llm_calls_names_the_policy_that_writes_it_not_the_level(run_dir: Path) -> None:
+    with pytest.raises(AuditReadError) as raised:
+        iter_records(run_dir, "llm_calls")
+    assert str(raised.value) == (
+        f"{run_dir}: no llm_calls.jsonl or llm_calls.jsonl.gz (only runs whose households "
+        "decide with decision.policy: llm write it)"
+    )
+
+
 def test_read_manifest(run_dir: Path, tmp_path: Path) -> None:
     assert read_manifest(run_dir)["run_id"] == RUN_ID
     with pytest.raises(AuditReadError, match=r"no manifest\.json"):
@@ -212,6 +221,35 @@ def test_gzip_cut_short_keeps_what_was_written(tmp_path: Path) -> None:
     assert 0 < len(records) < 150
     assert records == orjson.loads(b"[" + b",".join(data.splitlines()[: len(records)]) + b"]")
     assert len(report.skipped) <= 1
+
+
+@pytest.mark.parametrize("tail", [b"", b'{"year": 3, "ag'], ids=["whole-lines", "mid-line"])
+@pytest.mark.parametrize("status", ["complete", "running"])
+def test_a_complete_runs_stream_cut_short_is_refused_not_read_as_an_early_stop(
+    run_dir: Path, gz: bool, tail: bytes, status: str
+) -> None:
+    """Only a run that stopped may end early: a finished one wrote every line it lists."""
+    listed = {"household_traces": {"file": "household_traces.jsonl", "lines": 5}}
+    manifest = {
+        "run_id": RUN_ID,
+        "status": status,
+        "audit": {"level": "standard", "streams": listed},
+    }
+    (run_dir / "manifest.json").write_bytes(orjson.dumps(manifest))
+    path = _stream(run_dir, "household_traces", TRACES, gz=gz, tail=tail)
+    if status == "running":  # killed mid-year: what is whole is read
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TruncatedLineWarning)
+            assert list(iter_records(run_dir, "household_traces")) == TRACES
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncatedLineWarning)  # not called an interrupted run
+        with pytest.raises(AuditReadError) as raised:
+            list(iter_records(run_dir, "household_traces"))
+    assert str(raised.value) == (
+        f"{path}: ends after 4 lines but the run completed with 5: the stream was cut short "
+        "after the run wrote it"
+    )
 
 
 @pytest.mark.parametrize("content", [b'{"a":1}\n', b"x", b"plain text, long enough " * 2])

@@ -9,7 +9,9 @@ one that lacks its newline. Readers skip such a line, warn (:class:`TruncatedLin
 record it in a :class:`ReadReport` when one is passed in. Any other unparsable line, a complete
 (newline-terminated) last line included, means the file is corrupt and raises
 :class:`AuditReadError` naming the file and the line number as malformed; so does a line whose
-top-level fields do not match its stream's JSON Schema (one missing, or of another type).
+top-level fields do not match its stream's JSON Schema (one missing, or of another type), and
+so does a stream of a run whose manifest says it completed that ends short of the lines the
+manifest lists (cut short since: a copy cut off, a full disk).
 
 Example::
 
@@ -82,6 +84,7 @@ __all__ = [
     "read_manifest",
     "read_stream",
     "retrievals",
+    "sample_hint",
     "stream_path",
 ]
 
@@ -255,6 +258,8 @@ def _require_stream(run_dir: StrPath, name: str) -> Path:
             raise AuditReadError(msg)
         level = _audit_level(Path(run_dir))
         why = f" (audit level {level!r} does not write it)" if level else ""
+        if name == LLM_STREAM and level not in (None, "off"):  # any other level writes it
+            why = " (only runs whose households decide with decision.policy: llm write it)"
         msg = f"{run_dir}: no {name}.jsonl or {name}.jsonl.gz{why}"
         raise AuditReadError(msg)
     return path
@@ -273,6 +278,18 @@ def configured_audit(run_dir: StrPath) -> dict[str, Any]:
         return {}
     audit = config.get("audit") if isinstance(config, dict) else None
     return audit if isinstance(audit, dict) else {}
+
+
+def sample_hint(run_dir: StrPath, manifest: dict[str, Any] | None) -> str:
+    """`` (audited sample: 0.1)`` for a run that audited some households only, else ``""``.
+
+    For a message saying a household is not in a stream: the likeliest reason, besides a
+    mistyped id. The manifest records the sample when the run ends; until then the resolved
+    config says it.
+    """
+    audit = (manifest or {}).get("audit")
+    sample = (audit if isinstance(audit, dict) else configured_audit(run_dir)).get("sample")
+    return "" if sample in (None, 1, 1.0) else f" (audited sample: {sample!r})"
 
 
 def read_manifest(run_dir: StrPath) -> dict[str, Any]:
@@ -527,7 +544,7 @@ def _stream_of(path: Path) -> str | None:
 
 
 def iter_file(
-    path: StrPath, *, report: ReadReport | None = None
+    path: StrPath, *, report: ReadReport | None = None, listed: int | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, record)`` pairs of one stream file (plain or ``.gz``), in file order.
 
@@ -537,10 +554,14 @@ def iter_file(
     Args:
         path: A ``.jsonl`` or ``.jsonl.gz`` file.
         report: Filled with what was read and skipped (complete once iteration ends).
+        listed: The lines a finished run's manifest lists for the stream
+            (:func:`listed_lines`), if known: a file that ends with fewer was cut short after
+            the run wrote it, and raises rather than reading as a run that stopped early.
 
     Raises:
         AuditReadError: While iterating, for an unparsable line that is not a truncated last
-            line (one without its newline), or corrupt gzip data.
+            line (one without its newline), or corrupt gzip data; at the end, for fewer
+            records than ``listed``.
     """
     path = Path(path)
     stream = _stream_of(path)
@@ -568,6 +589,12 @@ def iter_file(
             raise AuditReadError(msg)
         report.records += 1
         yield number, record
+    if listed is not None and report.records < listed:
+        msg = (
+            f"{path}: ends after {report.records} lines but the run completed with {listed}: "
+            "the stream was cut short after the run wrote it"
+        )
+        raise AuditReadError(msg)
     if bad is not None:
         number, line, reason, complete = bad
         if complete:
@@ -602,6 +629,8 @@ def iter_records(
     Reads ``<name>.jsonl`` or ``<name>.jsonl.gz`` a chunk at a time, so files larger than memory
     are fine. A truncated last line (no newline after it) is skipped with a
     :class:`TruncatedLineWarning` and listed in ``report.skipped``; blank lines are ignored.
+    A run whose manifest says it completed wrote every line it lists: its stream read to an
+    end short of them (a copy cut off, a full disk) raises instead.
 
     Args:
         run_dir: The run directory.
@@ -617,25 +646,32 @@ def iter_records(
     Raises:
         AuditReadError: Immediately if the folder or stream does not exist; while iterating, for
             an unparsable line that is not a truncated last line (naming file and line) or
-            corrupt gzip data.
+            corrupt gzip data; at the end, for a complete run's stream with fewer lines than
+            its manifest lists.
     """
     path = _require_stream(run_dir, name)
-    records = (record for _, record in iter_file(path, report=report))
+    manifest = _readable_manifest(run_dir)
+    listed = listed_lines(manifest, name)
+    whole = listed if (manifest or {}).get("status") == "complete" else None
+    records = (record for _, record in iter_file(path, report=report, listed=whole))
     if progress is False:
         return records
-    return _counted_records(records, run_dir, name, progress)
+    return _counted_records(records, name, listed, progress)
+
+
+def _readable_manifest(run_dir: StrPath) -> dict[str, Any] | None:
+    """The run's manifest, or ``None`` when it has none that can be read."""
+    try:
+        return read_manifest(run_dir)
+    except AuditReadError:
+        return None
 
 
 def _counted_records(
-    records: Iterator[dict[str, Any]], run_dir: StrPath, name: str, progress: bool | None
+    records: Iterator[dict[str, Any]], name: str, total: int | None, progress: bool | None
 ) -> Iterator[dict[str, Any]]:
-    try:
-        manifest: dict[str, Any] | None = read_manifest(run_dir)
-    except AuditReadError:  # an unfinished run: the bar counts without a total
-        manifest = None
-    with lines_counted(
-        records, total=listed_lines(manifest, name), desc=name, progress=progress
-    ) as bar:
+    # An unfinished run lists no lines: the bar counts without a total.
+    with lines_counted(records, total=total, desc=name, progress=progress) as bar:
         yield from bar
 
 
@@ -774,9 +810,9 @@ def decisions_per_year(run_dir: StrPath) -> pd.DataFrame:
         (int(r["year"]), str(r["action"]["decision_skill"]))
         for r in iter_records(run_dir, "household_traces")
     )
-    columns = ["year", "skill", "count", "share"]
+    columns = {"year": "int64", "skill": "object", "count": "int64", "share": "float64"}
     if not counts:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=list(columns)).astype(columns)
     years = sorted({y for y, _ in counts})
     skills = sorted({s for _, s in counts})
     table = pd.DataFrame(
@@ -784,7 +820,7 @@ def decisions_per_year(run_dir: StrPath) -> pd.DataFrame:
         columns=["year", "skill", "count"],
     )
     table["share"] = table["count"] / table.groupby("year")["count"].transform("sum")
-    return table[columns]
+    return table[list(columns)]
 
 
 _RETRIEVAL_COLUMNS = ["year", "agent_id", "rank", "id", "score", "store"]
@@ -844,7 +880,7 @@ def retrievals(
         msg = f"source must be 'auto', 'traces' or 'tool_invocations', got {source!r}"
         raise AuditReadError(msg)
     table = pd.DataFrame(list(rows), columns=_RETRIEVAL_COLUMNS)
-    return table.astype({"year": "int64", "rank": "int64"})
+    return table.astype({"year": "int64", "rank": "int64", "score": "float64"})
 
 
 @naming_damaged_lines

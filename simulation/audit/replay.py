@@ -30,12 +30,12 @@ from simulation.audit.readers import (
     AuditReadError,
     ReadReport,
     as_integer,
-    configured_audit,
     iter_file,
     lines_counted,
     listed_lines,
     not_a_folder_error,
     read_manifest,
+    sample_hint,
     stream_path,
 )
 
@@ -579,9 +579,7 @@ def rebuild_memory(
 
     if replay.last_year is None:
         if not later:
-            audit = (manifest or {}).get("audit")
-            sample = (audit if isinstance(audit, dict) else configured_audit(folder)).get("sample")
-            hint = "" if sample in (None, 1, 1.0) else f" (audited sample: {sample!r})"
+            hint = sample_hint(folder, manifest)
             msg = f"{folder}: household {agent_id!r} does not appear in {updates_path.name}{hint}"
             raise AuditReadError(msg)
     elif _unfinished(manifest) and isinstance(manifest.get("year_reached"), int):
