@@ -21,6 +21,7 @@ from simulation.analysis.event_study import event_study
 from simulation.analysis.report import FIGURES, ReportError, write_report
 from simulation.cli import main
 from simulation.config import load_config
+from simulation.errors import InputError
 from simulation.runner import run_simulation
 
 if TYPE_CHECKING:
@@ -321,7 +322,7 @@ def test_adaptation_shares_and_take_up(run):
     np.testing.assert_allclose(shares["insured_share"], run.metrics["insured_share"])
     take_up = metrics.take_up(run.metrics, last_years=2)
     assert take_up["insured_share"] == pytest.approx(run.metrics["insured_share"].tail(2).mean())
-    for last_years in (0, -1, 2.5):  # pandas would take -1 as "all but the first year"
+    for last_years in (0, -1, 2.5, True):  # pandas would take -1 as "all but the first year"
         with pytest.raises(ValueError, match="last_years must be a whole number of at least 1"):
             metrics.take_up(run.metrics, last_years=last_years)
 
@@ -331,6 +332,8 @@ def test_damage_and_claims_are_in_millions(run):
     assert tuple(losses.columns) == metrics.DAMAGE_COLUMNS
     np.testing.assert_allclose(losses["damage_musd"], run.metrics["total_damage"] / 1e6)
     np.testing.assert_allclose(losses["claims_paid_musd"], run.metrics["claims_paid_amount"] / 1e6)
+    assert losses["flooded_households"].dtype == np.int64  # a count, as model_years has it
+    assert losses["flooded_households"].tolist() == run.metrics["flooded_households"].tolist()
 
 
 def test_tp_distribution_has_one_value_per_trace_and_matches_mean_tp(run, run_dir):
@@ -429,6 +432,92 @@ def test_tables_of_a_run_without_audit_streams_are_empty(bare_run_dir):
     assert metrics.read_stream_frame(bare_run_dir, "household_traces").empty
 
 
+@pytest.mark.parametrize(
+    "table",
+    [
+        metrics.tp_distribution,
+        metrics.flood_events,
+        metrics.household_decisions,
+        metrics.household_retrievals,
+        lambda run_dir: metrics.tp_summary(metrics.tp_distribution(run_dir)).reset_index(),
+    ],
+    ids=["tp_distribution", "flood_events", "decisions", "retrievals", "tp_summary"],
+)
+def test_an_empty_table_has_the_column_types_of_a_full_one(run_dir, bare_run_dir, table):
+    """Else a notebook's concat of an unaudited run's table with another's has object years."""
+    full, empty = table(run_dir), table(bare_run_dir)
+    assert not full.empty
+    assert empty.empty
+    pd.testing.assert_series_equal(empty.dtypes, full.dtypes)
+    pd.testing.assert_series_equal(pd.concat([empty, full]).dtypes, full.dtypes)
+    assert full["year"].dtype == np.int64
+
+
+def test_household_decisions_counts_retrievals_in_a_nullable_integer_column(run_dir, tmp_path):
+    decisions = metrics.household_decisions(run_dir)
+    assert decisions["retrieved"].dtype == "Int64"
+    assert decisions["valid"].dtype == bool
+    minimal = simulate(tmp_path, "audit.level=minimal", "households.count=20", "years=2")
+    retrieved = metrics.household_decisions(minimal)["retrieved"]
+    assert retrieved.dtype == "Int64"  # not object: the level records no retrievals
+    assert retrieved.isna().all()
+    assert len(retrieved) > 0
+
+
+def test_stream_tables_refuse_what_is_not_a_run_rather_than_read_it_as_unaudited(tmp_path):
+    file = tmp_path / "file.txt"
+    file.write_text("x", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    tables = [
+        metrics.tp_distribution,
+        metrics.flood_events,
+        metrics.household_decisions,
+        metrics.household_retrievals,
+        lambda folder: metrics.read_stream_frame(folder, "household_traces"),
+    ]
+    for table in tables:
+        with pytest.raises(InputError, match=r"no such folder"):
+            table(tmp_path / "no_such_run")
+        with pytest.raises(InputError, match=r"a file, not a folder"):
+            table(file)
+        with pytest.raises(metrics.RunDirError, match=r"empty: not a run directory: manifest"):
+            table(tmp_path / "empty")
+
+
+def test_an_unknown_stream_is_refused_not_empty(run_dir, bare_run_dir):
+    for folder in (run_dir, bare_run_dir):
+        with pytest.raises(InputError, match="unknown audit stream 'traces'; expected one of"):
+            metrics.read_stream_frame(folder, "traces")
+
+
+def test_a_household_the_traces_lack_is_refused_not_an_empty_table(run_dir, tmp_path):
+    with pytest.raises(InputError, match=r"household 'H99999' does not appear in household_"):
+        metrics.household_decisions(run_dir, "H99999")
+    sampled = simulate(tmp_path, "audit.sample=0.3", "households.count=20", "years=2")
+    traced = set(metrics.household_decisions(sampled)["agent_id"])
+    left_out = min({f"H{i:05d}" for i in range(1, 21)} - traced)  # ids run from H00001
+    with pytest.raises(
+        InputError, match=r"does not appear in household_traces \(audited sample: 0\.3\)$"
+    ):
+        metrics.household_decisions(sampled, left_out)
+    for table in (metrics.household_decisions, metrics.household_retrievals, metrics.flood_events):
+        with pytest.raises(InputError, match=r"agent_id must be a household's id .* got 1$"):
+            table(run_dir, 1)
+
+
+def test_a_damaged_value_in_a_decision_is_named_not_passed_on(run_dir, tmp_path):
+    damaged = tmp_path / run_dir.name
+    shutil.copytree(run_dir, damaged)
+    traces = damaged / "household_traces.jsonl"
+    lines = traces.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[9])
+    record["reasoning"]["constructs"]["TP"]["value"] = "high"
+    lines[9] = json.dumps(record).encode() + b"\n"
+    traces.write_bytes(b"".join(lines))
+    with pytest.raises(InputError, match=r"household_traces\.jsonl: line 10 is malformed: .*TP"):
+        metrics.household_decisions(damaged)
+
+
 def test_read_stream_frame_flattens_nested_fields(run_dir):
     traces = metrics.read_stream_frame(run_dir, "household_traces")
     assert {"reasoning.constructs.TP.value", "action.decision_skill"} <= set(traces.columns)
@@ -450,6 +539,16 @@ def test_combined_runs_that_share_an_id_are_told_apart_by_folder(run_dir, tmp_pa
     assert set(frame["run_id"]) == {str(run_dir), str(twin)}
     with pytest.raises(ValueError, match="has a year more than once"):
         event_study(frame.assign(run_id="same"), flood_year=None)
+
+
+def test_combine_runs_takes_a_key_once_and_refuses_one_that_is_a_column(run_dir):
+    frame = metrics.combine_runs([run_dir], keys=["memory.decay_rate", "memory.decay_rate"])
+    assert list(frame.columns[:4]) == ["run_id", "seed", "decay_rate", "year"]
+    alone = metrics.combine_runs([run_dir], keys="memory.decay_rate")  # one key, as a string
+    pd.testing.assert_frame_equal(alone, frame)
+    for key in ("seed", "year"):
+        with pytest.raises(InputError, match=f"key '{key}' would be a second '{key}' column"):
+            metrics.combine_runs([run_dir], keys=[key])
 
 
 def test_combine_runs_keeps_keys_apart_that_end_alike(run_dir):

@@ -24,13 +24,17 @@ import pandas as pd
 import yaml
 
 from simulation.audit.readers import (
+    AuditReadError,
     experiment_folder_error,
     iter_records,
     manifest_problem,
     naming_damaged_lines,
+    read_manifest,
     read_stream,
     retrievals,
+    sample_hint,
 )
+from simulation.audit.readers import stream_path as find_stream
 from simulation.errors import InputError
 
 if TYPE_CHECKING:
@@ -309,6 +313,8 @@ def damage_and_claims(metrics: pd.DataFrame) -> pd.DataFrame:
     for name, (source, scale) in sources.items():
         values = metrics[source].to_numpy(float) * scale if source in metrics else 0.0
         frame[name] = values
+    # A count of households stays a count (model_years.csv writes it as one).
+    frame["flooded_households"] = frame["flooded_households"].round().astype("int64")
     return frame
 
 
@@ -321,7 +327,8 @@ def take_up(metrics: pd.DataFrame, *, last_years: int | None = None) -> pd.Serie
         ValueError: For ``last_years`` below 1 (pandas would read -2 as "all but the first
             two" and 0 as no years at all).
     """
-    if last_years is not None and not (isinstance(last_years, Integral) and last_years >= 1):
+    whole = isinstance(last_years, Integral) and not isinstance(last_years, (bool, np.bool_))
+    if last_years is not None and not (whole and last_years >= 1):
         msg = f"take_up: last_years must be a whole number of at least 1, got {last_years!r}"
         raise ValueError(msg)
     shares = adaptation_shares(metrics)
@@ -350,17 +357,23 @@ def combine_runs(run_dirs: Iterable[str | Path], keys: Sequence[str] = ()) -> pd
 
     Args:
         run_dirs: Run directories.
-        keys: Dotted config keys (``memory.decay_rate``) to add as columns, read from each
-            run's ``config.resolved.yaml``. A column is named by the key's last part
-            (``decay_rate``) unless another key ends the same way or the name is taken (``seed``,
-            a ``model_years`` column): then by the whole dotted key.
+        keys: Dotted config keys (``memory.decay_rate``; one key may be given as a string) to
+            add as columns, read from each run's ``config.resolved.yaml``; a key given twice
+            is one column. A column is named by the key's last part (``decay_rate``) unless
+            another key ends the same way or the name is taken (``seed``, a ``model_years``
+            column): then by the whole dotted key.
 
     Returns:
         One row per run and year with ``run_id``, ``seed``, one column per key, then the
         ``model_years`` columns. ``run_id`` is each run's id, or its folder when two runs share
         an id (runs of different experiments are all named ``p000-r000``...). A key a run's
         config lacks gives ``None``.
+
+    Raises:
+        RunDirError: For a folder that is not a readable run directory.
+        InputError: For a key whose whole name is a column already (``seed``, ``year``).
     """
+    keys = list(dict.fromkeys([keys] if isinstance(keys, str) else keys))
     frames = []
     folders = []
     heads: list[dict[str, Any]] = []  # per run: its id, seed and the keys' values
@@ -400,10 +413,41 @@ def _key_columns(keys: Sequence[str], taken: set[str]) -> dict[str, str]:
     for key in keys:
         short = key.rsplit(".", 1)[-1]
         names[key] = short if last[short] == 1 and short not in taken else key
+        if names[key] in taken:
+            msg = (
+                f"combine_runs: key {key!r} would be a second {key!r} column: the table has one "
+                "(run_id, seed and the model_years columns come with every run)"
+            )
+            raise InputError(msg)
     return names
 
 
 # ------------------------------------------------------------------------------ audit streams
+# Columns of household_decisions: retrieved is NA where the audit level records no retrievals.
+_DECISION_DTYPES = {
+    "agent_id": "object",
+    "year": "int64",
+    "TP": "float64",
+    "TP_level": "object",
+    "CP": "float64",
+    "CP_level": "object",
+    "decision": "object",
+    "valid": "bool",
+    "retrieved": "Int64",
+}
+# Columns of household_retrievals: item_year is NA for an item no stream wrote (a sample's edge).
+_RETRIEVAL_DTYPES = {
+    "agent_id": "object",
+    "year": "int64",
+    "rank": "int64",
+    "id": "object",
+    "score": "float64",
+    "store": "object",
+    "item_year": "Int64",
+    "content": "object",
+}
+
+
 # Stream-based tables iterate records (simulation.audit.readers.iter_records) and keep only the
 # fields they need: flattening every line of a large run into a DataFrame costs far more time and
 # memory than these summaries need.
@@ -420,15 +464,58 @@ def stream_path(run_dir: str | Path, name: str) -> Path | None:
     return None
 
 
+def _written(run_dir: str | Path, name: str) -> bool:
+    """Whether the run wrote stream ``name``: a run without it was not audited at that level.
+
+    Raises:
+        AuditReadError: For an unknown stream, or a ``run_dir`` that is no folder or is an
+            experiment's folder.
+        RunDirError: For a folder without ``manifest.json``, which is no run at all (a
+            mistyped or empty folder would otherwise read as an unaudited run).
+    """
+    if find_stream(run_dir, name) is not None:
+        return True
+    if not (Path(run_dir) / "manifest.json").is_file():
+        msg = f"{run_dir}: not a run directory: manifest.json is missing"
+        raise RunDirError(msg)
+    return False
+
+
 def _records(
     run_dir: str | Path, name: str, progress: bool | None = False
 ) -> Iterator[dict[str, Any]]:
     """Records of stream ``name``; none when the run did not write it."""
-    if stream_path(run_dir, name) is None:
-        if error := experiment_folder_error(Path(run_dir)):
-            raise RunDirError(error)
+    if not _written(run_dir, name):
         return iter(())
     return iter_records(run_dir, name, progress=progress)
+
+
+def _typed(rows: list[tuple[Any, ...]], dtypes: dict[str, str]) -> pd.DataFrame:
+    """``rows`` as a frame whose columns have ``dtypes``, rows or none.
+
+    An empty table would otherwise have every column ``object``, and a notebook's
+    ``pd.concat`` of it with a full one would turn the years into objects too.
+    """
+    return pd.DataFrame(rows, columns=list(dtypes)).astype(dtypes)
+
+
+def _number(value: Any) -> float | None:
+    """A construct's value: a JSON number, or ``None`` where the line has none."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        msg = f"expected a number, got {value!r}"
+        raise TypeError(msg)  # naming_damaged_lines then names the line
+    return float(value)
+
+
+def _household(agent_id: str | None, analysis: str) -> None:
+    if agent_id is not None and not isinstance(agent_id, str):
+        msg = (
+            f"{analysis}: agent_id must be a household's id such as 'H00001' (a string), "
+            f"got {agent_id!r}"
+        )
+        raise InputError(msg)
 
 
 def _construct(record: dict[str, Any], name: str) -> dict[str, Any]:
@@ -442,9 +529,7 @@ def read_stream_frame(run_dir: str | Path, name: str) -> pd.DataFrame:
     Nested fields become dotted columns (``reasoning.constructs.TP.value``), as
     :func:`simulation.audit.readers.read_stream` does.
     """
-    if stream_path(run_dir, name) is None:
-        if error := experiment_folder_error(Path(run_dir)):
-            raise RunDirError(error)
+    if not _written(run_dir, name):
         return pd.DataFrame()
     return read_stream(run_dir, name)
 
@@ -467,7 +552,9 @@ def tp_distribution(run_dir: str | Path, *, progress: bool | None = False) -> pd
         for record in _records(run_dir, "household_traces", progress)
         if (tp := _construct(record, "TP")).get("value") is not None
     ]
-    frame = pd.DataFrame(rows, columns=["year", "agent_id", "tp", "tp_level"])
+    frame = _typed(
+        rows, {"year": "int64", "agent_id": "object", "tp": "float64", "tp_level": "object"}
+    )
     return frame.sort_values(["year", "agent_id"], ignore_index=True)
 
 
@@ -475,7 +562,8 @@ def tp_summary(tp: pd.DataFrame) -> pd.DataFrame:
     """Per-year count, mean and quantiles (10, 25, 50, 75, 90 %) of :func:`tp_distribution`."""
     columns = ["count", "mean", "q10", "q25", "median", "q75", "q90"]
     if tp.empty:
-        return pd.DataFrame(columns=columns, index=pd.Index([], name="year"))
+        dtypes = {c: "int64" if c == "count" else "float64" for c in columns}
+        return _typed([], dtypes).set_index(pd.Index([], dtype="int64", name="year"))
     grouped = tp.groupby("year")["tp"]
     summary = pd.DataFrame({"count": grouped.size(), "mean": grouped.mean()})
     for column, q in zip(columns[2:], (0.1, 0.25, 0.5, 0.75, 0.9), strict=True):
@@ -534,6 +622,7 @@ def flood_events(run_dir: str | Path, agent_id: str | None = None) -> pd.DataFra
         floor), ``importance`` and ``content`` (the memory text), sorted by agent and year;
         empty when the stream is missing. ``frame[frame.damage > 0]`` are damaging floods.
     """
+    _household(agent_id, "flood_events")
     rows = []
     for record in _records(run_dir, "memory_updates"):
         if record.get("update_type") != "flood":
@@ -545,12 +634,13 @@ def flood_events(run_dir: str | Path, agent_id: str | None = None) -> pd.DataFra
             (
                 str(record["agent_id"]),
                 int(record["year"]),
-                float(item.get("amount") or 0.0),
-                item.get("importance"),
+                _number(item.get("amount")) or 0.0,
+                _number(item.get("importance")),
                 item.get("content"),
             )
         )
-    frame = pd.DataFrame(rows, columns=["agent_id", "year", "damage", "importance", "content"])
+    dtypes = {"agent_id": "object", "year": "int64", "damage": "float64"}
+    frame = _typed(rows, {**dtypes, "importance": "float64", "content": "object"})
     return frame.sort_values(["agent_id", "year"], ignore_index=True)
 
 
@@ -569,9 +659,13 @@ def household_decisions(run_dir: str | Path, agent_id: str | None = None) -> pd.
         registry accepted the proposal) and ``retrieved`` (number of memories retrieved, NA
         when the audit level does not record them), one row per traced year; every
         household's has ``agent_id`` first and is sorted by it, then by year. Empty when the
-        run has no traces for it.
+        run wrote no traces (audit level ``off``).
+
+    Raises:
+        AuditReadError: For an ``agent_id`` that has no traces: a mistyped id, or a household
+            the audit's sample left out (the message gives the sample).
     """
-    columns = ["year", "TP", "TP_level", "CP", "CP_level", "decision", "valid", "retrieved"]
+    _household(agent_id, "household_decisions")
     rows = []
     for record in _records(run_dir, "household_traces"):
         owner = record.get("agent_id")
@@ -583,17 +677,36 @@ def household_decisions(run_dir: str | Path, agent_id: str | None = None) -> pd.
             (
                 str(owner),
                 int(record["year"]),
-                tp.get("value"),
+                _number(tp.get("value")),
                 tp.get("level"),
-                cp.get("value"),
+                _number(cp.get("value")),
                 cp.get("level"),
                 (record.get("action") or {}).get("decision_skill"),
-                (record.get("validation") or {}).get("valid"),
-                len(retrieved) if isinstance(retrieved, list) else pd.NA,
+                _flag((record.get("validation") or {}).get("valid")),
+                len(retrieved) if isinstance(retrieved, list) else None,
             )
         )
-    table = pd.DataFrame(rows, columns=["agent_id", *columns])
+    if agent_id is not None and not rows and _written(run_dir, "household_traces"):
+        hint = sample_hint(run_dir, _manifest_or_none(run_dir))
+        msg = f"{run_dir}: household {agent_id!r} does not appear in household_traces{hint}"
+        raise AuditReadError(msg)
+    table = _typed(rows, _DECISION_DTYPES)
     return _one_or_every(table, agent_id, ["year"])
+
+
+def _flag(value: Any) -> bool:
+    """A trace's ``validation.valid``: JSON ``true`` or ``false``."""
+    if not isinstance(value, bool):
+        msg = f"expected true or false, got {value!r}"
+        raise TypeError(msg)  # naming_damaged_lines then names the line
+    return value
+
+
+def _manifest_or_none(run_dir: str | Path) -> dict[str, Any] | None:
+    try:
+        return read_manifest(run_dir)
+    except AuditReadError:
+        return None
 
 
 @naming_damaged_lines
@@ -613,7 +726,7 @@ def household_retrievals(run_dir: str | Path, agent_id: str | None = None) -> pd
         household's has ``agent_id`` first and is sorted by it, then by year and rank. Empty
         when the run has neither traces with memory nor tool invocations.
     """
-    columns = ["agent_id", "year", "rank", "id", "score", "store", "item_year", "content"]
+    _household(agent_id, "household_retrievals")
     # The traces carry retrievals at levels standard and full, tool invocations at those levels
     # too; at level minimal (traces without memory) and off there is nothing to show.
     first = next(_records(run_dir, "household_traces"), None) or {}
@@ -622,7 +735,7 @@ def household_retrievals(run_dir: str | Path, agent_id: str | None = None) -> pd
     elif stream_path(run_dir, "tool_invocations") is not None:
         table = retrievals(run_dir, source="tool_invocations")
     else:
-        return _one_or_every(pd.DataFrame(columns=columns), agent_id, ["year", "rank"])
+        return _one_or_every(_typed([], _RETRIEVAL_DTYPES), agent_id, ["year", "rank"])
     if agent_id is not None:
         table = table[table["agent_id"] == agent_id]
     # Only what the table shows of each item: every household's items would otherwise be
@@ -642,7 +755,8 @@ def household_retrievals(run_dir: str | Path, agent_id: str | None = None) -> pd
         item_year=[texts.get(i, unknown)[0] for i in table["id"]],
         content=[texts.get(i, unknown)[1] for i in table["id"]],
     )
-    return _one_or_every(table[columns], agent_id, ["year", "rank"])
+    table = table[list(_RETRIEVAL_DTYPES)].astype(_RETRIEVAL_DTYPES)
+    return _one_or_every(table, agent_id, ["year", "rank"])
 
 
 def _one_or_every(table: pd.DataFrame, agent_id: str | None, order: list[str]) -> pd.DataFrame:
