@@ -30,12 +30,12 @@ def small_run(tmp_path_factory) -> Path:
     return run_simulation(config, base_dir, tmp_path_factory.mktemp("runs"), progress=False).run_dir
 
 
-def execute(name: str) -> nbformat.NotebookNode:
-    """Run ``notebooks/<name>`` from the repository root; nbclient raises if any cell fails."""
+def execute(name: str, cwd: Path = ROOT) -> nbformat.NotebookNode:
+    """Run ``notebooks/<name>`` from ``cwd``; nbclient raises if any cell fails."""
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))
     client = NotebookClient(
-        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
     )
     client.execute()
     return nb
@@ -80,6 +80,16 @@ def test_single_run_notebook(small_run, monkeypatch):
     assert "damaging flood that year" in text  # every household's decisions, in one pass
     # adaptation, damage/claims and the household's appraisal figure
     assert images(nb) >= 3
+
+
+def test_a_notebook_copied_out_of_the_repository_analyses_the_run_it_is_given(
+    small_run, monkeypatch, tmp_path
+):
+    """Only the notebook's own run needs the repository's default config."""
+    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(small_run))
+    nb = execute("single_run.ipynb", cwd=tmp_path)
+    check_clean(nb)
+    assert f"Loading the run in {small_run}" in text_of(nb)
 
 
 def test_single_run_notebook_on_a_minimal_audit_run(monkeypatch, tmp_path):
