@@ -29,6 +29,7 @@ from simulation.audit.readers import (
     iter_records,
     manifest_problem,
     naming_damaged_lines,
+    not_a_folder_error,
     read_manifest,
     read_stream,
     retrievals,
@@ -468,11 +469,13 @@ def _written(run_dir: str | Path, name: str) -> bool:
     """Whether the run wrote stream ``name``: a run without it was not audited at that level.
 
     Raises:
-        AuditReadError: For an unknown stream, or a ``run_dir`` that is no folder or is an
-            experiment's folder.
-        RunDirError: For a folder without ``manifest.json``, which is no run at all (a
-            mistyped or empty folder would otherwise read as an unaudited run).
+        RunDirError: For a ``run_dir`` that is no folder, an experiment's folder, or a folder
+            without ``manifest.json``, which is no run at all (a mistyped or empty folder
+            would otherwise read as an unaudited run).
+        AuditReadError: For an unknown stream.
     """
+    if error := not_a_folder_error(Path(run_dir)) or experiment_folder_error(Path(run_dir)):
+        raise RunDirError(error)
     if find_stream(run_dir, name) is not None:
         return True
     if not (Path(run_dir) / "manifest.json").is_file():
