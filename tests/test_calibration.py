@@ -22,6 +22,7 @@ from simulation.calibration.fit import (
     load_calibration,
     target_loss,
 )
+from simulation.cli import main
 from simulation.config import ConfigWarning
 from simulation.folder_lock import hold_folder
 
@@ -253,15 +254,60 @@ def test_a_folder_another_calibration_is_writing_is_refused_untouched(tmp_path):
     data = tiny(parameters=DECAY, replicates=1, max_evaluations=2)
     calibrate(write(tmp_path, data), tmp_path / "out", progress=False)
     before = _outputs(tmp_path / "out")
-    # Held as the other calibration's process holds it; without --resume this one would
+    # Held as the other calibration's process holds it; with --overwrite this one would
     # otherwise clear that one's results at its start.
     with hold_folder(tmp_path / "out"), pytest.raises(CalibrationError) as info:
-        calibrate(write(tmp_path, data), tmp_path / "out", progress=False)
+        calibrate(write(tmp_path, data), tmp_path / "out", overwrite=True, progress=False)
     assert str(info.value) == (
-        f"{tmp_path / 'out'}: another floodsim calibration is writing this folder; wait for it "
-        "to end, or give another --out"
+        f"{tmp_path / 'out'}: another floodsim batch or calibration is writing this folder; "
+        "wait for it to end, or give another --out"
     )
     assert _outputs(tmp_path / "out") == before
+
+
+def test_a_calibration_again_needs_resume_or_overwrite_to_touch_the_earlier_one(
+    tmp_path, monkeypatch, capsys
+):
+    """Its evaluations took hours: a second run without a flag would have deleted them."""
+    data = tiny(parameters=DECAY, replicates=1, max_evaluations=2)
+    path = write(tmp_path, data)
+    out = tmp_path / "out"
+    calibrate(path, out, progress=False)
+    before = _outputs(out)
+    simulated = _counting_runs(monkeypatch)
+    code = main(["calibrate", str(path), "--out", str(out), "--quiet"])
+    assert code == 2
+    # The last line of stderr: the tiny calibration's short windows are warned about first.
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"floodsim: error: {out}: holds the results of a calibration (evaluations.csv, "
+        "best.yaml, calibration.png, evaluations); add --resume to continue it, or "
+        "--overwrite to replace them"
+    )
+    assert _outputs(out) == before
+    assert not simulated
+    assert main(["calibrate", str(path), "--out", str(out), "--quiet", "--overwrite"]) == 0
+    assert len(simulated) == 2
+    assert _outputs(out) == before  # the same calibration again, simulated again
+    with pytest.raises(SystemExit) as raised:
+        main(["calibrate", str(path), "--out", str(out), "--resume", "--overwrite"])
+    assert raised.value.code == 2
+
+
+@pytest.mark.parametrize("kind", ["run", "experiment"])
+def test_a_run_or_an_experiments_folder_is_never_a_calibrations(tmp_path, kind, capsys):
+    out = tmp_path / kind
+    out.mkdir()
+    mark = "manifest.json" if kind == "run" else "experiment.json"
+    (out / mark).write_text("{}", encoding="utf-8")
+    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))
+    what = "a run directory" if kind == "run" else "a batch experiment's folder"
+    for flags in ((), ("--resume",), ("--overwrite",)):
+        assert main(["calibrate", str(path), "--out", str(out), "--quiet", *flags]) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"floodsim: error: {out}: is {what} (it holds {mark}), not a calibration's "
+            "folder; give another --out"
+        )
+    assert sorted(p.name for p in out.iterdir()) == [mark]
 
 
 def test_resuming_after_the_registry_was_edited_is_refused(tmp_path):
@@ -278,12 +324,12 @@ def test_resuming_after_the_registry_was_edited_is_refused(tmp_path):
 
 
 def test_resuming_where_nothing_finished_starts_from_the_beginning(tmp_path, monkeypatch):
-    """Even over a finished calibration: starting again without --resume clears its results."""
+    """Even over a finished calibration: starting again with --overwrite clears its results."""
     path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))
     calibrate(path, tmp_path / "out", progress=False)
     _counting_runs(monkeypatch, interrupt_at=1)
     with pytest.raises(KeyboardInterrupt):
-        calibrate(path, tmp_path / "out", progress=False)
+        calibrate(path, tmp_path / "out", overwrite=True, progress=False)
     assert not (tmp_path / "out" / "best.yaml").exists()
     simulated = _counting_runs(monkeypatch)
     result = calibrate(path, tmp_path / "out", resume=True, progress=False)

@@ -959,9 +959,11 @@ def test_the_same_experiment_again_needs_resume_or_overwrite(tmp_path, capsys):
     # millisecond, as the first time.)
     sentinel = out / "runs" / "p000-r000" / "sentinel.txt"
     sentinel.write_text("written after the first attempt", encoding="utf-8")
+    assert main(["report", str(out)]) == 0  # of the runs replaced next: it goes with them
     code, err = batch_cli(capsys, path, out, "--overwrite")
     assert code == 0, err
     assert not sentinel.exists()
+    assert not (out / "report").exists()
     manifest = orjson.loads((out / "runs" / "p000-r000" / "manifest.json").read_bytes())
     assert manifest["status"] == "complete"
     with pytest.raises(SystemExit) as raised:
@@ -1003,6 +1005,22 @@ def test_a_folder_with_runs_but_no_readable_experiment_json_is_refused(tmp_path,
 
 
 @pytest.mark.parametrize("flags", [(), ("--resume",), ("--overwrite",)])
+def test_a_calibrations_folder_given_as_the_output_folder_is_refused(tmp_path, capsys, flags):
+    """--overwrite would remove runs/ and leave best.yaml describing runs no longer there."""
+    out = tmp_path / "calibration"
+    out.mkdir()
+    for name in ("best.yaml", "evaluations.csv"):
+        (out / name).write_text(f"{name} of a calibration\n", encoding="utf-8")
+    code, err = batch_cli(capsys, small_experiment(tmp_path, "into_a_fit", 1), out, *flags)
+    assert code == 2
+    assert err == (
+        f"floodsim: error: {out}: is a calibration's folder (it holds best.yaml and "
+        "evaluations.csv), not a batch experiment's folder; give another --out\n"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["best.yaml", "evaluations.csv"]
+
+
+@pytest.mark.parametrize("flags", [(), ("--resume",), ("--overwrite",)])
 def test_a_run_directory_given_as_the_output_folder_is_refused(
     serial_result, tmp_path, capsys, flags
 ):
@@ -1015,7 +1033,7 @@ def test_a_run_directory_given_as_the_output_folder_is_refused(
     assert code == 2
     assert err == (
         f"floodsim: error: {run_dir}: is a run directory (it holds manifest.json and "
-        "config.resolved.yaml), not an experiment's folder; give another --out\n"
+        "config.resolved.yaml), not a batch experiment's folder; give another --out\n"
     )
     assert {p: p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()} == before
     # Only its resolved config left (a run stopped before its manifest): still a run directory.
@@ -1026,27 +1044,28 @@ def test_a_run_directory_given_as_the_output_folder_is_refused(
     assert not (run_dir / "experiment.json").exists()
 
 
-def test_a_resume_that_replaces_or_removes_runs_removes_the_behaviour_check_of_the_old_ones(
+def test_a_resume_that_replaces_or_removes_runs_removes_the_check_and_report_of_the_old_ones(
     tmp_path, capsys
 ):
     out = tmp_path / "out"
     path = small_experiment(tmp_path, "reseeded", replicates=2)
     assert batch_cli(capsys, path, out)[0] == 0
+    derived = ("behaviour.csv", "behaviour.png", "report/index.html")
 
-    def check_behaviour() -> None:  # what floodsim check-behaviour leaves, and a user's file
-        for name in ("behaviour.csv", "behaviour.png", "notes.txt"):
+    def check_behaviour() -> None:  # what check-behaviour and report leave, and a user's file
+        (out / "report").mkdir(exist_ok=True)
+        for name in (*derived, "notes.txt"):
             (out / name).write_text(f"{name} of the runs so far\n", encoding="utf-8")
 
     check_behaviour()
     # Nothing to do: the check still holds.
     assert batch_cli(capsys, path, out, "--resume")[0] == 0
-    assert (out / "behaviour.csv").is_file()
-    assert (out / "behaviour.png").is_file()
+    assert all((out / name).is_file() for name in derived)
     # A replicate dropped: no run reruns, one is removed.
     fewer = small_experiment(tmp_path / "fewer", "reseeded", replicates=1)
     assert batch_cli(capsys, fewer, out, "--resume")[0] == 0
-    assert not (out / "behaviour.csv").exists()
-    assert not (out / "behaviour.png").exists()
+    assert not any((out / name).exists() for name in derived)
+    assert not (out / "report").exists()
     # Another seed: every run reruns.
     check_behaviour()
     seeds = {r["seed"] for r in state(out)["runs"]}
@@ -1055,8 +1074,7 @@ def test_a_resume_that_replaces_or_removes_runs_removes_the_behaviour_check_of_t
     code, err = batch_cli(capsys, path, out, "--resume")
     assert code == 0, err
     assert seeds.isdisjoint(r["seed"] for r in state(out)["runs"])
-    assert not (out / "behaviour.csv").exists()
-    assert not (out / "behaviour.png").exists()
+    assert not any((out / name).exists() for name in derived)
     assert (out / "notes.txt").read_text(encoding="utf-8") == "notes.txt of the runs so far\n"
 
 
@@ -1118,7 +1136,7 @@ def test_a_folder_another_batch_is_writing_is_refused_before_anything_runs(tmp_p
         code = main(["batch", str(path), "--out", str(out), "--quiet", "--resume"])
     assert code == 2
     assert capsys.readouterr().err == (
-        f"floodsim: error: {out}: another floodsim batch is writing this folder; wait for it "
-        "to end, or give another --out\n"
+        f"floodsim: error: {out}: another floodsim batch or calibration is writing this "
+        "folder; wait for it to end, or give another --out\n"
     )
     assert not any(out.iterdir())

@@ -36,6 +36,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         executor=args.executor,
         workers=args.workers,
         resume=args.resume,
+        overwrite=args.overwrite,
         progress=False if args.quiet else None,
     )
     width = max(len(key) for key in result.best)
@@ -58,12 +59,14 @@ def _calibrate(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``calibrate`` subcommand to the ``floodsim`` subparsers.
 
-    ``floodsim calibrate FILE [--executor K] [--workers N] [--out DIR] [--resume] [--quiet]``
+    ``floodsim calibrate FILE [--executor K] [--workers N] [--out DIR] [--resume | --overwrite]
+    [--quiet]``
     fits the parameters of a calibration file (see :mod:`simulation.calibration.fit`), prints
     the best parameters, their loss and the target table, writes ``evaluations.csv``,
     ``best.yaml`` and ``calibration.png`` into ``DIR`` (default ``outputs/calibration/<name>``)
     and prints that folder as its last line. Exit code 0 whether or not every target passes.
-    ``--resume`` continues the attempt in ``DIR``, reading back the evaluations it finished.
+    ``--resume`` continues the attempt in ``DIR``, reading back the evaluations it finished;
+    ``--overwrite`` replaces its results, without which a ``DIR`` holding any is refused.
     """
     parser = subparsers.add_parser(
         "calibrate",
@@ -93,7 +96,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="output folder (default: outputs/calibration/<name>)",
     )
-    parser.add_argument(
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument(
         "--resume",
         action="store_true",
         help=(
@@ -101,6 +105,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "max_evaluations, with a larger one): the evaluations it finished are read back, "
             "not simulated again"
         ),
+    )
+    again.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the calibration results the output folder holds (needed when it holds "
+        "any, unless --resume continues them)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=_calibrate)

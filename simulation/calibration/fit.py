@@ -139,6 +139,7 @@ from simulation.experiments.design import (
     plan_runs,
 )
 from simulation.folder_lock import hold_folder
+from simulation.output_kinds import CALIBRATION, other_kind_error
 from simulation.runner import config_hash, input_digests
 from simulation.yaml_errors import dump_yaml
 
@@ -163,6 +164,8 @@ __all__ = [
 NONFINITE_PENALTY = 1.0e4
 #: Decimals parameter values are rounded to before simulating (and the cache key).
 _DECIMALS = 6
+#: The summaries a calibration writes at the top of its folder (beside ``evaluations/``).
+_SUMMARIES = ("evaluations.csv", "best.yaml", "calibration.png")
 #: Nelder-Mead's initial simplex: each extra vertex moves one parameter this share of its range.
 _SIMPLEX_STEP = 0.25
 
@@ -919,10 +922,36 @@ def _write_outputs(
     return evaluations
 
 
+def _check_output_folder(out: Path, *, resume: bool, overwrite: bool) -> None:
+    """Refuse to write a calibration where results it should not replace or mix with are.
+
+    Raises:
+        CalibrationError: One line naming the folder: for a run directory or a batch
+            experiment's folder (whatever the flags), or for an earlier calibration's results
+            without ``resume`` or ``overwrite``: replacing them unasked would lose its
+            evaluations, which took hours.
+        ValueError: For ``resume`` and ``overwrite`` together.
+    """
+    if resume and overwrite:
+        msg = "resume and overwrite exclude each other"
+        raise ValueError(msg)
+    if error := other_kind_error(out, CALIBRATION):
+        raise CalibrationError(error)
+    if resume or overwrite:
+        return
+    held = [name for name in (*_SUMMARIES, "evaluations") if (out / name).exists()]
+    if held:
+        msg = (
+            f"{out}: holds the results of a calibration ({', '.join(held)}); add --resume to "
+            "continue it, or --overwrite to replace them"
+        )
+        raise CalibrationError(msg)
+
+
 def _clear_results(out: Path) -> None:
     """Remove a calibration's results from ``out``: its evaluations' runs and its summaries."""
     shutil.rmtree(out / "evaluations", ignore_errors=True)
-    for name in ("evaluations.csv", "best.yaml", "calibration.png"):
+    for name in _SUMMARIES:
         (out / name).unlink(missing_ok=True)
         temporary_name(out / name).unlink(missing_ok=True)  # left by an interrupted write
 
@@ -935,27 +964,32 @@ def calibrate(
     executor: str | None = None,
     workers: int | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool | None = None,
 ) -> CalibrationResult:
     """Fit the parameters of the calibration file ``path`` (see the module docstring).
 
     Args:
         path: The calibration file.
-        out_dir: Output folder; ``outputs/calibration/<name>`` by default. An earlier
-            calibration's results there are removed at the start, unless resuming.
+        out_dir: Output folder; ``outputs/calibration/<name>`` by default. One that holds
+            a calibration's results needs ``resume`` or ``overwrite``; one that holds a run or
+            a batch experiment is refused.
         executor: Override the file's executor kind (serial, process, dask).
         workers: Override the number of workers.
         resume: Continue the earlier attempt in ``out_dir``: the evaluations it finished are
             read back instead of simulated (see "Resuming" in the module docstring).
+        overwrite: Remove the calibration results ``out_dir`` holds first.
         progress: Show a progress bar over evaluations (``None``: only on a terminal).
 
     Returns:
         The best parameters, their loss and behaviour table, every evaluation and the folder.
 
     Raises:
-        CalibrationError: For a bad calibration file (before anything runs), an earlier
+        CalibrationError: For a bad calibration file (before anything runs), an output
+            folder that holds results it may not replace (before anything runs), an earlier
             attempt of other settings to resume, or a run that fails or lacks what a target
             needs.
+        ValueError: For ``resume`` and ``overwrite`` together.
         KeyboardInterrupt: On Ctrl-C, once ``evaluations.csv``, ``best.yaml`` and the figure
             of the evaluations that finished are written (``stopped: interrupted after N
             evaluations``).
@@ -977,6 +1011,7 @@ def calibrate(
     out = (
         Path(out_dir) if out_dir is not None else Path("outputs") / "calibration" / calibration.name
     )
+    _check_output_folder(out, resume=resume, overwrite=overwrite)
     try:
         create_output_folder(out)
     except ConfigError as err:
@@ -991,10 +1026,11 @@ def calibrate(
 
     # One calibration writes a folder at a time: a second would clear the first's results.
     busy = CalibrationError(
-        f"{out}: another floodsim calibration is writing this folder; wait for it to end, or "
-        "give another --out"
+        f"{out}: another floodsim batch or calibration is writing this folder; wait for it to "
+        "end, or give another --out"
     )
     with hold_folder(out, busy):
+        _check_output_folder(out, resume=resume, overwrite=overwrite)  # again, now it is held
         base, base_config = _base_config(calibration, folder, origin)
         fingerprint = _fingerprint(calibration, base_config, base_path, targets_path)
         search = _Search(calibration, base_path, targets_path, out, run, base, origin)

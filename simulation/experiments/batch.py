@@ -20,9 +20,10 @@ The output folder of an experiment holds:
 
 A folder that already holds an experiment's results is not written into without being told
 how: ``resume`` continues the same experiment (by name) and removes the run folders it no
-longer plans; ``overwrite`` first removes the results (the files above, and the
-``behaviour.csv`` and ``behaviour.png`` that ``floodsim check-behaviour`` writes beside them).
-A resume that reruns or removes any run removes those two as well: they checked other runs.
+longer plans; ``overwrite`` first removes the results (the files above, the
+``behaviour.csv`` and ``behaviour.png`` that ``floodsim check-behaviour`` writes beside them,
+and the ``report/`` of ``floodsim report``). A resume that reruns or removes any run removes
+those as well: they describe other runs.
 Anything else there is left alone. Without either, a stale run folder of a larger or another
 experiment would sit beside the new runs, where anything that lists ``runs/`` finds it.
 """
@@ -47,6 +48,7 @@ from simulation.config import ConfigError, create_output_folder, remove_outputs
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
 from simulation.folder_lock import hold_folder
+from simulation.output_kinds import EXPERIMENT, other_kind_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -76,10 +78,10 @@ class ExperimentResult:
     wall_s: float
 
 
-#: What ``floodsim check-behaviour`` writes into an experiment's folder by default, read from its
-#: runs: stale once any run is replaced or removed, so a resume that does so removes these. (No
-#: ``report/``: ``floodsim report`` refuses an experiment's folder, unlike a run directory.)
-_DERIVED = ("behaviour.csv", "behaviour.png")
+#: What ``floodsim check-behaviour`` and ``floodsim report`` write into an experiment's folder
+#: by default (``report`` is :data:`simulation.analysis.report.REPORT_DIR`), read from its runs:
+#: stale once any run is replaced or removed, so a resume that does so removes these.
+_DERIVED = ("behaviour.csv", "behaviour.png", "report")
 
 #: What a batch writes into its folder (``runs`` a folder), and what is derived from it:
 #: ``overwrite`` removes these, and only these.
@@ -98,9 +100,6 @@ _RESULTS = (
 #: after every run; a larger one after every 1/this of its runs. A record behind the runs costs
 #: a resume nothing: it keeps a run by the run's own manifest (see ``_reusable``).
 _STATE_WRITES = 200
-
-#: Files only a run directory holds at its top (:data:`simulation.runner.RUN_FILES`).
-_RUN_MARKS = ("manifest.json", "config.resolved.yaml")
 
 
 def _holder(out: Path) -> tuple[str | None, str] | None:
@@ -131,19 +130,12 @@ def _check_output_folder(out: Path, name: str, *, resume: bool, overwrite: bool)
 
     Raises:
         ConfigError: One line naming the folder, whose results it holds and the flags; or,
-            for a run directory (with any flags), that it is one.
+            for a run directory or a calibration's folder (with any flags), that it is one.
     """
-    # A run directory is never an experiment's folder, whatever the flags: writing into it
-    # would leave it both a run and an experiment (manifest.json beside experiment.json), which
-    # the readers take for one or the other, and --overwrite would remove the run's own
-    # behaviour.csv and behaviour.png.
-    marks = [name for name in _RUN_MARKS if (out / name).is_file()]
-    if marks:
-        msg = (
-            f"{out}: is a run directory (it holds {' and '.join(marks)}), not an experiment's "
-            "folder; give another --out"
-        )
-        raise ConfigError(msg)
+    # A run directory or a calibration's folder is never an experiment's, whatever the flags
+    # (simulation.output_kinds): --overwrite would also remove a run's own behaviour.csv.
+    if error := other_kind_error(out, EXPERIMENT):
+        raise ConfigError(error)
     holder = _holder(out)
     if holder is None or overwrite:
         return
@@ -333,8 +325,8 @@ def run_experiment(
         # One batch writes a folder at a time; checked again once held, since another batch
         # may have written its results between the check above and now.
         busy = ConfigError(
-            f"{out}: another floodsim batch is writing this folder; wait for it to end, or "
-            "give another --out"
+            f"{out}: another floodsim batch or calibration is writing this folder; wait for it "
+            "to end, or give another --out"
         )
         with hold_folder(out, busy):
             _check_output_folder(out, experiment.name, resume=resume, overwrite=overwrite)
