@@ -491,8 +491,68 @@ def test_a_swept_or_set_events_table_replaces_the_base_table(tmp_path):
     runs = plan_runs(experiment, data, str(path))
     tables = [RunConfig.model_validate(run.config).hazard.events for run in runs]
     assert tables == [{}, {3: 9.5}]  # neither keeps the base's year 2
-    path.write_text(path.read_text().replace("audit.level", "hazard.events: {1: 8.0}, audit.level"))
+    fixed = path.read_text().replace("audit.level", "hazard.events: {1: 8.0}, audit.level")
+    path.write_text(fixed.replace(body, ""))
     assert load_experiment(path)[1]["hazard"]["events"] == {1: 8.0}
+
+
+@pytest.mark.parametrize(
+    ("fixed", "refusal"),
+    [
+        ("memory.decay_rate: 0.5", "set: memory.decay_rate: swept too"),
+        ("memory: {decay_rate: 0.5}", "set: memory: holds memory.decay_rate, which is swept too"),
+    ],
+)
+def test_a_key_both_set_and_swept_is_refused_before_anything_runs(tmp_path, capsys, fixed, refusal):
+    """The sweep would overwrite the fixed value without a word."""
+    path = write_experiment(tmp_path)
+    path.write_text(path.read_text().replace("audit.level", f"{fixed}, audit.level"))
+    assert main(["batch", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {path}: {refusal}; fix it in set or sweep it, not both\n"
+    )
+    assert not (tmp_path / "out").exists()
+    # Another key of the same section is no clash.
+    path = write_experiment(tmp_path)
+    path.write_text(
+        path.read_text().replace("audit.level", "memory.working_capacity: 5, audit.level")
+    )
+    assert main(["validate", str(path)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("values", "twice"),
+    [("[0.8, 0.9, 0.8]", "0.8"), ("[1, 1.0]", "1.0"), ("[{3: 9.5}, {3: 9.5}]", "{3: 9.5}")],
+)
+def test_a_grid_value_listed_twice_is_refused(tmp_path, capsys, values, twice):
+    """Two design points of one config and one set of seeds would pass for a spread of two."""
+    key = "hazard.events" if "{" in values else "memory.decay_rate"
+    path = write_experiment(tmp_path, f"sweep: {{grid: {{{key}: {values}}}}}\n")
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err.endswith(f"grid.{key}: {twice} is listed twice\n")
+
+
+def test_a_latin_hypercube_range_is_checked_at_its_ends_whatever_the_samples(tmp_path, capsys):
+    """Whether a sample lands past the limit depends on the seed: the ends decide."""
+    for seed in range(1, 7):
+        body = f"sweep: {{lhs: {{memory.decay_rate: [0.5, 1.5]}}, samples: 1}}\nseed: {seed}\n"
+        path = write_experiment(tmp_path, body)
+        path.write_text(path.read_text().replace("seed: 1\n", "", 1))
+        assert main(["validate", str(path)]) == 2
+        assert capsys.readouterr().err == (
+            f"floodsim: error: {path}: sweep.lhs.memory.decay_rate: its high end 1.5 is "
+            "refused: memory.decay_rate: Input should be less than or equal to 1 (got 1.5)\n"
+        )
+
+
+def test_a_mistake_in_set_is_not_blamed_on_the_first_design_point(tmp_path, capsys):
+    path = write_experiment(tmp_path)
+    path.write_text(path.read_text().replace("audit.level: minimal", "audit: {gzip: 1}"))
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {path}: audit.gzip: Input should be a valid boolean (got 1) "
+        "(in set or the base config)\n"
+    )
 
 
 def test_a_key_swept_inside_another_swept_key_is_refused(tmp_path, capsys):
@@ -701,8 +761,9 @@ def test_a_decision_table_is_checked_against_the_runs_population(tmp_path):
 
 
 def test_a_latin_hypercube_over_an_integer_key_is_refused_by_name(tmp_path):
-    path = write_experiment(tmp_path, "sweep: {lhs: {households.count: [10, 20]}, samples: 3}\n")
-    with pytest.raises(ConfigError, match=r"sweep\.lhs\.households\.count: an integer key"):
+    path = write_experiment(tmp_path, "sweep: {lhs: {years: [2, 4]}, samples: 3}\n")
+    path.write_text(path.read_text(encoding="utf-8").replace(" years: 3,", ""))
+    with pytest.raises(ConfigError, match=r"sweep\.lhs\.years: an integer key"):
         plan_runs(*load_experiment(path)[:2], str(path))
 
 

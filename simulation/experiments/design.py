@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
+import orjson
 from pydantic import Field, ValidationError, model_validator
 
 from simulation.config import (
@@ -79,6 +80,26 @@ MAX_WORKERS = 1024
 MAX_RUNS = 1_000_000
 
 
+def _listed_twice(values: list[Any]) -> Any:
+    """The first value ``values`` holds twice, else ``None`` (lists and mappings included).
+
+    Values are told apart by type and JSON text: ``"1"`` and ``true`` are not ``1``, but
+    ``1.0`` is (a float key takes both; an integer key refuses the float anyway).
+    """
+    option = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+    seen: set[tuple[str, bytes]] = set()
+    for value in values:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        try:
+            text = orjson.dumps(float(value) if number else value, option=option)
+        except (TypeError, OverflowError):  # not JSON data, or an integer past a float's range
+            text = repr(value).encode()
+        if (tag := ("number" if number else type(value).__name__, text)) in seen:
+            return value
+        seen.add(tag)
+    return None
+
+
 class SweepConfig(Section):
     """What varies between design points (``sweep:``)."""
 
@@ -97,6 +118,10 @@ class SweepConfig(Section):
         for key, values in self.grid.items():
             if not values:
                 msg = f"grid.{key}: needs at least one value"
+                raise ValueError(msg)
+            if (twice := _listed_twice(values)) is not None:
+                # Two points of one config: same seeds, same runs, counted as two.
+                msg = f"grid.{key}: {twice!r} is listed twice"
                 raise ValueError(msg)
         for key, (low, high) in self.lhs.items():
             if not low < high:
@@ -209,6 +234,11 @@ class ExperimentConfig(Section):
             if "name" in keys:
                 msg = f"{where}: name: runs are named after the experiment's `name`"
                 raise ValueError(msg)
+        for key in self.swept_keys:
+            if (fixed := _set_key(self.set, key)) is not None:
+                what = "swept too" if fixed == key else f"holds {key}, which is swept too"
+                msg = f"set: {fixed}: {what}; fix it in set or sweep it, not both"
+                raise ValueError(msg)
         runs = self.sweep.points * self.replicates
         if runs > MAX_RUNS:
             replicates = f"{self.replicates:,} replicate{'s' if self.replicates > 1 else ''}"
@@ -223,6 +253,25 @@ class ExperimentConfig(Section):
     def swept_keys(self) -> list[str]:
         """The keys that vary, grid keys first."""
         return [*self.sweep.grid, *self.sweep.lhs]
+
+
+_ABSENT = object()
+
+
+def _set_key(fixed: dict[str, Any], key: str) -> str | None:
+    """The key of ``set`` that gives the swept ``key`` a value too, if one does.
+
+    ``set`` may give the key itself (``memory.decay_rate``) or a section holding it
+    (``memory: {decay_rate: 0.9}``): the sweep would overwrite either without a word.
+    """
+    parts = key.split(".")
+    for cut in range(len(parts), 0, -1):
+        value = fixed.get(".".join(parts[:cut]), _ABSENT)
+        for part in parts[cut:]:
+            value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
+        if value is not _ABSENT:
+            return ".".join(parts[:cut])
+    return None
 
 
 def override_executor(
@@ -407,17 +456,20 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
     checked: dict[tuple[Any, ...], tuple[_Warned, ...]] = {}
     # Each point's warnings (its replicates draw the same ones), with the point's label.
     warned: list[tuple[str, dict[_Warned, None]]] = []
-    for point, params in enumerate(design_points(experiment.sweep, experiment.seed)):
-        overrides = [f"{key}={_yaml_value(value)}" for key, value in params.items()]
-        data = apply_overrides(base, overrides, origin, where="sweep: ")
-        data["name"] = experiment.name
+    points = design_points(experiment.sweep, experiment.seed)
+    _check_lhs_ends(experiment, base, points[0], origin, seeds[0])
+    for point, params in enumerate(points):
+        data = _point_config(experiment, base, params, origin)
         where = f"[design point {point}: {_describe_point(params)}]"
         warned.append((where, {}))
         try:
             config = RunConfig.model_validate({**data, "seed": seeds[0]})
         except ValidationError as err:
             _refuse_integer_lhs(err, experiment.sweep, origin)
-            raise ConfigError(f"{describe_validation_error(err, origin)} {where}") from None
+            message = describe_validation_error(err, origin)
+            if point == 0 and _fixed_refused(experiment, base, origin, message, seeds[0]):
+                raise ConfigError(f"{message} (in set or the base config)") from None
+            raise ConfigError(f"{message} {where}") from None
         try:
             check_event_templates(config, origin)
         except ConfigError as err:
@@ -440,6 +492,58 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
         )
     _warn_per_point(warned)
     return runs
+
+
+def _point_config(
+    experiment: ExperimentConfig, base: dict[str, Any], params: dict[str, Any], origin: str
+) -> dict[str, Any]:
+    """A design point's run config as plain data: ``base`` with the point's swept values."""
+    overrides = [f"{key}={_yaml_value(value)}" for key, value in params.items()]
+    data = apply_overrides(base, overrides, origin, where="sweep: ")
+    data["name"] = experiment.name
+    return data
+
+
+def _fixed_refused(
+    experiment: ExperimentConfig, base: dict[str, Any], origin: str, message: str, seed: int
+) -> bool:
+    """Whether the base config with ``set``, before any sweep, is refused with ``message``.
+
+    Then the mistake is in what every point shares, not in the first point's swept values.
+    """
+    try:
+        RunConfig.model_validate({**base, "name": experiment.name, "seed": seed})
+    except ValidationError as err:
+        return describe_validation_error(err, origin) == message
+    return False
+
+
+def _check_lhs_ends(
+    experiment: ExperimentConfig,
+    base: dict[str, Any],
+    first: dict[str, Any],
+    origin: str,
+    seed: int,
+) -> None:
+    """Refuse a Latin-hypercube range whose either end the run config refuses.
+
+    The samples fall inside the range, so whether one lands past a key's limit would depend on
+    the seed and the number of samples: the ends are checked (the other swept keys at the
+    first point's values), as a calibration's bounds are.
+
+    Raises:
+        ConfigError: Naming the range, the end and the config's reason.
+    """
+    for key, ends in experiment.sweep.lhs.items():
+        for label, end in zip(("low", "high"), ends, strict=True):
+            data = _point_config(experiment, base, {**first, key: end}, origin)
+            try:
+                RunConfig.model_validate({**data, "seed": seed})
+            except ValidationError as err:
+                _refuse_integer_lhs(err, experiment.sweep, origin)
+                reason = describe_validation_error(err, "").removeprefix(": ")
+                msg = f"{origin}: sweep.lhs.{key}: its {label} end {end!r} is refused: {reason}"
+                raise ConfigError(msg) from None
 
 
 def _describe_point(params: dict[str, Any]) -> str:
