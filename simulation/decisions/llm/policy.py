@@ -358,9 +358,12 @@ class LLMPolicy:
         try:
             reply = parse_reply(content, allowed)
         except ReplyFormatError as err:
-            if err.skill is not None:  # an unknown skill: still what the model proposed
-                outcome.proposed = err.skill
-            return [str(err)]
+            if err.skill is None:
+                return [str(err)]
+            # An unknown skill: still what the model proposed. The parser's message lists the
+            # registry's skills; the household's own options follow in the retry's feedback.
+            outcome.proposed = err.skill
+            return [f"unknown skill {err.skill!r}"]
         outcome.proposed = reply.skill
         validation = self.registry.check(
             reply.skill, request.state, request.costs.get(reply.skill, 0.0)
