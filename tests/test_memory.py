@@ -708,9 +708,10 @@ def test_bad_constructor_arguments_name_the_argument_and_value(kwargs, name):
     assert repr(value) in str(err.value)
 
 
-@pytest.mark.parametrize("importance", [-0.01, 1.01, float("nan")])
+@pytest.mark.parametrize("importance", [-0.01, 1.01, float("nan"), True, False])
 @pytest.mark.parametrize("method", ["add_working", "add_episodic", "add_experience"])
 def test_importance_outside_unit_interval_is_rejected(method, importance):
+    """A bool is no importance (True would be stored as 1.0), as settings refuse bools."""
     mem = CognitiveMemory("H001")
     with pytest.raises(ValueError, match="importance") as err:
         getattr(mem, method)("x", importance=importance)

@@ -271,8 +271,8 @@ class CognitiveMemory:
         amount: float | None = None,
         evidence: tuple[str, ...] = (),
     ) -> MemoryItem:
-        if not 0.0 <= importance <= 1.0:
-            msg = f"importance must be in [0, 1], got {importance!r}"
+        if not 0.0 <= importance <= 1.0 or importance.__class__ is bool:
+            msg = f"importance must be a number in [0, 1], got {importance!r}"
             raise ValueError(msg)
         if not isinstance(content, str):
             msg = f"content must be a string, got {content!r}"
