@@ -21,6 +21,8 @@ from pydantic import (
     field_validator,
 )
 
+from simulation.errors import shown_value
+
 __all__ = ["LAX", "SECRET_KEY_NAMES", "ConfigModel", "describe_validation_error"]
 
 #: Keys that hold the *name* of a secret: their values are never echoed in an error.
@@ -123,8 +125,7 @@ def describe_validation_error(error: ValidationError, origin: str) -> str:
         and not isinstance(first["input"], dict)
         and not (first["loc"] and first["loc"][-1] in SECRET_KEY_NAMES)  # may be a pasted key
     ):
-        shown = repr(first["input"])
-        message = f"{message} (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+        message = f"{message} (got {shown_value(first['input'])})"
     more = len(error.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     if not loc and first["type"] == "value_error":  # a cross-key check names its keys itself

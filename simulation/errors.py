@@ -12,8 +12,21 @@ bug without importing every part of floodsim first (Mesa alone takes about half 
 
 from __future__ import annotations
 
-__all__ = ["InputError"]
+__all__ = ["InputError", "shown_value"]
+
+#: The most characters of a bad value an error message repeats.
+SHOWN_CHARS = 60
 
 
 class InputError(ValueError):
     """Bad input; the message names the file (or flag) and the key, in one line."""
+
+
+def shown_value(value: object) -> str:
+    """``repr(value)`` for a one-line error, cut to :data:`SHOWN_CHARS` characters.
+
+    A whole section written where a list goes, or a template of thousands of characters, would
+    otherwise make the one line thousands of characters long.
+    """
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."

@@ -884,6 +884,37 @@ LOAD_ERRORS = [
         "its institutional constraint max_cost_share_of_income can make it unaffordable",
     ),
     (
+        "template that renders as blank text",
+        _set("do_nothing", "memory.template", " {tenure:.0} "),
+        "skill 'do_nothing'",
+        "memory.template",
+        "renders as blank text ('  '): the memory would hold no text",
+    ),
+    (
+        "format spec holding a newline",
+        _set("relocate", "memory.template", "Year {year:.2q\nx}"),
+        "skill 'relocate'",
+        "memory.template",
+        "(Invalid format specifier '.2q\\nx' for object of type 'int')",
+    ),
+    (
+        "a very long malformed template, cut short",
+        _set("relocate", "memory.template", "Year {year: " + "x" * 5000),
+        "skill 'relocate'",
+        "memory.template",
+        "malformed template 'Year {year: " + "x" * 44 + "...: ",
+    ),
+    (
+        "a whole section where a list goes, cut short",
+        lambda data: data.update(skills={s["skill_id"]: s for s in data["skills"]}),
+        None,
+        "skills",
+        (
+            "input should be a valid list, got {'buy_insurance': {'skill_id': 'buy_insurance', "
+            "'descript..."
+        ),
+    ),
+    (
         "tool with state changes",
         _tool("allowed_state_changes", ["has_insurance"]),
         "memory tool 'retrieve_memory'",
@@ -927,6 +958,20 @@ def test_load_errors_name_file_skill_and_key(
     else:
         assert f": {key}: " in message
     assert problem in message
+
+
+@pytest.mark.parametrize(
+    "precondition", ["not relocated", "relocated == false", "relocated != true"]
+)
+def test_the_default_skill_may_say_not_relocated_in_any_form(
+    tmp_path: Path, shipped_data: dict[str, Any], precondition: str
+) -> None:
+    """Every household that decides meets each: movers decide no more."""
+    data = copy.deepcopy(shipped_data)
+    _set("do_nothing", "preconditions", [precondition])(data)
+    path = tmp_path / "registry.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    assert load_registry(path).default_skill == "do_nothing"
 
 
 @pytest.mark.parametrize(

@@ -88,7 +88,7 @@ from simulation.analysis.metrics import RunDirError, load_run, stream_path, tabl
 from simulation.audit.readers import iter_records
 from simulation.config import ConfigError, check_file_kind
 from simulation.config_base import LAX, ConfigModel
-from simulation.errors import InputError
+from simulation.errors import InputError, shown_value
 from simulation.experiments.record import RecordError, read_record
 from simulation.model import METRIC_COLUMNS
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
@@ -282,7 +282,7 @@ def _describe(error: ValidationError, origin: Path, data: dict[str, Any]) -> str
     elif first["type"] == "missing":
         message = "required key is missing"
     elif first["type"] != "value_error" and "input" in first:
-        message = f"{message} (got {first['input']!r})"
+        message = f"{message} (got {shown_value(first['input'])})"
     # A validator's own message starts with the key it is about ("years_since: ..."); name the
     # entry by its target name too, which is easier to find in the file than an index.
     index = first["loc"][1] if len(first["loc"]) > 1 and first["loc"][0] == "targets" else None

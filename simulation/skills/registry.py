@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulation.agents.state import FLOOD_ZONES, STATE_FIELDS, TENURES, HouseholdState
 from simulation.decisions.base import Option
-from simulation.errors import InputError
+from simulation.errors import InputError, shown_value
 from simulation.skills.templates import TemplateError, render, render_many, template_fields
 from simulation.yaml_errors import describe_yaml_error, load_yaml
 
@@ -172,7 +172,10 @@ def _parse_value(text: str) -> object:
         return float(text)
     if _WORD_RE.match(text):
         return text
-    msg = f"cannot read value {text!r} (expected a number, true/false, a word or a quoted string)"
+    msg = (
+        f"cannot read value {shown_value(text)} (expected a number, true/false, a word or a "
+        "quoted string)"
+    )
     raise ValueError(msg)
 
 
@@ -215,7 +218,10 @@ class Precondition:
         else:
             truth = _TRUTH_RE.match(stripped)
             if not truth:
-                msg = f"cannot parse {text!r} (expected FIELD, 'not FIELD' or 'FIELD OP VALUE')"
+                msg = (
+                    f"cannot parse {shown_value(text)} (expected FIELD, 'not FIELD' or "
+                    "'FIELD OP VALUE')"
+                )
                 raise ValueError(msg)
             field, op, value = truth.group(2), "not" if truth.group(1) else "truthy", None
         if field not in STATE_FIELDS:
@@ -432,11 +438,11 @@ def _describe(error: Mapping[str, Any], model: type[BaseModel]) -> tuple[str, st
     if kind == "missing":
         return path, "missing required key"
     if kind in {"model_type", "dict_type"}:
-        return path, f"expected a mapping, got {error['input']!r}"
+        return path, f"expected a mapping, got {shown_value(error['input'])}"
     problem = error["msg"][0].lower() + error["msg"][1:]
     if kind == "string_pattern_mismatch":
         problem = "must be an identifier (letters, digits, underscores)"
-    return path, f"{problem}, got {error['input']!r}"
+    return path, f"{problem}, got {shown_value(error['input'])}"
 
 
 def _first_error(exc: ValidationError, model: type[BaseModel]) -> tuple[str, str]:
@@ -559,7 +565,9 @@ class _Builder:
             if name in CONTEXT_FIELDS:
                 samples[name] = _CONTEXT_SAMPLES[name]
             elif name in STATE_FIELDS:
-                samples[name] = _FIELD_TYPES[name]()
+                # A text of one letter: a template blank even then is blank for every value.
+                kind = _FIELD_TYPES[name]
+                samples[name] = "x" if kind is str else kind()
             else:
                 problem = (
                     f"unknown placeholder {name!r} (allowed: household state fields and "
@@ -568,9 +576,12 @@ class _Builder:
                 raise self.fail(label, "memory.template", problem)
         try:
             # Catch specs that cannot format the field's type (e.g. "{tenure:.0f}") at load.
-            render(spec.template, samples)
+            sample = render(spec.template, samples)
         except TemplateError as exc:
             raise self.fail(label, "memory.template", str(exc)) from None
+        if not sample.strip():  # "{tenure:.0}": placeholders only, each cut to nothing
+            problem = f"renders as blank text ({sample!r}): the memory would hold no text"
+            raise self.fail(label, "memory.template", problem)
         return MemoryTemplate(spec.template, spec.importance, tuple(spec.tags))
 
     def tool(self, index: int, raw: object) -> MemoryTool:
@@ -1113,15 +1124,22 @@ class _Admission(NamedTuple):
     limits: tuple[float, ...]  # affordability limits, shares of annual income
 
 
+# Preconditions (field, op, value) every household that decides meets.
+_NOT_RELOCATED = frozenset(
+    {("relocated", "not", None), ("relocated", "==", False), ("relocated", "!=", True)}
+)
+
+
 def _not_always_admissible(skill: Skill) -> str:
     """Why some household that decides might not be allowed ``skill``; empty when none."""
     closed = [tenure for tenure in TENURES if not skill.eligible(tenure)]
     if closed:
         return f"its eligible_agent_types leave out {closed[0]}s"
     for precondition in skill.preconditions:
-        # "not relocated" is the one every household that decides meets: movers are gone.
-        if (precondition.field, precondition.op) != ("relocated", "not"):
-            return f"its precondition {precondition.text!r} can fail"
+        # "not relocated" (or "relocated == false", "relocated != true") is the one every
+        # household that decides meets: movers are gone.
+        if (precondition.field, precondition.op, precondition.value) not in _NOT_RELOCATED:
+            return f"its precondition {shown_value(precondition.text)} can fail"
     if skill.institutional_constraints:
         name = next(iter(skill.institutional_constraints))
         return f"its institutional constraint {name} can make it unaffordable"

@@ -14,7 +14,7 @@ import string
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from simulation.errors import InputError
+from simulation.errors import InputError, shown_value
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -45,7 +45,7 @@ def _parse(template: str) -> Iterator[tuple[str, str | None, str]]:
     try:
         parsed = list(_FORMATTER.parse(template))
     except ValueError as exc:
-        msg = f"malformed template {template!r}: {exc}"
+        msg = f"malformed template {shown_value(template)}: {exc}"
         raise TemplateError(msg) from None
     for literal, name, spec, conversion in parsed:
         if name is None:
@@ -167,9 +167,11 @@ def _render_explained(
         try:
             parts.append(format(value, spec))
         except (ValueError, TypeError) as exc:
+            # Python's text quotes the spec as written: a newline in it would split the line.
+            reason = str(exc).replace("\n", "\\n")
             msg = (
                 f"placeholder {name!r}: format spec {spec!r} does not apply to "
-                f"{type(value).__name__} value {value!r} ({exc})"
+                f"{type(value).__name__} value {value!r} ({reason})"
             )
             raise TemplateError(msg) from None
     return "".join(parts)
