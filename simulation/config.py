@@ -290,6 +290,7 @@ class DamageConfig(Section):
 
     curves: str = Field(
         "usace_one_story_no_basement",
+        min_length=1,
         description="Shipped curve set (usace_one_story_no_basement, jrc_north_america) or a "
         "YAML file of the same shape (relative to the config file).",
     )
@@ -920,7 +921,9 @@ class RunConfig(Section):
     )
     years: int = Field(30, ge=1, le=MAX_YEARS, description="Simulated years (model steps).")
     registry: str = Field(
-        "skill_registry.yaml", description="Skill registry file (relative to the config file)."
+        "skill_registry.yaml",
+        min_length=1,
+        description="Skill registry file (relative to the config file).",
     )
     households: PopulationConfig = Field(
         default_factory=PopulationConfig, description="The households: generated or a table."
@@ -1317,7 +1320,8 @@ def rebase_paths(data: dict[str, Any], folder: Path) -> None:
     """
 
     def absolute(value: Any) -> Any:
-        return str((folder / value).resolve()) if isinstance(value, str) else value
+        # An empty path stays empty, for the config to refuse: resolved, it names the folder.
+        return str((folder / value).resolve()) if isinstance(value, str) and value else value
 
     if "registry" in data:
         data["registry"] = absolute(data["registry"])
