@@ -199,3 +199,24 @@ def test_an_experiment_record_changed_since_the_batch_is_named(
     err = capsys.readouterr().err
     assert err.startswith(f"floodsim: error: {path}: {problem}"), err
     assert err.count("\n") == 1
+
+
+def test_sensitivity_ranks_a_key_over_the_runs_where_it_has_a_number():
+    """A null (government.budget: null, no limit) has no rank: those runs are left out."""
+    key = "government.budget"
+    budgets = [None, 1e5, 2e5, 3e5]
+    insured = [0.9, 0.1, 0.2, 0.3]  # with the null run, the ranks would not agree
+    frame = pd.DataFrame(
+        {
+            "run_id": [f"p{i:03d}-r000" for i in range(4) for _ in range(2)],
+            "point": [i for i in range(4) for _ in range(2)],
+            "year": [1, 2] * 4,
+            key: [b for b in budgets for _ in range(2)],
+            **{o: [0.0] * 8 for o in OUTCOMES},
+        }
+    ).assign(insured_share=[s for s in insured for _ in range(2)])
+    table = sensitivity_table(frame, [key])
+    assert table.loc[0, "insured_share"] == pytest.approx(1.0)
+    assert table[["elevated_share", "relocated_share", "total_damage"]].isna().all().all()
+    only_null_and_one = frame[frame["point"].isin([0, 1])]
+    assert sensitivity_table(only_null_and_one, [key])[list(OUTCOMES)].isna().all().all()

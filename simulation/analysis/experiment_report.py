@@ -131,8 +131,10 @@ def sensitivity_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         keys: The swept keys (columns of ``frame``); those without numbers are left out.
 
     Returns:
-        One row per numeric key (``key``, then one column per outcome); NaN where the key or
-        the outcome does not vary across the runs. Empty without a numeric key.
+        One row per numeric key (``key``, then one column per outcome), over the runs where
+        the key is not null (``government.budget: null`` is no budget limit, which has no
+        rank among the numbers); NaN where the key or the outcome does not vary across those
+        runs. Empty without a numeric key.
     """
     per_run = _per_run(frame, keys)
     numeric = [
@@ -246,8 +248,9 @@ def _sensitivity_html(sensitivity: pd.DataFrame) -> str:
         return ""
     return f"""<h2>Sensitivity</h2>
 <p>Spearman rank correlation, over all runs, between a swept key's value and an outcome's
-average over the years (-1 to 1; blank where either does not vary; sensitivity.csv holds the
-same table).</p>
+average over the years (-1 to 1), over the runs where the key has a number: a null value
+(an unlimited budget, say) has no rank. Blank where either does not vary over those runs;
+sensitivity.csv holds the same table.</p>
 {_table_html(sensitivity)}"""
 
 
