@@ -1509,6 +1509,14 @@ def _load_registry(path: Path, origin: str) -> SkillRegistry:
             "(households retrieve memories to decide)"
         )
         raise ConfigError(msg)
+    others = [tool_id for tool_id in registry.memory_tools if tool_id != "retrieve_memory"]
+    if others:
+        # Accepted, it would be believed to do something: households call retrieve_memory only.
+        msg = (
+            f"{origin}: registry: {path}: memory tool {others[0]!r} is not one the model "
+            "calls (households call retrieve_memory only, as memory.retrieval configures it)"
+        )
+        raise ConfigError(msg)
     closed = [tenure for tenure in TENURES if not tool.eligible(tenure)]
     if closed:
         msg = (

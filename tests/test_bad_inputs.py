@@ -290,6 +290,13 @@ CASES: tuple[Case, ...] = (
         "{deductible}",
     ),
     run(
+        "registry_second_memory_tool.yaml",
+        "files/registry_second_memory_tool.yaml",
+        ": registry: ",
+        "recall_floods",
+        "call retrieve_memory only",
+    ),
+    run(
         "registry_unknown_skill.yaml",
         "files/registry_unknown_skill.yaml",
         ": registry: ",
