@@ -292,6 +292,17 @@ def test_report_subcommand_raises_report_error_for_a_bad_run_dir(tmp_path):
         args.func(args)
 
 
+def test_report_of_a_folder_of_neither_kind_names_both(tmp_path, capsys):
+    """The command reports a run or an experiment: the error says what makes a folder either."""
+    (tmp_path / "notes.txt").write_text("not a run\n", encoding="utf-8")
+    assert main(["report", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {tmp_path}: neither a run directory nor an experiment's folder (no "
+        "manifest.json or experiment.json)\n"
+    )
+    assert not (tmp_path / "report").exists()
+
+
 def test_floodsim_report_via_main(run_dir, tmp_path, capsys):
     assert main(["report", str(run_dir), "--out", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"{tmp_path / 'index.html'}\n"

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
+# What a folder `floodsim report` takes holds: a run's manifest or an experiment's record.
+_REPORTED = ("manifest.json", "experiment.json")
+
+
 def _report(args: argparse.Namespace) -> int:
     """Write the report of ``args.run_dir`` and print the path of its ``index.html``.
 
@@ -33,11 +37,18 @@ def _report(args: argparse.Namespace) -> int:
         is_experiment_dir,
         write_experiment_report,
     )
-    from simulation.analysis.report import write_report  # noqa: PLC0415
+    from simulation.analysis.report import ReportError, write_report  # noqa: PLC0415
     from simulation.audit.conformance import damaged_lines_named  # noqa: PLC0415
 
     folder = Path(args.run_dir)
     out = Path(args.out) if args.out is not None else None
+    if folder.is_dir() and not any((folder / name).is_file() for name in _REPORTED):
+        # Either kind is reported: the message says which files would make it one.
+        msg = (
+            f"{folder}: neither a run directory nor an experiment's folder (no manifest.json or "
+            "experiment.json)"
+        )
+        raise ReportError(msg)
     write = write_experiment_report if is_experiment_dir(folder) else write_report
     with damaged_lines_named(folder):
         index = write(folder, out)
