@@ -30,7 +30,6 @@ from simulation.audit.readers import (
     manifest_problem,
     naming_damaged_lines,
     not_a_folder_error,
-    read_manifest,
     read_stream,
     retrievals,
     sample_hint,
@@ -690,7 +689,7 @@ def household_decisions(run_dir: str | Path, agent_id: str | None = None) -> pd.
             )
         )
     if agent_id is not None and not rows and _written(run_dir, "household_traces"):
-        hint = sample_hint(run_dir, _manifest_or_none(run_dir))
+        hint = sample_hint(run_dir, None)  # the resolved config's sample, run complete or not
         msg = f"{run_dir}: household {agent_id!r} does not appear in household_traces{hint}"
         raise AuditReadError(msg)
     table = _typed(rows, _DECISION_DTYPES)
@@ -703,13 +702,6 @@ def _flag(value: Any) -> bool:
         msg = f"expected true or false, got {value!r}"
         raise TypeError(msg)  # naming_damaged_lines then names the line
     return value
-
-
-def _manifest_or_none(run_dir: str | Path) -> dict[str, Any] | None:
-    try:
-        return read_manifest(run_dir)
-    except AuditReadError:
-        return None
 
 
 @naming_damaged_lines
