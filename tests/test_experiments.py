@@ -545,8 +545,15 @@ def test_a_latin_hypercube_range_is_checked_at_its_ends_whatever_the_samples(tmp
         )
 
 
-def test_a_mistake_in_set_is_not_blamed_on_the_first_design_point(tmp_path, capsys):
-    path = write_experiment(tmp_path)
+@pytest.mark.parametrize(
+    "sweep",
+    ["", "sweep: {lhs: {memory.decay_rate: [0.5, 0.9]}, samples: 2}\n"],
+    ids=["grid", "lhs"],
+)
+def test_a_mistake_in_set_is_not_blamed_on_the_first_design_point_or_a_range(
+    tmp_path, capsys, sweep
+):
+    path = write_experiment(tmp_path, sweep)
     path.write_text(path.read_text().replace("audit.level: minimal", "audit: {gzip: 1}"))
     assert main(["validate", str(path)]) == 2
     assert capsys.readouterr().err == (

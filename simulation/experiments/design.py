@@ -541,6 +541,9 @@ def _check_lhs_ends(
                 RunConfig.model_validate({**data, "seed": seed})
             except ValidationError as err:
                 _refuse_integer_lhs(err, experiment.sweep, origin)
+                message = describe_validation_error(err, origin)
+                if _fixed_refused(experiment, base, origin, message, seed):
+                    raise ConfigError(f"{message} (in set or the base config)") from None
                 reason = describe_validation_error(err, "").removeprefix(": ")
                 msg = f"{origin}: sweep.lhs.{key}: its {label} end {end!r} is refused: {reason}"
                 raise ConfigError(msg) from None
