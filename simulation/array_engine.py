@@ -244,6 +244,8 @@ class ArrayEngine:
             x=columns["x"][active].astype(float),
             y=columns["y"][active].astype(float),
             ground_elevation=columns["ground_elevation"][active].astype(float),
+            index=active,
+            population=len(columns["x"]),
         )
         depths = model.hazard.depths(year, model.hazard_rng, sites)
         damage_s, damage_c = model.damage(
@@ -267,7 +269,9 @@ class ArrayEngine:
         """Steps 3-4 (as the model's ``_claims_and_event_memories``). Returns the payout."""
         config, columns = self.model.config, self.columns
         ins, events = config.insurance, config.events
-        approval_draws = self.model.claims_rng.random(len(active))
+        # One uniform per household of the population, each household's its own, as the
+        # model's (a household's luck with a claim does not hang on who has moved away).
+        approval_draws = self.model.claims_rng.random(len(columns["x"]))
         total_damage = damage_s + damage_c
         flooded = np.flatnonzero(depths > 0.0)
         rows = active[flooded]
@@ -298,7 +302,7 @@ class ArrayEngine:
         loss = np.where(has_insurance, damage_s[flooded], 0.0) + damage_c[flooded]
         claims = insured & damaged & (loss > ins.deductible)
         stats["claims_filed"] += int(np.count_nonzero(claims))
-        approved = claims & (approval_draws[flooded] < ins.claim_approval_probability)
+        approved = claims & (approval_draws[rows] < ins.claim_approval_probability)
         denied = claims & ~approved
         covered = np.where(has_insurance, np.minimum(damage_s[flooded], ins.structure_limit), 0.0)
         covered = covered + np.minimum(damage_c[flooded], ins.contents_limit)

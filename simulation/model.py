@@ -144,6 +144,7 @@ _COUNT_DTYPES = dict.fromkeys(
 
 # Household fields read for many households at once (map() with these runs in C).
 _X, _Y, _GROUND_ELEVATION = attrgetter("x"), attrgetter("y"), attrgetter("ground_elevation")
+_NUMBER = attrgetter("number")
 _STRUCTURE_VALUE, _CONTENTS_VALUE = attrgetter("structure_value"), attrgetter("contents_value")
 _FLOOD_ZONE, _ELEVATED = attrgetter("flood_zone"), attrgetter("elevated")
 _FIRST_FLOOR_HEIGHT = attrgetter("first_floor_height")
@@ -276,6 +277,9 @@ class HouseholdAgent(CellAgent):
         self.last_decision: DecisionSummary | None = None
         self.uses_llm = False
         self.relocated_in: int | None = None  # the year it moved away
+        # Its place in model.households, which the model sets: the variate of the year's
+        # per-household draws that is this household's.
+        self.number = 0
 
     @property
     def active(self) -> bool:
@@ -516,6 +520,8 @@ class FloodAdaptationModel(mesa.Model):
             household(self, state, self._new_memory(state.agent_id, population))
             for state in population.states
         ]
+        for number, agent in enumerate(self.households):
+            agent.number = number
         self._place(population.grid_shape, population.cells)
 
     def _new_memory(self, agent_id: str, population: Population) -> CognitiveMemory:
@@ -727,6 +733,8 @@ class FloodAdaptationModel(mesa.Model):
             x=np.fromiter(map(_X, states), float, n),
             y=np.fromiter(map(_Y, states), float, n),
             ground_elevation=np.fromiter(map(_GROUND_ELEVATION, states), float, n),
+            index=np.fromiter(map(_NUMBER, active), np.int64, n),
+            population=len(self.households),
         )
         depths = self.hazard.depths(year, self.hazard_rng, sites)
         damage_s, damage_c = self.damage(
@@ -775,8 +783,10 @@ class FloodAdaptationModel(mesa.Model):
     ) -> float:
         """Steps 3-4: claims and the flood and claim memories they leave. Returns the payout."""
         ins, events, stats = self.config.insurance, self.config.events, self.year_stats
-        # One uniform per active household every year keeps the claims stream aligned.
-        approval_draws = self.claims_rng.random(len(active))
+        # One uniform per household of the population every year, each household's its own:
+        # the stream, and a household's luck with a claim, do not hang on who has moved away,
+        # so runs that differ in their decisions still share their random numbers.
+        approval_draws = self.claims_rng.random(len(self.households))
         total_damage = damage_s + damage_c
         paid_total = 0.0
         for i in np.flatnonzero(depths > 0.0):
@@ -800,7 +810,7 @@ class FloodAdaptationModel(mesa.Model):
             if loss <= ins.deductible:
                 continue
             stats["claims_filed"] += 1
-            if approval_draws[i] < ins.claim_approval_probability:
+            if approval_draws[household.number] < ins.claim_approval_probability:
                 # The deductible comes off the loss and the limits cap what is left: a loss
                 # above a limit is paid up to the limit, as under the NFIP.
                 covered = (

@@ -126,6 +126,38 @@ def test_stochastic_noise_draws_one_vector_per_year() -> None:
     assert rng.random() == reference.random()
 
 
+def test_stochastic_noise_is_drawn_for_the_population_and_taken_by_place() -> None:
+    """Who has moved away changes neither the draws nor any remaining home's noise."""
+    source = StochasticSource("gumbel", loc=5.0, scale=2.0, spatial_noise_sd=1.0)
+    ground = np.array([4.0, 3.0])
+    sites = Sites(
+        x=np.zeros(2), y=np.zeros(2), ground_elevation=ground, index=np.array([0, 2]), population=4
+    )
+    rng = np.random.default_rng(11)
+    depth = source.depths(1, rng, sites)
+    reference = np.random.default_rng(11)
+    level = reference.gumbel(5.0, 2.0)
+    noise = reference.normal(0.0, 1.0, size=4)
+    np.testing.assert_allclose(depth, np.maximum(level + noise[[0, 2]] - ground, 0.0))
+    assert rng.random() == reference.random()
+
+
+@pytest.mark.parametrize(
+    ("index", "population"),
+    [([0, 4], 4), ([-1, 0], 4), ([0.0, 1.0], 4), ([0], 4)],
+    ids=["past-the-end", "negative", "floats", "too-few"],
+)
+def test_sites_refuse_an_index_outside_the_population(index: list, population: int) -> None:
+    with pytest.raises(HazardError, match=r"Sites\.index: one place in the population of 4"):
+        Sites(
+            x=np.zeros(2),
+            y=np.zeros(2),
+            ground_elevation=np.zeros(2),
+            index=np.array(index),
+            population=population,
+        )
+
+
 def test_stochastic_spatial_noise_has_the_configured_sd() -> None:
     source = StochasticSource("gumbel", loc=100.0, scale=1.0, spatial_noise_sd=0.3)
     depth = source.depths(1, np.random.default_rng(9), _sites([0.0] * 20_000))

@@ -8,7 +8,9 @@ the water at each site, in feet above ground (0 = dry)? Three sources are provid
 * :class:`RasterSource` samples one flood-depth grid (``.asc``) per year.
 
 Randomness comes only from the ``numpy.random.Generator`` the model passes in, and each source
-draws a fixed number of variates per year, so equal seeds give equal runs.
+draws a fixed number of variates per year, so equal seeds give equal runs, and runs that differ
+in what their households decide still share their floods (common random numbers): a variate per
+household is drawn for the whole population, moved away or not, and each site takes its own.
 """
 
 from __future__ import annotations
@@ -72,14 +74,20 @@ class Sites:
         y: Northing of each household.
         ground_elevation: Ground elevation at each household (ft above the datum of the water
             levels).
+        index: Each site's household, by its place in the run's population (0 to
+            ``population - 1``); ``None``: the sites are the whole population, in order.
+        population: How many households the run has, moved away included (with ``index``).
 
     Raises:
-        HazardError: If the arrays are not 1-D, differ in length or hold NaN/inf.
+        HazardError: If the arrays are not 1-D, differ in length or hold NaN/inf, or an index
+            is outside the population.
     """
 
     x: np.ndarray
     y: np.ndarray
     ground_elevation: np.ndarray
+    index: np.ndarray | None = None
+    population: int = 0
 
     def __post_init__(self) -> None:
         for name in ("x", "y", "ground_elevation"):
@@ -90,6 +98,18 @@ class Sites:
                 f"lengths {self.x.size}, {self.y.size} and {self.ground_elevation.size}"
             )
             raise HazardError(msg)
+        if self.index is None:
+            object.__setattr__(self, "population", self.x.size)
+            return
+        index = np.asarray(self.index)
+        outside = index.size and (index.min() < 0 or index.max() >= self.population)
+        if index.shape != self.x.shape or index.dtype.kind not in "iu" or outside:
+            msg = (
+                f"Sites.index: one place in the population of {self.population} per site "
+                f"expected, got {index!r}"
+            )
+            raise HazardError(msg)
+        object.__setattr__(self, "index", index)
 
     def __len__(self) -> int:
         return int(self.x.size)
@@ -231,7 +251,10 @@ class StochasticSource:
         level = self.water_level(year, rng)
         surface: float | np.ndarray = level
         if self.spatial_noise_sd > 0:
-            surface = level + rng.normal(0.0, self.spatial_noise_sd, size=len(sites))
+            # One value per household of the population, so that the draws, and each home's
+            # own, do not hang on who has moved away (see the module docstring).
+            noise = rng.normal(0.0, self.spatial_noise_sd, size=sites.population)
+            surface = level + (noise if sites.index is None else noise[sites.index])
         return np.maximum(surface - sites.ground_elevation, 0.0)
 
 
