@@ -82,7 +82,10 @@ class Insurer(mesa.Agent):
 
     The rate is scaled by ``loss_ratio / target`` over the last ``window`` years, clipped to
     ``max_change`` per year and to ``[min_rate, max_rate]``; within ``tolerance`` of the target
-    nothing changes. Years without premiums are skipped.
+    nothing changes. A window without premiums leaves the rate as it is. Every year counts
+    toward the window, those before the first policies too (year 1, whose premiums and claims
+    are both zero): they add nothing to the loss ratio, but the first review comes ``window``
+    years after the run starts, not after the first premiums.
     """
 
     def __init__(self, model: mesa.Model, config: InsurerConfig, rate: float):
