@@ -337,6 +337,14 @@ CASES: tuple[Case, ...] = (
         "missing required column",
     ),
     run(
+        "household_table_grid_too_large.yaml",
+        "files/households_grid_too_large.csv",
+        "row 4, column grid_col",
+        "100000",
+        "2,100,021 cells",
+        "at most 1,000,000",
+    ),
+    run(
         "household_table_duplicate_ids.yaml",
         "files/households_duplicate_ids.csv",
         "households.table",

@@ -51,7 +51,8 @@ column                 required  meaning
 ``prior_flood_damage`` no        damage of that flood, dollars, >= 0; empty = not
                                  reported (needs ``prior_flood_year``)
 ``grid_col``,          no        grid cell of the household (integers >= 0, both or
-``grid_row``                     neither); households may share a cell (flats)
+``grid_row``                     neither); households may share a cell (flats); the grid
+                                 they span has at most :data:`MAX_GRID_CELLS` cells
 =====================  ========  =====================================================
 
 A reported flood becomes a seeded memory ("In 2012 my home was flooded causing $18,000 in
@@ -93,6 +94,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FLOOD_ZONES",
     "GENERATED_FLOOD_MEMORY",
+    "MAX_GRID_CELLS",
     "OPTIONAL_COLUMNS",
     "REQUIRED_COLUMNS",
     "SFHA_ZONES",
@@ -110,6 +112,11 @@ __all__ = [
     "generate_population",
     "load_population_table",
 ]
+
+#: The most cells the grid of a table's ``grid_col`` and ``grid_row`` may span. Mesa builds
+#: every cell of a grid, empty or not, at about 1.5 KB each: a million cells take 1.5 GB and
+#: ten seconds, and one mistyped ``grid_col`` of 100,000 would take every byte of the machine.
+MAX_GRID_CELLS = 1_000_000
 
 #: Columns every household table must have.
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -609,6 +616,23 @@ class _Table:
         return values
 
 
+def _check_grid_size(
+    table: _Table, col: np.ndarray, row: np.ndarray, shape: tuple[int, int]
+) -> None:
+    """Refuse grid cells spanning more than :data:`MAX_GRID_CELLS`, naming the farthest one."""
+    height, width = shape
+    if height * width <= MAX_GRID_CELLS:
+        return
+    name, values = ("grid_col", col) if width >= height else ("grid_row", row)
+    i = int(np.argmax(values))
+    problem = (
+        f"{values[i]} makes the households' grid {height:,} rows by {width:,} columns "
+        f"({height * width:,} cells); Mesa builds every cell, so at most {MAX_GRID_CELLS:,} "
+        "(number the cells the households use from 0)"
+    )
+    raise table.error(int(table.rows[i]), name, problem)
+
+
 def _layout_cells(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
     """Grid cells ``(cols, rows, (height, width))`` for households at map points ``x, y``."""
     n = x.size
@@ -721,6 +745,7 @@ def load_population_table(path: Path, config: PopulationConfig) -> Population:
         col = table.numbers("grid_col", low=0.0, integer=True).astype(np.int64)
         row = table.numbers("grid_row", low=0.0, integer=True).astype(np.int64)
         shape = (int(row.max()) + 1, int(col.max()) + 1)
+        _check_grid_size(table, col, row, shape)
     else:
         col, row, shape = _layout_cells(x, y)
 
