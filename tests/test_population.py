@@ -508,10 +508,19 @@ def test_bad_cell_names_row_and_column(tmp_path: Path, bad_row: str, expected: s
     assert re.search(expected, message), message
 
 
-def test_row_numbers_count_blank_lines(tmp_path: Path) -> None:
-    lines = [HEADER, GOOD_ROWS[0], "", "B,owner,abc,1,1,AE,5,2,0,0"]
+@pytest.mark.parametrize("blank", ["", " ", "\t  "], ids=["empty", "a-space", "tab-and-spaces"])
+def test_row_numbers_count_blank_lines(tmp_path: Path, blank: str) -> None:
+    lines = [HEADER, GOOD_ROWS[0], blank, "B,owner,abc,1,1,AE,5,2,0,0"]
     message = _table_error(_write_csv(tmp_path, lines))
     assert "row 4, column income" in message
+
+
+@pytest.mark.parametrize("blank", [" ", "   ", "\t"])
+def test_a_line_of_spaces_is_skipped_as_a_blank_line_is(tmp_path: Path, blank: str) -> None:
+    """An editor often leaves one at the end of a file."""
+    lines = [HEADER, *GOOD_ROWS, blank, blank]
+    population = load_population_table(_write_csv(tmp_path, lines), PopulationConfig())
+    assert len(population.states) == len(GOOD_ROWS)
 
 
 @pytest.mark.parametrize(

@@ -493,11 +493,13 @@ def generate_population(config: PopulationConfig, rng: np.random.Generator) -> P
 def _short_row(path: Path, width: int) -> tuple[int, int] | None:
     """The first row (counted as a spreadsheet does) with fewer than ``width`` fields, if any.
 
-    Blank lines are not short rows: they are skipped like empty rows.
+    Blank lines, spaces only included (an editor's last line), are not short rows: they are
+    skipped like empty rows.
     """
     with path.open(encoding="utf-8-sig", newline="") as fh:
         for row, record in enumerate(csv.reader(fh), start=1):
-            if record and len(record) < width:
+            blank = len(record) == 1 and not record[0].strip()
+            if record and len(record) < width and not blank:
                 return row, len(record)
     return None
 
