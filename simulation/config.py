@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    BaseModel,
     Field,
     HttpUrl,
     TypeAdapter,
@@ -1044,8 +1045,9 @@ def ignored_keys(config: RunConfig) -> list[tuple[list[str], str]]:
     ``social.k`` and ``social.p`` outside ``small_world``.
 
     Returns:
-        ``(keys, reason)`` pairs: the LLM settings under another policy, and
-        ``audit.gzip_level`` without ``audit.gzip``.
+        ``(keys, reason)`` pairs: the LLM settings under another policy, the generation
+        settings of ``households`` with a household table, and ``audit.gzip_level`` without
+        ``audit.gzip``.
     """
     groups: list[tuple[list[str], str]] = []
     decision = config.decision
@@ -1060,10 +1062,44 @@ def ignored_keys(config: RunConfig) -> list[tuple[list[str], str]]:
             keys.insert(0, "decision.llm_share")
         if keys:
             groups.append((keys, f"decision.policy is {decision.policy}, not llm"))
+    households = config.households
+    if households.table is not None:
+        default = PopulationConfig()
+        keys = []
+        for name in _GENERATION_ONLY:
+            given, usual = getattr(households, name), getattr(default, name)
+            if isinstance(given, BaseModel):  # income.median: the key that was set
+                keys += [
+                    f"households.{name}.{part}"
+                    for part in type(given).model_fields
+                    if getattr(given, part) != getattr(usual, part)
+                ]
+            elif given != usual:
+                keys.append(f"households.{name}")
+        if keys:
+            groups.append((keys, "households.table is set: the table gives the households"))
     audit = config.audit
     if not audit.gzip and audit.gzip_level != AuditConfig.model_fields["gzip_level"].default:
         groups.append((["audit.gzip_level"], "audit.gzip is false"))
     return groups
+
+
+# What only generated households read (a table's seeded floods read prior_flood_importance and
+# survey_year). Not count: its comment says a table ignores it, and a config adding a table to
+# a generated base keeps the base's count.
+_GENERATION_ONLY = (
+    "owner_share",
+    "income",
+    "structure_value",
+    "contents_ratio",
+    "renter_contents",
+    "cell_size",
+    "ground",
+    "bfe_ft",
+    "first_floor_height",
+    "ae_first_floor_bonus",
+    "prior_flood_share",
+)
 
 
 def warn_ignored_keys(

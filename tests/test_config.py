@@ -956,6 +956,37 @@ def test_a_gzip_level_without_gzip_is_named_in_a_warning():
     assert ignored_keys(config) == []
 
 
+def test_generation_settings_beside_a_household_table_are_named_as_ignored(tmp_path):
+    """A sweep over prior_flood_share with a table would otherwise give equal points unseen."""
+    table = ROOT / "tests" / "data" / "households_small.csv"
+    overrides = [
+        f"households.table={table}",
+        "households.prior_flood_share=0.9",
+        "households.income.median=50000",
+        "households.count=5",  # documented as ignored with a table: not named
+        "households.prior_flood_importance=0.7",  # read by a table's seeded floods
+    ]
+    config, _ = load_config(DEFAULT, overrides)
+    reason = "households.table is set: the table gives the households"
+    assert ignored_keys(config) == [
+        (["households.income.median", "households.prior_flood_share"], reason)
+    ]
+    with pytest.warns(IgnoredKeyWarning) as caught:
+        warn_ignored_keys(config, "run.yaml", setting_origin(str(DEFAULT), overrides))
+    assert [str(w.message) for w in caught] == [
+        (
+            f"--set households.income.median=50000: households.income.median is ignored because "
+            f"{reason}"
+        ),
+        (
+            f"--set households.prior_flood_share=0.9: households.prior_flood_share is ignored "
+            f"because {reason}"
+        ),
+    ]
+    generated, _ = load_config(DEFAULT, overrides[1:])
+    assert ignored_keys(generated) == []
+
+
 def test_an_ignored_key_warning_names_what_gave_each_key():
     overrides = ["decision.policy=pmt", "decision.llm_share=0.5"]
     config, _ = load_config(LLM_SCENARIO, overrides)
