@@ -241,6 +241,20 @@ class HazardConfig(Section):
             raise ValueError(msg)
         return value
 
+    @field_validator("events", "rasters", mode="before")
+    @classmethod
+    def _each_year_once(cls, value: object) -> object:
+        # 2 and "2" are one year: pydantic would keep whichever came last, without a word.
+        if isinstance(value, dict):
+            seen: dict[str, object] = {}
+            for key in value:
+                year = str(key).strip()
+                if year in seen:
+                    msg = f"year {year} is given twice ({seen[year]!r} and {key!r})"
+                    raise ValueError(msg)
+                seen[year] = key
+        return value
+
     @field_validator("rasters", mode="after")
     @classmethod
     def _some_rasters(cls, value: dict[int, str], info: ValidationInfo) -> dict[int, str]:

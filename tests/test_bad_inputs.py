@@ -211,6 +211,7 @@ CASES: tuple[Case, ...] = (
     run("unknown_curve_set.yaml", None, "damage.curves", "usace_one_story_no_basment"),
     # ------------------------------------------------------------------------ skill registry
     run("missing_registry.yaml", None, ": registry: ", "skill_regsitry.yaml", "not found"),
+    run("scripted_year_twice.yaml", None, ": hazard.events: ", "year 2 is given twice"),
     run("empty_registry_path.yaml", None, ": registry: ", "at least 1 character", "(got '')"),
     run(
         "registry_unknown_field.yaml",
