@@ -906,6 +906,13 @@ class AuditConfig(Section):
         if isinstance(value, str):
             msg = f"a fraction in (0, 1] or a list of agent ids: one id is [{value}]"
             raise ValueError(msg)
+        if isinstance(value, list) and (numbers := [v for v in value if not isinstance(v, str)]):
+            # A table's ids 1, 2, 3 are text: YAML reads [1, 2] as numbers.
+            msg = (
+                f"a list of agent ids, which are text: quote an id that looks like a number "
+                f"(['{numbers[0]}'], not [{numbers[0]}])"
+            )
+            raise ValueError(msg)
         return value
 
     @field_validator("sample")

@@ -1008,6 +1008,17 @@ def test_one_audited_id_without_brackets_is_told_to_be_a_list():
     assert ".float" not in message
 
 
+def test_audited_ids_that_yaml_reads_as_numbers_are_told_to_be_quoted():
+    message = load_error(DEFAULT, ["audit.sample=[1, 2]"], named="--set audit.sample=[1, 2]")
+    assert message.endswith(
+        ": audit.sample: a list of agent ids, which are text: quote an id that looks like a "
+        "number (['1'], not [1]) (got [1, 2])"
+    )
+    assert ".float" not in message
+    config, _ = load_config(DEFAULT, ["audit.sample=['1', '2']"])
+    assert config.audit.sample == ["1", "2"]
+
+
 def test_a_valid_config_is_read_once_per_file_of_its_base_chain(monkeypatch):
     """Finding which file or flag set a key is for errors: a valid config reads each file once
     (every run, validation and design point loads one; re-reading made loading 10x slower)."""
