@@ -75,7 +75,15 @@ from simulation.decisions.llm import (
 )
 from simulation.decisions.pmt import PMTPolicy
 from simulation.decisions.scripted import ScriptedPolicy, ScriptError, load_script
-from simulation.hazard import HazardError, RasterSource, Sites, compute_damage, load_curves
+from simulation.hazard import (
+    FEET_PER_METRE,
+    PLAUSIBLE_DEPTH_FT,
+    HazardError,
+    RasterSource,
+    Sites,
+    compute_damage,
+    load_curves,
+)
 from simulation.memory import CognitiveMemory
 from simulation.skills import RegistryError, SkillRegistry, Validation
 from simulation.skills.registry import VALID
@@ -462,8 +470,19 @@ class FloodAdaptationModel(mesa.Model):
                 f"hazard.{key}",
                 none_within="the run has no floods",
             )
+        hazard = config.hazard
+        if hazard.source == "scripted" and hazard.kind == "depth" and hazard.events:
+            year, depth = max(hazard.events.items(), key=lambda event: event[1])
+            if depth > PLAUSIBLE_DEPTH_FT:
+                warnings.warn(
+                    f"{where(('hazard', 'events'))}: hazard.events: year {year} floods every "
+                    f"home {depth:g} ft deep (kind: depth, in ft), more than "
+                    f"{PLAUSIBLE_DEPTH_FT:.0f} ft: a depth in another unit?",
+                    ConfigWarning,
+                    stacklevel=2,
+                )
         if isinstance(self.hazard, RasterSource):
-            _warn_grids_missing_homes(
+            _warn_grids_at_homes(
                 self.hazard,
                 config.years,
                 [h.state for h in self.households],
@@ -1614,42 +1633,78 @@ def _warn_after_last_year(
         warnings.warn(message, ConfigWarning, stacklevel=2)
 
 
-def _warn_grids_missing_homes(
+def _warn_grids_at_homes(
     source: RasterSource, last: int, states: Sequence[HouseholdState], origin: str
 ) -> None:
-    """Warn of the run's depth grids that cover no home: their floods would reach no one.
+    """Warn of the run's depth grids whose floods reach no home, or reach implausibly deep.
 
     A grid in another coordinate system than the households' x and y (degrees against
-    metres, say) would otherwise pass for a run without floods. The grids were read as the
-    source was built (``HazardConfig.build``), so none is read here.
+    metres, say), or NODATA wherever a home is, would otherwise pass for a run without
+    floods; one in centimetres read as metres floods every home a hundred times too deep.
+    The grids were read as the source was built (``HazardConfig.build``), so none is read
+    here.
     """
     years = [year for year in source.paths if year <= last]
     if not years or not states:
         return
     x = np.array([state.x for state in states], dtype=np.float64)
     y = np.array([state.y for state in states], dtype=np.float64)
-    missing = []
+    missing, blank, deep = [], [], []
     for year in years:
         grid = source.grid(year)
-        if grid is not None and not grid.covers(x, y).any():
+        if grid is None:
+            continue
+        if not grid.covers(x, y).any():
             missing.append((year, grid))
-    if not missing:
-        return
-    year, grid = missing[0]
-    west, east, south, north = grid.extent
-    which = (
-        f"the grid of year {year}"
-        if len(missing) == 1
-        else f"{len(missing)} of the run's {len(years)} grids (the first: year {year})"
-    )
-    warnings.warn(
-        f"{origin}: hazard.rasters: {which} covers no home, so its flood reaches no one: "
-        f"{grid.path} spans x {west:.10g} to {east:.10g} and y {south:.10g} to {north:.10g}; "
-        f"the homes lie within x {np.nanmin(x):.10g} to {np.nanmax(x):.10g} and y "
-        f"{np.nanmin(y):.10g} to {np.nanmax(y):.10g} (are both in the same coordinate system?)",
-        ConfigWarning,
-        stacklevel=2,
-    )
+            continue
+        values = grid.sample(x, y, fill=np.nan)
+        if np.isnan(values).all():
+            blank.append((year, grid))
+        elif np.nanmax(values) * _feet_per(source.units) > PLAUSIBLE_DEPTH_FT:
+            deep.append((year, grid, float(np.nanmax(values))))
+    if missing:
+        year, grid = missing[0]
+        west, east, south, north = grid.extent
+        warnings.warn(
+            f"{origin}: hazard.rasters: {_which(missing, years)} covers no home, so its flood "
+            f"reaches no one: {grid.path} spans x {west:.10g} to {east:.10g} and y "
+            f"{south:.10g} to {north:.10g}; the homes lie within x {np.nanmin(x):.10g} to "
+            f"{np.nanmax(x):.10g} and y {np.nanmin(y):.10g} to {np.nanmax(y):.10g} (are both "
+            "in the same coordinate system?)",
+            ConfigWarning,
+            stacklevel=2,
+        )
+    if blank:
+        year, grid = blank[0]
+        warnings.warn(
+            f"{origin}: hazard.rasters: {_which(blank, years)} is NODATA at every home, so its "
+            f"flood reaches no one ({grid.path})",
+            ConfigWarning,
+            stacklevel=2,
+        )
+    if deep:
+        year, grid, most = deep[0]
+        feet = "" if source.units == "ft" else f" ({most * _feet_per(source.units):,.0f} ft)"
+        warnings.warn(
+            f"{origin}: hazard.rasters: {_which(deep, years)} is up to {most:.4g} "
+            f"{source.units} deep at a home{feet}, more than "
+            f"{PLAUSIBLE_DEPTH_FT:.0f} ft: are its values in hazard.units ({source.units})? "
+            f"({grid.path})",
+            ConfigWarning,
+            stacklevel=2,
+        )
+
+
+def _feet_per(units: str) -> float:
+    return FEET_PER_METRE if units == "m" else 1.0
+
+
+def _which(found: Sequence[tuple[Any, ...]], years: Sequence[int]) -> str:
+    """``the grid of year 3``, or ``2 of the run's 5 grids (the first: year 3)``."""
+    year = found[0][0]
+    if len(found) == 1:
+        return f"the grid of year {year}"
+    return f"{len(found)} of the run's {len(years)} grids (the first: year {year})"
 
 
 def _template_context(skill_id: str) -> frozenset[str]:

@@ -1013,6 +1013,59 @@ def test_a_raster_grid_that_covers_no_home_is_named_in_a_warning(tmp_path):
     assert model.year_stats["flooded_households"] == 64
 
 
+def test_a_raster_grid_that_is_nodata_at_every_home_is_named_in_a_warning(tmp_path):
+    blank = tmp_path / "blank.asc"
+    blank.write_text(
+        "ncols 2\nnrows 1\nxllcorner -10\nyllcorner -10\ncellsize 1000\nNODATA_value -9999\n"
+        "-9999 -9999\n"
+    )
+    with pytest.warns(ConfigWarning) as caught:
+        make_model("years=3", "hazard.source=raster", f"hazard.rasters={{2: {blank}}}", count=8)
+    assert [str(w.message) for w in caught] == [
+        (
+            f"config: hazard.rasters: the grid of year 2 is NODATA at every home, so its flood "
+            f"reaches no one ({blank})"
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("units", "said"),
+    [("ft", "up to 150 ft deep at a home,"), ("m", "up to 150 m deep at a home (492 ft),")],
+)
+def test_a_depth_grid_implausibly_deep_at_a_home_is_named_in_a_warning(tmp_path, units, said):
+    """Centimetres read as metres flood every home a hundred times too deep, without a word."""
+    cm = tmp_path / "cm.asc"
+    cm.write_text("ncols 2\nnrows 1\nxllcorner -10\nyllcorner -10\ncellsize 1000\n150 300\n")
+    overrides = ("years=3", "hazard.source=raster", f"hazard.rasters={{2: {cm}}}")
+    with pytest.warns(ConfigWarning) as caught:
+        make_model(*overrides, f"hazard.units={units}", count=8)
+    assert [str(w.message) for w in caught] == [
+        (
+            f"config: hazard.rasters: the grid of year 2 is {said} more than 50 ft: are its "
+            f"values in hazard.units ({units})? ({cm})"
+        )
+    ]
+    deep = ("hazard.source=scripted", "hazard.kind=depth", "hazard.events={2: 4.0, 3: 500}")
+    with pytest.warns(ConfigWarning) as caught:
+        make_model("years=3", *deep, count=8)
+    assert [str(w.message) for w in caught] == [
+        (
+            "config: hazard.events: year 3 floods every home 500 ft deep (kind: depth, in ft), "
+            "more than 50 ft: a depth in another unit?"
+        )
+    ]
+    with warnings.catch_warnings():  # 12 ft: a deep flood, not a units mistake
+        warnings.simplefilter("error")
+        make_model(
+            "years=3",
+            "hazard.source=scripted",
+            "hazard.kind=depth",
+            "hazard.events={2: 12}",
+            count=8,
+        )
+
+
 def test_justifications_say_renewed_what_the_registry_renews():
     """The policy lapses unless the skill's registry effects set it; the text follows the same
     rule, even where decision.pmt.insurance_skills leaves a skill out."""

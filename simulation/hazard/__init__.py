@@ -23,6 +23,7 @@ from simulation.hazard.curves import (
 from simulation.hazard.raster import AsciiGrid, read_ascii_grid
 from simulation.hazard.sources import (
     FEET_PER_METRE,
+    PLAUSIBLE_DEPTH_FT,
     SOURCE_KINDS,
     HazardSource,
     RasterSource,
@@ -36,6 +37,7 @@ __all__ = [
     "CURVE_UNITS",
     "DEFAULT_CURVE_SET",
     "FEET_PER_METRE",
+    "PLAUSIBLE_DEPTH_FT",
     "SOURCE_KINDS",
     "AsciiGrid",
     "DamageCurves",

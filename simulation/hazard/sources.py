@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FEET_PER_METRE",
+    "PLAUSIBLE_DEPTH_FT",
     "SOURCE_KINDS",
     "HazardSource",
     "RasterSource",
@@ -43,6 +44,10 @@ __all__ = [
 
 #: International foot: exactly 0.3048 m.
 FEET_PER_METRE = 1.0 / 0.3048
+#: Deeper than this at a home (ft above ground) is warned about as a likely units mistake
+#: (centimetres read as metres, metres as feet): 50 ft is above the highest storm surges
+#: recorded in the United States (about 28 ft, Katrina) and river floods at homes.
+PLAUSIBLE_DEPTH_FT = 50.0
 
 #: Distributions :class:`StochasticSource` can draw annual maximum levels from, with the
 #: parameters each one needs.
