@@ -1177,6 +1177,22 @@ def test_an_experiment_s_run_that_fails_a_check_is_named_with_its_detail(
     assert out.endswith("1 of 2 runs pass every check\n")
 
 
+def test_an_experiment_whose_batch_did_not_finish_is_said_to_be_unfinished(
+    experiment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The runs that are there pass; the checks alone would not say that one never ran."""
+    copy_of = Path(shutil.copytree(experiment, tmp_path / "experiment"))
+    never_ran = sorted((copy_of / "runs").iterdir())[1]
+    shutil.rmtree(never_ran)
+    assert _run_cli(["audit", "summarize", str(copy_of)]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith(
+        "1 of 1 runs pass every check\n"
+        f"The experiment plans 2 runs: 1 has no run folder ({never_ran.name}); the batch did "
+        "not finish (floodsim batch FILE --resume runs the rest)\n"
+    )
+
+
 def test_runs_checked_in_a_pool_of_processes_are_reported_as_one_by_one(
     experiment: Path, tmp_path: Path
 ) -> None:

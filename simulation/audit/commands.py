@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from tqdm import tqdm
 
 from simulation.audit.conformance import damaged_lines_named, line_problem
@@ -664,6 +665,8 @@ class ExperimentAuditSummary:
 
     folder: Path
     runs: list[AuditSummary]
+    #: The run ids ``experiment.json`` plans (``None`` when it cannot be read).
+    planned: list[str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -689,7 +692,54 @@ class ExperimentAuditSummary:
                 lines += [f"  FAIL  {check.name}: {check.detail}" for check in failing]
         passed = sum(run.ok for run in self.runs)
         lines += ["", f"{passed} of {len(self.runs)} runs pass every check"]
+        lines += self._unfinished()
         return "\n".join(lines)
+
+    def _unfinished(self) -> list[str]:
+        """What the checks cannot say: runs the experiment plans that are not all there.
+
+        The trails of runs stopped mid-way pass their checks (they are whole up to where the
+        run stopped), and runs that never started have none to check.
+        """
+        if self.planned is None:
+            return []
+        have = {run.run_dir.name for run in self.runs}
+        missing = [run_id for run_id in self.planned if run_id not in have]
+        planned = set(self.planned)
+        stopped = [
+            run.run_dir.name
+            for run in self.runs
+            if run.status != "complete" and run.run_dir.name in planned
+        ]
+        if not missing and not stopped:
+            return []
+        parts = []
+        if missing:
+            verb = "has" if len(missing) == 1 else "have"
+            parts.append(f"{len(missing)} {verb} no run folder ({_some(missing)})")
+        if stopped:
+            parts.append(f"{len(stopped)} did not complete ({_some(stopped)})")
+        plans = f"The experiment plans {len(self.planned)} runs: {' and '.join(parts)}"
+        return [f"{plans}; the batch did not finish (floodsim batch FILE --resume runs the rest)"]
+
+
+def _some(run_ids: list[str], shown: int = 3) -> str:
+    """``p000-r001, p000-r002``, or the first ``shown`` and how many more."""
+    more = len(run_ids) - shown
+    return ", ".join(run_ids[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _planned_runs(folder: Path) -> list[str] | None:
+    """The run ids ``folder/experiment.json`` lists, or ``None`` when it cannot be read.
+
+    Read here rather than through :mod:`simulation.experiments.record`, which imports the
+    experiment's config and with it Mesa: the audit commands start without it.
+    """
+    try:
+        runs = orjson.loads((folder / "experiment.json").read_bytes())["runs"]
+        return [str(run["run_id"]) for run in runs]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return None
 
 
 def summarize_experiment(
@@ -739,7 +789,7 @@ def summarize_experiment(
             for run in runs:
                 summaries.append(_run_summary(run, schema))
                 bar.update()
-            return ExperimentAuditSummary(folder, summaries)
+            return ExperimentAuditSummary(folder, summaries, _planned_runs(folder))
         # Imported on use: the pool brings the runner and Mesa, which a run's check never needs.
         from simulation.experiments.executors import ProcessExecutor  # noqa: PLC0415
 
@@ -748,7 +798,7 @@ def summarize_experiment(
             for future in pending:  # in run-id order, whichever ends first
                 summaries.append(future.result())
                 bar.update()
-    return ExperimentAuditSummary(folder, summaries)
+    return ExperimentAuditSummary(folder, summaries, _planned_runs(folder))
 
 
 def _run_summary(run_dir: Path, schema: bool) -> AuditSummary:
