@@ -31,7 +31,7 @@ from simulation.analysis import behaviour_commands
 from simulation.analysis import commands as analysis_commands
 from simulation.audit import commands as audit_commands
 from simulation.calibration import commands as calibration_commands
-from simulation.cli_args import ExactParser, folder, positive_int_up_to
+from simulation.cli_args import ExactParser, folder, integer, positive_int_up_to
 from simulation.config import MAX_YEARS, array_engine_limits
 from simulation.decisions.llm import CacheMiss, EndpointUnreachable
 from simulation.errors import InputError
@@ -280,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a config key (dotted), e.g. --set memory.decay_rate=0.9",
     )
-    run.add_argument("--seed", type=int, help="override the config's seed")
+    run.add_argument("--seed", type=integer, help="override the config's seed")
     run.add_argument("--out", type=folder, help="folder for run directories (default outputs)")
     run.add_argument("--quiet", action="store_true", help="print only the run directory")
     run.add_argument(
@@ -311,7 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="check a run config with this key overridden, as floodsim run --set would",
     )
     validate.add_argument(
-        "--seed", type=int, help="check a run config with this seed, as floodsim run --seed would"
+        "--seed",
+        type=integer,
+        help="check a run config with this seed, as floodsim run --seed would",
     )
     validate.set_defaults(func=_validate)
 
@@ -320,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument(
         "--executor", choices=["serial", "process", "dask"], help="override the file's executor"
     )
-    batch.add_argument("--workers", type=int, help="processes or local Dask workers")
+    batch.add_argument("--workers", type=integer, help="processes or local Dask workers")
     batch.add_argument("--address", help="Dask scheduler address, e.g. tcp://host:8786")
     batch.add_argument(
         "--out", type=folder, help="output folder (default outputs/<experiment name>)"
@@ -372,7 +374,11 @@ def _one_line_warnings(show: Callable[..., None]) -> Callable[..., None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``floodsim`` command; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:  # before anything ran: nothing to continue
+        print("floodsim: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warnings(warnings.showwarning)
         return _dispatch(args)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+import re
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["ExactParser", "folder", "positive_int", "positive_int_up_to"]
+__all__ = ["ExactParser", "folder", "integer", "positive_int", "positive_int_up_to"]
+
+# Digits as typed on a command line: int() would also take "٣" (an Arabic-Indic 3) and "1_0".
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 class ExactParser(argparse.ArgumentParser):
@@ -23,6 +27,15 @@ class ExactParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """Exit with code 2 and one line on stderr, as every other bad input does.
+
+        argparse would print its usage block first: four lines or more, of which the error
+        is the last. The line points to ``--help`` for the usage instead.
+        """
+        command = self.prog.split()[0]
+        self.exit(2, f"{command}: error: {message} (see {self.prog} --help)\n")
 
 
 def folder(text: str) -> str:
@@ -40,17 +53,28 @@ def folder(text: str) -> str:
     return text
 
 
+def integer(text: str) -> int:
+    """An integer written in ASCII digits (``--seed``), else argparse's usage error.
+
+    Raises:
+        argparse.ArgumentTypeError: For anything else, "٣" and "1_0" included.
+    """
+    if not _INTEGER.fullmatch(text.strip()):
+        msg = f"expected an integer, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return int(text)
+
+
 def positive_int(text: str) -> int:
     """An integer of at least 1 (``--workers``, ``--repeats``), else argparse's usage error.
 
     Raises:
         argparse.ArgumentTypeError: For text that is not an integer, or one below 1.
     """
-    try:
-        value = int(text)
-    except ValueError:
+    if not _INTEGER.fullmatch(text.strip()):
         msg = f"expected a positive integer, got {text!r}"
-        raise argparse.ArgumentTypeError(msg) from None
+        raise argparse.ArgumentTypeError(msg)
+    value = int(text)
     if value < 1:
         msg = f"must be a positive integer, got {value}"
         raise argparse.ArgumentTypeError(msg)

@@ -747,6 +747,41 @@ def test_an_option_is_taken_only_by_its_whole_name(capsys, command, prefix):
     assert f"unrecognized arguments: {prefix}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("command", "error"),
+    [
+        (["run", str(DEFAULT), "--seed", "abc"], "argument --seed: expected an integer, got 'abc'"),
+        (["run", str(DEFAULT), "--seed", "\u0663"], "argument --seed: expected an integer"),
+        (["batch"], "the following arguments are required: experiment"),
+        (["run", str(DEFAULT), "--checkpoint-every", "0"], "argument --checkpoint-every: "),
+        (["nope"], "argument command: invalid choice: 'nope'"),
+    ],
+    ids=["seed-text", "seed-arabic-digit", "missing-argument", "checkpoint-zero", "no-command"],
+)
+def test_a_command_line_mistake_is_one_line_as_every_bad_input_is(capsys, command, error):
+    """argparse would print its usage block first; the line points to --help instead."""
+    with pytest.raises(SystemExit) as info:
+        main(command)
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith(f"floodsim: error: {error}")
+    assert lines[0].endswith(" --help)")
+
+
+def test_ctrl_c_while_the_command_line_is_read_is_one_line(monkeypatch, capsys):
+    from simulation import cli
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert main(["run", str(DEFAULT)]) == 130
+    assert capsys.readouterr().err == "floodsim: interrupted\n"
+
+
 @pytest.mark.parametrize("flag", [("--set", "memory.decay_rate=2"), ("--seed", "3")])
 @pytest.mark.parametrize("path", [EXPERIMENT, CALIBRATION])
 def test_validate_refuses_set_for_experiment_and_calibration_files(capsys, path, flag):

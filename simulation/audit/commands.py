@@ -36,7 +36,7 @@ from simulation.audit.readers import (
     stream_path,
 )
 from simulation.audit.replay import StoreCounts, format_memory, rebuild_memory
-from simulation.cli_args import positive_int
+from simulation.cli_args import integer, positive_int
 from simulation.cores import usable_cores
 
 if TYPE_CHECKING:
@@ -845,7 +845,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     memory.add_argument("run_dir", help="run directory (audit level standard or full)")
     memory.add_argument("--agent", required=True, help="household id, e.g. H00007")
-    memory.add_argument("--year", required=True, type=int, help="year (0: pre-seeded memory)")
+    memory.add_argument("--year", required=True, type=integer, help="year (0: pre-seeded memory)")
     memory.set_defaults(func=_memory)
 
     summarize = commands.add_parser(
