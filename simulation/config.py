@@ -1588,6 +1588,10 @@ def _flag_setting(
     return None if index is None else _shown_override(overrides[index])
 
 
+# Error types of a key no section has (a pydantic model's, a dataclass's).
+_UNKNOWN_KEY = ("extra_forbidden", "unexpected_keyword_argument")
+
+
 def _setting_override(
     loc: tuple[int | str, ...], error_type: str, overrides: list[str], own_value: bool
 ) -> int | None:
@@ -1601,7 +1605,7 @@ def _setting_override(
             node = _value_at(value, loc[len(parts) :])
             if node is not _ABSENT and (own_value or not isinstance(node, dict)):
                 return index
-        elif loc and parts[: len(loc)] == loc and error_type == "extra_forbidden":
+        elif loc and parts[: len(loc)] == loc and error_type in _UNKNOWN_KEY:
             return index  # it made up the unknown section
     return None
 
@@ -1626,6 +1630,13 @@ def _flag_failing_check(
     for named in _named_keys(error):
         index = _setting_override(named, error["type"], overrides, True)
         if index is not None and index not in suspects:
+            suspects.append(index)
+    # An override inside the section the check is about (--set hazard.events.3=9.0 against
+    # the check of hazard.events) is one too, checked on its own like the others.
+    within = tuple(part for part in loc if part != "[key]")
+    for index, override in enumerate(overrides):
+        parts = tuple(override.partition("=")[0].strip().split("."))
+        if within and parts[: len(within)] == within and index not in suspects:
             suspects.append(index)
     for index in suspects:
         if not _passes_check(loc, resolved, [overrides[index]], seed, origin):

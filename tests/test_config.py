@@ -1008,6 +1008,20 @@ def test_one_audited_id_without_brackets_is_told_to_be_a_list():
     assert ".float" not in message
 
 
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("memory.retrieval.x.y=1", "memory.retrieval.x: unknown key"),
+        ("hazard.events.3=9.0", "hazard.events: only read by source scripted"),
+        ("decision.pmt.asc.nope=1.0", "decision.pmt: skill(s) ['nope'] have an asc but no"),
+    ],
+)
+def test_an_override_below_the_key_an_error_is_about_is_named(override, problem):
+    """The error lands on a section the flag set a key inside: the flag, not the file, is wrong."""
+    message = load_error(DEFAULT, ["years=3", override], named=f"--set {override}")
+    assert f": {problem}" in message
+
+
 def test_audited_ids_that_yaml_reads_as_numbers_are_told_to_be_quoted():
     message = load_error(DEFAULT, ["audit.sample=[1, 2]"], named="--set audit.sample=[1, 2]")
     assert message.endswith(
