@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["CALIBRATION", "EXPERIMENT", "RUN", "other_kind_error"]
+__all__ = ["CALIBRATION", "EXPERIMENT", "RUN", "other_kind_error", "run_directory_error"]
 
 #: A run directory (``floodsim run``; :data:`simulation.runner.RUN_FILES`).
 RUN = "run"
@@ -48,3 +48,19 @@ def other_kind_error(folder: Path, own: str) -> str | None:
                 f"{_MARKS[own][1]}; give another --out"
             )
     return None
+
+
+def run_directory_error(folder: Path) -> str | None:
+    """The error for ``floodsim run --out`` naming a run directory itself, else ``None``.
+
+    ``--out`` is the folder that holds run directories: a run written into another would
+    nest inside it, where nothing that reads the outer run looks for it.
+    """
+    marks, what = _MARKS[RUN]
+    found = [name for name in marks if (folder / name).is_file()]
+    if not found:
+        return None
+    return (
+        f"{folder}: is {what} (it holds {' and '.join(found)}); --out is the folder that holds "
+        f"run directories (such as {folder.parent})"
+    )

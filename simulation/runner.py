@@ -57,6 +57,7 @@ from simulation.cores import usable_cores
 from simulation.errors import InputError
 from simulation.folder_lock import hold_folder
 from simulation.model import FloodAdaptationModel
+from simulation.output_kinds import run_directory_error
 from simulation.yaml_errors import dump_yaml
 
 if TYPE_CHECKING:
@@ -413,6 +414,8 @@ def run_simulation(
     # Read before an earlier run of this id is removed: a config re-run from its own run
     # directory names the registry copy in it.
     registry = (base_dir / config.registry).read_bytes()
+    if error := run_directory_error(out_root):
+        raise RunError(error)
     create_output_folder(out_root)
     run_dir = out_root / run_id
     run_dir.mkdir(exist_ok=True)
@@ -463,14 +466,16 @@ def run_simulation(
         return _drive(model, config, run_dir, manifest, writer, progress)
 
 
-def _busy(run_dir: Path) -> RunError:
+def _busy(run_dir: Path, *, resuming: bool = False) -> RunError:
     """The refusal of a second writer of ``run_dir``.
 
     That is the same config and seed started twice, or a run resumed while it still runs.
+    A resume writes its own folder only: the advice to give another folder is for a new run.
     """
+    instead = "" if resuming else ", or give --out another folder"
     msg = (
         f"{run_dir}: another floodsim process is writing this run directory (the same config "
-        "and seed, or its --resume); wait for it to end, or give --out another folder"
+        f"and seed, or its --resume); wait for it to end{instead}"
     )
     return RunError(msg)
 
@@ -524,7 +529,7 @@ def resume_run(
         msg = f"{run_dir}: not a run directory (no readable manifest.json)"
         raise RunError(msg)
     # Held before the manifest is read: a run still going says "running" too.
-    with hold_folder(run_dir, _busy(run_dir)):
+    with hold_folder(run_dir, _busy(run_dir, resuming=True)):
         return _resume_held(run_dir, progress, checkpoint_every)
 
 

@@ -191,9 +191,24 @@ def test_a_run_directory_another_process_is_writing_is_refused_untouched(tmp_pat
         (run_dir / "manifest.json").write_bytes(orjson.dumps({**manifest, "status": "running"}))
         with pytest.raises(RunError) as info:
             resume_run(run_dir, progress=False)
-        assert str(info.value) == busy
+        # A resume writes its own folder: no advice to give another one.
+        assert str(info.value) == busy.removesuffix(", or give --out another folder")
     (run_dir / "manifest.json").write_bytes(before["manifest.json"])
     assert {path.name: path.read_bytes() for path in run_dir.iterdir()} == before
+
+
+def test_a_run_directory_given_as_out_is_refused_rather_than_nested(tmp_path):
+    """--out holds run directories: a run inside another is where no reader looks for it."""
+    config, base = load_config(DEFAULT, ["households.count=20", "years=2", "audit.level=off"])
+    run_dir = run_simulation(config, base, tmp_path, progress=False).run_dir
+    before = sorted(path.name for path in run_dir.iterdir())
+    with pytest.raises(RunError) as info:
+        run_simulation(config, base, run_dir, progress=False)
+    assert str(info.value) == (
+        f"{run_dir}: is a run directory (it holds manifest.json and config.resolved.yaml); "
+        f"--out is the folder that holds run directories (such as {tmp_path})"
+    )
+    assert sorted(path.name for path in run_dir.iterdir()) == before
 
 
 @pytest.mark.parametrize(
