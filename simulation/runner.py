@@ -43,6 +43,7 @@ from simulation.checkpoint import (
     restore,
     write_checkpoint,
 )
+from simulation.code_digest import code_digest
 from simulation.collector import tuned_collector
 from simulation.config import (
     ConfigError,
@@ -451,6 +452,9 @@ def run_simulation(
             },
             "versions": {
                 "floodsim": __version__,
+                # The version names no commit: the digest tells the code that ran (see
+                # simulation.code_digest), and a resume under other code is warned of.
+                "code": code_digest(),
                 "mesa": version("mesa"),
                 "numpy": version("numpy"),
                 "python": platform.python_version(),
@@ -578,6 +582,8 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
         writer = _writer(run_dir, manifest["run_id"], config, len(model.households), resume=None)
         if writer is not None:
             model.attach_audit(writer)
+    if checkpoint is not None:
+        _warn_if_the_code_changed(run_dir, manifest, checkpoint["year"])
     if checkpoint_every is not None:
         manifest["checkpoint_every"] = checkpoint_every
     manifest.update(
@@ -590,6 +596,27 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
     years_left = config.years - manifest["year_reached"]
     _warn_if_the_audit_will_not_fit(run_dir, config, len(model.households), years_left)
     return _drive(model, config, run_dir, manifest, writer, progress)
+
+
+def _warn_if_the_code_changed(run_dir: Path, manifest: dict[str, Any], year: int) -> None:
+    """Warn of a resume under other floodsim code than the run started with, and record it.
+
+    Not refused: the change may be a fix the user wants for the years left. But the years
+    before and after the checkpoint then come from two versions of the model, which neither
+    would have written alone, and the manifest keeps both digests to say so.
+    """
+    versions = manifest.setdefault("versions", {})
+    started, now = versions.get("code"), code_digest()
+    if started is None or started == now:  # a run started before digests were recorded
+        return
+    versions.setdefault("code_at_resume", []).append(now)
+    warnings.warn(
+        f"{run_dir}: resumed under other floodsim code than the run started with (code "
+        f"{str(started)[:12]} then, {now[:12]} now): years 1 to {year} come from the old code "
+        "and the rest from this one, as neither alone would have written them",
+        ConfigWarning,
+        stacklevel=3,
+    )
 
 
 #: Audit bytes a household-year writes at each level: the default config's (1,000 households

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,8 @@ from simulation.audit import writer as audit_writer
 from simulation.audit.commands import summarize_run
 from simulation.checkpoint import CHECKPOINT_FILE, read_checkpoint
 from simulation.cli import main
-from simulation.config import load_config
+from simulation.code_digest import code_digest
+from simulation.config import ConfigWarning, load_config
 from simulation.runner import build_model, config_hash, resume_run, run_simulation, same_config
 
 if TYPE_CHECKING:
@@ -317,6 +319,34 @@ def test_runs_that_differ_only_in_audit_background_are_one_run(tmp_path):
     assert stream_bytes(behind) == stream_bytes(inline)
     other = clean_run(tmp_path / "other", "audit.sample=0.5").run_dir
     assert other.name != behind.name  # a key that changes what is written does change it
+
+
+def test_a_run_resumed_under_other_code_is_warned_of_and_says_so(tmp_path, monkeypatch):
+    """The version stays 0.1.0 between commits: only the code's digest tells them apart."""
+    run_dir = interrupted_run(tmp_path, 5)
+    started = manifest(run_dir)["versions"]["code"]
+    assert started == code_digest()
+    assert len(started) == 64
+    monkeypatch.setattr(runner_module, "code_digest", lambda: "f" * 64)
+    with pytest.warns(ConfigWarning) as caught:
+        resume_run(run_dir, progress=False)
+    assert [str(w.message) for w in caught if w.category is ConfigWarning] == [
+        (
+            f"{run_dir}: resumed under other floodsim code than the run started with (code "
+            f"{started[:12]} then, ffffffffffff now): years 1 to 4 come from the old code and the "
+            "rest from this one, as neither alone would have written them"
+        )
+    ]
+    versions = manifest(run_dir)["versions"]
+    assert (versions["code"], versions["code_at_resume"]) == (started, ["f" * 64])
+
+
+def test_a_run_resumed_under_the_same_code_warns_of_nothing(tmp_path):
+    run_dir = interrupted_run(tmp_path, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)
+        resume_run(run_dir, progress=False)
+    assert "code_at_resume" not in manifest(run_dir)["versions"]
 
 
 def test_a_run_resumes_with_audit_background_changed(tmp_path, capsys):
