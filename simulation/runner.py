@@ -537,14 +537,25 @@ def resume_run(
         return _resume_held(run_dir, progress, checkpoint_every)
 
 
-def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | None) -> RunResult:
-    """:func:`resume_run`, once this process holds ``run_dir``."""
+def _manifest_to_resume(run_dir: Path) -> dict[str, Any]:
+    """The manifest of a run to resume, refused unless it is one a resumable run wrote.
+
+    Raises:
+        RunError: For no readable manifest, a complete run, or values changed since.
+    """
     try:
         manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
         manifest = None
     if not isinstance(manifest, dict):  # unreadable, or JSON but not a manifest's object
         msg = f"{run_dir}: not a run directory (no readable manifest.json)"
+        if not (run_dir / "manifest.json").exists() and (run_dir / REGISTRY_COPY).is_file():
+            # Killed in the instant between the registry's copy and the manifest: the run
+            # had not begun, and running its config again replaces the folder.
+            msg += (
+                "; the run was stopped before it wrote one, so there is nothing to resume: "
+                "run its config again, which replaces this folder"
+            )
         raise RunError(msg)
     if manifest.get("status") == "complete":
         msg = f"{run_dir}: the run is already complete; nothing to resume"
@@ -556,6 +567,12 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
         problem = describe_validation_error(err, str(where))
         msg = f"{problem}; it was changed since the run wrote it, so the run cannot be resumed"
         raise RunError(msg) from None
+    return manifest
+
+
+def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | None) -> RunResult:
+    """:func:`resume_run`, once this process holds ``run_dir``."""
+    manifest = _manifest_to_resume(run_dir)
     origin = str(run_dir / "config.resolved.yaml")
     config, _ = load_config(origin)
     changed = _changed_since_start(config, run_dir, manifest)

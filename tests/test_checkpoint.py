@@ -641,6 +641,20 @@ def test_a_manifest_that_is_not_a_json_object_is_not_a_run_directory(tmp_path, c
     assert err == f"floodsim: error: {run_dir}: not a run directory (no readable manifest.json)\n"
 
 
+def test_a_run_killed_before_its_manifest_is_told_to_be_run_again(tmp_path, capsys):
+    """SIGKILL between the registry's copy and the manifest leaves the copy alone."""
+    run_dir = interrupted_run(tmp_path, 5)
+    for path in run_dir.iterdir():
+        if path.name != "skill_registry.yaml":
+            path.unlink()
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {run_dir}: not a run directory (no readable manifest.json); the run "
+        "was stopped before it wrote one, so there is nothing to resume: run its config again, "
+        "which replaces this folder\n"
+    )
+
+
 def test_a_run_killed_as_it_completes_leaves_no_checkpoint_and_resumes(tmp_path, monkeypatch):
     clean = clean_run(tmp_path)
     write_manifest = runner_module._write_manifest
