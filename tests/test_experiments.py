@@ -964,6 +964,26 @@ def batch_cli(capsys, path: Path, out: Path, *flags: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def test_a_resume_keeping_runs_other_code_made_warns(tmp_path, capsys):
+    """Their config and inputs are this attempt's, but a changed model may give other results."""
+    out = tmp_path / "out"
+    path = small_experiment(tmp_path, "kept", replicates=1)
+    assert batch_cli(capsys, path, out)[0] == 0
+    code, err = batch_cli(capsys, path, out, "--resume")
+    assert (code, err) == (0, "")  # the same code: nothing to say
+    first = out / "runs" / "p000-r000" / "manifest.json"
+    manifest = orjson.loads(first.read_bytes())
+    manifest["versions"]["code"] = "0" * 64
+    first.write_bytes(orjson.dumps(manifest))
+    code, err = batch_cli(capsys, path, out, "--resume")
+    assert code == 0
+    assert err == (
+        f"floodsim: warning: {out}: --resume keeps 1 complete run(s) that other floodsim code "
+        "made (p000-r000): a changed model may give other results than the runs made now "
+        "(--overwrite runs every one again)\n"
+    )
+
+
 def test_an_output_folder_with_another_experiment_is_refused_unless_overwritten(tmp_path, capsys):
     out = tmp_path / "out"
     first = small_experiment(tmp_path, "first", replicates=2)

@@ -44,7 +44,8 @@ from tqdm import tqdm
 
 from simulation.analysis.metrics import RunDirError, read_metrics_csv, table_cells
 from simulation.atomic import replace_file, temporary_name
-from simulation.config import ConfigError, create_output_folder, remove_outputs
+from simulation.code_digest import code_digest
+from simulation.config import ConfigError, ConfigWarning, create_output_folder, remove_outputs
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
 from simulation.folder_lock import hold_folder
@@ -212,7 +213,35 @@ def _plan_records(
             records.append(_record(run))
     if removed or any(record["status"] != "complete" for record in records):
         remove_outputs(out, _DERIVED)
+    _warn_of_runs_under_other_code(out, [r["run_id"] for r in records if r["status"] == "complete"])
     return records
+
+
+def _warn_of_runs_under_other_code(out: Path, kept: list[str]) -> None:
+    """Warn when a resume keeps runs another version of floodsim made.
+
+    Their config and inputs are this attempt's, so they are kept; but a changed model may
+    give other results than the runs this attempt makes, and the experiment would mix them.
+    """
+    now = code_digest()
+    other = []
+    for run_id in kept:
+        try:
+            manifest = orjson.loads((out / "runs" / run_id / "manifest.json").read_bytes())
+            code = (manifest.get("versions") or {}).get("code")
+        except (OSError, orjson.JSONDecodeError, AttributeError):
+            continue
+        if code is not None and code != now:
+            other.append(run_id)
+    if other:
+        more = f" and {len(other) - 3} more" if len(other) > 3 else ""
+        warnings.warn(
+            f"{out}: --resume keeps {len(other)} complete run(s) that other floodsim code made "
+            f"({', '.join(other[:3])}{more}): a changed model may give other results than the "
+            "runs made now (--overwrite runs every one again)",
+            ConfigWarning,
+            stacklevel=4,
+        )
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
