@@ -189,6 +189,8 @@ def test_timeouts_beyond_retries_raise_timeout() -> None:
     assert error.attempts == 2
     # Two attempts of 0.3 s plus one backoff: the deadline holds.
     assert elapsed < CUT_SHORT_S
+    # The call's wall time, as a reply's latency is: not 0, which would hide what failing cost.
+    assert 0.6 <= error.latency_s <= elapsed
 
 
 def test_rate_limit_honours_retry_after() -> None:
@@ -572,6 +574,22 @@ def test_response_cache_roundtrip_first_write_wins_and_persists(tmp_path: Path) 
 def test_read_only_cache_must_exist(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         ResponseCache(tmp_path / "missing.sqlite", read_only=True)
+
+
+def test_a_cache_that_cannot_be_opened_for_writing_is_a_permission_error(tmp_path, monkeypatch):
+    """A folder the permission check took for writable (a read-only mount, /proc): one line."""
+    from simulation.decisions.llm import cache as cache_module
+
+    def refused(*_args: Any, **_kwargs: Any) -> Any:
+        raise cache_module.sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(cache_module.sqlite3, "connect", refused)
+    path = tmp_path / "cache.sqlite"
+    with pytest.raises(PermissionError) as info:
+        ResponseCache(path)
+    assert str(info.value) == (
+        f"response cache {path}: cannot be opened for writing (unable to open database file)"
+    )
 
 
 def test_record_stores_and_serves_repeats_from_cache(tmp_path: Path) -> None:

@@ -155,12 +155,19 @@ class ResponseCache:
         else:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                self.path,
-                timeout=busy_timeout_s,
-                check_same_thread=False,
-                isolation_level=None,
-            )
+            try:
+                self._db = sqlite3.connect(
+                    self.path,
+                    timeout=busy_timeout_s,
+                    check_same_thread=False,
+                    isolation_level=None,
+                )
+            except sqlite3.OperationalError as err:
+                # A folder the permission check took for writable (a read-only file system,
+                # /proc): an OSError, which a run reports in one line as any file it cannot
+                # write.
+                msg = f"response cache {self.path}: cannot be opened for writing ({err})"
+                raise PermissionError(msg) from None
             self._db.execute("PRAGMA journal_mode=WAL")
             # With WAL, NORMAL keeps the database consistent on power loss at a small fraction
             # of FULL's fsync cost.

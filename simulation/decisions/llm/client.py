@@ -97,6 +97,8 @@ class ChatError(Exception):
             or dropped the connection) and when no attempt was made (a cache miss, a failure
             replayed from the cache). Whether a connection was made is a fact of each attempt,
             not a matter of how long it took.
+        latency_s: Wall time of the whole call, retries and backoff included, as a reply's
+            (0.0 when no attempt was made: a cache miss, a failure replayed from the cache).
     """
 
     def __init__(
@@ -107,12 +109,14 @@ class ChatError(Exception):
         *,
         http_status: int | None = None,
         unreachable: str | None = None,
+        latency_s: float = 0.0,
     ) -> None:
         self.status = status
         self.message = message
         self.attempts = attempts
         self.http_status = http_status
         self.unreachable = unreachable
+        self.latency_s = latency_s
         super().__init__(f"{status}: {message} (attempts: {attempts})")
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -497,6 +501,7 @@ class ChatClient:
                         attempt,
                         http_status=failure.http_status,
                         unreachable=None if reached else failure.unreachable,
+                        latency_s=time.perf_counter() - started,
                     ) from None
                 delay = self._backoff(attempt, failure.retry_after)
                 _LOG.debug(
@@ -511,7 +516,11 @@ class ChatClient:
             except ChatError as error:
                 # Final failures are raised inside the attempt; stamp the attempt count here.
                 raise ChatError(
-                    error.status, error.message, attempt, http_status=error.http_status
+                    error.status,
+                    error.message,
+                    attempt,
+                    http_status=error.http_status,
+                    latency_s=time.perf_counter() - started,
                 ) from None
             else:
                 content, prompt_tokens, completion_tokens, finish_reason = result

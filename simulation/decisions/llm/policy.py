@@ -434,7 +434,7 @@ def _uncreatable(path: Path) -> str | None:
 
 def _failed_call(agent_id: str, attempt: int, request_hash: str, err: ChatError) -> CallRecord:
     return CallRecord(
-        agent_id, attempt, request_hash, err.status, 0.0, None, None, False, err.attempts
+        agent_id, attempt, request_hash, err.status, err.latency_s, None, None, False, err.attempts
     )
 
 
