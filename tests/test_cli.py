@@ -286,6 +286,25 @@ def test_a_prompt_format_spec_that_does_not_fit_its_value_is_bad_input(capsys, t
     assert f"decision.llm.prompt: {prompt}: placeholder 'flood_zone': format spec '.2f'" in line
 
 
+def test_an_empty_prompt_is_bad_input_and_one_without_skills_is_warned_of(capsys, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n", encoding="utf-8")
+    llm = ["--set", "decision.policy=llm", "--set", "decision.llm.mode=live"]
+    line = assert_bad_input(
+        *call(capsys, "validate", DEFAULT, *SMALL, *llm, "--set", f"decision.llm.prompt={empty}")
+    )
+    assert f"decision.llm.prompt: {empty}: empty: the prompt would ask nothing" in line
+    blind = tmp_path / "blind.txt"
+    blind.write_text("You are household {agent_id}. Choose a skill.\n", encoding="utf-8")
+    argv = ["validate", DEFAULT, *SMALL, *llm, "--set", f"decision.llm.prompt={blind}"]
+    code, _, err = call(capsys, *argv)
+    assert code == 0
+    assert err == (
+        f"floodsim: warning: decision.llm.prompt: {blind}: has no {{skills}} placeholder, so "
+        "the model is not shown the skills the household may choose this year\n"
+    )
+
+
 def test_a_replay_cache_that_cannot_replay_is_bad_input(capsys, tmp_path):
     not_sqlite = tmp_path / "notes.txt"
     not_sqlite.write_text("not a database\n", encoding="utf-8")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -485,10 +486,24 @@ def _load_prompt(config: LLMConfig, base_dir: Path) -> str:
         except UnicodeDecodeError as err:
             msg = f"decision.llm.prompt: {path}: {describe_decode_error(err)}"
             raise LLMConfigError(msg) from None
+    if not text.strip():  # every household-year would ask the model an empty question
+        msg = f"decision.llm.prompt: {origin}: empty: the prompt would ask nothing"
+        raise LLMConfigError(msg)
     try:
         used = template_fields(text)
     except TemplateError as err:
         raise LLMConfigError(f"decision.llm.prompt: {origin}: {err}") from None
+    if "skills" not in used:
+        # The options change by household and year (tenure, what it already has, what it can
+        # afford): a prompt that does not show them leaves the model guessing ids to choose.
+        # Imported here: the config module is this one's reader, not a dependency of it.
+        from simulation.config import ConfigWarning  # noqa: PLC0415
+
+        msg = (
+            f"decision.llm.prompt: {origin}: has no {{skills}} placeholder, so the model is "
+            "not shown the skills the household may choose this year"
+        )
+        warnings.warn(msg, ConfigWarning, stacklevel=3)
     unknown = sorted(used - PROMPT_FIELDS)
     if unknown:
         msg = (
