@@ -601,6 +601,8 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
             model.attach_audit(writer)
     if checkpoint is not None:
         _warn_if_the_code_changed(run_dir, manifest, checkpoint["year"])
+    else:  # every year runs again, under this code alone
+        manifest.setdefault("versions", {})["code"] = code_digest()
     if checkpoint_every is not None:
         manifest["checkpoint_every"] = checkpoint_every
     manifest.update(
@@ -623,14 +625,16 @@ def _warn_if_the_code_changed(run_dir: Path, manifest: dict[str, Any], year: int
     would have written alone, and the manifest keeps both digests to say so.
     """
     versions = manifest.setdefault("versions", {})
-    started, now = versions.get("code"), code_digest()
-    if started is None or started == now:  # a run started before digests were recorded
+    # The code the run last ran under: a second resume under the same new code is no change.
+    latest = (versions.get("code_at_resume") or [versions.get("code")])[-1]
+    now = code_digest()
+    if latest is None or latest == now:  # a run started before digests were recorded
         return
     versions.setdefault("code_at_resume", []).append(now)
     warnings.warn(
-        f"{run_dir}: resumed under other floodsim code than the run started with (code "
-        f"{str(started)[:12]} then, {now[:12]} now): years 1 to {year} come from the old code "
-        "and the rest from this one, as neither alone would have written them",
+        f"{run_dir}: resumed under other floodsim code than it last ran under (code "
+        f"{str(latest)[:12]} then, {now[:12]} now): years 1 to {year} come from other code "
+        "than the rest, as no one version alone would have written them",
         ConfigWarning,
         stacklevel=3,
     )

@@ -332,13 +332,28 @@ def test_a_run_resumed_under_other_code_is_warned_of_and_says_so(tmp_path, monke
         resume_run(run_dir, progress=False)
     assert [str(w.message) for w in caught if w.category is ConfigWarning] == [
         (
-            f"{run_dir}: resumed under other floodsim code than the run started with (code "
-            f"{started[:12]} then, ffffffffffff now): years 1 to 4 come from the old code and the "
-            "rest from this one, as neither alone would have written them"
+            f"{run_dir}: resumed under other floodsim code than it last ran under (code "
+            f"{started[:12]} then, ffffffffffff now): years 1 to 4 come from other code than "
+            "the rest, as no one version alone would have written them"
         )
     ]
     versions = manifest(run_dir)["versions"]
     assert (versions["code"], versions["code_at_resume"]) == (started, ["f" * 64])
+
+
+def test_a_run_restarted_for_want_of_a_checkpoint_records_the_code_it_ran_under(
+    tmp_path, monkeypatch
+):
+    """Killed before its first checkpoint, every year runs again: under the new code alone."""
+    run_dir = interrupted_run(tmp_path, 1)
+    assert read_checkpoint(run_dir) is None
+    monkeypatch.setattr(runner_module, "code_digest", lambda: "f" * 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)
+        resume_run(run_dir, progress=False)
+    versions = manifest(run_dir)["versions"]
+    assert versions["code"] == "f" * 64
+    assert "code_at_resume" not in versions
 
 
 def test_a_run_resumed_under_the_same_code_warns_of_nothing(tmp_path):
