@@ -20,7 +20,7 @@ _PACKAGE = Path(__file__).resolve().parent
 
 @functools.cache
 def code_digest() -> str:
-    """SHA-256 of the package's files, by path and content (hex; about 3 ms, once a process).
+    """SHA-256 of the package's files, by path and content (hex; 2 to 7 ms, once a process).
 
     Bytecode caches are left out: they differ between machines for the same source.
     """
