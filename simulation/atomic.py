@@ -31,11 +31,21 @@ def replace_file(path: Path, data: bytes, *, durable: bool = False) -> None:
         durable: Flush the data to the disk before the move, so that a power cut too leaves
             the old file or the new one whole (a checkpoint's promise; the other records need
             only outlive the process).
+
+    Raises:
+        OSError: When the temporary file cannot be written (a full disk); it is removed, and
+            ``path`` keeps its old contents.
     """
     tmp = temporary_name(path)
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        if durable:
-            fh.flush()
-            os.fsync(fh.fileno())
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+    except OSError:
+        # A full disk: the part written would only take space from the disk that lacks it
+        # (a checkpoint's is hundreds of kilobytes), and the old file is whole.
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)

@@ -51,3 +51,18 @@ def test_a_durable_write_reaches_the_disk_before_the_move(tmp_path, monkeypatch,
     monkeypatch.setattr(atomic.os, "replace", replace)
     replace_file(tmp_path / "checkpoint.json", b"{}", durable=durable)
     assert calls == (["fsync", "replace"] if durable else ["replace"])
+
+
+def test_a_write_the_disk_cannot_hold_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """A full disk: the part written would only take space from the disk that lacks it."""
+    path = tmp_path / "checkpoint.json"
+    replace_file(path, b"old")
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fsync", full)
+    with pytest.raises(OSError, match="No space left on device"):
+        replace_file(path, b"new, cut short", durable=True)
+    assert path.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json"]
