@@ -99,7 +99,7 @@ _RESULTS = (
 #: rewrite holds every run's record, so rewriting it after every run costs the square of the
 #: runs: 100,000 runs would write terabytes. An experiment of up to this many runs is recorded
 #: after every run; a larger one after every 1/this of its runs. A record behind the runs costs
-#: a resume nothing: it keeps a run by the run's own manifest (see ``_reusable``).
+#: a resume nothing: it keeps a run by the run's own manifest (see ``_kept_manifest``).
 _STATE_WRITES = 200
 
 
@@ -199,9 +199,12 @@ def _plan_records(
     previous = {r.get("run_id"): r for r in runs if isinstance(r.get("run_id"), str)}
     removed = _remove_unplanned_runs(out, planned)
     records = []
+    kept_code: dict[str, object] = {}  # kept run -> the code digest its manifest records
     for run in planned:
         old = previous.get(run.run_id)
-        if _reusable(old, run, out, folder):
+        manifest = _kept_manifest(old, run, out, folder)
+        if manifest is not None:
+            kept_code[run.run_id] = (manifest.get("versions") or {}).get("code")
             # Kept, but recorded as this plan has it: a key added to the sweep at its default
             # value leaves the run as it was and adds to what its point sets. Only the time
             # it took comes from the earlier record.
@@ -213,26 +216,19 @@ def _plan_records(
             records.append(_record(run))
     if removed or any(record["status"] != "complete" for record in records):
         remove_outputs(out, _DERIVED)
-    _warn_of_runs_under_other_code(out, [r["run_id"] for r in records if r["status"] == "complete"])
+    _warn_of_runs_under_other_code(out, kept_code)
     return records
 
 
-def _warn_of_runs_under_other_code(out: Path, kept: list[str]) -> None:
+def _warn_of_runs_under_other_code(out: Path, kept_code: dict[str, object]) -> None:
     """Warn when a resume keeps runs another version of floodsim made.
 
     Their config and inputs are this attempt's, so they are kept; but a changed model may
     give other results than the runs this attempt makes, and the experiment would mix them.
+    A run whose manifest records no digest (made before digests were) is not named.
     """
     now = code_digest()
-    other = []
-    for run_id in kept:
-        try:
-            manifest = orjson.loads((out / "runs" / run_id / "manifest.json").read_bytes())
-            code = (manifest.get("versions") or {}).get("code")
-        except (OSError, orjson.JSONDecodeError, AttributeError):
-            continue
-        if code is not None and code != now:
-            other.append(run_id)
+    other = [run_id for run_id, code in kept_code.items() if code is not None and code != now]
     if other:
         more = f" and {len(other) - 3} more" if len(other) > 3 else ""
         warnings.warn(
@@ -249,8 +245,10 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     replace_file(path, orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
 
 
-def _reusable(record: dict[str, Any] | None, run: PlannedRun, out_dir: Path, folder: Path) -> bool:
-    """Whether an earlier attempt's run can stand for ``run``.
+def _kept_manifest(
+    record: dict[str, Any] | None, run: PlannedRun, out_dir: Path, folder: Path
+) -> dict[str, Any] | None:
+    """The manifest of an earlier attempt's run that can stand for ``run``, else ``None``.
 
     Its own manifest must say it completed, its ``model_years.csv`` (what the combined metrics
     are read from) must be there, and the manifest's config hash and input digests must be
@@ -259,26 +257,29 @@ def _reusable(record: dict[str, Any] | None, run: PlannedRun, out_dir: Path, fol
     otherwise: a run a worker finished after the batch was interrupted is recorded as pending.
     """
     if record is None or record.get("seed") != run.seed:
-        return False
+        return None
     run_dir = out_dir / "runs" / run.run_id
     try:
         manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     except (OSError, orjson.JSONDecodeError):
-        return False
+        return None
     # The manifest alone is not the run: a run whose metrics were deleted since would be kept
     # and then break combining them (and every later resume), so it runs again instead.
+    if not isinstance(manifest, dict):
+        return None
     if manifest.get("status") != "complete" or not (run_dir / "model_years.csv").is_file():
-        return False
+        return None
     # Imported here: the batch's own process needs Mesa only to check runs it might keep.
     from simulation.config import RunConfig  # noqa: PLC0415
     from simulation.runner import input_digests, resolve_for_run_dir, same_config  # noqa: PLC0415
 
     config = RunConfig.model_validate(run.config)
-    return (
+    same = (
         same_config(resolve_for_run_dir(config, folder), manifest.get("config_hash"))
         and manifest.get("input_sha256") == input_digests(config, folder)
         and _metrics_intact(run_dir / "model_years.csv", config.years)
     )
+    return manifest if same else None
 
 
 def _metrics_intact(path: Path, years: int) -> bool:
@@ -287,7 +288,7 @@ def _metrics_intact(path: Path, years: int) -> bool:
     Every metric column, one row of numbers per year: a file damaged since the run wrote it
     would otherwise break combining the metrics, or come into them as text.
     """
-    from simulation.model import METRIC_COLUMNS  # noqa: PLC0415 - see _reusable
+    from simulation.model import METRIC_COLUMNS  # noqa: PLC0415 - see _kept_manifest
 
     try:
         frame = read_metrics_csv(path)
