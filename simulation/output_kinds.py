@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["CALIBRATION", "EXPERIMENT", "RUN", "other_kind_error", "run_directory_error"]
+__all__ = [
+    "CALIBRATION",
+    "EXPERIMENT",
+    "RUN",
+    "kind_of",
+    "other_kind_error",
+    "run_directory_error",
+]
 
 #: A run directory (``floodsim run``; :data:`simulation.runner.RUN_FILES`).
 RUN = "run"
@@ -28,6 +35,14 @@ _MARKS = {
     EXPERIMENT: (("experiment.json",), "a batch experiment's folder"),
     CALIBRATION: (("best.yaml", "evaluations.csv"), "a calibration's folder"),
 }
+
+
+def kind_of(folder: Path) -> str | None:
+    """The kind of results ``folder`` holds (:data:`RUN`, ...), by its files; ``None``: none."""
+    for kind, (marks, _) in _MARKS.items():
+        if any((folder / name).is_file() for name in marks):
+            return kind
+    return None
 
 
 def other_kind_error(folder: Path, own: str) -> str | None:

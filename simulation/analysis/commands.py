@@ -10,15 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulation.cli_args import folder
+from simulation.output_kinds import EXPERIMENT, RUN, kind_of
 
 if TYPE_CHECKING:
     import argparse
 
 __all__ = ["register"]
-
-
-# What a folder `floodsim report` takes holds: a run's manifest or an experiment's record.
-_REPORTED = ("manifest.json", "experiment.json")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -42,7 +39,7 @@ def _report(args: argparse.Namespace) -> int:
 
     folder = Path(args.run_dir)
     out = Path(args.out) if args.out is not None else None
-    if folder.is_dir() and not any((folder / name).is_file() for name in _REPORTED):
+    if folder.is_dir() and kind_of(folder) not in (RUN, EXPERIMENT):
         # Either kind is reported: the message says which files would make it one.
         msg = (
             f"{folder}: neither a run directory nor an experiment's folder (no manifest.json or "
