@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import random
@@ -10,6 +11,7 @@ import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
+from unittest import mock
 
 import orjson
 import pandas as pd
@@ -21,16 +23,49 @@ from simulation import array_audit, array_engine
 from simulation.config import ConfigError, RunConfig, load_config
 from simulation.decisions.scripted import IgnoredScriptRowsWarning
 from simulation.memory import RETENTION_POLICIES
+from simulation.model import FloodAdaptationModel
 from simulation.runner import FallbackWarning, build_model, resume_run, run_simulation
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from simulation.model import FloodAdaptationModel
+    from collections.abc import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "configs" / "default.yaml"
 OFF = ["audit.level=off"]
+
+
+def _step(model: FloodAdaptationModel, years: int) -> None:
+    """Step ``years`` years, checking each ran on the engine its config names.
+
+    Without the check, a model of ``engine: arrays`` that fell back to the object path would
+    make every comparison below one of the object path with itself. A year on arrays builds
+    the engine and a year on the object path drops it.
+    """
+    for _ in range(years):
+        model.step()
+        assert (model._engine is not None) == (model.config.engine == "arrays")
+
+
+@contextlib.contextmanager
+def _counting_array_years() -> Iterator[None]:
+    """Count on each model the years it runs on the array engine (see :func:`_array_years`).
+
+    For runs made by the runner, which may read households (and so drop the engine) after its
+    last year.
+    """
+    step_arrays = FloodAdaptationModel._step_arrays
+
+    def counted(model: FloodAdaptationModel) -> None:
+        step_arrays(model)
+        model.years_on_arrays = _array_years(model) + 1
+
+    with mock.patch.object(FloodAdaptationModel, "_step_arrays", counted):
+        yield
+
+
+def _array_years(model: FloodAdaptationModel) -> int:
+    """The years ``model`` ran on the array engine under :func:`_counting_array_years`."""
+    return getattr(model, "years_on_arrays", 0)
 
 
 def _pair(*overrides: str, count: int = 300, years: int = 15, path: Path = DEFAULT):
@@ -42,8 +77,7 @@ def _pair(*overrides: str, count: int = 300, years: int = 15, path: Path = DEFAU
             [f"households.count={count}", f"years={years}", *OFF, f"engine={engine}", *overrides],
         )
         model = build_model(config, base)
-        for _ in range(years):
-            model.step()
+        _step(model, years)
         models.append(model)
     return models
 
@@ -226,13 +260,11 @@ def test_changes_made_to_households_between_years_count():
             DEFAULT, ["households.count=200", "years=8", *OFF, f"engine={engine}"]
         )
         model = build_model(config, base)
-        for _ in range(3):
-            model.step()
+        _step(model, 3)
         for household in model.households[::2]:  # a campaign insures every other household
             household.state.has_insurance = household.state.tenure == "owner"
             household.state.has_contents_insurance = household.state.tenure == "renter"
-        for _ in range(5):
-            model.step()
+        _step(model, 5)
         models.append(model)
     objects, arrays = models
     pd.testing.assert_frame_equal(arrays.metrics(), objects.metrics())
@@ -251,18 +283,15 @@ def test_states_and_memories_kept_across_years_show_and_take_what_the_engine_hol
         memories = [h.memory for h in model.households]
         # Only the kept objects are read, no household (which would bring them all up to
         # date), and each kind first after some years: the states, then the memories.
-        for _ in range(3):
-            model.step()
+        _step(model, 3)
         states_seen = [dataclasses.asdict(s) for s in states]
         for state in states[::3]:
             state.has_insurance = state.tenure == "owner"
-        for _ in range(2):
-            model.step()
+        _step(model, 2)
         memories_seen = [m.to_dict() for m in memories]
         for memory in memories[::4]:
             memory.write("Year 5: the levee failed upstream", 0.9, 5, ["flood"], source="neighbor")
-        for _ in range(3):
-            model.step()
+        _step(model, 3)
         seen.append((states_seen, memories_seen))
         models.append(model)
     assert seen[1] == seen[0]
@@ -304,8 +333,7 @@ def test_an_engine_prepared_ahead_gives_the_same_run_and_sees_changes_made_after
         for household in model.households[::3]:
             household.state.has_insurance = household.state.tenure == "owner"
         model.prepare()
-        for _ in range(6):
-            model.step()
+        _step(model, 6)
         models.append(model)
     objects, arrays = models
     pd.testing.assert_frame_equal(arrays.metrics(), objects.metrics())
@@ -351,7 +379,9 @@ def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path, m
     runs = {}
     for engine in ("objects", "arrays"):
         config, base = load_config(DEFAULT, [*settings, f"engine={engine}"])
-        runs[engine] = run_simulation(config, base, tmp_path / engine, progress=False)
+        with _counting_array_years():
+            runs[engine] = run_simulation(config, base, tmp_path / engine, progress=False)
+        assert _array_years(runs[engine].model) == (9 if engine == "arrays" else 0)
     expected = runs["objects"].run_dir / "model_years.csv"
     assert (runs["arrays"].run_dir / "model_years.csv").read_bytes() == expected.read_bytes()
 
@@ -370,7 +400,9 @@ def test_runs_and_resumed_runs_on_arrays_write_the_object_path_files(tmp_path, m
             config, base, tmp_path / "crash", progress=False, model=model, checkpoint_every=2
         )
     (run_dir,) = (tmp_path / "crash").iterdir()
-    resumed = resume_run(run_dir, progress=False)
+    with _counting_array_years():
+        resumed = resume_run(run_dir, progress=False)
+    assert _array_years(resumed.model) == 5  # from the checkpoint of year 4
     assert (run_dir / "model_years.csv").read_bytes() == expected.read_bytes()
     # A checkpoint keeps no household's last decision: those who moved before it have none.
     _assert_same_households(runs["objects"].model, resumed.model, decisions=False)
@@ -466,7 +498,9 @@ def _streams_of_both(
         model = build_model(config, base)
         if prepare is not None:
             prepare(model)
-        run = run_simulation(config, base, tmp_path / engine, progress=False, model=model)
+        with _counting_array_years():
+            run = run_simulation(config, base, tmp_path / engine, progress=False, model=model)
+        assert _array_years(run.model) == (config.years if engine == "arrays" else 0)
         runs[engine] = _streams(run.run_dir)
     return runs["objects"], runs["arrays"]
 
@@ -750,12 +784,15 @@ def test_a_run_on_arrays_interrupted_and_resumed_writes_the_object_paths_files(
             raise KeyboardInterrupt
 
     model.step = crashing_step
-    with pytest.raises(KeyboardInterrupt):
+    with _counting_array_years(), pytest.raises(KeyboardInterrupt):
         run_simulation(
             config, base, out / "arrays", progress=False, model=model, checkpoint_every=every
         )
     (run_dir,) = (out / "arrays").iterdir()
-    arrays = resume_run(run_dir, progress=False)
+    with _counting_array_years():
+        arrays = resume_run(run_dir, progress=False)
+    assert _array_years(model) == model.steps  # every year before the crash
+    assert _array_years(arrays.model) > 0  # and the years after the checkpoint
     assert _streams(arrays.run_dir) == _streams(objects.run_dir)
     assert (arrays.run_dir / "model_years.csv").read_bytes() == (
         objects.run_dir / "model_years.csv"
