@@ -386,25 +386,26 @@ def test_config_partial_dicts_merge_over_defaults() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "refusal"),
     [
-        {"threat_gian": 1.0},
-        {"zone_threat": {"AE": 1.5}},
-        {"memory_weights": {"earthquake": 1.0}},
-        {"memory_weights": {"flood_major": -1.0}},
-        {"self_efficacy": 1.2},
-        {"cost_sensitivity": -1.0},
-        {"beta_tp": -1.0},
-        {"logit_scale": 0.0},
-        {"threat_gain": 0.0},
-        {"max_claims_counted": -1},
-        {"asc": {"do_nothing": 0.0}},
-        {"asc": {"flood_wall": -5.0}},
-        {"insurance_skills": ["flood_wall"]},
+        ({"threat_gian": 1.0}, r"threat_gian\n.*Extra inputs"),
+        ({"zone_threat": {"AE": 1.5}}, r"zone_threat\.AE\n.*less than or equal to 1"),
+        ({"memory_weights": {"earthquake": 1.0}}, r"unknown memory kind\(s\) \['earthquake'\]"),
+        ({"memory_weights": {"flood_major": -1.0}}, r"memory_weights\.flood_major\n"),
+        ({"self_efficacy": 1.2}, r"self_efficacy\n.*less than or equal to 1"),
+        ({"cost_sensitivity": -1.0}, r"cost_sensitivity\n.*greater than or equal to 0"),
+        ({"beta_tp": -1.0}, r"beta_tp\n.*greater than or equal to 0"),
+        ({"logit_scale": 0.0}, r"logit_scale\n.*greater than 0"),
+        ({"threat_gain": 0.0}, r"threat_gain\n.*greater than 0"),
+        ({"max_claims_counted": -1}, r"max_claims_counted\n.*greater than or equal to 0"),
+        ({"asc": {"do_nothing": 0.0}}, r"do_nothing is the reference alternative .* no asc"),
+        ({"asc": {"flood_wall": -5.0}}, r"\['flood_wall'\] have an asc but no response_efficacy"),
+        ({"insurance_skills": ["flood_wall"]}, r"insurance_skills \['flood_wall'\] have no asc"),
     ],
 )
-def test_config_rejects_bad_values(bad) -> None:
-    with pytest.raises(ValidationError):
+def test_config_rejects_bad_values(bad, refusal) -> None:
+    """Each bad value is refused for its own reason, not for one a neighbouring check gives."""
+    with pytest.raises(ValidationError, match=refusal):
         PMTConfig.model_validate(bad)
 
 
