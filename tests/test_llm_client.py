@@ -248,19 +248,28 @@ def test_malformed_reply_is_retried_then_reported(kind: str) -> None:
 
 
 def test_connection_refused_fails_fast() -> None:
-    error, elapsed = fail(f"http://127.0.0.1:{closed_port()}/v1", retries=2)
+    # A refusal is final at once: no attempt waits out its 30 s deadline.
+    error, elapsed = fail(f"http://127.0.0.1:{closed_port()}/v1", retries=2, timeout_s=30.0)
     assert error.status == "connection_error"
     assert error.attempts == 3
     assert error.unreachable == "connection refused"
-    assert elapsed < 1.0
+    assert elapsed < CUT_SHORT_S
 
 
-def test_an_unresolvable_host_is_unreachable() -> None:
-    # .invalid never resolves (RFC 6761); a resolver that does not answer in time is a
-    # connection never made as well.
+def test_an_unresolvable_host_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The resolver's answer for a name that does not exist, given without asking the system's
+    # resolver, which on a machine without network may not answer within the test's limit.
+    resolve = socket.getaddrinfo
+
+    def no_such_host(host: str | bytes, *args: Any, **kwargs: Any) -> object:
+        if host in ("floodsim-no-such-host.invalid", b"floodsim-no-such-host.invalid"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_host)
     error, _ = fail("http://floodsim-no-such-host.invalid/v1", retries=0)
-    assert error.status in {"connection_error", "timeout"}
-    assert error.unreachable in {"host name not resolved", "no connection within 0.3 s"}
+    assert error.status == "connection_error"
+    assert error.unreachable == "host name not resolved"
 
 
 @contextlib.contextmanager
@@ -347,10 +356,10 @@ def test_dropped_connection_is_retried_then_reported() -> None:
     with FakeOpenAIServer(faults=["connection_close"]) as server:
         assert run(complete(server.base_url)).attempts == 2
     with FakeOpenAIServer(faults=["connection_close"] * 5) as server:
-        error, elapsed = fail(server.base_url, retries=2)
+        error, elapsed = fail(server.base_url, retries=2, timeout_s=30.0)
     assert error.status == "connection_error"
     assert error.attempts == 3
-    assert elapsed < 1.0
+    assert elapsed < CUT_SHORT_S  # no attempt waited out its 30 s deadline
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
@@ -406,23 +415,18 @@ async def _burst(client: ChatClient, count: int, bound: asyncio.Semaphore | None
 def test_32_requests_with_semaphore_16_overlap() -> None:
     with FakeOpenAIServer(latency_s=0.2) as server:
 
-        async def scenario() -> tuple[list[Any], float]:
+        async def scenario() -> list[Any]:
             async with ChatClient(server.base_url, MODEL, timeout_s=2.0) as client:
-                started = time.perf_counter()
-                results = await _burst(client, 32, asyncio.Semaphore(16))
-                return results, time.perf_counter() - started
+                return await _burst(client, 32, asyncio.Semaphore(16))
 
-        results, elapsed = run(scenario())
+        results = run(scenario())
         assert len(server.requests) == 32
         peak = server.peak_in_flight
     assert all(result.attempts == 1 for result in results)
     assert len({result.request_hash for result in results}) == 32
-    # The semaphore lets 16 through at once and no more; counted by the server rather than
-    # timed, so a loaded machine cannot fail it.
+    # The semaphore lets 16 through at once and no more: the requests overlap, and the
+    # server's count, unlike a time, is the same on a loaded machine.
     assert peak == 16
-    # Two waves of 0.2 s at least; serial would take 6.4 s, and this much slack (beyond
-    # any plausible stall) still shows the requests did not run one by one.
-    assert 0.4 <= elapsed < 3.2
 
 
 def test_max_concurrency_bounds_requests_in_flight() -> None:
