@@ -103,7 +103,8 @@ def test_stylized_facts_file_validates():
     assert {t.change for t in events if t.statistic != "event_recovery_years"} == {"relative"}
 
 
-def test_validate_knows_a_targets_file_and_run_refuses_one(capsys):
+def test_validate_knows_a_targets_file_and_run_refuses_one(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # should the refusal break, the run lands in a scratch folder
     assert main(["validate", str(TARGETS)]) == 0
     assert "ok (targets file: 6 targets)" in capsys.readouterr().out
     assert main(["run", str(TARGETS)]) == 2

@@ -275,8 +275,9 @@ def test_unwritable_output_folder_is_a_clear_error(tmp_path, capsys):
     assert "Traceback" not in err
 
 
-def test_resume_refuses_complete_runs_and_non_runs(tmp_path, capsys):
+def test_resume_refuses_complete_runs_and_non_runs(tmp_path, capsys, monkeypatch):
     clean = clean_run(tmp_path)
+    monkeypatch.chdir(tmp_path)  # should a refusal break, the run lands in a scratch folder
     assert main(["run", "--resume", str(clean.run_dir)]) == 2
     assert "already complete" in capsys.readouterr().err
     assert main(["run", "--resume", str(tmp_path)]) == 2
@@ -701,7 +702,10 @@ def test_a_run_killed_as_it_completes_leaves_no_checkpoint_and_resumes(tmp_path,
         ("9" * 23, f"must be at most 1000 (the most years a run can have), got {'9' * 23}"),
     ],
 )
-def test_checkpoint_every_is_a_positive_integer_up_to_the_most_years(capsys, value, said):
+def test_checkpoint_every_is_a_positive_integer_up_to_the_most_years(
+    capsys, tmp_path, monkeypatch, value, said
+):
+    monkeypatch.chdir(tmp_path)  # should the refusal break, the run lands in a scratch folder
     with pytest.raises(SystemExit) as info:
         main(["run", str(DEFAULT), "--checkpoint-every", value])
     assert info.value.code == 2
