@@ -225,6 +225,27 @@ def test_sampling_by_fraction_and_by_ids(tmp_path):
         assert seen == {"H00003", "H00007"}, name
 
 
+@pytest.mark.parametrize("fraction", [0.1, 0.5])
+def test_a_sampled_fraction_is_that_fraction_of_any_kind_of_id(tmp_path, fraction):
+    """Ids a digit apart are audited as independently as ids drawn at random would be."""
+    from simulation.audit.writer import AuditWriter
+
+    ids = [f"H{number:05d}" for number in range(10_000)]
+    for seed in (7, 42):
+        config, _ = load_config(DEFAULT, [f"audit.sample={fraction}", f"seed={seed}"])
+        writer = AuditWriter(tmp_path, f"seed-{seed}", config.audit, config.seed)
+        audited = [writer.audits(agent_id) for agent_id in ids]
+        writer.close()
+        # Four standard deviations of a binomial count, for the ids and for each tenth of them
+        # by last digit (one of the ten kinds CRC-32 never audited).
+        n = len(ids)
+        assert abs(sum(audited) - fraction * n) < 4 * (n * fraction * (1 - fraction)) ** 0.5
+        for digit in range(10):
+            kind = audited[digit::10]
+            n = len(kind)
+            assert abs(sum(kind) - fraction * n) < 4 * (n * fraction * (1 - fraction)) ** 0.5
+
+
 def test_gzip_streams(tmp_path):
     result = run(tmp_path, "audit.gzip=true", count=20, years=2)
     files = sorted(p.name for p in result.run_dir.glob("*.jsonl.gz"))

@@ -21,10 +21,10 @@ buffer and written whole, so a crash can only truncate the last line of a file.
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import operator
 import os
-import zlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
@@ -759,9 +759,9 @@ class AuditWriter:
         self.full = self.level == "full"
         sample = config.sample
         self._ids = frozenset(sample) if isinstance(sample, list) else None
-        self._threshold = int(float(sample) * 2**32) if self._ids is None else 0
+        self._threshold = int(float(sample) * 2**64) if self._ids is None else 0
         # With the whole population sampled (the default) no id needs hashing or a lookup.
-        self._everyone = self._ids is None and self._threshold >= 2**32
+        self._everyone = self._ids is None and self._threshold >= 2**64
         self._sampled: dict[str, bool] = {}
         # The last logged retrieval, its ids and its scores as its trace shows them.
         self._retrieved: tuple[object, list[str], list[float]] = (None, [], [])
@@ -788,7 +788,11 @@ class AuditWriter:
             if self._ids is not None:
                 cached = agent_id in self._ids
             else:
-                cached = zlib.crc32(f"{self._seed}:{agent_id}".encode()) < self._threshold
+                # A cryptographic hash: CRC-32, used before, is linear, and over ids that differ
+                # in a digit or two (H00000 to H00999) it audited 135 or 65 households for 10 %
+                # by seed and never an id ending in 3 or 7.
+                digest = hashlib.blake2b(f"{self._seed}:{agent_id}".encode(), digest_size=8)
+                cached = int.from_bytes(digest.digest(), "little") < self._threshold
             self._sampled[agent_id] = cached
         return cached
 
