@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from simulation.memory import CognitiveMemory
 
+DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 RUN_ID = "hand-s7-12345678"
 STREAMS_REPLAYED = ("memory_updates", "consolidation")
 
@@ -841,9 +842,7 @@ def test_rebuild_matches_the_model(tmp_path: Path, overrides: list[str]) -> None
     from simulation.runner import build_model, run_simulation
 
     years = 8
-    config, base = load_config(
-        "configs/default.yaml", ["households.count=40", f"years={years}", *overrides]
-    )
+    config, base = load_config(DEFAULT, ["households.count=40", f"years={years}", *overrides])
     model = build_model(config, base)
     run_dir = run_simulation(config, base, tmp_path, model=model, progress=False).run_dir
     agents = [h.state.agent_id for h in model.households]
@@ -916,7 +915,7 @@ def test_rebuild_matches_the_model_whatever_the_memory_settings(
 
     years = 6
     config, base = load_config(
-        "configs/default.yaml",
+        DEFAULT,
         ["households.count=12", f"years={years}", "audit.level=standard", *overrides],
     )
     model = build_model(config, base)
@@ -947,7 +946,7 @@ def _simulate(root: Path, *overrides: str) -> Path:
     from simulation.runner import run_simulation
 
     config, base = load_config(
-        "configs/default.yaml",
+        DEFAULT,
         [
             "households.count=30",
             "years=6",
@@ -1135,7 +1134,7 @@ def experiment(tmp_path_factory: pytest.TempPathFactory) -> Path:
     design = root / "tiny.yaml"
     design.write_text(
         f"name: tiny\n"
-        f"base: {Path('configs/default.yaml').resolve()}\n"
+        f"base: {DEFAULT}\n"
         "set: {households.count: 20, years: 3}\n"
         "sweep: {grid: {memory.decay_rate: [0.9, 1.0]}}\n"
         "replicates: 1\n"
