@@ -264,7 +264,11 @@ def _damage(raw: bytes, metrics: pd.DataFrame) -> Iterator[str]:
         return
     for name, values in metrics.items():
         if not pd.api.types.is_numeric_dtype(values):
-            yield f"column {name!r} holds text where a number goes"
+            numbers = _as_numbers(values)
+            if numbers is not None and np.isinf(numbers).any():
+                yield f"column {name!r} holds an infinite value"
+            else:
+                yield f"column {name!r} holds text where a number goes"
         elif pd.api.types.is_float_dtype(values) and np.isinf(values).any():
             yield f"column {name!r} holds an infinite value"
     if "year" in metrics and pd.api.types.is_numeric_dtype(metrics["year"]):
@@ -273,6 +277,18 @@ def _damage(raw: bytes, metrics: pd.DataFrame) -> Iterator[str]:
             yield "a year is missing or not a whole number"
         elif (np.diff(years.to_numpy()) != 1).any():
             yield "its years do not follow one another (a row repeated, missing or moved)"
+
+
+def _as_numbers(values: pd.Series) -> pd.Series | None:
+    """A column pandas read as text, as numbers if each value is one (else ``None``).
+
+    pandas before 3.0 reads a number past a float's range (``1e400``) as text, where Python's
+    ``float`` gives infinity; only damaged tables reach this, so the slow way is fine.
+    """
+    try:
+        return values.map(float)
+    except (TypeError, ValueError):
+        return None
 
 
 def _cannot_read(path: Path, err: Exception) -> str:
