@@ -149,5 +149,50 @@ def test_batch_experiment_notebook_on_an_experiment_sweeping_another_key(monkeyp
     check_clean(nb)
     text = text_of(nb)
     assert "Loaded" in text
+    assert "compared by memory.decay_rate" in text
     assert "This experiment also sweeps government.initial_subsidy" in text
     assert "percentage points over 4 runs each" in text
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_batch_experiment_notebook_compares_the_levels_of_any_swept_key(
+    monkeypatch, tmp_path, named
+):
+    """An experiment of the user's own sweeps what it sweeps: not necessarily the decay rate."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: subsidy\nbase: {ROOT / 'configs' / 'default.yaml'}\n"
+        "set: {households.count: 30, years: 3, audit.level: off}\nreplicates: 2\nseed: 1\n"
+        "sweep: {grid: {government.initial_subsidy: [0.2, 0.5]}}\n",
+        encoding="utf-8",
+    )
+    result = run_experiment(path, tmp_path / "out", executor="serial", progress=False)
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(result.out_dir))
+    if named:
+        monkeypatch.setenv("FLOODSIM_SWEPT_KEY", "government.initial_subsidy")
+    else:
+        monkeypatch.delenv("FLOODSIM_SWEPT_KEY", raising=False)
+    nb = execute("batch_experiment.ipynb")
+    check_clean(nb)
+    text = text_of(nb)
+    assert "compared by government.initial_subsidy" in text
+    assert "Mean take-up with initial_subsidy 0.5" in text
+    assert "percentage points over 2 runs each" in text
+    assert images(nb) >= 2
+
+
+def test_batch_experiment_notebook_refuses_a_key_the_experiment_does_not_sweep(
+    monkeypatch, tmp_path
+):
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: subsidy\nbase: {ROOT / 'configs' / 'default.yaml'}\n"
+        "set: {households.count: 30, years: 3, audit.level: off}\nreplicates: 1\nseed: 1\n"
+        "sweep: {grid: {government.initial_subsidy: [0.2, 0.5]}}\n",
+        encoding="utf-8",
+    )
+    result = run_experiment(path, tmp_path / "out", executor="serial", progress=False)
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(result.out_dir))
+    monkeypatch.setenv("FLOODSIM_SWEPT_KEY", "memory.decay_rate")
+    with pytest.raises(CellExecutionError, match=r"FLOODSIM_SWEPT_KEY=memory\.decay_rate is not"):
+        execute("batch_experiment.ipynb")
