@@ -1422,7 +1422,8 @@ def apply_overrides(
     """Apply ``KEY=VALUE`` overrides with dotted keys; values are parsed as YAML.
 
     A mapping value (``memory={decay_rate: 0.9}``) is merged into the section it names; one
-    for a table in :data:`WHOLE_TABLES` (``hazard.events={4: 9.5}``) replaces it whole.
+    for a table in :data:`WHOLE_TABLES` (``hazard.events={4: 9.5}``) replaces it whole, and a
+    key into one (``hazard.events.4=9.5``) sets that year's entry, keeping the others.
     ``where`` prefixes the key in error messages: ``--set `` for the command line, ``set.`` for
     a file's ``set:`` mapping. A command-line override's error names only its flag, not
     ``origin``: the file is not at fault.
@@ -1470,6 +1471,11 @@ def apply_overrides(
             else:
                 node[part] = child = dict(child)
             node = child
+        if tuple(parts[:-1]) in WHOLE_TABLES:
+            # One year's entry (`hazard.events.5=12.0`): the year written in the file (5, an
+            # integer) and the one a dotted key gives ("5") are one year, replaced in place.
+            year = parts[-1].strip()
+            parts[-1] = next((k for k in node if str(k).strip() == year), parts[-1])
         current = node.get(parts[-1])
         if isinstance(value, dict) and isinstance(current, dict):
             # A mapping merges key by key, as a ``base:`` file's sections do: the keys it

@@ -371,6 +371,20 @@ def test_a_set_events_table_replaces_the_config_table(tmp_path, override, expect
     assert config.hazard.source == "scripted"
 
 
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["hazard.events.4=12.0"], {2: 9.5, 4: 12.0}),  # the file's year 4, not a second one
+        (["hazard.events.6=3.0"], {2: 9.5, 4: 7.0, 6: 3.0}),
+        (["hazard.events.4=12.0", "hazard.events.4=1.5"], {2: 9.5, 4: 1.5}),
+    ],
+)
+def test_a_set_year_of_an_events_table_sets_that_year_only(tmp_path, overrides, expected):
+    config_path = write(tmp_path / "c.yaml", f"base: {DEFAULT}\n{SCRIPTED}")
+    config, _ = load_config(config_path, overrides)
+    assert config.hazard.events == expected
+
+
 def test_a_child_rasters_table_replaces_its_base_table(tmp_path):
     write(tmp_path / "base.yaml", "hazard: {source: raster, rasters: {1: a.asc, 2: b.asc}}\n")
     child = write(tmp_path / "child.yaml", "base: base.yaml\nhazard: {rasters: {2: c.asc}}\n")
