@@ -675,7 +675,8 @@ class SocialConfig(Section):
         ge=2,
         multiple_of=2,
         description="small_world: neighbours each household starts with, k/2 on each side of "
-        "it in grid order (so even); capped below the population size in tiny populations. "
+        "it in grid order (so even); capped below the population size (a k set beyond it is warned "
+        "of: the graph is then almost complete). "
         "Refused away from its default under another neighborhood.",
     )
     p: float = Field(

@@ -57,7 +57,13 @@ from simulation.agents.state import (
 )
 from simulation.array_engine import ArrayEngine
 from simulation.audit.writer import changed_state, dynamic_state
-from simulation.config import ConfigError, ConfigWarning, is_curve_file, warn_ignored_keys
+from simulation.config import (
+    ConfigError,
+    ConfigWarning,
+    SocialConfig,
+    is_curve_file,
+    warn_ignored_keys,
+)
 from simulation.cycle import (
     ADOPTION_PHRASES,
     DECISION_STATS,
@@ -434,7 +440,7 @@ class FloodAdaptationModel(mesa.Model):
         # household field (see _decision_memory); emptied with the texts every year.
         self._decision_memories: dict[tuple[str, int, float], _Remembered] = {}
         self._populate(population)
-        self._check_hazard(where)
+        self._check_against_households(where)
         # What gave the decision table, named in its errors and warnings: a --set flag or a file.
         self._script_origin = where(("decision", "script"))
         self.policy = _decision_policy(
@@ -455,6 +461,35 @@ class FloodAdaptationModel(mesa.Model):
         )
 
     # ------------------------------------------------------------------------ set-up
+    def _check_against_households(self, where: Callable[[tuple[str, ...]], str]) -> None:
+        """Warn of settings that the households built make unlikely (see the two checks).
+
+        Args:
+            where: Names what gave the value at a key (see ``__init__``'s ``origin_of``).
+        """
+        self._check_hazard(where)
+        self._check_network(where)
+
+    def _check_network(self, where: Callable[[tuple[str, ...]], str]) -> None:
+        """Warn of a small world's ``k`` that the population is too small for.
+
+        The network is capped below the population size (a tiny test town with the default
+        ``k`` needs that), so a ``k`` set beyond it would otherwise give an almost complete
+        graph without a word.
+        """
+        social = self.config.social
+        n = len(self.households)
+        if social.neighborhood != "small_world" or social.k == _DEFAULT_K:
+            return
+        k = _small_world_k(social.k, n)
+        if social.k > k:
+            warnings.warn(
+                f"{where(('social', 'k'))}: social.k: {social.k} neighbours is more than {n:,} "
+                f"households can each have; each starts with {k}, almost every other household",
+                ConfigWarning,
+                stacklevel=2,
+            )
+
     def _check_hazard(self, where: Callable[[tuple[str, ...]], str]) -> None:
         """Warn of hazard inputs the run will not use, or that reach no home.
 
@@ -478,6 +513,18 @@ class FloodAdaptationModel(mesa.Model):
                     f"{where(('hazard', 'events'))}: hazard.events: year {year} floods every "
                     f"home {depth:g} ft deep (kind: depth, in ft), more than "
                     f"{PLAUSIBLE_DEPTH_FT:.0f} ft: a depth in another unit?",
+                    ConfigWarning,
+                    stacklevel=2,
+                )
+        if hazard.source == "scripted" and hazard.kind == "level" and hazard.events:
+            year, level = max(hazard.events.items(), key=lambda event: event[1])
+            lowest = min((h.state.ground_elevation for h in self.households), default=level)
+            if level - lowest > PLAUSIBLE_DEPTH_FT:
+                warnings.warn(
+                    f"{where(('hazard', 'events'))}: hazard.events: year {year}'s water level "
+                    f"{level:g} ft (kind: level, ft above the datum) stands {level - lowest:,.0f} "
+                    f"ft above the lowest home's ground ({lowest:.3g} ft), more than "
+                    f"{PLAUSIBLE_DEPTH_FT:.0f} ft: a level in another unit or datum?",
                     ConfigWarning,
                     stacklevel=2,
                 )
@@ -566,8 +613,8 @@ class FloodAdaptationModel(mesa.Model):
         social = self.config.social
         if social.neighborhood == "small_world":
             n = len(self.households)
-            k = min(social.k, n - 1 - (n - 1) % 2) if n > 2 else 0
-            graph = nx.watts_strogatz_graph(n, max(k, 0), social.p, seed=self.random)
+            k = _small_world_k(social.k, n)
+            graph = nx.watts_strogatz_graph(n, k, social.p, seed=self.random)
             self.space = Network(graph, random=self.random)
             for node, agent in enumerate(self.households):
                 agent.cell = self.space[node]
@@ -1693,6 +1740,18 @@ def _warn_grids_at_homes(
             ConfigWarning,
             stacklevel=2,
         )
+
+
+#: ``social.k``'s default, which tiny populations cap without a warning.
+_DEFAULT_K = SocialConfig.model_fields["k"].default
+
+
+def _small_world_k(k: int, n: int) -> int:
+    """The neighbours each of ``n`` households starts with in a small world of ``k``.
+
+    At most ``n - 1``, and even (k/2 on each side).
+    """
+    return max(min(k, n - 1 - (n - 1) % 2), 0) if n > 2 else 0
 
 
 def _feet_per(units: str) -> float:

@@ -660,6 +660,23 @@ def test_grid_and_network_neighbourhoods():
     assert all(isinstance(n, HouseholdAgent) for h in small.households for n in h.neighbors)
 
 
+def test_a_small_world_k_beyond_the_population_is_warned_of_and_capped():
+    settings = ("social.neighborhood=small_world", "social.p=0")
+    with pytest.warns(ConfigWarning) as caught:
+        model = make_model(*settings, "social.k=2000", count=10)
+    assert [str(w.message) for w in caught] == [
+        (
+            "config: social.k: 2000 neighbours is more than 10 households can each have; each "
+            "starts with 8, almost every other household"
+        )
+    ]
+    assert {len(h.neighbors) for h in model.households} == {8}
+    with warnings.catch_warnings():  # the default k, capped in a tiny town, is not the user's
+        warnings.simplefilter("error")
+        make_model("social.neighborhood=small_world", count=5)
+        make_model(*settings, "social.k=8", count=10)
+
+
 @pytest.mark.parametrize("kind", ["moore", "von_neumann", "small_world"])
 def test_neighbours_are_mesa_neighbourhoods_in_order(kind: str) -> None:
     """Read from cell connections, they are Mesa's radius-1 neighbourhood, then cell-mates."""
@@ -1064,6 +1081,25 @@ def test_a_depth_grid_implausibly_deep_at_a_home_is_named_in_a_warning(tmp_path,
             "hazard.events={2: 12}",
             count=8,
         )
+
+
+def test_a_scripted_water_level_implausibly_high_above_the_homes_is_warned_of():
+    """A level in metres above another datum, or a depth typed as a level, floods every home
+    hundreds of feet deep."""
+    high = ("hazard.source=scripted", "hazard.kind=level", "hazard.events={2: 9.5, 3: 950}")
+    with pytest.warns(ConfigWarning) as caught:
+        model = make_model("years=3", *high, count=8)
+    lowest = min(h.state.ground_elevation for h in model.households)
+    assert [str(w.message) for w in caught] == [
+        (
+            "config: hazard.events: year 3's water level 950 ft (kind: level, ft above the datum) "
+            f"stands {950 - lowest:,.0f} ft above the lowest home's ground ({lowest:.3g} ft), more "
+            "than 50 ft: a level in another unit or datum?"
+        )
+    ]
+    with warnings.catch_warnings():  # the single-flood scenario's 9.5 ft is a flood, not a slip
+        warnings.simplefilter("error")
+        make_model("years=3", "hazard.source=scripted", "hazard.events={2: 9.5}", count=8)
 
 
 def test_justifications_say_renewed_what_the_registry_renews():
