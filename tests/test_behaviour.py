@@ -569,6 +569,21 @@ def test_an_unaudited_run_fails_the_tenure_target_and_passes_the_others(tmp_path
     assert table["passed"].tolist() == [False, True]
 
 
+def test_a_share_over_nobody_fails_its_target_saying_why(tmp_path):
+    """In a town all in the floodplain the share outside it is blank, not a miss of 0.01."""
+    settings = ["households.count=40", "years=12", "audit.level=off", "households.bfe_ft=100"]
+    config, base = load_config(SCENARIO, settings)
+    run = run_simulation(config, base, tmp_path / "runs", progress=False).run_dir
+    outside = {**GOOD, "name": "x", "column": "insured_share_x", "value": 0.01}
+    path = write_targets(tmp_path, [outside, {**GOOD, "tolerance": 1.0}])
+    with pytest.warns(UncomputedTargetWarning) as caught:
+        table = check_behaviour(run, path)
+    (said,) = [str(w.message) for w in caught]
+    assert said.startswith(f"{run}: target 'x': insured_share_x is blank (NaN) in every year: ")
+    assert table["passed"].tolist() == [False, True]
+    assert math.isnan(table["value"][0])
+
+
 def test_tenure_over_runs_is_their_median(run_dir, tmp_path, monkeypatch):
     """One run whose policies mostly outlast it (an infinite median) leaves the value finite."""
     from simulation.analysis import behaviour

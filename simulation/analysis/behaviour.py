@@ -405,6 +405,14 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
             if target.years[1] > last:
                 warnings.warn(ShortWindowWarning(where, target.years, last), stacklevel=2)
             values = metrics[metrics["year"].between(*target.years)]
+        if len(values) and values[target.column].isna().all():
+            # A share or mean over nobody is blank, not 0 (README): no target can pass on it.
+            span = "every year" if target.years is None else "every year of its range"
+            msg = (
+                f"{where}: {target.column} is blank (NaN) in {span}: a share or mean over no "
+                "household, such as zone X's share in a town without zone X"
+            )
+            raise BehaviourError(msg)
         return float(values[target.column].mean()) if len(values) else math.nan
     try:
         table = event_study(
