@@ -790,6 +790,29 @@ LOAD_ERRORS = [
         "positive",
     ),
     (
+        "premium limit on a skill that buys no insurance",
+        _set("elevate_house", "institutional_constraints", {"max_premium_share_of_income": 0.1}),
+        "skill 'elevate_house'",
+        "institutional_constraints.max_premium_share_of_income",
+        "limits an insurance premium, and this skill buys no insurance",
+    ),
+    (
+        "cost limit on an insurance skill",
+        _set(
+            "buy_contents_insurance", "institutional_constraints", {"max_cost_share_of_income": 1.0}
+        ),
+        "skill 'buy_contents_insurance'",
+        "institutional_constraints.max_cost_share_of_income",
+        "an insurance skill's cost is its premium: use max_premium_share_of_income",
+    ),
+    (
+        "premium share written as a percentage",
+        _set("buy_insurance", "institutional_constraints", {"max_premium_share_of_income": 5}),
+        "skill 'buy_insurance'",
+        "institutional_constraints.max_premium_share_of_income",
+        "a share of income (0.05 is 5 %), at most 1, got 5",
+    ),
+    (
         "importance above one",
         _set("do_nothing", "memory.importance", 1.5),
         "skill 'do_nothing'",

@@ -77,6 +77,8 @@ CONTEXT_FIELDS: frozenset[str] = frozenset(
 
 #: Institutional constraints a skill may declare (limits are shares of annual income).
 SKILL_CONSTRAINTS = frozenset({"max_premium_share_of_income", "max_cost_share_of_income"})
+#: The state fields whose effect makes a skill an insurance skill (its cost is a premium).
+_INSURANCE_FIELDS = ("has_insurance", "has_contents_insurance")
 #: Institutional constraints a memory tool may declare.
 TOOL_CONSTRAINTS = frozenset({"max_retrieve"})
 #: Every known institutional constraint.
@@ -505,6 +507,33 @@ class _Builder:
                 raise self.fail(label, key, f"must be a positive number, got {value!r}")
         return MappingProxyType(dict(constraints))
 
+    def constraints_fit(self, label: str, spec: _SkillSpec) -> None:
+        """Refuse an affordability limit of the other kind of cost than the skill's.
+
+        The limit applies to whatever the skill costs, so the two names would act alike: a
+        premium limit on an elevation, or a premium share written as a percentage (5 for 5 %),
+        would run as something the registry does not say.
+        """
+        insures = any(spec.effects.get(name) is True for name in _INSURANCE_FIELDS)
+        for name, value in spec.institutional_constraints.items():
+            key = f"institutional_constraints.{name}"
+            if name == "max_premium_share_of_income":
+                if not insures:
+                    problem = (
+                        "limits an insurance premium, and this skill buys no insurance (its "
+                        "effects set neither has_insurance nor has_contents_insurance): use "
+                        "max_cost_share_of_income"
+                    )
+                    raise self.fail(label, key, problem)
+                if value > 1:
+                    problem = f"a share of income (0.05 is 5 %), at most 1, got {value!r}"
+                    raise self.fail(label, key, problem)
+            elif name == "max_cost_share_of_income" and insures:
+                problem = (
+                    "an insurance skill's cost is its premium: use max_premium_share_of_income"
+                )
+                raise self.fail(label, key, problem)
+
     def state_fields(self, label: str, key: str, names: list[str]) -> frozenset[str]:
         for i, name in enumerate(names):
             if name not in STATE_FIELDS:
@@ -536,6 +565,7 @@ class _Builder:
             if _FIELD_TYPES[name] is float:
                 # Keep float fields floats when the YAML writes a whole number.
                 spec.effects[name] = float(value)
+        self.constraints_fit(label, spec)
         return Skill(
             skill_id=spec.skill_id,
             description=spec.description,
