@@ -307,7 +307,11 @@ class DamageConfig(Section):
         "usace_one_story_no_basement",
         min_length=1,
         description="Shipped curve set (usace_one_story_no_basement, jrc_north_america) or a "
-        "YAML file of the same shape (relative to the config file).",
+        "YAML file of the same shape (relative to the config file): one set of "
+        "simulation/hazard/curves_data.yaml, bare or under one name, with `source` (text), "
+        "`units: feet_above_first_floor`, `structure` and `contents` (each `depth`, in ft above "
+        "the first floor and rising, and `damage_fraction`, in [0, 1] and non-decreasing) and "
+        "optionally `contents_basis` (structure or contents).",
     )
     owner_contents_basis: Literal["auto", "structure", "contents"] = Field(
         "auto",
