@@ -1459,7 +1459,10 @@ def apply_overrides(
         except yaml.YAMLError:
             # A key pasted where the variable's name goes is never echoed (as in validation).
             shown = "(value not shown)" if key.rpartition(".")[2] in SECRET_KEY_NAMES else repr(raw)
-            msg = f"{prefix}{where}{key}: cannot parse value {shown}"
+            msg = (
+                f"{prefix}{where}{key}: cannot parse value {shown} (a value is read as YAML: "
+                "put text holding ': ', braces or brackets in quotes)"
+            )
             raise ConfigError(msg) from None
         parts = key.split(".")
         if cwd is not None:

@@ -119,6 +119,13 @@ def describe_validation_error(error: ValidationError, origin: str) -> str:
     message = first["msg"].removeprefix("Value error, ").split(" or instance of ")[0]
     if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         message = "unknown key"
+    elif first["type"] == "string_type" and isinstance(first.get("input"), (dict, list)):
+        # `template: Year {year}: a flood` unquoted is YAML for a mapping, not the text.
+        kind = "a mapping" if isinstance(first["input"], dict) else "a list"
+        message = (
+            f"{message}, got {kind}: YAML reads unquoted text holding ': ', braces or brackets "
+            "as one; put the text in quotes"
+        )
     elif (
         "input" in first
         and first["type"] != "missing"

@@ -1071,3 +1071,23 @@ def test_a_valid_config_is_read_once_per_file_of_its_base_chain(monkeypatch):
     ]
     assert named == [str(DEFAULT), str(scenario), str(DEFAULT)]
     assert read == [scenario, DEFAULT]
+
+
+def test_text_that_yaml_reads_as_a_mapping_is_told_to_be_quoted():
+    """An event template with ': ' or braces, unquoted, is YAML for a mapping, not the text."""
+    quote = (
+        "YAML reads unquoted text holding ': ', braces or brackets as one; put the text in quotes"
+    )
+    override = "events.flood_major.template=Year {year}: a flood"
+    message = load_error(DEFAULT, [override], named=f"--set {override}")
+    assert message.endswith(
+        f"events.flood_major.template: Input should be a valid string, got a mapping: {quote}"
+    )
+    unparsable = "events.flood_major.template=A flood: {damage} lost"
+    message = load_error(DEFAULT, [unparsable], named="--set events.flood_major.template")
+    assert message.endswith(
+        "cannot parse value 'A flood: {damage} lost' (a value is read as YAML: put text holding "
+        "': ', braces or brackets in quotes)"
+    )
+    quoted = ["events.flood_major.template='Year {year}: a flood of ${damage:,.0f}'"]
+    assert load_config(DEFAULT, quoted)[0].events.flood_major.template.startswith("Year {year}: ")
