@@ -430,7 +430,7 @@ class AdaptationConfig(Section):
         90_000,
         ge=0,
         description="Cost of elevating a single-family home before subsidy; FEMA puts typical "
-        "projects at $30-$90 per sq ft, so about $60k-$135k for 1,500 sq ft.",
+        "projects at $30-$90 per sq ft, so about $45k-$135k for 1,500 sq ft.",
     )
     elevation_height_ft: float = Field(
         6.0, gt=0, description="Feet an elevation raises the first floor."
@@ -451,7 +451,12 @@ class EventTemplate(Section):
 
     template: str = Field(description="Text with {placeholders}, not blank; see EventMemoryConfig.")
     importance: float = Field(ge=0, le=1, description="Importance; >= threshold -> episodic.")
-    tags: Annotated[tuple[str, ...], LAX] = Field((), description="Tags of the memory, not blank.")
+    tags: Annotated[tuple[str, ...], LAX] = Field(
+        (),
+        description="Tags of the memory, not blank. The PMT policy reads a flood's severity "
+        "from the tag major, minor or no_damage and a denied claim from the tag denied "
+        "(decision.pmt.memory_weights).",
+    )
 
     @field_validator("template", mode="after")
     @classmethod
@@ -504,7 +509,8 @@ class EventMemoryConfig(Section):
         major_damage_threshold: Damage ($) at or above which a flood is remembered as major.
         flood_major: A flood that did at least ``major_damage_threshold`` of damage.
         flood_minor: A flood that did less damage than that.
-        flood_no_damage: Water reached the home but stayed below its first floor.
+        flood_no_damage: Water reached the home but did no damage (with the default USACE
+            curve, water 2 ft or more below the first floor: it damages from 1 ft below).
         claim_paid: The insurer paid a claim.
         claim_denied: The insurer denied a claim.
         subsidy_change: The government changed the elevation subsidy.
@@ -530,7 +536,8 @@ class EventMemoryConfig(Section):
         ("flood", "minor"),
     )
     flood_no_damage: EventTemplate = _event(
-        "Water reached the home but stayed below its first floor",
+        "Water reached the home but did no damage (default curve: 2 ft or more below the first "
+        "floor)",
         _FLOOD,
         "Year {year}: A flood occurred but caused no damage to my property",
         0.4,
@@ -991,8 +998,8 @@ class RunConfig(Section):
         "columns and a memory pool (simulation/array_engine.py): the same results several times "
         "faster, for the pmt and scripted policies with spec or weighted retrieval (a query "
         "too), every retention policy, with or without reflection, at every audit level, with "
-        "memory capacities of up to 8,192 items a household in all (simulation/memory/pool.py, "
-        "MAX_SLOTS). auto "
+        "memory capacities of up to 8,192 items a household in all, a spare slot per long-term "
+        "store included (simulation/memory/pool.py, MAX_SLOTS). auto "
         "(the default): arrays where it implements the config, else objects (the run's "
         "config.resolved.yaml names the engine chosen; floodsim run and validate also name "
         "what keeps a config off arrays).",

@@ -177,7 +177,10 @@ class IncomeConfig(LognormalConfig):
     """Annual household income: median about the US median, dispersion of US incomes."""
 
     median: float = Field(
-        70_000, gt=0, description="Median income, dollars (US median household income ~$75k, ACS)."
+        70_000,
+        gt=0,
+        description="Median income, dollars (US median household income: $69,717 in ACS 2021, "
+        "$74,755 in 2022).",
     )
     sigma: float = Field(
         0.7, ge=0, le=3, description="Standard deviation of log income (US: about 0.7-0.8)."
@@ -279,8 +282,8 @@ class PopulationConfig(ConfigModel):
     income: IncomeConfig = Field(
         IncomeConfig(),
         description=(
-            "Annual household income, dollars, lognormal. US median household income is about "
-            "$75k (ACS); the standard deviation of log income is about 0.7-0.8."
+            "Annual household income, dollars, lognormal. US median household income was $69,717 "
+            "in ACS 2021 ($74,755 in 2022); the standard deviation of log income is about 0.7-0.8."
         ),
     )
     structure_value: StructureValueConfig = Field(
