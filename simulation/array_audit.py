@@ -288,7 +288,6 @@ class ArrayAudit:
     # ------------------------------------------------------------------ decisions
     def decisions(
         self,
-        year: int,
         rows: NDArray[np.int64],
         retrieved: PoolRetrieval,
         before: dict[str, np.ndarray] | None,
@@ -301,13 +300,13 @@ class ArrayAudit:
         """Log each audited household's retrieval, decision memory and trace, in order.
 
         Args:
-            year: The year.
             rows: The households in decision order.
             retrieved: What each retrieved.
             before: The dynamic state fields of each audited household before it decided
                 (``None`` at ``minimal``, whose traces leave them out).
             choices: ``skill`` (column), ``cost``, ``tp`` and ``cp`` of each household (``tp``
-                and ``cp`` ``None``: a policy that appraises nothing, as a decision table).
+                and ``cp`` ``None``: a policy that appraises nothing, as a decision table), and
+                ``skill_ids``, the skills' ids by the codes ``skill`` holds.
             state_changes: What executing changed, for each audited household.
             written: Each household's decision memory write, in decision order.
             parameters: The parameters of the ``retrieve_memory`` calls

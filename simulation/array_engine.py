@@ -762,9 +762,7 @@ class ArrayEngine:
                 rejections = self._rejections(year, rows, turned_down, chosen, paid, proposals)
         written = self._execute(year, rows, chosen, paid, tp, stats)
         choices = {"skill_ids": self.skill_ids, "skill": chosen, "cost": paid, **appraisals}
-        audit.decisions(
-            year, rows, retrieved, before, choices, changes, written, parameters, rejections
-        )
+        audit.decisions(rows, retrieved, before, choices, changes, written, parameters, rejections)
 
     def _rejections(
         self,

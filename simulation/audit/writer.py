@@ -126,7 +126,7 @@ DYNAMIC_FIELDS = (
 )
 _dynamic_values = operator.attrgetter(*DYNAMIC_FIELDS)  # all of them in one C call
 #: How many (working, episodic) size pairs a writer keeps the quiet year-end entry of: at most
-#: 255 occur with the default capacities (4 and 50); the bound holds for any capacities.
+#: 255 occur with configs/default.yaml's capacities (4 and 50); the bound holds for any.
 _QUIET_KEPT = 4096
 #: The shapes of the lines the batch methods write (keys of their line formats).
 _UPDATE, _YEAR_END, _CALL, _TRACE, _MINIMAL_TRACE = range(5)

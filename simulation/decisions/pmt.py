@@ -192,7 +192,7 @@ class PMTConfig(ConfigModel):
         description=(
             "For a flood memory tagged neither major, minor nor no_damage: damage (its amount) "
             "at or above this many dollars makes it a major flood, below it a minor one, and 0 a "
-            "flood without damage (DESIGN.md section 9.4)."
+            "flood without damage."
         ),
     )
     score_cap: float = Field(

@@ -107,15 +107,8 @@ class LongTermStore:
         """Items best first (the live list: do not mutate)."""
         return self._ranked
 
-    def lowest_unpinned(self) -> MemoryItem | None:
-        """The unpinned item with the lowest decayed importance, if any."""
-        for item in reversed(self._ranked):
-            if not item.pinned:
-                return item
-        return None
-
     def pop_lowest_unpinned(self) -> MemoryItem | None:
-        """Remove and return :meth:`lowest_unpinned` (one scan from the end, no search)."""
+        """Remove and return the unpinned item ranked lowest, if any (one scan from the end)."""
         ranked = self._ranked
         for i in range(len(ranked) - 1, -1, -1):
             if not ranked[i].pinned:
