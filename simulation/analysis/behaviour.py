@@ -96,6 +96,7 @@ from simulation.yaml_errors import describe_decode_error, describe_yaml_error, l
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 __all__ = [
@@ -108,6 +109,7 @@ __all__ = [
     "TargetsFile",
     "UncomputedTargetWarning",
     "check_behaviour",
+    "draw_target_offsets",
     "load_targets",
     "median_tenure",
     "plot_behaviour",
@@ -140,7 +142,6 @@ TABLE_COLUMNS = (
     "description",
 )
 _INSURANCE_SKILLS = frozenset({"buy_insurance", "buy_contents_insurance"})
-_EVENT_STATISTICS = frozenset({"event_jump", "event_change_at", "event_recovery_years"})
 
 
 class BehaviourError(InputError):
@@ -688,6 +689,74 @@ def row_labels(table: pd.DataFrame) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ figure
+def draw_target_offsets(
+    ax: Axes, table: pd.DataFrame, labels: list[str], *, spread: bool = True, verdict: bool = True
+) -> None:
+    """Draw each target's simulated value relative to it on ``ax``, one row per target.
+
+    The grey band is target ± tolerance (-1..1) and the marker sits at ``(value - target) /
+    tolerance``, clipped to ±3 with an arrow (a value that is not finite sits at the right
+    edge). Passing targets are green, failing ones red; the real numbers are written beside
+    each row. :func:`plot_behaviour` and the calibration's figure draw their targets with it.
+
+    Args:
+        ax: The axes to draw on.
+        table: Rows with ``value``, ``target``, ``tolerance``, ``passed`` and, with
+            ``spread``, ``spread`` (as :func:`check_behaviour` returns).
+        labels: The rows' labels, top to bottom.
+        spread: Draw the spread as an error bar and write it beside the value.
+        verdict: Write PASS or FAIL after the numbers.
+    """
+    n = len(table)
+    limit = 3.0  # tolerances shown; values further out are clipped to the edge with an arrow
+    for row, record in enumerate(table.itertuples(index=False)):
+        y = n - 1 - row
+        tolerance = float(record.tolerance) or 1e-12  # a zero tolerance still gets a band
+        colour = "tab:green" if record.passed else "tab:red"
+        ax.axhspan(
+            y - 0.3,
+            y + 0.3,
+            xmin=(limit - 1) / (2 * limit),
+            xmax=(limit + 1) / (2 * limit),
+            color="0.85",
+            zorder=0,
+        )
+        value = float(record.value)
+        spread_of = float(record.spread) if spread else math.nan
+        if math.isfinite(value):
+            offset = (value - float(record.target)) / tolerance
+            shown = float(np.clip(offset, -limit, limit))
+            bar = spread_of / tolerance if math.isfinite(spread_of) else 0.0
+            marker = "o" if shown == offset else (">" if offset > 0 else "<")
+            ax.errorbar(
+                shown,
+                y,
+                xerr=bar if shown == offset and bar else None,
+                fmt=marker,
+                color=colour,
+                ms=9,
+                capsize=4,
+                zorder=3,
+            )
+        else:
+            ax.plot(limit, y, ">", color=colour, ms=9, zorder=3)
+        spread_text = f" ± {spread_of:.3g}" if math.isfinite(spread_of) else ""
+        verdict_text = f"  {'PASS' if record.passed else 'FAIL'}" if verdict else ""
+        ax.text(
+            limit * 1.05,
+            y,
+            f"{value:.3g}{spread_text}  (target {record.target:.3g} "
+            f"± {record.tolerance:.3g}){verdict_text}",
+            va="center",
+            fontsize="small",
+            color=colour,
+        )
+    ax.axvline(0.0, color="black", lw=1)
+    ax.set_xlim(-limit, limit)
+    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_yticks(range(n), labels[::-1])
+
+
 def plot_behaviour(table: pd.DataFrame, *, title: str | None = None) -> Figure:
     """One row per target: the target ± tolerance as a band, the simulated value on it.
 
@@ -707,51 +776,7 @@ def plot_behaviour(table: pd.DataFrame, *, title: str | None = None) -> Figure:
     n = len(table)
     fig = Figure(figsize=(10.0, 1.0 + 0.7 * max(n, 1)), layout="constrained")
     ax = fig.subplots()
-    limit = 3.0  # tolerances shown; values further out are clipped to the edge with an arrow
-    for row, record in enumerate(table.itertuples(index=False)):
-        y = n - 1 - row
-        tolerance = float(record.tolerance) or 1e-12  # a zero tolerance still gets a band
-        colour = "tab:green" if record.passed else "tab:red"
-        ax.axhspan(
-            y - 0.3,
-            y + 0.3,
-            xmin=(limit - 1) / (2 * limit),
-            xmax=(limit + 1) / (2 * limit),
-            color="0.85",
-            zorder=0,
-        )
-        value = float(record.value)
-        if math.isfinite(value):
-            offset = (value - float(record.target)) / tolerance
-            shown = float(np.clip(offset, -limit, limit))
-            spread = float(record.spread) / tolerance if math.isfinite(record.spread) else 0.0
-            marker = "o" if shown == offset else (">" if offset > 0 else "<")
-            ax.errorbar(
-                shown,
-                y,
-                xerr=spread if shown == offset else None,
-                fmt=marker,
-                color=colour,
-                ms=9,
-                capsize=4,
-                zorder=3,
-            )
-        else:
-            ax.plot(limit, y, ">", color=colour, ms=9, zorder=3)
-        spread_text = f" ± {record.spread:.3g}" if math.isfinite(record.spread) else ""
-        ax.text(
-            limit * 1.05,
-            y,
-            f"{value:.3g}{spread_text}  (target {record.target:.3g} "
-            f"± {record.tolerance:.3g})  {'PASS' if record.passed else 'FAIL'}",
-            va="center",
-            fontsize="small",
-            color=colour,
-        )
-    ax.axvline(0.0, color="black", lw=1)
-    ax.set_xlim(-limit, limit)
-    ax.set_ylim(-0.7, n - 0.3)
-    ax.set_yticks(range(n), row_labels(table)[::-1])
+    draw_target_offsets(ax, table, row_labels(table))
     ax.set_xlabel("(simulated - target) / tolerance   (grey band: within tolerance)")
     ax.grid(visible=True, axis="x", alpha=0.3)
     # Below the axes: inside, it covered the markers of the bottom rows.

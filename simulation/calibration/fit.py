@@ -115,6 +115,7 @@ from simulation.analysis.behaviour import (
     ShortWindowWarning,
     Target,
     check_behaviour,
+    draw_target_offsets,
     load_targets,
 )
 from simulation.atomic import replace_file, temporary_name
@@ -793,9 +794,8 @@ def plot_calibration(
 ) -> Figure:
     """Loss by evaluation (and the running best), and each target at the best point.
 
-    The right panel draws every target relative to itself: the grey band is target ±
-    tolerance (-1..1) and the marker sits at ``(simulated - target) / tolerance``, clipped to
-    ±3 with an arrow; the real numbers are written beside each row.
+    The right panel draws every target relative to itself, as ``check-behaviour``'s figure
+    does (:func:`~simulation.analysis.behaviour.draw_target_offsets`).
 
     Args:
         evaluations: The rows of ``evaluations.csv``.
@@ -822,32 +822,7 @@ def plot_calibration(
     left.set_ylabel("loss  Σ ((simulated - target) / tolerance)²")
     left.grid(visible=True, alpha=0.3)
     left.legend(fontsize="small")
-    limit = 3.0
-    right.axvspan(-1.0, 1.0, color="0.85", zorder=0, label="target ± tolerance")
-    for row, record in enumerate(table.itertuples(index=False)):
-        y = n - 1 - row
-        colour = "tab:green" if record.passed else "tab:red"
-        value = float(record.value)
-        tolerance = float(record.tolerance) or 1.0
-        if math.isfinite(value):
-            offset = (value - float(record.target)) / tolerance
-            shown = float(np.clip(offset, -limit, limit))
-            marker = "o" if shown == offset else (">" if offset > 0 else "<")
-        else:
-            shown, marker = limit, ">"
-        right.plot(shown, y, marker, color=colour, ms=9, zorder=3)
-        right.text(
-            limit * 1.05,
-            y,
-            f"{value:.3g}  (target {record.target:.3g} ± {record.tolerance:.3g})",
-            va="center",
-            fontsize="small",
-            color=colour,
-        )
-    right.axvline(0.0, color="black", lw=1)
-    right.set_xlim(-limit, limit)
-    right.set_ylim(-0.7, n - 0.3)
-    right.set_yticks(range(n), list(table["name"])[::-1])
+    draw_target_offsets(right, table, list(table["name"]), spread=False, verdict=False)
     right.set_xlabel(
         "(simulated - target) / tolerance at the best point   (grey: within tolerance)"
     )
