@@ -134,6 +134,7 @@ from simulation.config_base import ConfigModel
 from simulation.errors import InputError
 from simulation.experiments.batch import run_experiment
 from simulation.experiments.design import (
+    FOLDER_NAME,
     ExecutorConfig,
     ExperimentConfig,
     override_executor_config,
@@ -201,7 +202,7 @@ class CalibrationConfig(ConfigModel):
     """A whole calibration file (see the module docstring)."""
 
     name: str = Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        pattern=FOLDER_NAME,
         description="Calibration name: the default output folder is outputs/calibration/<name>.",
     )
     base: str = Field(description="Run config the simulations start from (relative path).")

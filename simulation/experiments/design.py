@@ -54,6 +54,7 @@ from simulation.yaml_errors import dump_yaml
 
 __all__ = [
     "EXPERIMENT_KEYS",
+    "FOLDER_NAME",
     "MAX_RUNS",
     "MAX_WORKERS",
     "ExecutorConfig",
@@ -78,6 +79,9 @@ MAX_WORKERS = 1024
 #: by mistake (four keys of 100 values are 100 million points), which would otherwise fill the
 #: memory before a word is said. A study this large is split into several experiments.
 MAX_RUNS = 1_000_000
+#: The names experiments and calibrations may have: each names a folder of outputs/ (a letter
+#: or digit first, then letters, digits, _ . -, at most 64 in all).
+FOLDER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
 def _listed_twice(values: list[Any]) -> Any:
@@ -203,7 +207,7 @@ class ExperimentConfig(Section):
     """
 
     name: str = Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        pattern=FOLDER_NAME,
         description="Experiment name: the default output folder is outputs/<name>.",
     )
     base: str = Field(description="Run config the experiment starts from (relative path).")
