@@ -157,6 +157,14 @@ def test_read_manifest(run_dir: Path, tmp_path: Path) -> None:
     assert read_manifest(run_dir)["run_id"] == RUN_ID
     with pytest.raises(AuditReadError, match=r"no manifest\.json"):
         read_manifest(tmp_path)
+    # Whatever keeps it from being read is named with the file, not raised bare.
+    (tmp_path / "manifest.json").mkdir()
+    with pytest.raises(AuditReadError, match=r"manifest\.json: cannot be read as JSON \("):
+        read_manifest(tmp_path)
+    (tmp_path / "manifest.json").rmdir()
+    (tmp_path / "manifest.json").write_text("{run_id: 1", encoding="utf-8")
+    with pytest.raises(AuditReadError, match=r"manifest\.json: cannot be read as JSON \("):
+        read_manifest(tmp_path)
 
 
 # --------------------------------------------------------------------------- truncation

@@ -10,7 +10,6 @@ need a missing stream return an empty frame instead of failing.
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,9 +26,9 @@ from simulation.audit.readers import (
     AuditReadError,
     experiment_folder_error,
     iter_records,
-    manifest_problem,
     naming_damaged_lines,
     not_a_folder_error,
+    read_manifest,
     read_stream,
     retrievals,
     sample_hint,
@@ -168,17 +167,9 @@ def load_run(run_dir: str | Path) -> RunData:
     """
     path = check_run_dir(run_dir)
     try:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        msg = f"{path / 'manifest.json'}: cannot be read as JSON ({err})"
-        raise RunDirError(msg) from None
-    if not isinstance(manifest, dict):
-        msg = f"{path / 'manifest.json'}: expected a JSON object"
-        raise RunDirError(msg)
-    problem = manifest_problem(manifest)
-    if problem is not None:
-        msg = f"{path / 'manifest.json'}: {problem}"
-        raise RunDirError(msg)
+        manifest = read_manifest(path)
+    except AuditReadError as err:
+        raise RunDirError(str(err)) from None
     config: dict[str, Any] = {}
     config_file = path / "config.resolved.yaml"
     if config_file.is_file():

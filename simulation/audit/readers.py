@@ -296,7 +296,9 @@ def read_manifest(run_dir: StrPath) -> dict[str, Any]:
     """The run's ``manifest.json``.
 
     Raises:
-        AuditReadError: If ``run_dir`` is not a folder or the manifest is missing or not JSON.
+        AuditReadError: If ``run_dir`` is not a folder, or the manifest is missing, cannot be
+            read, is not a JSON object or holds values a run does not write
+            (:func:`manifest_problem`); the message names the file.
     """
     path = _run_dir(run_dir) / "manifest.json"
     try:
@@ -304,8 +306,8 @@ def read_manifest(run_dir: StrPath) -> dict[str, Any]:
     except FileNotFoundError:
         msg = f"{run_dir}: no manifest.json (not a finished run directory)"
         raise AuditReadError(msg) from None
-    except orjson.JSONDecodeError as err:
-        msg = f"{path}: not valid JSON ({err})"
+    except (OSError, orjson.JSONDecodeError) as err:  # a folder, unreadable, or not JSON
+        msg = f"{path}: cannot be read as JSON ({err})"
         raise AuditReadError(msg) from None
     if not isinstance(data, dict):
         msg = f"{path}: expected a JSON object"
