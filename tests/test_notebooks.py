@@ -134,17 +134,22 @@ def test_batch_experiment_notebook_refuses_a_folder_without_results(monkeypatch,
     assert not (tmp_path / "own").exists()  # nothing was run in its place
 
 
-def test_batch_experiment_notebook_on_an_experiment_sweeping_another_key(monkeypatch, tmp_path):
-    """Runs at two subsidy levels share their replicate seeds: each is still a run of its own."""
+def _experiment(tmp_path: Path, grid: str, *, replicates: int) -> Path:
+    """The folder of a small batch experiment over ``grid`` (a YAML mapping), run serially."""
     path = tmp_path / "exp.yaml"
     path.write_text(
-        f"name: two_keys\nbase: {ROOT / 'configs' / 'default.yaml'}\n"
-        "set: {households.count: 30, years: 3, audit.level: off}\nreplicates: 2\nseed: 1\n"
-        "sweep: {grid: {memory.decay_rate: [0.8, 0.95], government.initial_subsidy: [0.2, 0.5]}}\n",
+        f"name: sweep\nbase: {ROOT / 'configs' / 'default.yaml'}\n"
+        "set: {households.count: 30, years: 3, audit.level: off}\n"
+        f"replicates: {replicates}\nseed: 1\nsweep: {{grid: {grid}}}\n",
         encoding="utf-8",
     )
-    result = run_experiment(path, tmp_path / "out", executor="serial", progress=False)
-    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(result.out_dir))
+    return run_experiment(path, tmp_path / "out", executor="serial", progress=False).out_dir
+
+
+def test_batch_experiment_notebook_on_an_experiment_sweeping_another_key(monkeypatch, tmp_path):
+    """Runs at two subsidy levels share their replicate seeds: each is still a run of its own."""
+    grid = "{memory.decay_rate: [0.8, 0.95], government.initial_subsidy: [0.2, 0.5]}"
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(_experiment(tmp_path, grid, replicates=2)))
     nb = execute("batch_experiment.ipynb")
     check_clean(nb)
     text = text_of(nb)
@@ -159,15 +164,8 @@ def test_batch_experiment_notebook_compares_the_levels_of_any_swept_key(
     monkeypatch, tmp_path, named
 ):
     """An experiment of the user's own sweeps what it sweeps: not necessarily the decay rate."""
-    path = tmp_path / "exp.yaml"
-    path.write_text(
-        f"name: subsidy\nbase: {ROOT / 'configs' / 'default.yaml'}\n"
-        "set: {households.count: 30, years: 3, audit.level: off}\nreplicates: 2\nseed: 1\n"
-        "sweep: {grid: {government.initial_subsidy: [0.2, 0.5]}}\n",
-        encoding="utf-8",
-    )
-    result = run_experiment(path, tmp_path / "out", executor="serial", progress=False)
-    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(result.out_dir))
+    grid = "{government.initial_subsidy: [0.2, 0.5]}"
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(_experiment(tmp_path, grid, replicates=2)))
     if named:
         monkeypatch.setenv("FLOODSIM_SWEPT_KEY", "government.initial_subsidy")
     else:
@@ -184,15 +182,8 @@ def test_batch_experiment_notebook_compares_the_levels_of_any_swept_key(
 def test_batch_experiment_notebook_refuses_a_key_the_experiment_does_not_sweep(
     monkeypatch, tmp_path
 ):
-    path = tmp_path / "exp.yaml"
-    path.write_text(
-        f"name: subsidy\nbase: {ROOT / 'configs' / 'default.yaml'}\n"
-        "set: {households.count: 30, years: 3, audit.level: off}\nreplicates: 1\nseed: 1\n"
-        "sweep: {grid: {government.initial_subsidy: [0.2, 0.5]}}\n",
-        encoding="utf-8",
-    )
-    result = run_experiment(path, tmp_path / "out", executor="serial", progress=False)
-    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(result.out_dir))
+    grid = "{government.initial_subsidy: [0.2, 0.5]}"
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(_experiment(tmp_path, grid, replicates=1)))
     monkeypatch.setenv("FLOODSIM_SWEPT_KEY", "memory.decay_rate")
     with pytest.raises(CellExecutionError, match=r"FLOODSIM_SWEPT_KEY=memory\.decay_rate is not"):
         execute("batch_experiment.ipynb")
