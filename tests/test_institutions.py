@@ -91,6 +91,22 @@ def test_insurer_rate_is_capped_at_max_rate_and_skips_changes_below_a_cent():
     assert tiny.rate == 2.004
 
 
+def test_rates_and_shares_stay_within_bounds_of_more_digits_than_they_keep():
+    """A bound of 5 decimals holds a rate kept to 4, and one of 14 a share kept to 10."""
+    falling = InsurerConfig(window=1, min_rate=2.00004, max_change=0.5)
+    low = Insurer(mesa.Model(seed=1), falling, rate=2.5)
+    assert low.review(100.0, 0.0) == (2.5, 2.00004)
+    high = InsurerConfig(window=1, max_rate=11.99996, max_change=0.5)
+    rising = Insurer(mesa.Model(seed=1), high, rate=11.0)
+    assert rising.review(100.0, 500.0) == (11.0, 11.99996)
+    config = GovernmentConfig(
+        initial_subsidy=0.2, min_subsidy=0.12345678901234, step=0.1, relax_after=1
+    )
+    gov = Government(mesa.Model(seed=1), config)
+    assert gov.review(0.0) == (0.2, 0.12345678901234)
+    assert gov.subsidy_share >= config.min_subsidy
+
+
 def test_a_heavy_loss_year_restarts_the_count_of_quiet_years():
     config = GovernmentConfig(initial_subsidy=0.5, max_subsidy=0.95, relax_after=2)
     gov = Government(mesa.Model(seed=1), config)

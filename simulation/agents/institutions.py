@@ -73,7 +73,9 @@ class Government(mesa.Agent):
             if cfg.relax_after is not None and self.quiet_years >= cfg.relax_after:
                 self.quiet_years = 0
                 self.subsidy_share = max(cfg.min_subsidy, old - cfg.step)
-        self.subsidy_share = round(self.subsidy_share, SUBSIDY_DIGITS)
+        # Rounded, then held to the bounds: a bound of more digits than kept stays a bound.
+        share = round(self.subsidy_share, SUBSIDY_DIGITS)
+        self.subsidy_share = min(cfg.max_subsidy, max(cfg.min_subsidy, share))
         return (old, self.subsidy_share) if self.subsidy_share != old else None
 
 
@@ -111,7 +113,8 @@ class Insurer(mesa.Agent):
             1.0 + cfg.max_change, max(1.0 - cfg.max_change, loss_ratio / cfg.target_loss_ratio)
         )
         old = self.rate
-        new = round(min(cfg.max_rate, max(cfg.min_rate, old * factor)), RATE_DIGITS)
+        # Rounded, then held to the bounds: a bound of more digits than kept stays a bound.
+        new = min(cfg.max_rate, max(cfg.min_rate, round(old * factor, RATE_DIGITS)))
         if abs(new - old) < 0.005:  # below a cent per $1,000: not worth a filing
             return None
         self.rate = new
