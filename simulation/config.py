@@ -862,8 +862,7 @@ class AuditConfig(Section):
     sample: float | list[str] = Field(
         1.0,
         description="Households audited: a fraction in (0, 1] (chosen by a hash of seed and id, "
-        "stable across runs) or a list of agent ids, each of which must be a household's (kept "
-        "sorted, each once: the order a list is written in does not matter).",
+        "stable across runs) or a list of agent ids, each of which must be a household's.",
     )
     gzip: bool = Field(False, description="Write streams as .jsonl.gz.")
     gzip_level: int = Field(
@@ -934,13 +933,9 @@ class AuditConfig(Section):
         if isinstance(value, float | int) and not 0.0 < value <= 1.0:
             msg = "must be a fraction in (0, 1] or a list of agent ids"
             raise ValueError(msg)
-        if isinstance(value, list):
-            if not value:  # to audit nobody, use level: off
-                msg = "an empty list of agent ids audits nobody (use audit.level: off)"
-                raise ValueError(msg)
-            # A set of households: listed in another order or with an id twice, it is the same
-            # sample, and so the same run (the run id hashes the resolved config).
-            return sorted(set(value))
+        if isinstance(value, list) and not value:  # to audit nobody, use level: off
+            msg = "an empty list of agent ids audits nobody (use audit.level: off)"
+            raise ValueError(msg)
         return value
 
 

@@ -715,16 +715,6 @@ def test_booleans_where_booleans_belong_and_lists_of_ids_still_load():
     assert config.audit.sample == ["H00001", "H00002"]
 
 
-def test_a_list_of_audited_ids_is_a_set_and_so_one_run():
-    """Listed in another order, or with an id twice, the sample (and the run id) is the same."""
-    configs = [
-        load_config(DEFAULT, [f"audit.sample={ids}"])[0]
-        for ids in ("[H00003, H00010]", "[H00010, H00003]", "[H00003, H00010, H00003]")
-    ]
-    assert [c.audit.sample for c in configs] == [["H00003", "H00010"]] * 3
-    assert len({config_hash(c) for c in configs}) == 1
-
-
 # ---------------------------------------------------------------------------------- strictness
 @pytest.mark.parametrize(
     ("text", "key", "problem"),
