@@ -483,9 +483,15 @@ class FloodAdaptationModel(mesa.Model):
             return
         k = _small_world_k(social.k, n)
         if social.k > k:
+            households = "household" if n == 1 else "households"
+            starts = (
+                f"each starts with {k}, almost every other household"
+                if k
+                else "a small world needs 3 households or more, so none has a neighbour"
+            )
             warnings.warn(
                 f"{where(('social', 'k'))}: social.k: {social.k} neighbours is more than {n:,} "
-                f"households can each have; each starts with {k}, almost every other household",
+                f"{households} can each have; {starts}",
                 ConfigWarning,
                 stacklevel=2,
             )

@@ -671,6 +671,14 @@ def test_a_small_world_k_beyond_the_population_is_warned_of_and_capped():
         )
     ]
     assert {len(h.neighbors) for h in model.households} == {8}
+    with pytest.warns(ConfigWarning) as caught:
+        make_model(*settings, "social.k=4", count=2)
+    assert [str(w.message) for w in caught] == [
+        (
+            "config: social.k: 4 neighbours is more than 2 households can each have; a small world "
+            "needs 3 households or more, so none has a neighbour"
+        )
+    ]
     with warnings.catch_warnings():  # the default k, capped in a tiny town, is not the user's
         warnings.simplefilter("error")
         make_model("social.neighborhood=small_world", count=5)
