@@ -390,9 +390,11 @@ def _check_fits(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
 def _check_levers(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
     """Refuse a subsidy share or premium rate the run's institutions could not have set.
 
-    The share starts within its config's bounds and every change is clamped to them, then
-    rounded (which may land a hair outside a bound given with more decimals than are kept). So
-    is the rate, when the insurer adjusts it; when it does not, the rate is the starting one.
+    The share starts within its config's bounds and every change is rounded, then held to
+    them. So is the rate, when the insurer adjusts it; when it does not, the rate is the
+    starting one. A hair outside a bound given with more decimals than are kept is accepted:
+    floodsim before 0a87b24 clamped first and rounded after, and its checkpoints hold such
+    values.
     """
     government, insurer = model.config.government, model.config.insurer
     share = data["government"]["subsidy_share"]

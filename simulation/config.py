@@ -510,7 +510,8 @@ class EventMemoryConfig(Section):
         flood_major: A flood that did at least ``major_damage_threshold`` of damage.
         flood_minor: A flood that did less damage than that.
         flood_no_damage: Water reached the home but did no damage (with the default USACE
-            curve, water 2 ft or more below the first floor: it damages from 1 ft below).
+            curve, water 2 ft or more below the first floor; water closer to the floor
+            already does damage).
         claim_paid: The insurer paid a claim.
         claim_denied: The insurer denied a claim.
         subsidy_change: The government changed the elevation subsidy.

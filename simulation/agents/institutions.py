@@ -17,9 +17,11 @@ if TYPE_CHECKING:
 
 __all__ = ["RATE_DIGITS", "SUBSIDY_DIGITS", "Government", "Insurer"]
 
-#: Decimals the subsidy share is rounded to after each change (keeps steps from drifting).
+#: Decimals the subsidy share is rounded to after each change (keeps steps from drifting),
+#: before it is held to its bounds (a bound of more decimals is taken as it is).
 SUBSIDY_DIGITS = 10
-#: Decimals of the premium rate per $1,000 after each change (a filed rate).
+#: Decimals of the premium rate per $1,000 after each change (a filed rate), before it is held
+#: to its bounds (a bound of more decimals is taken as it is).
 RATE_DIGITS = 4
 
 _HALF_CENT = 0.005
