@@ -7,6 +7,7 @@ import json
 import math
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -582,6 +583,12 @@ def test_a_share_over_nobody_fails_its_target_saying_why(tmp_path):
     assert said.startswith(f"{run}: target 'x': insured_share_x is blank (NaN) in every year: ")
     assert table["passed"].tolist() == [False, True]
     assert math.isnan(table["value"][0])
+    # A calibration's search point can empty a group: it scores the penalty, not an error.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncomputedTargetWarning)
+        strict = check_behaviour(run, path, strict=True)
+    assert math.isnan(strict["value"][0])
+    assert strict["passed"].tolist() == [False, True]
 
 
 def test_tenure_over_runs_is_their_median(run_dir, tmp_path, monkeypatch):

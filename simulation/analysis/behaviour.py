@@ -103,6 +103,7 @@ __all__ = [
     "STATISTICS",
     "TABLE_COLUMNS",
     "BehaviourError",
+    "BlankStatisticError",
     "IncompleteExperimentWarning",
     "ShortWindowWarning",
     "Target",
@@ -142,6 +143,14 @@ TABLE_COLUMNS = (
     "description",
 )
 _INSURANCE_SKILLS = frozenset({"buy_insurance", "buy_contents_insurance"})
+
+
+class BlankStatisticError(Exception):
+    """A run's statistic is over nobody (a share of no household): it has no value.
+
+    Not a mistake in the targets: a calibration's search point can empty a group (everyone
+    relocated), so even ``strict`` checking gives the target no value (NaN) rather than stop.
+    """
 
 
 class BehaviourError(InputError):
@@ -387,6 +396,8 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
     Raises:
         BehaviourError: When the run lacks what the statistic needs (a column, the flood's
             baseline years, or the ``household_traces`` stream).
+        BlankStatisticError: When a ``mean_of_column`` target's column is blank in every
+            year it reads (a share or mean over no household).
     """
     run = load_run(run_dir)
     metrics = run.metrics
@@ -413,7 +424,7 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
                 f"{where}: {target.column} is blank (NaN) in {span}: a share or mean over no "
                 "household, such as zone X's share in a town without zone X"
             )
-            raise BehaviourError(msg)
+            raise BlankStatisticError(msg)
         return float(values[target.column].mean()) if len(values) else math.nan
     try:
         table = event_study(
@@ -525,6 +536,37 @@ def _summary(values: list[float], *, censored: bool = False) -> tuple[float, flo
     return mean, spread, float(array.min()), float(array.max())
 
 
+def _run_statistics(
+    runs: list[Path], target: Target, *, strict: bool
+) -> tuple[list[float], list[Path], list[str]]:
+    """Each run's statistic (NaN where it has none), the runs that gave one, and why not.
+
+    Raises:
+        BehaviourError: For a run that cannot be read, or (``strict``) one lacking what the
+            statistic needs.
+    """
+    values: list[float] = []
+    answered: list[Path] = []
+    problems: list[str] = []
+    for run_dir in runs:
+        try:
+            values.append(run_statistic(run_dir, target))
+        except RunDirError as err:
+            raise BehaviourError(str(err)) from None
+        except BehaviourError as err:
+            if strict:
+                raise
+            values.append(math.nan)
+            problems.append(str(err))
+        except BlankStatisticError as err:
+            values.append(math.nan)
+            if not strict:  # a calibration scores the penalty, without a word
+                problems.append(str(err))
+        else:
+            answered.append(run_dir)
+    return values, answered, problems
+
+
 def check_behaviour(
     path: str | Path, targets_path: str | Path, *, strict: bool = False
 ) -> pd.DataFrame:
@@ -565,19 +607,7 @@ def check_behaviour(
                 # Each run warns on its own; one warning per target and point says it all.
                 warnings.simplefilter("always", ShortBaselineWarning)
                 warnings.simplefilter("always", ShortWindowWarning)
-                values, answered, problems = [], [], []
-                for run_dir in runs:
-                    try:
-                        values.append(run_statistic(run_dir, target))
-                    except RunDirError as err:
-                        raise BehaviourError(str(err)) from None
-                    except BehaviourError as err:
-                        if strict:
-                            raise
-                        values.append(math.nan)
-                        problems.append(str(err))
-                    else:
-                        answered.append(run_dir)
+                values, answered, problems = _run_statistics(runs, target, strict=strict)
             _warn_again(caught, target.name, setting, len(runs))
             recovery = target.statistic == "event_recovery_years"
             if problems:
@@ -690,7 +720,13 @@ def row_labels(table: pd.DataFrame) -> list[str]:
 
 # ------------------------------------------------------------------------------ figure
 def draw_target_offsets(
-    ax: Axes, table: pd.DataFrame, labels: list[str], *, spread: bool = True, verdict: bool = True
+    ax: Axes,
+    table: pd.DataFrame,
+    labels: list[str],
+    *,
+    spread: bool = True,
+    verdict: bool = True,
+    zero_tolerance: float = 1e-12,
 ) -> None:
     """Draw each target's simulated value relative to it on ``ax``, one row per target.
 
@@ -706,12 +742,14 @@ def draw_target_offsets(
         labels: The rows' labels, top to bottom.
         spread: Draw the spread as an error bar and write it beside the value.
         verdict: Write PASS or FAIL after the numbers.
+        zero_tolerance: What a tolerance of 0 is taken as: by default so small that any miss
+            is drawn at the edge; a calibration's figure takes 1, as its loss does.
     """
     n = len(table)
     limit = 3.0  # tolerances shown; values further out are clipped to the edge with an arrow
     for row, record in enumerate(table.itertuples(index=False)):
         y = n - 1 - row
-        tolerance = float(record.tolerance) or 1e-12  # a zero tolerance still gets a band
+        tolerance = float(record.tolerance) or zero_tolerance  # a zero one still gets a band
         colour = "tab:green" if record.passed else "tab:red"
         ax.axhspan(
             y - 0.3,

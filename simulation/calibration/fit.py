@@ -823,7 +823,10 @@ def plot_calibration(
     left.set_ylabel("loss  Σ ((simulated - target) / tolerance)²")
     left.grid(visible=True, alpha=0.3)
     left.legend(fontsize="small")
-    draw_target_offsets(right, table, list(table["name"]), spread=False, verdict=False)
+    # A zero tolerance scales a miss by 1 in the loss, and so in its figure.
+    draw_target_offsets(
+        right, table, list(table["name"]), spread=False, verdict=False, zero_tolerance=1.0
+    )
     right.set_xlabel(
         "(simulated - target) / tolerance at the best point   (grey: within tolerance)"
     )
