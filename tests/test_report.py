@@ -237,6 +237,22 @@ def test_a_metrics_table_damaged_since_the_run_is_named(run_dir, tmp_path, capsy
     assert err.count("\n") == 1
 
 
+def test_an_infinite_value_read_as_text_is_named_infinite(run_dir, tmp_path, monkeypatch):
+    """pandas before 3.0 reads 1e400 as text; the refusal names it infinite all the same."""
+    broken = tmp_path / "damaged"
+    shutil.copytree(run_dir, broken, ignore=shutil.ignore_patterns("report"))
+    table = broken / "model_years.csv"
+    table.write_bytes(table.read_bytes().replace(b",4.0,", b",1e400,", 1))
+    read_csv = pd.read_csv
+    monkeypatch.setattr(
+        metrics.pd,
+        "read_csv",
+        lambda *a, **k: read_csv(*a, **k, dtype={"premium_rate": object}),
+    )
+    with pytest.raises(metrics.RunDirError, match="column 'premium_rate' holds an infinite"):
+        metrics.load_run(broken)
+
+
 @pytest.mark.parametrize(
     ("command", "change", "problem"),
     [
