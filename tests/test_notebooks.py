@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -177,6 +178,19 @@ def test_batch_experiment_notebook_compares_the_levels_of_any_swept_key(
     assert "Mean take-up with initial_subsidy 0.5" in text
     assert "percentage points over 2 runs each" in text
     assert images(nb) >= 2
+
+
+def test_batch_experiment_notebook_compares_a_null_level_as_a_level(monkeypatch, tmp_path):
+    """An unlimited budget (null) is a setting of its own, not a row left out of the table."""
+    grid = "{government.budget: [null, 1000000]}"
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(_experiment(tmp_path, grid, replicates=1)))
+    monkeypatch.delenv("FLOODSIM_SWEPT_KEY", raising=False)
+    nb = execute("batch_experiment.ipynb")
+    check_clean(nb)
+    text = text_of(nb)
+    assert "compared by government.budget" in text
+    assert re.search(r"Mean take-up with budget null: [0-9.]+%, with 1000000(\.0)?: ", text)
+    assert "over 1 runs each" in text
 
 
 def test_batch_experiment_notebook_refuses_a_key_the_experiment_does_not_sweep(
