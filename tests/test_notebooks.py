@@ -193,6 +193,19 @@ def test_batch_experiment_notebook_compares_a_null_level_as_a_level(monkeypatch,
     assert "over 1 runs each" in text
 
 
+def test_batch_experiment_notebook_keeps_a_key_whose_short_name_is_taken(monkeypatch, tmp_path):
+    """memory_weights.seed's short name is the runs' seed column: the dotted name stays."""
+    grid = "{decision.pmt.memory_weights.seed: [0.5, 0.8]}"
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(_experiment(tmp_path, grid, replicates=1)))
+    monkeypatch.setenv("FLOODSIM_SWEPT_KEY", "")  # empty: unset, as the other variables
+    nb = execute("batch_experiment.ipynb")
+    check_clean(nb)
+    text = text_of(nb)
+    assert "compared by decision.pmt.memory_weights.seed" in text
+    assert "Mean take-up with decision.pmt.memory_weights.seed 0.8: " in text
+    assert "also sweeps" not in text  # the compared key is no other key
+
+
 def test_batch_experiment_notebook_refuses_a_key_the_experiment_does_not_sweep(
     monkeypatch, tmp_path
 ):
