@@ -419,7 +419,10 @@ def _check_levers(model: FloodAdaptationModel, data: dict[str, Any]) -> None:
 
 
 def _within(value: float, low: float, high: float, digits: int) -> bool:
-    """Whether a lever clamped to ``[low, high]`` and rounded to ``digits`` can be ``value``."""
+    """Whether a lever held to ``[low, high]`` and rounded to ``digits`` can be ``value``.
+
+    Rounded before it was held today, after it in checkpoints of floodsim before 0a87b24.
+    """
     return min(low, round(low, digits)) <= value <= max(high, round(high, digits))
 
 

@@ -583,7 +583,9 @@ def check_behaviour(
         path: A run directory or an experiment folder.
         targets_path: A targets file (see the module docstring).
         strict: Raise instead, for the first run that cannot give a statistic (calibration:
-            a target no run can answer is an error in its setup, not a miss).
+            a target no run can answer is an error in its setup, not a miss). A statistic
+            over nobody (:class:`BlankStatisticError`) is no value even so: a search point
+            can empty a group.
 
     Returns:
         One row per target (and, for a sweep, per design point) with :data:`TABLE_COLUMNS`:
@@ -720,13 +722,7 @@ def row_labels(table: pd.DataFrame) -> list[str]:
 
 # ------------------------------------------------------------------------------ figure
 def draw_target_offsets(
-    ax: Axes,
-    table: pd.DataFrame,
-    labels: list[str],
-    *,
-    spread: bool = True,
-    verdict: bool = True,
-    zero_tolerance: float = 1e-12,
+    ax: Axes, table: pd.DataFrame, labels: list[str], *, spread: bool = True, verdict: bool = True
 ) -> None:
     """Draw each target's simulated value relative to it on ``ax``, one row per target.
 
@@ -742,14 +738,13 @@ def draw_target_offsets(
         labels: The rows' labels, top to bottom.
         spread: Draw the spread as an error bar and write it beside the value.
         verdict: Write PASS or FAIL after the numbers.
-        zero_tolerance: What a tolerance of 0 is taken as: by default so small that any miss
-            is drawn at the edge; a calibration's figure takes 1, as its loss does.
     """
     n = len(table)
     limit = 3.0  # tolerances shown; values further out are clipped to the edge with an arrow
     for row, record in enumerate(table.itertuples(index=False)):
         y = n - 1 - row
-        tolerance = float(record.tolerance) or zero_tolerance  # a zero one still gets a band
+        # A zero tolerance draws any miss at the edge: its band is the target alone.
+        tolerance = float(record.tolerance) or 1e-12
         colour = "tab:green" if record.passed else "tab:red"
         ax.axhspan(
             y - 0.3,

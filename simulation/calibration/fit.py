@@ -34,7 +34,8 @@ Method: simulated method of moments.
         L(θ) = Σ_targets ((mean_sim - target) / tolerance)²
 
     i.e. squared distance in tolerances (a target with zero tolerance is scaled by 1). A
-    statistic that is not finite (NaN: no jump to recover from or no insured spell; inf:
+    statistic that is not finite (NaN: no jump to recover from, no insured spell, or a share
+    over nobody, as when every household has moved away; inf:
     take-up never recovers within the run, or most policies outlast it) contributes
     :data:`NONFINITE_PENALTY` instead, the term of a value 100 tolerances away: worse than any
     plausible finite miss, yet finite so the optimiser can still compare points. A point whose
@@ -823,10 +824,7 @@ def plot_calibration(
     left.set_ylabel("loss  Σ ((simulated - target) / tolerance)²")
     left.grid(visible=True, alpha=0.3)
     left.legend(fontsize="small")
-    # A zero tolerance scales a miss by 1 in the loss, and so in its figure.
-    draw_target_offsets(
-        right, table, list(table["name"]), spread=False, verdict=False, zero_tolerance=1.0
-    )
+    draw_target_offsets(right, table, list(table["name"]), spread=False, verdict=False)
     right.set_xlabel(
         "(simulated - target) / tolerance at the best point   (grey: within tolerance)"
     )
