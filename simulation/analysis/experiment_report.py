@@ -143,8 +143,12 @@ def sensitivity_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         if pd.api.types.is_numeric_dtype(per_run[key])
         and not pd.api.types.is_bool_dtype(per_run[key])
     ]
-    ranks = per_run[numeric + list(OUTCOMES)].rank()
-    rows = [{"key": key, **{o: ranks[key].corr(ranks[o]) for o in OUTCOMES}} for key in numeric]
+    rows = []
+    for key in numeric:
+        # Ranked among the runs where the key has a number: ranks taken over every run and
+        # then cut to those would count the null runs' outcomes in the others' ranks.
+        runs = per_run.loc[per_run[key].notna(), [key, *OUTCOMES]].rank()
+        rows.append({"key": key, **{o: runs[key].corr(runs[o]) for o in OUTCOMES}})
     return pd.DataFrame(rows, columns=["key", *OUTCOMES])
 
 
