@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -103,6 +104,16 @@ def test_the_points_table_of_two_swept_keys_has_a_row_per_combination(tmp_path):
     assert page.count("<figure>") == 2 * len(OUTCOMES)
     # A switch has no ranks worth correlating: only the decay rate is in the sensitivity table.
     assert pd.read_csv(index.parent / "sensitivity.csv")["key"].tolist() == ["memory.decay_rate"]
+
+
+def test_a_null_setting_is_named_null_in_the_points_table_of_the_page(tmp_path):
+    """government.budget: null (no limit) is a setting, not a blank cell."""
+    folder = batch(tmp_path, sweep={"grid": {"government.budget": [None, 1_000_000]}}, replicates=1)
+    page = write_experiment_report(folder).read_text(encoding="utf-8")
+    table = page[page.index("<h2>Design points</h2>") : page.index("<h2>Sensitivity</h2>")]
+    cells = re.findall(r"<td>([^<]*)</td>", table)
+    assert cells[:3] == ["0", "null", "1"]  # point, budget, runs
+    assert "1,000,000" in cells
 
 
 def test_a_latin_hypercube_key_gets_each_runs_averages_against_its_value(tmp_path):

@@ -239,6 +239,10 @@ def _table_html(table: pd.DataFrame) -> str:
     for column in shown:
         if shown[column].dtype == object:
             shown[column] = [str(cell) for cell in table_cells(list(shown[column]))]
+        elif "." in str(column) and shown[column].isna().any():
+            # A swept key's null is a setting (government.budget: null, no limit), which the
+            # sweep line and the figures' legends call null: not a blank cell.
+            shown[column] = ["null" if pd.isna(v) else _number(v) for v in shown[column]]
     return shown.to_html(
         index=False,
         na_rep="",
