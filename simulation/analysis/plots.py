@@ -317,6 +317,10 @@ def plot_threat(
     return fig
 
 
+#: Line styles of a sweep's levels, in turn.
+_SWEEP_STYLES = ("-", "--", ":", "-.")
+
+
 def plot_sweep(
     frame: pd.DataFrame,
     by: str,
@@ -342,12 +346,15 @@ def plot_sweep(
     fig = Figure(figsize=_SIZE, layout="constrained")
     ax = fig.subplots()
     # dropna=False: a null level is a setting too (government.budget null: no budget limit).
-    for level, group in frame.groupby(by, sort=True, dropna=False):
+    for index, (level, group) in enumerate(frame.groupby(by, sort=True, dropna=False)):
         stats = group.groupby("year")[value].agg(["mean", "min", "max", "size"])
         (line,) = ax.plot(
             stats.index,
             stats["mean"],
             lw=2,
+            # Levels whose runs are alike (a budget that never binds, and no budget) draw the
+            # same line: a style of its own each keeps the one drawn first in sight.
+            ls=_SWEEP_STYLES[index % len(_SWEEP_STYLES)],
             label=f"{by} = {'null' if pd.isna(level) else level} (n = {int(stats['size'].max())})",
         )
         ax.fill_between(
