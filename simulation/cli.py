@@ -11,14 +11,16 @@ Subcommands:
     memory-demo   Walk one household's memory through a few flood years and print it.
 
 Bad input (YAML syntax, an empty file, unknown keys, wrong types, out-of-range values, broken
-curves or registries, missing files) exits with code 2 and one line naming the file (or the
-``--set`` or ``--seed`` flag that gave the value) and the key. A run that could not finish (disk
-full, permissions, a language-model endpoint with nothing listening) exits with code 1 and one
-line; its run directory can be resumed.
+curves or registries, missing files, a file or folder that cannot be read or written) exits with
+code 2 and one line naming the file (or the ``--set`` or ``--seed`` flag that gave the value)
+and the key. A run that could not finish (disk full, a language-model endpoint with nothing
+listening, its own run directory's files made unwritable while it ran) exits with code 1 and
+one line; its run directory can be resumed.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import warnings
@@ -51,9 +53,18 @@ __all__ = ["main"]
 
 #: Exit code for bad input.
 EXIT_BAD_INPUT = 2
-#: Exit code when a run could not finish (disk full, permissions, no language-model endpoint
-#: listening): it stays resumable.
+#: Exit code when a run could not finish (disk full, no language-model endpoint listening, its
+#: run directory's files made unwritable while it ran): it stays resumable.
 EXIT_RUN_FAILED = 1
+#: OSErrors about a path given (or a file in a folder given), not about the machine.
+_PATH_ERRORS = (
+    FileExistsError,
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
+_PATH_ERRNOS = frozenset({errno.ELOOP, errno.ENAMETOOLONG, errno.EROFS})
 #: Exit code when stdout's reader closed the pipe (128 + SIGPIPE, as shells report it).
 EXIT_BROKEN_PIPE = 141
 #: How to continue a batch that Ctrl-C stopped.
@@ -407,12 +418,33 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"floodsim: error: {err}{then if run_dirs else ''}", file=sys.stderr)
         return EXIT_RUN_FAILED
     except OSError as err:
-        # Disk full, permissions: say what and where; a checkpointed run can be resumed.
-        where = f" ({err.filename})" if err.filename else ""
-        notes = "; ".join(getattr(err, "__notes__", []))
-        hint = f"; {notes}, resume with: floodsim run --resume <run directory>" if notes else ""
-        print(f"floodsim: error: {err.strerror or err}{where}{hint}", file=sys.stderr)
-        return EXIT_RUN_FAILED
+        return _os_error(err)
+
+
+def _os_error(err: OSError) -> int:
+    """Print ``err`` as one line; returns the exit code: 2 for a path, 1 for the machine."""
+    if _about_a_path(err) and not _run_dirs(err):
+        # A run directory that cannot be read, an --out that cannot be written, a folder where a
+        # file goes: the path given is wrong, as with a missing config.
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"floodsim: error: {where}{err.strerror or err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    # Disk full, or a run's own files taken away: say what and where; a checkpointed run can be
+    # resumed.
+    where = f" ({err.filename})" if err.filename else ""
+    notes = "; ".join(getattr(err, "__notes__", []))
+    hint = f"; {notes}, resume with: floodsim run --resume <run directory>" if notes else ""
+    print(f"floodsim: error: {err.strerror or err}{where}{hint}", file=sys.stderr)
+    return EXIT_RUN_FAILED
+
+
+def _about_a_path(err: OSError) -> bool:
+    """Whether ``err`` is about a path (permissions, a folder where a file goes), not the machine.
+
+    A full disk or a failing device is the machine's: the same command succeeds once it is
+    mended, so such errors keep exit code 1.
+    """
+    return isinstance(err, _PATH_ERRORS) or err.errno in _PATH_ERRNOS
 
 
 def _run_dirs(err: BaseException) -> list[str]:

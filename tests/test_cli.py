@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import io
 import json
@@ -959,6 +960,78 @@ def test_a_folder_given_as_the_config_is_named_as_one(capsys, tmp_path):
         f"floodsim run --resume {run_dir}"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_a_file_of_a_run_directory_that_became_a_folder_is_bad_input(capsys, tmp_path, monkeypatch):
+    from simulation.model import FloodAdaptationModel
+
+    step = FloodAdaptationModel.step
+
+    def interrupted_in_year_3(model: FloodAdaptationModel) -> None:
+        if model.steps < 3:  # Mesa counts the step being taken before calling it
+            step(model)
+            return
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FloodAdaptationModel, "step", interrupted_in_year_3)
+    argv = ["run", str(DEFAULT), "--out", str(tmp_path), "--set", "households.count=30"]
+    assert main([*argv, "--set", "years=4", "--checkpoint-every", "1", "--quiet"]) == 130
+    (run_dir,) = tmp_path.iterdir()
+    checkpoint = run_dir / "checkpoint.json"
+    checkpoint.unlink()
+    checkpoint.mkdir()
+    capsys.readouterr()
+    code, out, err = call(capsys, "run", "--resume", run_dir)
+    assert assert_bad_input(code, out, err) == f"{ERROR_PREFIX}{checkpoint}: Is a directory"
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "line"),
+    [
+        (
+            PermissionError(errno.EACCES, "Permission denied", "in/x.csv"),
+            2,
+            "in/x.csv: Permission denied",
+        ),
+        (NotADirectoryError(errno.ENOTDIR, "Not a directory", "a/b"), 2, "a/b: Not a directory"),
+        (OSError(errno.EROFS, "Read-only file system", "out"), 2, "out: Read-only file system"),
+        (
+            OSError(errno.ENOSPC, "No space left on device", "o/f"),
+            1,
+            "No space left on device (o/f)",
+        ),
+        (OSError(errno.EIO, "Input/output error"), 1, "Input/output error"),
+    ],
+    ids=["permission", "not-a-folder", "read-only", "disk-full", "device"],
+)
+def test_a_path_that_cannot_be_used_is_bad_input_and_a_failing_machine_is_not(
+    capsys, tmp_path, monkeypatch, error, code, line
+):
+    """Exit 2 tells a script to mend its arguments; 1 that the same command can be rerun."""
+    import simulation.runner
+
+    def failing(*_: object) -> None:
+        raise error
+
+    monkeypatch.setattr(simulation.runner, "build_model", failing)
+    assert main(["run", str(DEFAULT), "--out", str(tmp_path / "out")]) == code
+    assert capsys.readouterr().err == f"{ERROR_PREFIX}{line}\n"
+
+
+def test_a_run_directory_made_unwritable_while_the_run_goes_can_be_resumed(
+    capsys, tmp_path, monkeypatch
+):
+    from simulation.model import FloodAdaptationModel
+
+    def refused(_: FloodAdaptationModel) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", "x")
+
+    monkeypatch.setattr(FloodAdaptationModel, "step", refused)
+    assert main(["run", str(DEFAULT), "--out", str(tmp_path), "--quiet"]) == 1
+    (run_dir,) = tmp_path.iterdir()
+    err = capsys.readouterr().err
+    assert err.startswith(f"{ERROR_PREFIX}Permission denied (x); run directory: {run_dir}")
+    assert err.endswith(", resume with: floodsim run --resume <run directory>\n")
 
 
 # ----------------------------------------------------------------------------------- memory-demo
