@@ -41,6 +41,7 @@ from simulation.config_base import LAX, SECRET_KEY_NAMES, ConfigModel, describe_
 from simulation.decisions.pmt import PMTConfig
 from simulation.errors import InputError
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
+from simulation.input_files import read_text
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
 from simulation.memory.pool import MAX_SLOTS, store_widths
 from simulation.skills.templates import TemplateError, template_fields
@@ -1288,7 +1289,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
             lines and comments), or not a mapping.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except FileNotFoundError:
         msg = f"{path}: file not found"
         raise ConfigError(msg) from None

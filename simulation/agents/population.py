@@ -87,6 +87,7 @@ from pydantic import Field, model_validator
 from simulation.agents.state import FLOOD_ZONES, SFHA_ZONES, TENURES, HouseholdState
 from simulation.config_base import ConfigModel
 from simulation.errors import InputError
+from simulation.input_files import not_a_file
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -513,7 +514,7 @@ class _Table:
     def __init__(self, path: Path) -> None:
         self.path = path
         if not path.is_file():
-            raise PopulationError(f"{path}: household table not found")
+            raise PopulationError(f"{path}: {not_a_file(path, 'household table')}")
         try:
             # All text, nothing turned into NaN: parsing is done here so that every bad cell
             # gets a message naming its row and column. The header is read as a data row so

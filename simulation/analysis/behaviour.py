@@ -90,6 +90,7 @@ from simulation.config import ConfigError, check_file_kind
 from simulation.config_base import LAX, ConfigModel
 from simulation.errors import InputError, shown_value
 from simulation.experiments.record import RecordError, read_record
+from simulation.input_files import read_text
 from simulation.model import METRIC_COLUMNS
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
@@ -313,7 +314,7 @@ def load_targets(path: str | Path) -> list[Target]:
     """
     origin = Path(path)
     try:
-        data = load_yaml(origin.read_text(encoding="utf-8"))
+        data = load_yaml(read_text(origin))
     except FileNotFoundError:
         msg = f"{origin}: targets file not found"
         raise BehaviourError(msg) from None

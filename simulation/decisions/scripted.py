@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from simulation.decisions.base import Proposal
+from simulation.input_files import check_not_a_device
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -95,6 +96,7 @@ def load_script(
             (the header is row 1).
     """
     try:
+        check_not_a_device(path)  # pandas would read /dev/zero until memory ran out
         table = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
         rows = _row_numbers(path, len(table))
     except FileNotFoundError:
@@ -103,7 +105,10 @@ def load_script(
     except pd.errors.EmptyDataError:
         msg = f"{path}: empty file: expected a header row {','.join(SCRIPT_COLUMNS)}"
         raise ScriptError(msg) from None
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as err:
+    except OSError as err:
+        msg = f"{path}: cannot read the table: {err.strerror or err}"
+        raise ScriptError(msg) from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
         msg = f"{path}: cannot read the table: {err}"
         raise ScriptError(msg) from None
     missing = [c for c in SCRIPT_COLUMNS if c not in table.columns]

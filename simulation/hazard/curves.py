@@ -27,7 +27,8 @@ import numpy as np
 import yaml
 
 from simulation.errors import InputError
-from simulation.yaml_errors import describe_yaml_error, load_yaml
+from simulation.input_files import read_text
+from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
     import os
@@ -317,11 +318,13 @@ def available_curve_sets() -> tuple[str, ...]:
 def _read_curve_file(path: Path) -> DamageCurves:
     origin = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except FileNotFoundError:
         raise _fail(origin, "curve file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _fail(origin, f"cannot read curve file ({exc})") from exc
+    except OSError as exc:
+        raise _fail(origin, f"cannot read curve file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise _fail(origin, f"cannot read curve file: {describe_decode_error(exc)}") from None
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simulation.hazard.curves import HazardError
+from simulation.input_files import read_text
 
 if TYPE_CHECKING:
     import os
@@ -278,7 +279,7 @@ def read_ascii_grid(path: str | os.PathLike[str]) -> AsciiGrid:
     file = Path(path)
     where = str(file)
     try:
-        text = file.read_text(encoding="ascii", errors="strict")
+        text = read_text(file, encoding="ascii", limit=None)
     except FileNotFoundError:
         raise HazardError(f"{where}: grid file not found") from None
     except (OSError, UnicodeDecodeError) as exc:

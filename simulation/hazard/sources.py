@@ -25,6 +25,7 @@ import numpy as np
 
 from simulation.hazard.curves import HazardError
 from simulation.hazard.raster import AsciiGrid, read_ascii_grid
+from simulation.input_files import not_a_file
 
 if TYPE_CHECKING:
     import os
@@ -365,7 +366,7 @@ class RasterSource:
             year = _year_key("raster.paths", key)
             path = Path(raw)
             if not path.is_file():
-                msg = f"{path}: hazard grid for year {year} not found"
+                msg = f"{path}: {not_a_file(path, f'hazard grid for year {year}')}"
                 raise HazardError(msg)
             parsed[year] = path
         self.paths: dict[int, Path] = dict(sorted(parsed.items()))

@@ -35,7 +35,6 @@ import operator
 import re
 import typing
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -46,8 +45,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulation.agents.state import FLOOD_ZONES, STATE_FIELDS, TENURES, HouseholdState
 from simulation.decisions.base import Option
 from simulation.errors import InputError, shown_value
+from simulation.input_files import read_text
 from simulation.skills.templates import TemplateError, render, render_many, template_fields
-from simulation.yaml_errors import describe_yaml_error, load_yaml
+from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
     import os
@@ -745,12 +745,15 @@ class SkillRegistry:
         """
         origin = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_text(path)
         except FileNotFoundError:
             msg = f"{origin}: registry file not found"
             raise RegistryError(msg) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            msg = f"{origin}: cannot read registry file ({exc})"
+        except OSError as exc:
+            msg = f"{origin}: cannot read registry file: {exc.strerror or exc}"
+            raise RegistryError(msg) from None
+        except UnicodeDecodeError as exc:
+            msg = f"{origin}: cannot read registry file: {describe_decode_error(exc)}"
             raise RegistryError(msg) from None
         try:
             data = load_yaml(text)

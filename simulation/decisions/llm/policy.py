@@ -32,6 +32,7 @@ from simulation.decisions.base import Construct, Option, Proposal
 from simulation.decisions.llm.cache import CacheMiss, CachingChatClient, ResponseCache
 from simulation.decisions.llm.client import ChatClient, ChatError, ChatSettings, _safe_url
 from simulation.decisions.llm.parsing import ReplyFormatError, parse_reply
+from simulation.input_files import read_text
 from simulation.skills.templates import TemplateError, render, template_fields
 from simulation.yaml_errors import describe_decode_error
 
@@ -479,9 +480,12 @@ def _load_prompt(config: LLMConfig, base_dir: Path) -> str:
         path = Path(base_dir) / config.prompt
         origin = str(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
+            text = read_text(path)
+        except FileNotFoundError:
             msg = f"decision.llm.prompt: {path}: prompt file not found"
+            raise LLMConfigError(msg) from None
+        except OSError as err:
+            msg = f"decision.llm.prompt: {path}: cannot read: {err.strerror or err}"
             raise LLMConfigError(msg) from None
         except UnicodeDecodeError as err:
             msg = f"decision.llm.prompt: {path}: {describe_decode_error(err)}"
