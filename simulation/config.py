@@ -1276,7 +1276,10 @@ def create_output_folder(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        msg = f"{folder}: cannot create the output folder: {err.strerror or err}"
+        reason = err.strerror or str(err)
+        if folder.is_symlink() and not folder.exists():  # mkdir says only "File exists"
+            reason = f"a link to {os.readlink(folder)}, which does not exist"
+        msg = f"{folder}: cannot create the output folder: {reason}"
         raise ConfigError(msg) from None
 
 
@@ -1320,7 +1323,13 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(msg)
     if not isinstance(data, dict):
         got = "null" if data is None else type(data).__name__
-        msg = f"{path}: top level must be a mapping of keys, got {got}"
+        if isinstance(data, str):
+            # A CSV table or a prose file parses as one long YAML string: show its start.
+            first = text.strip().splitlines()[0]
+            got = f"text ({first[:40]!r}{'...' if len(first) > 40 else ''})"
+            if path.suffix.lower() in (".csv", ".tsv", ".txt"):
+                got += f": a {path.suffix[1:].upper()} file, where a YAML config goes"
+        msg = f"{path}: top level must be a mapping of keys (key: value lines), got {got}"
         raise ConfigError(msg)
     return data
 

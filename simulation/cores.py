@@ -1,4 +1,4 @@
-"""How many cores this process may use.
+"""How many cores this process may use, and the most workers a pool may ask for.
 
 Kept apart from the runner, which decides by it whether audit lines are written on a second
 thread, because ``floodsim audit summarize`` needs it too, and importing the runner would load
@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["usable_cores"]
+__all__ = ["MAX_WORKERS", "usable_cores"]
+
+#: The most workers an executor (or ``audit summarize``) may ask for: more than any one
+#: machine's cores, and a pool forks all of its workers at its first task.
+MAX_WORKERS = 1024
 
 
 def usable_cores() -> int:

@@ -1213,6 +1213,15 @@ def test_a_pool_of_no_workers_is_refused(experiment: Path) -> None:
         _run_cli(["audit", "summarize", "--workers", "0", str(experiment)])
 
 
+def test_a_pool_larger_than_batch_allows_is_refused_before_anything_forks(
+    experiment: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        _run_cli(["audit", "summarize", "--workers", "100000", str(experiment)])
+    assert info.value.code == 2
+    assert "--workers: must be at most 1024" in capsys.readouterr().err
+
+
 def test_an_experiment_folder_without_runs_is_refused(tmp_path: Path) -> None:
     (tmp_path / "experiment.json").write_text("{}", encoding="utf-8")
     with pytest.raises(AuditReadError, match="an experiment folder without runs"):

@@ -19,6 +19,7 @@ from simulation.config import (
     IgnoredKeyWarning,
     RunConfig,
     apply_overrides,
+    create_output_folder,
     ignored_keys,
     is_curve_file,
     load_config,
@@ -549,7 +550,7 @@ def test_unclosed_flow_mapping_names_a_line(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("text", "kind"), [("- years: 3\n- seed: 1\n", "list"), ("just words\n", "str")]
+    ("text", "kind"), [("- years: 3\n- seed: 1\n", "list"), ("just words\n", "text ('just words')")]
 )
 def test_top_level_must_be_a_mapping(tmp_path, text, kind):
     message = load_error(write(tmp_path / "bad.yaml", text))
@@ -578,7 +579,25 @@ def test_an_empty_base_file_is_named(tmp_path):
 
 def test_a_null_document_is_not_a_mapping(tmp_path):
     message = load_error(write(tmp_path / "null.yaml", "null\n"))
-    assert message.endswith("top level must be a mapping of keys, got null")
+    assert message.endswith("top level must be a mapping of keys (key: value lines), got null")
+
+
+def test_a_csv_table_given_as_a_config_is_named_as_one(tmp_path):
+    message = load_error(write(tmp_path / "households.csv", "agent_id,income\nh1,50000\n"))
+    assert message.endswith("got text ('agent_id,income'): a CSV file, where a YAML config goes"), (
+        message
+    )
+
+
+def test_an_out_folder_that_is_a_dangling_link_says_where_the_link_points(tmp_path):
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "gone" / "runs")
+    with pytest.raises(ConfigError) as info:
+        create_output_folder(link)
+    assert str(info.value) == (
+        f"{link}: cannot create the output folder: a link to {tmp_path / 'gone' / 'runs'}, "
+        "which does not exist"
+    )
 
 
 def test_missing_file(tmp_path):

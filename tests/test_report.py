@@ -152,6 +152,17 @@ def test_folder_without_model_years_is_a_report_error(run_dir, tmp_path):
     assert str(tmp_path) in str(info.value)
 
 
+@pytest.mark.parametrize("name", ["manifest.json", "model_years.csv"])
+def test_a_folder_where_a_run_file_goes_is_named_as_one_not_as_missing(run_dir, tmp_path, name):
+    broken = tmp_path / "broken"
+    shutil.copytree(run_dir, broken, ignore=shutil.ignore_patterns("report"))
+    (broken / name).unlink()
+    (broken / name).mkdir()
+    with pytest.raises(ReportError, match="a folder, not a file") as info:
+        write_report(broken)
+    assert str(info.value) == f"{broken / name}: a folder, not a file"
+
+
 def test_unreadable_files_are_report_errors_naming_the_file(run_dir, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(run_dir, broken)

@@ -35,6 +35,7 @@ from simulation.audit.readers import (
 )
 from simulation.audit.readers import stream_path as find_stream
 from simulation.errors import InputError
+from simulation.input_files import not_a_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -149,13 +150,24 @@ def check_run_dir(run_dir: str | Path) -> Path:
         raise RunDirError(msg)
     if error := experiment_folder_error(path):
         raise RunDirError(error)
+    if error := _not_a_file_error(path / "manifest.json"):
+        raise RunDirError(error)
     if not (path / "manifest.json").is_file():
         msg = f"{path}: not a run directory: manifest.json is missing"
         raise RunDirError(msg)
     if _metrics_path(path) is None:
+        if error := _not_a_file_error(path / "model_years.csv"):
+            raise RunDirError(error)
         msg = f"{path}: model_years.csv is missing (the run did not finish writing its metrics)"
         raise RunDirError(msg)
     return path
+
+
+def _not_a_file_error(path: Path) -> str | None:
+    """A message if ``path`` exists but is a folder or a device, where a run writes a file."""
+    if path.exists() and not path.is_file():
+        return f"{path}: {not_a_file(path, 'file')}"
+    return None
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -484,6 +496,8 @@ def _written(run_dir: str | Path, name: str) -> bool:
         raise RunDirError(error)
     if find_stream(run_dir, name) is not None:
         return True
+    if error := _not_a_file_error(Path(run_dir) / "manifest.json"):
+        raise RunDirError(error)
     if not (Path(run_dir) / "manifest.json").is_file():
         msg = f"{run_dir}: not a run directory: manifest.json is missing"
         raise RunDirError(msg)

@@ -36,8 +36,8 @@ from simulation.audit.readers import (
     stream_path,
 )
 from simulation.audit.replay import StoreCounts, format_memory, rebuild_memory
-from simulation.cli_args import integer, positive_int
-from simulation.cores import usable_cores
+from simulation.cli_args import integer, positive_int_up_to
+from simulation.cores import MAX_WORKERS, usable_cores
 
 if TYPE_CHECKING:
     import argparse
@@ -864,7 +864,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     summarize.add_argument(
         "--workers",
-        type=positive_int,
+        # As batch and calibrate: a pool forks all its workers at its first task.
+        type=positive_int_up_to(MAX_WORKERS, "the most processes a pool may fork"),
         metavar="N",
         help="an experiment's runs checked at once, each in a process of its own (default: "
         "every core this process may use; 1: one after another)",

@@ -49,6 +49,7 @@ from simulation.config import (
     resolve_base,
 )
 from simulation.config_base import LAX
+from simulation.cores import MAX_WORKERS
 from simulation.runner import build_model
 from simulation.yaml_errors import dump_yaml
 
@@ -69,9 +70,6 @@ __all__ = [
     "replicate_seeds",
 ]
 
-#: The most workers an executor may ask for: more than any one machine's cores, and a pool
-#: forks all of its workers at its first task.
-MAX_WORKERS = 1024
 
 #: The most runs (design points x replicates) an experiment may have. Every run is planned and
 #: validated before the first starts (about 0.1 ms and 3.5 KB each), and a million runs of even
