@@ -28,6 +28,18 @@ def test_the_output_folder_may_be_given_as_a_string(tmp_path):
     assert (result.run_dir / "model_years.csv").is_file()
 
 
+def test_a_file_where_the_run_folder_goes_is_named_and_left_alone(tmp_path):
+    config, base = load_config(DEFAULT, SMALL)
+    (tmp_path / "mine").write_text("notes\n", encoding="utf-8")
+    with pytest.raises(RunError) as info:
+        run_simulation(config, base, tmp_path, progress=False, run_id="mine")
+    assert str(info.value) == (
+        f"{tmp_path / 'mine'}: a file where the run's folder goes: move it away or choose "
+        "another --out"
+    )
+    assert (tmp_path / "mine").read_text(encoding="utf-8") == "notes\n"
+
+
 def test_a_model_already_stepped_is_refused(tmp_path):
     """Its first years would be missing from the run directory that calls itself complete."""
     config, base = load_config(DEFAULT, SMALL)
