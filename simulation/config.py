@@ -1243,6 +1243,11 @@ def _floodsim_output(data: dict[str, Any]) -> str | None:
         return "a skill registry, not a config; a run config names it with registry:"
     if {"run_id", "config_hash"} <= data.keys():
         return "a run's manifest, not a config; the run's config is config.resolved.yaml beside it"
+    if {"calibration", "parameters", "fingerprint"} <= data.keys():
+        return (
+            "a calibration's summary (best.yaml), not a config; give its parameters to a run "
+            "config, as keys or with --set KEY=VALUE"
+        )
     if {"experiment", "runs"} <= data.keys():
         return (
             "a batch's record (experiment.json), not a config; give the experiment file it was "

@@ -97,6 +97,17 @@ def test_outputs(fitted):
     assert len(list((fitted.experiment_dir / "runs").iterdir())) == 2
 
 
+@pytest.mark.parametrize("command", ["run", "validate", "batch", "calibrate"])
+def test_best_yaml_given_as_a_config_is_named_as_the_summary(fitted, capsys, command):
+    best = fitted.out_dir / "best.yaml"
+    assert main([command, str(best)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"floodsim: error: {best}: this is a calibration's summary (best.yaml), not a config; "
+        "give its parameters to a run config, as keys or with --set KEY=VALUE\n"
+    )
+
+
 def test_parameters_change_the_simulations(fitted):
     # Nelder-Mead's first evaluations are the start and a step along each parameter.
     table = pd.read_csv(fitted.out_dir / "evaluations.csv")
