@@ -18,12 +18,16 @@ from matplotlib.ticker import MaxNLocator, PercentFormatter
 from simulation.analysis.metrics import WRITE_PREFIX, adaptation_shares, damage_and_claims
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from matplotlib.axes import Axes
 
 __all__ = [
     "NO_TRACES",
+    "no_appraisal",
     "plot_adaptation",
     "plot_damage_claims",
+    "plot_household",
     "plot_memory",
     "plot_run_averages",
     "plot_sweep",
@@ -31,13 +35,14 @@ __all__ = [
 ]
 
 _SIZE = (9.0, 5.0)
-_INSURED = "tab:blue"
 # Structural measures are rare (a few percent at most) next to insurance (tens of percent), so
 # they get their own panel and scale instead of a flat line at the bottom of one shared axis.
+# Each insurance series: its label, line style and a shade of blue of its own: a one-year run
+# draws points, which show no line style, so their colours tell them apart.
 _INSURANCE_LINES = {
-    "insured_share": ("insured, all zones", "-"),
-    "insured_share_ae": ("insured, floodplain (AE, A, VE, V)", "--"),
-    "insured_share_x": ("insured, outside it (X, B, C, D)", ":"),
+    "insured_share": ("insured, all zones", "-", "tab:blue"),
+    "insured_share_ae": ("insured, floodplain (AE, A, VE, V)", "--", "navy"),
+    "insured_share_x": ("insured, outside it (X, B, C, D)", ":", "deepskyblue"),
 }
 _STRUCTURAL_LINES = {
     "elevated_share": ("elevated (share of active households)", "tab:green"),
@@ -59,9 +64,14 @@ def _title(base: str, run_id: str | None) -> str:
     return f"{base} ({run_id})" if run_id else base
 
 
+def _whole_numbers() -> MaxNLocator:
+    """Ticks on whole numbers only, a single one too: one year's axis would tick at 0.96, 0.98..."""
+    return MaxNLocator(integer=True, min_n_ticks=1)
+
+
 def _year_axis(ax: Axes) -> None:
     ax.set_xlabel("simulation year")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(_whole_numbers())
     ax.grid(visible=True, alpha=0.3)
 
 
@@ -77,13 +87,13 @@ def plot_adaptation(metrics: pd.DataFrame, *, run_id: str | None = None) -> Figu
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     # A line through one year is invisible: a one-year run is drawn as points.
     marker = "o" if len(shares.index) == 1 else None
-    for column, (label, style) in _INSURANCE_LINES.items():
+    for column, (label, style, colour) in _INSURANCE_LINES.items():
         if column in shares:
             top.plot(
                 shares.index,
                 shares[column],
                 style,
-                color=_INSURED,
+                color=colour,
                 lw=2,
                 marker=marker,
                 label=label,
@@ -143,7 +153,7 @@ def plot_damage_claims(metrics: pd.DataFrame, *, run_id: str | None = None) -> F
     )
     twin.set_ylabel("flooded households")
     twin.set_ylim(0, max(1.0, float(losses["flooded_households"].max()) * 1.15))
-    twin.yaxis.set_major_locator(MaxNLocator(integer=True))
+    twin.yaxis.set_major_locator(_whole_numbers())
     ax.set_title(_title("Flood damage and insurance claims", run_id), fontweight="bold")
     # Beside the axes, not on them: inside, it covered the tallest bars.
     fig.legend(
@@ -249,7 +259,8 @@ def plot_threat(
         metrics: ``model_years`` of the run, for the fallback mean.
         run_id: Shown in the title when given.
         why_empty: The note shown when ``tp`` is empty: :data:`NO_TRACES`, or another reason
-            (decisions that carry no threat appraisal, such as scripted ones).
+            (decisions that carry no threat appraisal, such as scripted ones:
+            :func:`no_appraisal`).
     """
     fig = Figure(figsize=_SIZE, layout="constrained")
     ax = fig.subplots()
@@ -273,16 +284,7 @@ def plot_threat(
             years = metrics["year"] if metrics is not None and "year" in metrics else []
             if len(years):
                 ax.set_xlim(min(years) - 0.5, max(years) + 0.5)
-        ax.text(
-            0.5,
-            0.55,
-            why_empty,
-            transform=ax.transAxes,
-            ha="center",
-            va="center",
-            fontsize="medium",
-            bbox={"boxstyle": "round", "facecolor": "whitesmoke", "edgecolor": "gray"},
-        )
+        _note(ax, why_empty)
         return fig
     grouped = tp.groupby("year")["tp"]
     years = np.array(sorted(grouped.groups))
@@ -301,7 +303,7 @@ def plot_threat(
     )
     ax.plot(years, grouped.mean().to_numpy(), "D-", color="tab:red", ms=4, lw=1, label="mean")
     counts = grouped.size()
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(_whole_numbers())
     ax.set_xlim(years.min() - 0.7, years.max() + 0.7)
     ax.legend(loc="upper left", fontsize="small")
     ax.text(
@@ -315,6 +317,101 @@ def plot_threat(
         color="dimgray",
     )
     return fig
+
+
+def no_appraisal(policy: str | None) -> str:
+    """Why a run's household traces, though written, hold no appraisals: its decision policy.
+
+    For ``why_empty`` of :func:`plot_threat` and :func:`plot_household`, and for a notebook to
+    print (the line breaks suit a figure; a sentence is the text with them made spaces).
+
+    Args:
+        policy: The run's ``decision.policy`` (``scripted`` reads decisions from a table), if
+            known.
+    """
+    named = f" (decision.policy {policy})" if policy else ""
+    how = "read from its script" if policy == "scripted" else "made without them"
+    return (
+        f"The decisions of this run{named} carry no appraisals:\n"
+        f"they are {how}, so there is no threat (TP)\n"
+        "or coping (CP) appraisal to show."
+    )
+
+
+def plot_household(
+    decisions: pd.DataFrame,
+    *,
+    agent_id: str,
+    damaging_years: Iterable[int] = (),
+    years: Iterable[int] = (),
+    why_empty: str | None = None,
+) -> Figure:
+    """One household's threat and coping appraisals, its damaging floods and its choices by year.
+
+    Args:
+        decisions: :func:`~simulation.analysis.metrics.household_decisions` of the household
+            (columns ``year``, ``TP``, ``CP`` and ``decision``).
+        agent_id: The household, for the title.
+        damaging_years: Years in which a flood damaged its home, shaded.
+        years: The run's years: the axis spans them all, not only the years something was
+            drawn in.
+        why_empty: The note shown when no decision carries an appraisal (default:
+            :func:`no_appraisal` without the policy's name).
+    """
+    fig = Figure(figsize=(_SIZE[0], 4.5), layout="constrained")
+    ax = fig.subplots()
+    appraised = decisions[["TP", "CP"]].notna().any(axis=None)
+    if appraised:
+        ax.plot(
+            decisions["year"], decisions["TP"], "o-", color="tab:red", label="threat appraisal TP"
+        )
+        ax.plot(
+            decisions["year"], decisions["CP"], "s-", color="tab:blue", label="coping appraisal CP"
+        )
+    for i, year in enumerate(sorted(set(damaging_years))):
+        ax.axvspan(
+            year - 0.4,
+            year + 0.4,
+            color="tab:red",
+            alpha=0.12,
+            lw=0,
+            label="damaging flood" if i == 0 else None,
+        )
+    markers = iter("^vDPX*")
+    for skill, rows in decisions[decisions["decision"] != "do_nothing"].groupby("decision"):
+        ax.scatter(
+            rows["year"],
+            [0.03] * len(rows),
+            marker=next(markers, "o"),
+            s=45,
+            label=f"chose {skill}",
+        )
+    ax.set_ylabel("appraisal (0 to 1)")
+    ax.set_ylim(0, 1)
+    shown = [*years, *decisions["year"]]
+    if shown:
+        ax.set_xlim(min(shown) - 0.5, max(shown) + 0.5)
+    _year_axis(ax)
+    ax.set_title(f"Household {agent_id}: appraisals and decisions")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", fontsize="small", ncols=2)
+    if not appraised:
+        _note(ax, why_empty if why_empty is not None else no_appraisal(None))
+    return fig
+
+
+def _note(ax: Axes, text: str) -> None:
+    """Why a figure is empty, boxed in the middle of its axes."""
+    ax.text(
+        0.5,
+        0.55,
+        text,
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        fontsize="medium",
+        bbox={"boxstyle": "round", "facecolor": "whitesmoke", "edgecolor": "gray"},
+    )
 
 
 #: Line styles of a sweep's levels, in turn.
