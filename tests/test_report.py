@@ -683,8 +683,8 @@ def test_the_threat_figure_of_scripted_decisions_says_they_appraise_no_threat(tm
     )
     figure = report._figures(scripted)["threat.png"]
     said = texts(figure)
-    assert "carry no threat appraisal" in said
-    assert "decision.policy scripted" in said
+    assert "(decision.policy scripted) carry no appraisals" in said
+    assert "read from its script" in said
     assert "traces were not written" not in said
     (ax,) = figure.axes
     assert not ax.lines  # mean_tp is NaN every year: no line, and no legend entry for one

@@ -96,12 +96,7 @@ def _why_no_threat(run: RunData) -> str:
 
     if not stream_path(run.run_dir, "household_traces"):
         return plots.NO_TRACES
-    policy = (run.config.get("decision") or {}).get("policy")
-    return (
-        f"The household traces of this run carry no threat appraisal (TP):\n"
-        f"its decisions (decision.policy {policy}) do not appraise threat,\n"
-        "so there is no distribution to show."
-    )
+    return plots.no_appraisal((run.config.get("decision") or {}).get("policy"))
 
 
 def _facts(run: RunData) -> list[tuple[str, Any]]:
