@@ -1330,8 +1330,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
         got = "null" if data is None else type(data).__name__
         if isinstance(data, str):
             # A CSV table or a prose file parses as one long YAML string: show its start.
-            first = text.strip().splitlines()[0]
-            got = f"text ({first[:40]!r}{'...' if len(first) > 40 else ''})"
+            got = f"text ({data[:40]!r}{'...' if len(data) > 40 else ''})"
             if path.suffix.lower() in (".csv", ".tsv", ".txt"):
                 got += f": a {path.suffix[1:].upper()} file, where a YAML config goes"
         msg = f"{path}: top level must be a mapping of keys (key: value lines), got {got}"

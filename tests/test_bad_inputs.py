@@ -65,7 +65,7 @@ CASES: tuple[Case, ...] = (
     run("duplicate_key.yaml", None, "line 5", "duplicate key 'years'"),
     run("not_utf8.yaml", None, "not UTF-8 text", "byte"),
     run("top_level_list.yaml", None, "top level", "list"),
-    run("top_level_string.yaml", None, "top level", "str"),
+    run("top_level_string.yaml", None, "top level", "got text ('../../configs/default.yaml"),
     run("empty_file.yaml", None, "the file is empty"),
     run("section_is_scalar.yaml", None, ": memory: ", "dictionary", "0.9"),
     run(

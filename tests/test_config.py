@@ -584,9 +584,8 @@ def test_a_null_document_is_not_a_mapping(tmp_path):
 
 def test_a_csv_table_given_as_a_config_is_named_as_one(tmp_path):
     message = load_error(write(tmp_path / "households.csv", "agent_id,income\nh1,50000\n"))
-    assert message.endswith("got text ('agent_id,income'): a CSV file, where a YAML config goes"), (
-        message
-    )
+    expected = "got text ('agent_id,income h1,50000'): a CSV file, where a YAML config goes"
+    assert message.endswith(expected), message
 
 
 def test_an_out_folder_that_is_a_dangling_link_says_where_the_link_points(tmp_path):
