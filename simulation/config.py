@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CALIBRATION_KEYS",
     "DEFAULT_LLM_CACHE",
+    "DEFAULT_WORLD_KEYS",
     "EXPERIMENT_KEYS",
     "MAX_YEARS",
     "WHOLE_TABLES",
@@ -89,6 +90,7 @@ __all__ = [
     "remove_outputs",
     "resolve_base",
     "setting_origin",
+    "warn_code_defaults",
     "warn_ignored_keys",
 ]
 
@@ -1572,7 +1574,73 @@ def load_config(
         )
 
     check_event_templates(config, origin, origin_of=template_origin)
+    warn_code_defaults(config, data, origin)
     return config, path.resolve().parent
+
+
+#: Keys ``configs/default.yaml`` sets away from the code's defaults: the values fitted by
+#: ``configs/calibration/baseline.yaml`` (README, "Calibration") and the memory sizes of the
+#: default world. The code keeps the hand-tuned values the PMT docstring derives, and the
+#: CognitiveMemory defaults of the memory spec, for configs built in Python; a YAML config whose
+#: ``base:`` chain does not reach default.yaml gets those, which is warned of
+#: (:func:`warn_code_defaults`). ``tests/test_config.py`` checks this list against the file.
+DEFAULT_WORLD_KEYS = (
+    "decision.pmt.threat_gain",
+    "decision.pmt.beta_tp",
+    "decision.pmt.renewal_inertia",
+    "decision.pmt.asc.buy_insurance",
+    "decision.pmt.insurance_zone_asc.X",
+    "memory.decay_rate",
+    "memory.working_capacity",
+    "memory.retrieval.top_k",
+)
+
+
+def warn_code_defaults(
+    config: RunConfig, data: dict[str, Any], origin: str, also_set: Iterable[str] = ()
+) -> None:
+    """Warn (:class:`ConfigWarning`) when a config leaves keys of the default world unset.
+
+    Without ``base: configs/default.yaml`` (directly or through its bases) a config gets the
+    code's uncalibrated values of :data:`DEFAULT_WORLD_KEYS`: insurance take-up outside the
+    floodplain about ten times the calibrated one, with no other sign. Keys the run never
+    reads (the PMT coefficients of scripted decisions, or of LLM decisions for every household)
+    are not named.
+
+    Args:
+        config: The validated config.
+        data: The config as plain data, its bases merged in (what set each key).
+        origin: The config file, for the message.
+        also_set: Dotted keys set some other way (an experiment's swept keys).
+    """
+    decision = config.decision
+    reads_pmt = decision.policy == "pmt" or (decision.policy == "llm" and decision.llm_share < 1)
+    given = set(also_set)
+    unset = [
+        key
+        for key in DEFAULT_WORLD_KEYS
+        if key not in given
+        and (reads_pmt or not key.startswith("decision.pmt."))
+        and not _has_key(data, key.split("."))
+    ]
+    if not unset:
+        return
+    warnings.warn(
+        f"{origin}: {', '.join(unset)} not set (by it or a base: file): the run takes the "
+        "code's uncalibrated default for each, not the value configs/default.yaml sets; start "
+        "the file with base: <path to>/configs/default.yaml to get those",
+        ConfigWarning,
+        stacklevel=2,
+    )
+
+
+def _has_key(data: Any, keys: list[str]) -> bool:
+    """Whether the nested mapping ``data`` holds the path ``keys``."""
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            return False
+        data = data[key]
+    return True
 
 
 def setting_origin(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,9 @@ from pydantic import BaseModel
 
 from simulation.cli import main
 from simulation.config import (
+    DEFAULT_WORLD_KEYS,
     ConfigError,
+    ConfigWarning,
     IgnoredKeyWarning,
     RunConfig,
     apply_overrides,
@@ -28,7 +31,7 @@ from simulation.config import (
     setting_origin,
     warn_ignored_keys,
 )
-from simulation.experiments.design import SweepConfig
+from simulation.experiments.design import SweepConfig, load_experiment, plan_runs
 from simulation.runner import build_model, config_hash
 
 if TYPE_CHECKING:
@@ -1109,3 +1112,75 @@ def test_text_that_yaml_reads_as_a_mapping_is_told_to_be_quoted():
     )
     quoted = ["events.flood_major.template='Year {year}: a flood of ${damage:,.0f}'"]
     assert load_config(DEFAULT, quoted)[0].events.flood_major.template.startswith("Year {year}: ")
+
+
+def _differing_keys(code: object, file: object, path: str = "") -> list[str]:
+    """Dotted keys whose value differs between two nested mappings (either may lack a key)."""
+    if isinstance(code, dict) and isinstance(file, dict):
+        return [
+            key
+            for name in sorted({*code, *file}, key=str)
+            for key in _differing_keys(
+                code.get(name, "<absent>"), file.get(name, "<absent>"), f"{path}{name}."
+            )
+        ]
+    return [] if code == file else [path.removesuffix(".")]
+
+
+def test_the_default_world_keys_are_those_default_yaml_sets_away_from_the_code():
+    config, _ = load_config(DEFAULT)
+    differing = _differing_keys(RunConfig().model_dump(), config.model_dump())
+    assert sorted(differing) == sorted([*DEFAULT_WORLD_KEYS, "name", "registry"])
+
+
+def test_a_config_outside_the_default_world_is_warned_of_its_code_defaults(tmp_path):
+    path = write(
+        tmp_path / "mine.yaml",
+        f"registry: {ROOT / 'skill_registry.yaml'}\nmemory: {{decay_rate: 0.9}}\n"
+        "decision: {pmt: {beta_tp: 6.16, asc: {relocate: -9.0}}}\n",
+    )
+    with pytest.warns(ConfigWarning) as caught:
+        load_config(path)
+    (message,) = [str(w.message) for w in caught]
+    unset = [
+        key
+        for key in DEFAULT_WORLD_KEYS
+        if key not in ("memory.decay_rate", "decision.pmt.beta_tp")
+    ]
+    assert message == (
+        f"{path}: {', '.join(unset)} not set (by it or a base: file): the run takes the code's "
+        "uncalibrated default for each, not the value configs/default.yaml sets; start the file "
+        "with base: <path to>/configs/default.yaml to get those"
+    )
+    assert "decision.pmt.asc.buy_insurance" in unset  # another entry of the table is not it
+
+
+def test_keys_a_run_never_reads_are_not_named_and_default_yaml_draws_no_warning(tmp_path):
+    script = write(tmp_path / "script.csv", "agent_id,year,skill_id\n")
+    path = write(
+        tmp_path / "mine.yaml",
+        f"registry: {ROOT / 'skill_registry.yaml'}\n"
+        f"decision: {{policy: scripted, script: {script}}}\n",
+    )
+    with pytest.warns(ConfigWarning, match=r"mine\.yaml: memory\.decay_rate, ") as caught:
+        load_config(path)
+    assert "decision.pmt" not in str(caught[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_config(DEFAULT)
+        load_config(write(tmp_path / "child.yaml", f"base: {DEFAULT}\nyears: 3\n"))
+
+
+def test_an_experiment_on_a_config_outside_the_default_world_is_warned_once(tmp_path):
+    base = write(tmp_path / "mine.yaml", f"registry: {ROOT / 'skill_registry.yaml'}\nyears: 2\n")
+    experiment = write(
+        tmp_path / "exp.yaml",
+        f"name: e\nbase: {base}\nsweep: {{grid: {{memory.decay_rate: [0.8, 0.9]}}}}\n"
+        "replicates: 2\nseed: 1\n",
+    )
+    experiment_config, data, _ = load_experiment(experiment)
+    with pytest.warns(ConfigWarning) as caught:
+        plan_runs(experiment_config, data, str(experiment))
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith(f"{experiment}: decision.pmt.threat_gain, ")
+    assert "memory.decay_rate" not in message  # the sweep sets it

@@ -47,6 +47,7 @@ from simulation.config import (
     read_yaml,
     rebase_paths,
     resolve_base,
+    warn_code_defaults,
 )
 from simulation.config_base import LAX
 from simulation.cores import MAX_WORKERS
@@ -477,6 +478,10 @@ def plan_runs(experiment: ExperimentConfig, base: dict[str, Any], origin: str) -
         except ConfigError as err:
             raise ConfigError(f"{err} {where}") from None
         warned[-1][1].update(dict.fromkeys(_check_files(config, origin, where, checked)))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warn_code_defaults(config, data, origin)
+        warned[-1][1].update(dict.fromkeys((w.category, str(w.message)) for w in caught))
         # A point's replicates differ in their seed alone, and every seed replicate_seeds draws
         # is valid: the point is validated once, and its runs share the config's sections (read
         # only), which keeps 100,000 planned runs from holding 100,000 copies of them.
