@@ -596,6 +596,10 @@ def parse_args() -> argparse.Namespace:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
     if args.floor_processes < 1:
         parser.error(f"--floor-processes must be at least 1, got {args.floor_processes}")
+    if (args.levels or args.engines) and not args.households:
+        # Without sizes the whole matrix runs (18 to 41 minutes), every level and engine.
+        flag = "--levels" if args.levels else "--engines"
+        parser.error(f"{flag} applies to the --households sizes: give them too")
     return args
 
 

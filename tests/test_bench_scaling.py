@@ -312,6 +312,17 @@ def test_rounds_must_be_positive(bench, monkeypatch):
         bench.main()
 
 
+@pytest.mark.parametrize("flag", [["--levels", "off"], ["--engines", "arrays"]])
+def test_levels_or_engines_without_sizes_are_refused_not_run_as_the_whole_matrix(
+    bench, monkeypatch, capsys, flag
+):
+    monkeypatch.setattr("sys.argv", ["bench_scaling.py", *flag])
+    with pytest.raises(SystemExit) as info:
+        bench.main()
+    assert info.value.code == 2
+    assert f"{flag[0]} applies to the --households sizes: give them too" in capsys.readouterr().err
+
+
 def test_config_keys_set_on_the_command_line_reach_every_configuration(
     bench, tmp_path, monkeypatch
 ):
