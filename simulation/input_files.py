@@ -49,6 +49,9 @@ def read_text(
 ) -> str:
     """Read a user-named text file whole, as :meth:`pathlib.Path.read_text` would.
 
+    Line endings are read as Python's text files read them (universal newlines): a prompt
+    template saved with Windows line endings sends the model the text a Unix one does.
+
     Args:
         path: The file.
         encoding: Its text encoding.
@@ -65,7 +68,8 @@ def read_text(
     if limit is not None and len(data) > limit:
         reason = f"larger than {limit / 2**20:g} MiB, too large for a file floodsim reads whole"
         raise OSError(errno.EFBIG, reason, str(path))
-    return data.decode(encoding, errors)
+    text = data.decode(encoding, errors)
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def not_a_file(path: str | os.PathLike[str], what: str) -> str:

@@ -32,6 +32,17 @@ def test_read_text_reads_a_file_as_path_read_text_does(tmp_path):
     assert read_text(path) == path.read_text(encoding="utf-8")
 
 
+def test_read_text_reads_windows_line_endings_as_path_read_text_does(tmp_path):
+    # A prompt template saved on Windows must send the model the text a Unix one does.
+    path = tmp_path / "prompt.txt"
+    path.write_bytes(b"Year {year}:\r\nwhat now?\rOld Mac line.\n")
+    assert (
+        read_text(path)
+        == path.read_text(encoding="utf-8")
+        == ("Year {year}:\nwhat now?\nOld Mac line.\n")
+    )
+
+
 def test_read_text_refuses_a_file_larger_than_its_limit_without_reading_it_all(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_bytes(b"x" * 11)
