@@ -14,6 +14,7 @@ Sections defined next to the code that uses them are imported here: ``households
 from __future__ import annotations
 
 import copy
+import errno
 import functools
 import itertools
 import os
@@ -1283,11 +1284,23 @@ def create_output_folder(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        reason = err.strerror or str(err)
-        if folder.is_symlink() and not folder.exists():  # mkdir says only "File exists"
-            reason = f"a link to {os.readlink(folder)}, which does not exist"
-        msg = f"{folder}: cannot create the output folder: {reason}"
+        msg = f"{folder}: cannot create the output folder: {_why_no_folder(folder, err)}"
         raise ConfigError(msg) from None
+
+
+def _why_no_folder(folder: Path, err: OSError) -> str:
+    """Why ``mkdir`` failed, where it says only "File exists": what stands in the way."""
+    for part in (folder, *folder.parents):
+        if part.is_symlink():
+            try:
+                part.stat()
+            except OSError as broken:
+                if broken.errno == errno.ELOOP:
+                    return f"{part} is a link that leads round in a loop"
+                return f"{part} is a link to {os.readlink(part)}, which does not exist"
+        if os.path.lexists(part) and not part.is_dir():
+            return f"{part} is a file, not a folder"
+    return err.strerror or str(err)
 
 
 # ---------------------------------------------------------------------------------- loading

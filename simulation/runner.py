@@ -419,8 +419,9 @@ def run_simulation(
         raise RunError(error)
     create_output_folder(out_root)
     run_dir = out_root / run_id
-    if run_dir.exists() and not run_dir.is_dir():  # mkdir would say only "File exists"
-        msg = f"{run_dir}: a file where the run's folder goes: move it away or choose another --out"
+    if os.path.lexists(run_dir) and not run_dir.is_dir():  # mkdir would say only "File exists"
+        what = "a link to nowhere" if run_dir.is_symlink() else "a file"
+        msg = f"{run_dir}: {what} where the run's folder goes: move it away or choose another --out"
         raise RunError(msg)
     run_dir.mkdir(exist_ok=True)
     with hold_folder(run_dir, _busy(run_dir)):

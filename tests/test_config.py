@@ -597,9 +597,36 @@ def test_an_out_folder_that_is_a_dangling_link_says_where_the_link_points(tmp_pa
     with pytest.raises(ConfigError) as info:
         create_output_folder(link)
     assert str(info.value) == (
-        f"{link}: cannot create the output folder: a link to {tmp_path / 'gone' / 'runs'}, "
-        "which does not exist"
+        f"{link}: cannot create the output folder: {link} is a link to "
+        f"{tmp_path / 'gone' / 'runs'}, which does not exist"
     )
+
+
+@pytest.mark.parametrize(
+    ("make", "out", "reason"),
+    [
+        (lambda t: (t / "f").write_text("x"), "f", "{t}/f is a file, not a folder"),
+        (lambda t: (t / "f").write_text("x"), "f/runs", "{t}/f is a file, not a folder"),
+        (
+            lambda t: (t / "l").symlink_to(t / "gone"),
+            "l/runs",
+            "{t}/l is a link to {t}/gone, which does not exist",
+        ),
+        (
+            lambda t: (t / "l").symlink_to(t / "l"),
+            "l",
+            "{t}/l is a link that leads round in a loop",
+        ),
+    ],
+    ids=["file", "file-above", "dangling-link-above", "loop"],
+)
+def test_an_out_folder_blocked_by_a_file_or_link_says_which_and_why(tmp_path, make, out, reason):
+    """mkdir says only "File exists" (or "Too many levels of symbolic links")."""
+    make(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        create_output_folder(tmp_path / out)
+    expected = f"{tmp_path / out}: cannot create the output folder: {reason.format(t=tmp_path)}"
+    assert str(info.value) == expected
 
 
 def test_missing_file(tmp_path):

@@ -38,6 +38,9 @@ def test_a_file_where_the_run_folder_goes_is_named_and_left_alone(tmp_path):
         "another --out"
     )
     assert (tmp_path / "mine").read_text(encoding="utf-8") == "notes\n"
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(RunError, match="gone: a link to nowhere where the run's folder goes"):
+        run_simulation(config, base, tmp_path, progress=False, run_id="gone")
 
 
 def test_a_model_already_stepped_is_refused(tmp_path):
