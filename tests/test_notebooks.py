@@ -409,6 +409,16 @@ def test_single_run_notebook_counts_only_the_audited_sample(monkeypatch, tmp_pat
     assert re.search(r"[0-9]+ households \(audited sample: 0.25\), [0-9]+ decisions", text)
 
 
+def test_single_run_notebook_on_an_audited_sample_that_drew_nobody(monkeypatch, tmp_path):
+    run_dir = _run(tmp_path, ["households.count=5", "years=2", "audit.sample=0.01"])
+    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(run_dir))
+    nb = execute("single_run.ipynb")
+    check_clean(nb)
+    text = text_of(nb)
+    assert "hold no household (audited sample: 0.01)" in text
+    assert "carry no appraisals" not in text  # the PMT policy appraises: nobody was traced
+
+
 def test_single_run_notebook_on_a_one_year_run(monkeypatch, tmp_path):
     run_dir = _run(tmp_path, ["households.count=30", "years=1"])
     monkeypatch.setenv("FLOODSIM_RUN_DIR", str(run_dir))

@@ -675,6 +675,16 @@ def test_figures_without_audit_streams_say_so(bare_run_dir):
     assert "memory_updates stream not written" in memory
 
 
+def test_the_threat_figure_of_an_audited_sample_without_households_does_not_blame_the_policy(
+    tmp_path,
+):
+    sampled = metrics.load_run(simulate(tmp_path, "households.count=5", "audit.sample=0.01"))
+    assert metrics.household_decisions(sampled.run_dir).empty  # 5 x 0.01 draws nobody
+    said = texts(report._figures(sampled)["threat.png"])
+    assert "hold no household (audited sample: 0.01)" in said
+    assert "carry no appraisals" not in said
+
+
 def test_the_threat_figure_of_scripted_decisions_says_they_appraise_no_threat(tmp_path):
     table = tmp_path / "decisions.csv"
     table.write_text("agent_id,year,skill_id\nH00001,1,do_nothing\n", encoding="utf-8")

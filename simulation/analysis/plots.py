@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "NO_TRACES",
     "no_appraisal",
+    "no_traced_household",
     "plot_adaptation",
     "plot_damage_claims",
     "plot_household",
@@ -334,6 +335,23 @@ def no_appraisal(policy: str | None) -> str:
     return (
         f"The decisions of this run{named} carry no appraisals:\n"
         f"they are {how}, so there is no threat (TP)\n"
+        "or coping (CP) appraisal to show."
+    )
+
+
+def no_traced_household(sample: str) -> str:
+    """Why a run's household traces, though written, hold no appraisals: they hold no household.
+
+    An ``audit.sample`` small enough to draw no household of the population leaves the streams
+    empty; the policy is not to blame.
+
+    Args:
+        sample: :func:`~simulation.audit.readers.sample_hint` of the run (`` (audited sample:
+            0.01)``), or ``""``.
+    """
+    return (
+        f"The household traces of this run hold no household{sample}:\n"
+        "none was audited, so there is no threat (TP)\n"
         "or coping (CP) appraisal to show."
     )
 

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from simulation.analysis.metrics import (
     RunDirError,
+    household_decisions,
     load_run,
     memory_composition,
     stream_path,
     tp_distribution,
 )
-from simulation.audit.readers import AuditReadError
+from simulation.audit.readers import AuditReadError, sample_hint
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -96,6 +97,8 @@ def _why_no_threat(run: RunData) -> str:
 
     if not stream_path(run.run_dir, "household_traces"):
         return plots.NO_TRACES
+    if household_decisions(run.run_dir).empty:  # an audited sample that drew no household
+        return plots.no_traced_household(sample_hint(run.run_dir, run.manifest))
     return plots.no_appraisal((run.config.get("decision") or {}).get("policy"))
 
 
