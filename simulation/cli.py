@@ -13,9 +13,9 @@ Subcommands:
 Bad input (YAML syntax, an empty file, unknown keys, wrong types, out-of-range values, broken
 curves or registries, missing files, a file or folder that cannot be read or written) exits with
 code 2 and one line naming the file (or the ``--set`` or ``--seed`` flag that gave the value)
-and the key. A run that could not finish (disk full, a language-model endpoint with nothing
-listening, its own run directory's files made unwritable while it ran) exits with code 1 and
-one line; its run directory can be resumed.
+and the key. A command that could not finish (disk full, a language-model endpoint with nothing
+listening, the folder it writes made unwritable while it ran) exits with code 1 and one line;
+``--resume`` continues it.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from simulation.calibration import commands as calibration_commands
 from simulation.cli_args import ExactParser, folder, integer, positive_int_up_to
 from simulation.config import MAX_YEARS, array_engine_limits
 from simulation.decisions.llm import CacheMiss, EndpointUnreachable
-from simulation.errors import InputError
+from simulation.errors import RESULTS_NOTE, InputError
 from simulation.launcher import EXIT_INTERRUPTED
 from simulation.memory import CognitiveMemory, ReflectionSettings
 
@@ -53,8 +53,8 @@ __all__ = ["main"]
 
 #: Exit code for bad input.
 EXIT_BAD_INPUT = 2
-#: Exit code when a run could not finish (disk full, no language-model endpoint listening, its
-#: run directory's files made unwritable while it ran): it stays resumable.
+#: Exit code when a command could not finish (disk full, no language-model endpoint listening,
+#: the folder it writes made unwritable while it ran): it stays resumable.
 EXIT_RUN_FAILED = 1
 #: OSErrors about a path given (or a file in a folder given), not about the machine.
 _PATH_ERRORS = (
@@ -418,42 +418,49 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"floodsim: error: {err}{then if run_dirs else ''}", file=sys.stderr)
         return EXIT_RUN_FAILED
     except OSError as err:
-        return _os_error(err)
+        return _os_error(err, args.command)
 
 
-def _os_error(err: OSError) -> int:
+def _os_error(err: OSError, command: str) -> int:
     """Print ``err`` as one line; returns the exit code: 2 for a path, 1 for the machine."""
-    if _about_a_path(err) and not _run_dirs(err):
+    run_dirs, results = _run_dirs(err), _notes(err, RESULTS_NOTE)
+    if _about_a_path(err) and not run_dirs and not results:
         # A run directory that cannot be read, an --out that cannot be written, a folder where a
         # file goes: the path given is wrong, as with a missing config.
-        where = f"{err.filename}: " if err.filename else ""
-        print(f"floodsim: error: {where}{err.strerror or err}", file=sys.stderr)
+        print(f"floodsim: error: {err.filename}: {err.strerror or err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    # Disk full, or a run's own files taken away: say what and where; a checkpointed run can be
-    # resumed.
+    # Disk full, or the folder being written made unwritable: say what and where; what was
+    # written so far is continued once the cause is mended.
     where = f" ({err.filename})" if err.filename else ""
-    notes = "; ".join(getattr(err, "__notes__", []))
-    hint = f"; {notes}, resume with: floodsim run --resume <run directory>" if notes else ""
+    hint = ""
+    if run_dirs:
+        hint = f"; run directory: {run_dirs[0]}, resume with: floodsim run --resume {run_dirs[0]}"
+    elif results and command in ("batch", "calibrate"):
+        then = _CONTINUE_BATCH if command == "batch" else _CONTINUE_CALIBRATION
+        hint = f"; results so far in {results[0]}: {then}"
     print(f"floodsim: error: {err.strerror or err}{where}{hint}", file=sys.stderr)
     return EXIT_RUN_FAILED
 
 
 def _about_a_path(err: OSError) -> bool:
-    """Whether ``err`` is about a path (permissions, a folder where a file goes), not the machine.
+    """Whether ``err`` is about a path it names (permissions, a folder where a file goes).
 
-    A full disk or a failing device is the machine's: the same command succeeds once it is
-    mended, so such errors keep exit code 1.
+    A full disk or a failing device is the machine's, and so is an error that names no path
+    (a read-only ``/dev/shm`` refusing a process pool its semaphores): the same command
+    succeeds once the machine is mended, so such errors keep exit code 1.
     """
-    return isinstance(err, _PATH_ERRORS) or err.errno in _PATH_ERRNOS
+    named = err.filename is not None
+    return named and (isinstance(err, _PATH_ERRORS) or err.errno in _PATH_ERRNOS)
 
 
 def _run_dirs(err: BaseException) -> list[str]:
     """The run directory the runner noted on ``err`` (none before the directory was written)."""
-    return [
-        n[len(_RUN_DIR_NOTE) :]
-        for n in getattr(err, "__notes__", [])
-        if n.startswith(_RUN_DIR_NOTE)
-    ]
+    return _notes(err, _RUN_DIR_NOTE)
+
+
+def _notes(err: BaseException, prefix: str) -> list[str]:
+    """What follows ``prefix`` in each of the notes on ``err`` that start with it."""
+    return [n[len(prefix) :] for n in getattr(err, "__notes__", []) if n.startswith(prefix)]
 
 
 def _continue_hint(command: str, err: BaseException) -> str:

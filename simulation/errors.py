@@ -12,7 +12,17 @@ bug without importing every part of floodsim first (Mesa alone takes about half 
 
 from __future__ import annotations
 
-__all__ = ["InputError", "shown_value"]
+import contextlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["RESULTS_NOTE", "InputError", "results_kept_in", "shown_value"]
+
+#: The note an error carries once a batch or calibration has written results into its folder:
+#: the command then exits 1 (rerun with ``--resume`` once the cause is mended), not 2.
+RESULTS_NOTE = "results so far in: "
 
 #: The most characters of a bad value an error message repeats.
 SHOWN_CHARS = 60
@@ -20,6 +30,21 @@ SHOWN_CHARS = 60
 
 class InputError(ValueError):
     """Bad input; the message names the file (or flag) and the key, in one line."""
+
+
+@contextlib.contextmanager
+def results_kept_in(folder: object) -> Iterator[None]:
+    """Note :data:`RESULTS_NOTE` on an :class:`OSError` raised inside the block.
+
+    A folder made unwritable, or a disk that fills, while a batch or calibration writes its
+    results is not bad input to mend in the command line: the same command with ``--resume``
+    continues once the folder is writable again.
+    """
+    try:
+        yield
+    except OSError as err:
+        err.add_note(f"{RESULTS_NOTE}{folder}")
+        raise
 
 
 def shown_value(value: object) -> str:

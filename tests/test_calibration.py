@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 from pathlib import Path
@@ -105,6 +106,25 @@ def test_best_yaml_given_as_a_config_is_named_as_the_summary(fitted, capsys, com
     assert err == (
         f"floodsim: error: {best}: this is a calibration's summary (best.yaml), not a config; "
         "give its parameters to a run config, as keys or with --set KEY=VALUE\n"
+    )
+
+
+def test_a_calibration_folder_made_unwritable_while_it_goes_exits_1_not_2(
+    tmp_path, capsys, monkeypatch
+):
+    """The command was right: --resume continues it once the folder is writable again."""
+    path = write(tmp_path, tiny(max_evaluations=1))
+    out = tmp_path / "out"
+
+    def refused(target: Path, _: bytes) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(target))
+
+    monkeypatch.setattr("simulation.calibration.fit.replace_file", refused)
+    assert main(["calibrate", str(path), "--out", str(out), "--quiet"]) == 1
+    assert capsys.readouterr().err.endswith(
+        f"floodsim: error: Permission denied ({out / 'evaluations.csv'}); results so far in "
+        f"{out}: continue with the same command and --resume (finished evaluations are read "
+        "back)\n"
     )
 
 

@@ -1001,8 +1001,10 @@ def test_a_file_of_a_run_directory_that_became_a_folder_is_bad_input(capsys, tmp
             "No space left on device (o/f)",
         ),
         (OSError(errno.EIO, "Input/output error"), 1, "Input/output error"),
+        # multiprocessing on a host whose /dev/shm refuses semaphores: no path to mend
+        (PermissionError(errno.EACCES, "Permission denied"), 1, "Permission denied"),
     ],
-    ids=["permission", "not-a-folder", "read-only", "disk-full", "device"],
+    ids=["permission", "not-a-folder", "read-only", "disk-full", "device", "no-path-named"],
 )
 def test_a_path_that_cannot_be_used_is_bad_input_and_a_failing_machine_is_not(
     capsys, tmp_path, monkeypatch, error, code, line
@@ -1030,8 +1032,43 @@ def test_a_run_directory_made_unwritable_while_the_run_goes_can_be_resumed(
     assert main(["run", str(DEFAULT), "--out", str(tmp_path), "--quiet"]) == 1
     (run_dir,) = tmp_path.iterdir()
     err = capsys.readouterr().err
-    assert err.startswith(f"{ERROR_PREFIX}Permission denied (x); run directory: {run_dir}")
-    assert err.endswith(", resume with: floodsim run --resume <run directory>\n")
+    assert err == (
+        f"{ERROR_PREFIX}Permission denied (x); run directory: {run_dir}, resume with: "
+        f"floodsim run --resume {run_dir}\n"
+    )
+
+
+def test_a_batch_folder_made_unwritable_while_the_batch_goes_can_be_resumed(
+    capsys, tmp_path, monkeypatch
+):
+    """Exit 1, not 2: the command was right, and --resume continues it once mended."""
+    from simulation.experiments import batch
+
+    experiment = tmp_path / "tiny.yaml"
+    experiment.write_text(
+        f"name: tiny\nbase: {DEFAULT}\nset: {{households.count: 20, years: 2}}\n"
+        "sweep: {grid: {memory.decay_rate: [0.8, 0.9]}}\nreplicates: 1\nseed: 1\n"
+        "executor: {kind: serial}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    write_json, writes = batch._write_json, []
+
+    def refused_after_the_first(path: Path, data: dict) -> None:
+        writes.append(path)
+        if len(writes) > 1:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        write_json(path, data)
+
+    monkeypatch.setattr(batch, "_write_json", refused_after_the_first)
+    assert main(["batch", str(experiment), "--out", str(out), "--quiet"]) == 1
+    assert capsys.readouterr().err == (
+        f"{ERROR_PREFIX}Permission denied ({out / 'experiment.json'}); results so far in {out}: "
+        "continue with the same command and --resume (complete runs are kept)\n"
+    )
+    monkeypatch.setattr(batch, "_write_json", write_json)
+    assert main(["batch", str(experiment), "--out", str(out), "--quiet", "--resume"]) == 0
+    assert "2 of 2 runs complete (1 kept from an earlier attempt)" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------------- memory-demo

@@ -132,7 +132,7 @@ from simulation.config import (
     resolve_base,
 )
 from simulation.config_base import ConfigModel
-from simulation.errors import InputError
+from simulation.errors import InputError, results_kept_in
 from simulation.experiments.batch import run_experiment
 from simulation.experiments.design import (
     FOLDER_NAME,
@@ -1018,38 +1018,53 @@ def calibrate(
             # An earlier calibration's results in the same folder would mislead, and a later
             # --resume would take them for this one's.
             _clear_results(out)
-        search.bar = tqdm(
-            total=calibration.max_evaluations,
-            desc=f"calibrate {calibration.name}",
-            unit="eval",
-            disable=None if progress is None else not progress,
-        )
-        try:
-            message = _optimise(search, calibration)
-        except KeyboardInterrupt:
-            # Evaluations take minutes each: the finished ones are written out before stopping.
-            # While an earlier attempt is still being replayed its files say more than this one.
-            if search.best is not None and not search.replay:
-                stopped = f"interrupted after {len(search.history)} evaluations"
-                _write_outputs(out, calibration, search, search.best, stopped, origin, fingerprint)
-            raise
-        finally:
-            search.bar.close()
-        best = search.best
-        if best is None:  # pragma: no cover - the optimiser always evaluates the start point
-            msg = f"{origin}: no evaluation ran"
-            raise CalibrationError(msg)
-        evaluations = _write_outputs(out, calibration, search, best, message, origin, fingerprint)
-        return CalibrationResult(
-            out_dir=out,
-            best=dict(best.params),
-            loss=best.loss,
-            table=best.table,
-            evaluations=evaluations,
-            experiment_dir=best.folder,
-            message=message,
-            resumed=resumed,
-        )
+        # From here a failed write leaves evaluations that --resume reads back.
+        with results_kept_in(out):
+            return _search(search, calibration, out, origin, fingerprint, resumed, progress)
+
+
+def _search(
+    search: _Search,
+    calibration: CalibrationConfig,
+    out: Path,
+    origin: str,
+    fingerprint: str,
+    resumed: int,
+    progress: bool | None,
+) -> CalibrationResult:
+    """Search from the start point, writing the outputs as :func:`calibrate` says."""
+    search.bar = tqdm(
+        total=calibration.max_evaluations,
+        desc=f"calibrate {calibration.name}",
+        unit="eval",
+        disable=None if progress is None else not progress,
+    )
+    try:
+        message = _optimise(search, calibration)
+    except KeyboardInterrupt:
+        # Evaluations take minutes each: the finished ones are written out before stopping.
+        # While an earlier attempt is still being replayed its files say more than this one.
+        if search.best is not None and not search.replay:
+            stopped = f"interrupted after {len(search.history)} evaluations"
+            _write_outputs(out, calibration, search, search.best, stopped, origin, fingerprint)
+        raise
+    finally:
+        search.bar.close()
+    best = search.best
+    if best is None:  # pragma: no cover - the optimiser always evaluates the start point
+        msg = f"{origin}: no evaluation ran"
+        raise CalibrationError(msg)
+    evaluations = _write_outputs(out, calibration, search, best, message, origin, fingerprint)
+    return CalibrationResult(
+        out_dir=out,
+        best=dict(best.params),
+        loss=best.loss,
+        table=best.table,
+        evaluations=evaluations,
+        experiment_dir=best.folder,
+        message=message,
+        resumed=resumed,
+    )
 
 
 def _fingerprint(

@@ -46,6 +46,7 @@ from simulation.analysis.metrics import RunDirError, read_metrics_csv, table_cel
 from simulation.atomic import replace_file, temporary_name
 from simulation.code_digest import code_digest
 from simulation.config import ConfigError, ConfigWarning, create_output_folder, remove_outputs
+from simulation.errors import results_kept_in
 from simulation.experiments.design import load_experiment, override_executor, plan_runs
 from simulation.experiments.executors import RunTask, make_executor
 from simulation.folder_lock import hold_folder
@@ -367,31 +368,32 @@ def run_experiment(
             records = _plan_records(out, planned, folder, resume=resume)
             state = _state(experiment, records)
             _write_json(state_path, state)
-
-            by_id = {r["run_id"]: r for r in records}
-            todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
-            skipped = len(planned) - len(todo)
-            # Runs side by side keep the cores busy: their audits write on their own threads.
-            alone = settings.kind == "serial" or (workers == 1 and settings.address is None)
-            tasks = [
-                RunTask(r.run_id, r.config, str(folder), str(out / "runs"), spare_core=alone)
-                for r in todo
-            ]
-            bar = tqdm(
-                total=len(planned),
-                initial=skipped,
-                desc=experiment.name,
-                unit="run",
-                disable=None if progress is None else not progress,
-            )
-            try:
-                failed = _record_outcomes(pool.run(tasks), by_id, state, state_path, bar)
-            finally:
-                bar.close()
-            combine_metrics(out, records, experiment.swept_keys)
-            state["wall_s"] = round(time.perf_counter() - start, 3)
-            _write_json(state_path, state)
-            return ExperimentResult(out, records, failed, skipped, state["wall_s"])
+            # From here a failed write leaves results that --resume continues.
+            with results_kept_in(out):
+                by_id = {r["run_id"]: r for r in records}
+                todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
+                skipped = len(planned) - len(todo)
+                # Runs side by side keep the cores busy: their audits write on their own threads.
+                alone = settings.kind == "serial" or (workers == 1 and settings.address is None)
+                tasks = [
+                    RunTask(r.run_id, r.config, str(folder), str(out / "runs"), spare_core=alone)
+                    for r in todo
+                ]
+                bar = tqdm(
+                    total=len(planned),
+                    initial=skipped,
+                    desc=experiment.name,
+                    unit="run",
+                    disable=None if progress is None else not progress,
+                )
+                try:
+                    failed = _record_outcomes(pool.run(tasks), by_id, state, state_path, bar)
+                finally:
+                    bar.close()
+                combine_metrics(out, records, experiment.swept_keys)
+                state["wall_s"] = round(time.perf_counter() - start, 3)
+                _write_json(state_path, state)
+                return ExperimentResult(out, records, failed, skipped, state["wall_s"])
 
 
 def _record_outcomes(
