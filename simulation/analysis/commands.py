@@ -67,8 +67,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "For a run directory: adaptation, damage/claims, memory and threat-appraisal "
             "figures (PNG) and an index.html with the run's facts. For a batch experiment's "
-            "folder: each outcome by swept value, the design points' table (points.csv) and an "
-            "index.html. Written into DIR/report/ (or --out); prints the path of index.html."
+            "folder: each outcome by swept value, the design points' table (points.csv), the "
+            "rank correlation of each swept key that has numbers with each outcome "
+            "(sensitivity.csv) and an index.html. Written into DIR/report/ (or --out); prints "
+            "the path of index.html."
         ),
     )
     report.add_argument(
