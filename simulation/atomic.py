@@ -8,6 +8,7 @@ to a temporary file beside it and moved over it in one step.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import TYPE_CHECKING
 
@@ -43,9 +44,13 @@ def replace_file(path: Path, data: bytes, *, durable: bool = False) -> None:
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
-    except OSError:
+    except OSError as err:
         # A full disk: the part written would only take space from the disk that lacks it
         # (a checkpoint's is hundreds of kilobytes), and the old file is whole.
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the first error says what went wrong
+            tmp.unlink(missing_ok=True)
+        if err.filename is not None and os.fspath(err.filename) == os.fspath(tmp):
+            # Name the file the user knows, not its hidden draft.
+            err.filename = str(path)
         raise
     os.replace(tmp, path)

@@ -66,3 +66,12 @@ def test_a_write_the_disk_cannot_hold_leaves_no_temporary_file(tmp_path, monkeyp
         replace_file(path, b"new, cut short", durable=True)
     assert path.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.json"]
+
+
+def test_a_draft_that_cannot_be_written_is_reported_under_the_file_it_replaces(tmp_path):
+    """The user knows experiment.json, not .experiment.json.tmp."""
+    path = tmp_path / "experiment.json"
+    temporary_name(path).mkdir()  # stands for any reason the draft cannot be opened
+    with pytest.raises(IsADirectoryError) as info:
+        replace_file(path, b"{}")
+    assert info.value.filename == str(path)
