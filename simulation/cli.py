@@ -437,7 +437,8 @@ def _os_error(err: OSError, command: str) -> int:
         hint = f"; run directory: {run_dirs[0]}, resume with: floodsim run --resume {run_dirs[0]}"
     elif results and command in ("batch", "calibrate"):
         then = _CONTINUE_BATCH if command == "batch" else _CONTINUE_CALIBRATION
-        hint = f"; results so far in {results[0]}: {then}"
+        # The outermost folder, noted last: a calibration's, not its evaluation's batch.
+        hint = f"; results so far in {results[-1]}: {then}"
     print(f"floodsim: error: {err.strerror or err}{where}{hint}", file=sys.stderr)
     return EXIT_RUN_FAILED
 
