@@ -19,6 +19,7 @@ from simulation.analysis.experiment_report import (
     MAX_LINES,
     OUTCOMES,
     is_experiment_dir,
+    paired_table,
     points_table,
     sensitivity_table,
     write_experiment_report,
@@ -239,3 +240,76 @@ def test_sensitivity_ranks_a_key_over_the_runs_where_it_has_a_number(insured):
     assert table[["elevated_share", "relocated_share", "total_damage"]].isna().all().all()
     only_null_and_one = frame[frame["point"].isin([0, 1])]
     assert sensitivity_table(only_null_and_one, [key])[list(OUTCOMES)].isna().all().all()
+
+
+def _luck(seed: int, b: str) -> float:
+    """What the floods of a seed, and the key b, give every outcome of a run."""
+    return {11: 0.1, 12: 0.5}[seed] + {"x": 0.0, "y": 0.2}[b]
+
+
+def _two_key_frame(effect: float) -> pd.DataFrame:
+    """Runs of two swept keys and two seeds whose insured share is ``effect`` per unit of a."""
+    points = enumerate([(1.0, "x"), (1.0, "y"), (2.0, "x"), (2.0, "y")])
+    rows = [
+        {
+            "run_id": f"p{point:03d}-r{replicate:03d}",
+            "point": point,
+            "replicate": replicate,
+            "seed": seed,
+            "a": a,
+            "b": b,
+            "year": year,
+            **dict.fromkeys(OUTCOMES, _luck(seed, b)),
+            "insured_share": _luck(seed, b) + effect * a,
+        }
+        for point, (a, b) in points
+        for replicate, seed in enumerate([11, 12])
+        for year in (1, 2)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_paired_comparisons_measure_a_keys_effect_run_against_run():
+    """The luck of the floods (here as wide as the effect) cancels within each pair."""
+    table = paired_table(_two_key_frame(0.05), ["a", "b"])
+    insured = table[table["outcome"] == "insured_share"].set_index("key")
+    assert insured.loc["a", ["value", "reference", "pairs", "lower", "higher"]].tolist() == [
+        2.0,
+        1.0,
+        4,
+        0,
+        4,
+    ]
+    assert insured.loc["a", "mean difference"] == pytest.approx(0.05)
+    assert insured.loc["a", "sd"] == pytest.approx(0.0)
+    # The reference runs' mean insured share: the luck (0.1, 0.5, 0.3, 0.7) plus 0.05.
+    assert insured.loc["a", "relative"] == pytest.approx(0.05 / 0.45)
+    # b's effect is the luck it adds, the same in every pair.
+    assert insured.loc["b", "mean difference"] == pytest.approx(0.2)
+    damage = table[(table["key"] == "a") & (table["outcome"] == "total_damage")].iloc[0]
+    assert (damage["mean difference"], damage["lower"], damage["higher"]) == (0.0, 0, 0)
+
+
+def test_paired_comparisons_pair_a_null_reference_and_leave_out_a_latin_hypercube():
+    frame = _two_key_frame(0.05).assign(a=lambda f: f["a"].where(f["a"] == 2.0, None))
+    table = paired_table(frame, ["a"])  # pairs on the seed alone: b is not named as swept
+    row = table[table["outcome"] == "insured_share"].iloc[0]
+    assert pd.isna(row["reference"])
+    assert row["value"] == 2.0
+    assert row["pairs"] == 8  # each of a's runs meets both of the null's runs of its seed
+    many = pd.concat(
+        _two_key_frame(0.05).assign(a=value, point=lambda f, v=value: f["point"] + 10 * v)
+        for value in range(MAX_LINES + 1)
+    )
+    assert paired_table(many, ["a"]).empty
+
+
+def test_an_experiment_report_pairs_the_runs_of_each_value(grid):
+    index = write_experiment_report(grid)
+    paired = pd.read_csv(index.parent / "paired.csv")
+    assert set(paired["outcome"]) == set(OUTCOMES)
+    assert paired["key"].unique().tolist() == ["memory.decay_rate"]
+    assert paired[["value", "reference", "pairs"]].drop_duplicates().values.tolist() == [
+        [0.95, 0.8, 2]
+    ]
+    assert "<h2>Paired comparisons</h2>" in index.read_text(encoding="utf-8")

@@ -69,7 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "figures (PNG) and an index.html with the run's facts. For a batch experiment's "
             "folder: each outcome by swept value, the design points' table (points.csv), the "
             "rank correlation of each swept key that has numbers with each outcome "
-            "(sensitivity.csv) and an index.html. Written into DIR/report/ (or --out); prints "
+            "(sensitivity.csv), each value against the key's first, run against run of the same "
+            "seed (paired.csv), and an index.html. Written into DIR/report/ (or --out); prints "
             "the path of index.html."
         ),
     )

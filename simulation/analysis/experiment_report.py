@@ -16,7 +16,11 @@
   standard deviation over those runs of each outcome's average over the years;
 - ``sensitivity.csv`` (when a swept key has numbers): over all runs, the Spearman rank
   correlation between each such key's value and each outcome's average over the years;
-- ``index.html``: the experiment's facts, the design points' table and the figures with
+- ``paired.csv`` (when a swept key has two to :data:`MAX_LINES` values): each value against
+  the key's first, run against run. Runs of one replicate meet the same floods and claim draws
+  at every design point (common random numbers), so the difference between two such runs is
+  the setting's effect, free of the luck of the floods that makes the points' spreads wide;
+- ``index.html``: the experiment's facts, the tables and the figures with
   captions, referencing the PNGs by relative path, so the folder can be copied as it is.
 """
 
@@ -41,6 +45,7 @@ __all__ = [
     "MAX_LINES",
     "OUTCOMES",
     "is_experiment_dir",
+    "paired_table",
     "points_table",
     "sensitivity_table",
     "write_experiment_report",
@@ -148,8 +153,69 @@ def sensitivity_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         # Ranked among the runs where the key has a number: ranks taken over every run and
         # then cut to those would count the null runs' outcomes in the others' ranks.
         runs = per_run.loc[per_run[key].notna(), [key, *OUTCOMES]].rank()
-        rows.append({"key": key, **{o: runs[key].corr(runs[o]) for o in OUTCOMES}})
+        # Rounded: a correlation of exactly 0 comes out as 1e-17 or so.
+        rows.append({"key": key, **{o: round(runs[key].corr(runs[o]), 12) for o in OUTCOMES}})
     return pd.DataFrame(rows, columns=["key", *OUTCOMES])
+
+
+def paired_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Each value of each swept key against the key's first value, run against run.
+
+    A run is paired with the run of the key's first value (the reference) that has the same
+    seed (its replicate) and the same values of the other swept keys: the two met the same
+    floods and claim draws, so their difference is the key's effect alone. Each outcome is a
+    run's average over its years, as in :func:`points_table`.
+
+    Args:
+        frame: ``model_years.parquet`` of an experiment (with its ``seed`` column).
+        keys: The swept keys (columns of ``frame``); a key with more than :data:`MAX_LINES`
+            values (a Latin hypercube, whose points share no other values) is left out.
+
+    Returns:
+        One row per key, non-reference value and outcome, in sweep order: ``key``, ``value``,
+        ``reference``, ``outcome``, ``pairs``, ``mean difference`` (value minus reference),
+        ``sd``, ``relative`` (the mean difference over the reference runs' mean; NaN where that
+        is 0), ``lower`` and ``higher`` (the pairs whose difference is below and above 0).
+        Empty without such a key.
+    """
+    columns = ["key", "value", "reference", "outcome", "pairs", "mean difference", "sd"]
+    columns += ["relative", "lower", "higher"]
+    per_run = _per_run(frame, keys).join(frame.groupby("run_id", sort=True)["seed"].first())
+    in_order = per_run.sort_values("point")
+    rows = []
+    for key in keys:
+        values = pd.unique(in_order[key])  # the sweep's order; a null value kept
+        if not 2 <= len(values) <= MAX_LINES:
+            continue
+        on = ["seed", *(k for k in keys if k != key)]
+        reference = per_run[_equal(per_run[key], values[0])]
+        for value in values[1:]:
+            pairs = per_run[_equal(per_run[key], value)].merge(
+                reference, on=on, suffixes=("", " ref")
+            )
+            for outcome in OUTCOMES:
+                difference = pairs[outcome] - pairs[f"{outcome} ref"]
+                base = pairs[f"{outcome} ref"].mean()
+                rows.append(
+                    {
+                        "key": key,
+                        "value": value,
+                        "reference": values[0],
+                        "outcome": outcome,
+                        "pairs": len(pairs),
+                        "mean difference": difference.mean(),
+                        "sd": difference.std(),
+                        "relative": difference.mean() / base if base else math.nan,
+                        "lower": int((difference < 0).sum()),
+                        "higher": int((difference > 0).sum()),
+                    }
+                )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _equal(column: pd.Series, value: Any) -> pd.Series:
+    """Where ``column`` holds ``value``, a null matching a null (``government.budget: null``)."""
+    return column.isna() if pd.isna(value) else column == value
 
 
 def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, str]]:
@@ -262,6 +328,25 @@ sensitivity.csv holds the same table.</p>
 {_table_html(sensitivity)}"""
 
 
+def _paired_html(paired: pd.DataFrame) -> str:
+    if paired.empty:
+        return ""
+    shown = paired.assign(
+        value=[str(cell) for cell in table_cells(list(paired["value"]))],
+        reference=[str(cell) for cell in table_cells(list(paired["reference"]))],
+        relative=[("" if math.isnan(r) else f"{r:+.1%}") for r in paired["relative"]],
+    )
+    return f"""<h2>Paired comparisons</h2>
+<p>Runs of one replicate meet the same floods and claim draws at every design point, so a
+setting's effect is measured run against run: each run minus the run of the key's first value
+that has the same seed and the same values of the other swept keys. Each outcome is a run's
+average over its years; <em>relative</em> is the mean difference over the reference runs' mean,
+and <em>lower</em> and <em>higher</em> count the pairs below and above zero. A difference the
+points' spreads hide (they include the luck of the floods) shows here. paired.csv holds the
+same table.</p>
+{_table_html(shown)}"""
+
+
 def _number(value: float) -> str:
     """A table cell: four significant digits, whole amounts (dollars) with thousands commas."""
     if math.isnan(value):
@@ -274,6 +359,7 @@ def _html(
     facts: list[tuple[str, str]],
     table: pd.DataFrame,
     sensitivity: pd.DataFrame,
+    paired: pd.DataFrame,
     captions: dict[str, str],
 ) -> str:
     rows = "\n".join(
@@ -288,6 +374,7 @@ def _html(
 runs (points.csv holds the same table).</p>
 {_table_html(table)}
 {_sensitivity_html(sensitivity)}
+{_paired_html(paired)}
 <h2>Figures</h2>
 {figures}"""
     return page_html(f"floodsim experiment report: {name}", body)
@@ -315,6 +402,7 @@ def write_experiment_report(experiment_dir: str | Path, out_dir: str | Path | No
     target = Path(out_dir) if out_dir is not None else folder / REPORT_DIR
     table = points_table(frame, keys)
     sensitivity = sensitivity_table(frame, keys)
+    paired = paired_table(frame, keys)
     figures = _figures(frame, keys)
     name = record.experiment.name
     try:
@@ -324,9 +412,11 @@ def write_experiment_report(experiment_dir: str | Path, out_dir: str | Path | No
         table.to_csv(target / "points.csv", index=False)
         if not sensitivity.empty:
             sensitivity.to_csv(target / "sensitivity.csv", index=False)
+        if not paired.empty:
+            paired.to_csv(target / "paired.csv", index=False)
         index = target / "index.html"
         captions = {file_name: caption for file_name, (_, caption) in figures.items()}
-        page = _html(name, _facts(record, frame), table, sensitivity, captions)
+        page = _html(name, _facts(record, frame), table, sensitivity, paired, captions)
         index.write_text(page, encoding="utf-8")
     except OSError as err:
         msg = f"{target}: cannot write the report ({err.strerror or err})"
