@@ -397,7 +397,13 @@ class GovernmentConfig(Section):
     )
     min_subsidy: float = Field(0.2, ge=0, le=1, description="Lowest subsidy share.")
     max_subsidy: float = Field(0.95, ge=0, le=1, description="Highest subsidy share.")
-    step: float = Field(0.05, gt=0, le=1, description="Change of the share after a trigger.")
+    step: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Change of the share after a trigger (0: the share stays initial_subsidy "
+        "all run, for an experiment that compares fixed subsidies).",
+    )
     heavy_loss_per_household: float = Field(
         2_000.0,
         ge=0,

@@ -122,6 +122,14 @@ def test_without_relax_after_the_subsidy_never_relaxes():
     assert gov.subsidy_share == 0.5
 
 
+def test_a_step_of_zero_holds_the_subsidy_at_its_initial_share():
+    """An experiment comparing fixed subsidies: heavy losses and quiet years change nothing."""
+    config = GovernmentConfig(initial_subsidy=0.8, step=0.0, relax_after=1)
+    gov = Government(mesa.Model(seed=1), config)
+    assert [gov.review(loss) for loss in [5_000.0, 0.0, 5_000.0, 0.0]] == [None] * 4
+    assert gov.subsidy_share == 0.8
+
+
 def test_insurer_config_rejects_inverted_bounds():
     with pytest.raises(ValueError, match="min_rate"):
         InsurerConfig(min_rate=9.0, max_rate=3.0)
