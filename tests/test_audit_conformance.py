@@ -536,7 +536,7 @@ def test_summarize_without_the_schema_check_says_so_and_runs_the_others(
     _damage(run_dir, "household_traces", 0, lambda r: _set_tp(r, "x"))
     assert main(["audit", "summarize", "--no-schema", str(run_dir)]) == 0
     out = capsys.readouterr().out
-    assert "  ok    schema: not checked (skipped on request: --no-schema)" in out
+    assert "  skip  schema: not checked (skipped on request: --no-schema)" in out
     assert "  ok    household-years: 30 households" in out
     assert "  ok    memory ids: every referenced id is written" in out
 

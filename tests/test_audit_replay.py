@@ -763,7 +763,8 @@ def test_summarize_a_minimal_run(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "memory_updates" in out
     assert "(absent)" in out
-    assert "not checked: no memory_updates stream" in out
+    assert "  skip  memory ids: not checked: no memory_updates stream" in out
+    assert "  ok    memory ids" not in out  # a check not made is not called passed
 
 
 def test_summarize_a_missing_run_dir(tmp_path: Path) -> None:

@@ -91,11 +91,21 @@ class StreamStats:
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One integrity check: its name, whether it passed and a short reason."""
+    """One integrity check: its name, whether it passed and a short reason.
+
+    A check that could not be made (its streams not written, or skipped on request) passes,
+    so that it fails no run, and is shown as ``skip``, not ``ok``.
+    """
 
     name: str
     ok: bool
     detail: str
+    skipped: bool = False
+
+    @property
+    def label(self) -> str:
+        """``ok``, ``skip`` or ``FAIL``: how the summary shows it."""
+        return "FAIL" if not self.ok else "skip" if self.skipped else "ok"
 
 
 @dataclass(slots=True)
@@ -148,7 +158,7 @@ class AuditSummary:
                 f"{stats.skipped:>7}"
             )
         lines += ["", "checks"]
-        lines += [f"  {'ok' if c.ok else 'FAIL':<5} {c.name}: {c.detail}" for c in self.checks]
+        lines += [f"  {c.label:<5} {c.name}: {c.detail}" for c in self.checks]
         return "\n".join(lines)
 
 
@@ -408,7 +418,9 @@ def _check_files(
 def _check_schema(scan: _Scan, streams: dict[str, StreamStats]) -> Check:
     name = "schema"
     if not scan.schema:
-        return Check(name, ok=True, detail="not checked (skipped on request: --no-schema)")
+        return Check(
+            name, ok=True, detail="not checked (skipped on request: --no-schema)", skipped=True
+        )
     if scan.damaged:
         detail = (
             f"{scan.damaged} line(s) break their stream's JSON Schema or disagree with "
@@ -517,7 +529,7 @@ def _check_household_years(
 def _check_ids(scan: _Scan, has_updates: bool) -> Check:
     name = "memory ids"
     if not has_updates:
-        return Check(name, ok=True, detail="not checked: no memory_updates stream")
+        return Check(name, ok=True, detail="not checked: no memory_updates stream", skipped=True)
     missing = {i: w for i, w in scan.unresolved.items() if i not in scan.known_ids}
     if missing:
         problems = [f"{item_id!r} ({where})" for item_id, where in missing.items()]
@@ -533,7 +545,9 @@ def _check_ids(scan: _Scan, has_updates: bool) -> Check:
 def _check_replay(replayed: StoreCounts, streams: dict[str, StreamStats]) -> Check:
     name = "memory replay"
     if streams["memory_updates"].file is None or streams["consolidation"].file is None:
-        return Check(name, ok=True, detail="not checked: no memory_updates and consolidation")
+        return Check(
+            name, ok=True, detail="not checked: no memory_updates and consolidation", skipped=True
+        )
     if replayed.mismatches:
         detail = (
             f"{replayed.mismatches} line(s) disagree with the stores replayed from "
@@ -640,9 +654,9 @@ def summarize_run(
         # check has named the corrupt line, and that is the finding.
         detail = f"not checked: {', '.join(unread)} could not be read to the end (see files)"
         summary.checks += [
-            Check("household-years", ok=True, detail=detail),
-            Check("memory ids", ok=True, detail=detail),
-            Check("memory replay", ok=True, detail=detail),
+            Check("household-years", ok=True, detail=detail, skipped=True),
+            Check("memory ids", ok=True, detail=detail, skipped=True),
+            Check("memory replay", ok=True, detail=detail, skipped=True),
         ]
         return summary
     summary.checks += [
