@@ -233,6 +233,38 @@ def test_check_behaviour_on_an_experiment(experiment_dir):
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == table["name"].tolist()[::-1]
 
 
+def test_an_experiments_figure_has_a_panel_per_target_and_a_row_per_design_point():
+    """54 rows on one axis left the labels the figure's width; a missing value is not an arrow."""
+    settings = [
+        f"government.initial_subsidy={s}, memory.decay_rate={d}"
+        for s in (0.2, 0.5)
+        for d in (0.8, 0.98)
+    ]
+    table = pd.DataFrame(
+        [
+            {
+                "name": name,
+                "point": point,
+                "setting": setting,
+                "value": value,
+                "spread": math.nan,
+                "target": 1.0,
+                "tolerance": 0.5,
+                "passed": value == 1.0,
+            }
+            for name, value in (("jump", math.nan), ("share", 1.0))
+            for point, setting in enumerate(settings)
+        ]
+    )
+    fig = plot_behaviour(table)
+    jump, share = fig.axes
+    assert jump.get_title(loc="left") == "jump: target 1 ± 0.5"
+    assert [t.get_text() for t in share.get_yticklabels()] == settings[::-1]
+    assert not jump.lines[1:]  # the zero line alone: no marker for a missing value
+    assert [t.get_text().split("  ")[0] for t in jump.texts] == ["no value"] * 4
+    assert len(share.lines) > 1
+
+
 def test_statistics_match_hand_computation(run_dir):
     metrics = pd.read_csv(run_dir / "model_years.csv").set_index("year")
     mean = Target(**{**GOOD, "column": "insured_share_x", "years": (3, 7)})

@@ -728,9 +728,9 @@ def draw_target_offsets(
     """Draw each target's simulated value relative to it on ``ax``, one row per target.
 
     The grey band is target ± tolerance (-1..1) and the marker sits at ``(value - target) /
-    tolerance``, clipped to ±3 with an arrow (a value that is not finite sits at the right
-    edge). Passing targets are green, failing ones red; the real numbers are written beside
-    each row. :func:`plot_behaviour` and the calibration's figure draw their targets with it.
+    tolerance``, clipped to ±3 with an arrow (an infinite value, such as a recovery that never
+    came, sits at the edge; a row without a value has no marker and says "no value"). Passing
+    targets are green, failing ones red; the real numbers are written beside each row. :func:`plot_behaviour` and the calibration's figure draw their targets with it.
 
     Args:
         ax: The axes to draw on.
@@ -772,14 +772,15 @@ def draw_target_offsets(
                 capsize=4,
                 zorder=3,
             )
-        else:
-            ax.plot(limit, y, ">", color=colour, ms=9, zorder=3)
+        elif not math.isnan(value):  # infinite (never recovered): off the scale
+            ax.plot(limit, y, ">" if value > 0 else "<", color=colour, ms=9, zorder=3)
         spread_text = f" ± {spread_of:.3g}" if math.isfinite(spread_of) else ""
         verdict_text = f"  {'PASS' if record.passed else 'FAIL'}" if verdict else ""
         ax.text(
             limit * 1.05,
             y,
-            f"{value:.3g}{spread_text}  (target {record.target:.3g} "
+            f"{'no value' if math.isnan(value) else f'{value:.3g}'}{spread_text}  "
+            f"(target {record.target:.3g} "
             f"± {record.tolerance:.3g}){verdict_text}",
             va="center",
             fontsize="small",
@@ -808,11 +809,18 @@ def plot_behaviour(table: pd.DataFrame, *, title: str | None = None) -> Figure:
     from matplotlib.patches import Patch  # noqa: PLC0415
 
     n = len(table)
-    fig = Figure(figsize=(10.0, 1.0 + 0.7 * max(n, 1)), layout="constrained")
-    ax = fig.subplots()
-    draw_target_offsets(ax, table, row_labels(table))
-    ax.set_xlabel("(simulated - target) / tolerance   (grey band: within tolerance)")
-    ax.grid(visible=True, axis="x", alpha=0.3)
+    source = table.attrs.get("source")
+    title = title or f"Behavioural targets{f' ({Path(source).name})' if source else ''}"
+    if table["point"].nunique() > 1:
+        fig = _plot_by_target(table)
+        fig.suptitle(title, fontweight="bold")
+    else:
+        fig = Figure(figsize=(10.0, 1.0 + 0.7 * max(n, 1)), layout="constrained")
+        ax = fig.subplots()
+        draw_target_offsets(ax, table, row_labels(table))
+        ax.set_xlabel("(simulated - target) / tolerance   (grey band: within tolerance)")
+        ax.grid(visible=True, axis="x", alpha=0.3)
+        ax.set_title(title, fontweight="bold")
     # Below the axes: inside, it covered the markers of the bottom rows.
     fig.legend(
         handles=[
@@ -824,9 +832,34 @@ def plot_behaviour(table: pd.DataFrame, *, title: str | None = None) -> Figure:
         ncols=3,
         fontsize="small",
     )
-    source = table.attrs.get("source")
-    ax.set_title(
-        title or f"Behavioural targets{f' ({Path(source).name})' if source else ''}",
-        fontweight="bold",
-    )
+    return fig
+
+
+def _plot_by_target(table: pd.DataFrame) -> Figure:
+    """An experiment's rows as a panel per target, a row per design point in each.
+
+    One axis of every target x point (54 rows for 6 targets and 9 points) leaves the labels,
+    each naming the target and the point's setting, most of the figure's width.
+    """
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    targets = list(dict.fromkeys(table["name"]))
+    points = table["point"].nunique()
+    fig = Figure(figsize=(12.0, 1.2 + (0.9 + 0.45 * points) * len(targets)), layout="constrained")
+    axes = fig.subplots(len(targets), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, name in zip(axes, targets, strict=True):
+        rows = table[table["name"] == name]
+        labels = [
+            setting or f"point {point}"
+            for point, setting in zip(rows["point"], rows["setting"], strict=True)
+        ]
+        draw_target_offsets(ax, rows, labels)
+        first = rows.iloc[0]
+        ax.set_title(
+            f"{name}: target {first['target']:.3g} ± {first['tolerance']:.3g}",
+            loc="left",
+            fontsize="medium",
+        )
+        ax.grid(visible=True, axis="x", alpha=0.3)
+    axes[-1].set_xlabel("(simulated - target) / tolerance   (grey band: within tolerance)")
     return fig
