@@ -265,6 +265,23 @@ def test_an_experiments_figure_has_a_panel_per_target_and_a_row_per_design_point
     assert len(share.lines) > 1
 
 
+def test_targets_dated_to_a_flood_on_an_unscripted_hazard_are_warned_of_once(tmp_path):
+    config, base = load_config(SCENARIO.parent.parent / "default.yaml", SMALL)
+    stochastic = run_simulation(config, base, tmp_path, progress=False).run_dir
+    dated = {**GOOD, "name": "jump", "statistic": "event_jump", "flood_year": 3}
+    targets = write_targets(tmp_path, [GOOD, dated])
+    with pytest.warns(UncomputedTargetWarning) as caught:
+        check_behaviour(stochastic, targets)
+    about = [str(w.message) for w in caught if "hazard.source" in str(w.message)]
+    expected = (
+        f"{stochastic}: hazard.source is stochastic, but jump measure the aftermath of a "
+        "damaging flood in year 3: runs that do not flood then give no value for them, and "
+        "earlier floods blur the rest (check a run of a scripted hazard, such as "
+        "configs/scenarios/single_flood.yaml, against them)"
+    )
+    assert about == [expected]
+
+
 def test_statistics_match_hand_computation(run_dir):
     metrics = pd.read_csv(run_dir / "model_years.csv").set_index("year")
     mean = Target(**{**GOOD, "column": "insured_share_x", "years": (3, 7)})

@@ -603,8 +603,10 @@ def check_behaviour(
             experiment, or (``strict``) a run lacking what a statistic needs.
     """
     targets = load_targets(targets_path)
+    groups = _run_groups(Path(path))
+    _warn_unscripted_floods(path, targets, groups)
     rows = []
-    for point, setting, runs in _run_groups(Path(path)):
+    for point, setting, runs in groups:
         for target in targets:
             with warnings.catch_warnings(record=True) as caught:
                 # Each run warns on its own; one warning per target and point says it all.
@@ -666,6 +668,35 @@ def check_behaviour(
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     table.attrs["source"] = str(path)
     return table
+
+
+def _warn_unscripted_floods(
+    path: str | Path, targets: list[Target], groups: list[tuple[int, str, list[Path]]]
+) -> None:
+    """Warn once when targets name a flood year that the runs' hazard does not script.
+
+    A stochastic hazard floods when its draws say: a replicate without a
+    damaging flood in that year has no value for the target (each says so), and one with
+    floods before it measures their aftermath too. The targets file's own comments say which
+    scenario its event targets assume; this says it before a screen of per-target warnings.
+    """
+    dated = [t.name for t in targets if t.flood_year is not None]
+    if not dated or not groups:
+        return
+    hazard = load_run(groups[0][2][0]).config.get("hazard") or {}
+    source = hazard.get("source", "stochastic")
+    if source != "stochastic":  # scripted events and rasters flood in the years they name
+        return
+    years = sorted({t.flood_year for t in targets if t.flood_year is not None})
+    warnings.warn(
+        UncomputedTargetWarning(
+            f"{path}: hazard.source is {source}, but {', '.join(dated)} measure the aftermath "
+            f"of a damaging flood in year {', '.join(map(str, years))}: runs that do not flood "
+            "then give no value for them, and earlier floods blur the rest (check a run of a "
+            "scripted hazard, such as configs/scenarios/single_flood.yaml, against them)"
+        ),
+        stacklevel=3,
+    )
 
 
 def _warn_again(caught: list[warnings.WarningMessage], name: str, setting: str, runs: int) -> None:
@@ -730,7 +761,8 @@ def draw_target_offsets(
     The grey band is target ± tolerance (-1..1) and the marker sits at ``(value - target) /
     tolerance``, clipped to ±3 with an arrow (an infinite value, such as a recovery that never
     came, sits at the edge; a row without a value has no marker and says "no value"). Passing
-    targets are green, failing ones red; the real numbers are written beside each row. :func:`plot_behaviour` and the calibration's figure draw their targets with it.
+    targets are green, failing ones red; the real numbers are written beside each row.
+    :func:`plot_behaviour` and the calibration's figure draw their targets with it.
 
     Args:
         ax: The axes to draw on.
