@@ -37,7 +37,7 @@ from simulation.cli_args import ExactParser, folder, integer, positive_int_up_to
 from simulation.config import MAX_YEARS, array_engine_limits
 from simulation.decisions.llm import CacheMiss, EndpointUnreachable
 from simulation.errors import RESULTS_NOTE, InputError
-from simulation.launcher import EXIT_INTERRUPTED
+from simulation.launcher import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from simulation.memory import CognitiveMemory, ReflectionSettings
 
 if TYPE_CHECKING:
@@ -399,9 +399,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
     except KeyboardInterrupt as err:
-        # Ctrl-C is the user's own doing: a line saying what to do next, not a traceback.
-        print(f"floodsim: interrupted{_continue_hint(args.command, err)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        # Ctrl-C (or SIGTERM) is the user's own doing: a line saying what to do next, not a
+        # traceback.
+        said = "terminated" if isinstance(err, Terminated) else "interrupted"
+        print(f"floodsim: {said}{_continue_hint(args.command, err)}", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(err, Terminated) else EXIT_INTERRUPTED
     except INPUT_ERRORS as err:
         print(f"floodsim: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -538,7 +538,15 @@ def resume_run(
         raise RunError(msg)
     # Held before the manifest is read: a run still going says "running" too.
     with hold_folder(run_dir, _busy(run_dir, resuming=True)):
-        return _resume_held(run_dir, progress, checkpoint_every)
+        try:
+            return _resume_held(run_dir, progress, checkpoint_every)
+        except KeyboardInterrupt as err:
+            # Ctrl-C while the model is rebuilt, before the run notes its directory: the
+            # directory is as resumable as it was, and the message should say so.
+            note = f"run directory: {run_dir}"
+            if note not in getattr(err, "__notes__", []):
+                err.add_note(note)
+            raise
 
 
 def _manifest_to_resume(run_dir: Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -1202,6 +1203,134 @@ def test_ctrl_c_to_a_dask_batch_leaves_one_line_no_worker_and_a_batch_to_resume(
     assert resumed.returncode == 0, resumed.stderr
     runs = json.loads((out / "experiment.json").read_text())["runs"]
     assert [r["status"] for r in runs] == ["complete", "complete"]
+
+
+#: The console command, started as its entry point starts it (its SIGTERM handler included).
+LAUNCHER = [sys.executable, "-c", "from simulation.launcher import main; raise SystemExit(main())"]
+
+
+def _wait_for(paths: list[Path], process: subprocess.Popen) -> None:
+    """Wait until every one of ``paths`` exists, failing if ``process`` ends first."""
+    give_up = time.monotonic() + 120
+    while not all(path.exists() for path in paths):
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.monotonic() < give_up, f"{paths} did not appear"
+        time.sleep(0.02)
+
+
+def test_sigterm_to_a_run_ends_it_as_ctrl_c_does_resumable(tmp_path):
+    """A scheduler's time limit sends SIGTERM: one line, exit 143, and the run resumes."""
+    argv = ["run", str(DEFAULT), "--out", str(tmp_path), "--set", "households.count=2000"]
+    argv += ["--set", "years=200", "--checkpoint-every", "1", "--quiet"]
+    run = subprocess.Popen([*LAUNCHER, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    give_up = time.monotonic() + 120
+    while not list(tmp_path.glob("*/checkpoint.json")):
+        assert run.poll() is None, run.stderr.read().decode()
+        assert time.monotonic() < give_up, "no checkpoint was written"
+        time.sleep(0.02)
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=120)
+    (run_dir,) = tmp_path.iterdir()
+    assert run.returncode == 143
+    assert err.decode() == (
+        f"floodsim: terminated; continue it with: floodsim run --resume {run_dir} (from its last "
+        "checkpoint, or from the start without one)\n"
+    )
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "failed"
+
+
+def _slow_batch(tmp_path: Path) -> tuple[Path, list[Path]]:
+    """A process batch of two long runs, and the manifests its runs write when they start."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: tiny\nbase: {DEFAULT}\n"
+        "set: {households.count: 3000, years: 100, audit.level: minimal}\n"
+        "replicates: 4\nseed: 1\nexecutor: {kind: process, workers: 2}\n",
+        encoding="utf-8",
+    )
+    runs = tmp_path / "out" / "runs"
+    return path, [runs / f"p000-r00{n}" / "manifest.json" for n in (0, 1)]
+
+
+def test_sigterm_to_a_process_batch_stops_its_workers_and_says_how_to_continue(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    path, manifests = _slow_batch(tmp_path)
+    argv = ["batch", str(path), "--out", str(tmp_path / "out"), "--quiet"]
+    batch = subprocess.Popen([*LAUNCHER, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _wait_for(manifests, batch)
+    workers = psutil.Process(batch.pid).children(recursive=True)
+    batch.send_signal(signal.SIGTERM)  # the batch's process alone, as `kill PID` sends it
+    _, err = batch.communicate(timeout=120)
+    assert batch.returncode == 143
+    assert err.decode() == (
+        "floodsim: terminated; continue with the same command and --resume (complete runs are "
+        "kept)\n"
+    )
+    _assert_ended(psutil, workers)
+
+
+def _assert_ended(psutil: Any, workers: list[Any]) -> None:
+    """Assert that ``workers`` end within 10 s; kill those that do not, not to leak them."""
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    for worker in alive:
+        worker.kill()
+    assert alive == []
+
+
+def test_a_batch_killed_outright_takes_its_workers_with_it(tmp_path):
+    """SIGKILL runs no cleanup: the kernel ends the workers, which would go on writing runs."""
+    psutil = pytest.importorskip("psutil")
+    path, manifests = _slow_batch(tmp_path)
+    argv = ["batch", str(path), "--out", str(tmp_path / "out"), "--quiet"]
+    batch = subprocess.Popen([*LAUNCHER, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _wait_for(manifests, batch)
+    workers = [
+        worker
+        for worker in psutil.Process(batch.pid).children()
+        if "resource_tracker" not in " ".join(worker.cmdline())
+    ]
+    assert len(workers) == 2
+    batch.kill()
+    batch.communicate(timeout=120)
+    _assert_ended(psutil, workers)
+
+
+def test_sigterm_while_floodsim_loads_ends_the_command_quietly() -> None:
+    script = (
+        "import builtins, os, signal, sys\n"
+        "real = builtins.__import__\n"
+        "def terminated(name, *args, **kwargs):\n"
+        "    if name == 'simulation.cli':\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = terminated\n"
+        "from simulation.launcher import main\n"
+        "sys.exit(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr, done.stdout) == (143, "floodsim: terminated\n", "")
+
+
+def test_ctrl_c_early_in_a_resume_still_says_how_to_continue(capsys, tmp_path, monkeypatch):
+    import simulation.runner
+    from simulation.model import FloodAdaptationModel
+
+    def interrupted(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FloodAdaptationModel, "step", interrupted)
+    argv = ["run", str(DEFAULT), "--out", str(tmp_path), "--set", "households.count=30"]
+    assert main([*argv, "--set", "years=3"]) == 130
+    (run_dir,) = tmp_path.iterdir()
+    capsys.readouterr()
+    monkeypatch.setattr(simulation.runner, "build_model", interrupted)  # before the run goes
+    assert main(["run", "--resume", str(run_dir)]) == 130
+    assert capsys.readouterr().err == (
+        f"floodsim: interrupted; continue it with: floodsim run --resume {run_dir} (from its "
+        "last checkpoint, or from the start without one)\n"
+    )
 
 
 def test_ctrl_c_during_a_run_says_how_to_continue_it(capsys, tmp_path, monkeypatch):

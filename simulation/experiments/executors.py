@@ -22,8 +22,10 @@ it again too.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -266,9 +268,19 @@ def _sigint_blocked() -> Iterator[None]:
             raise KeyboardInterrupt
 
 
-def _init_worker() -> None:
-    """Pool initializer: leave Ctrl-C to the batch's own process, which may kill the worker."""
+def _init_worker(batch: int | None) -> None:
+    """Pool initializer: leave Ctrl-C to the batch's own process, and end with that process.
+
+    Args:
+        batch: The process id of the batch's process, the worker's parent; ``None`` for a
+            worker a fork server started (its parent is that server).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A forked worker inherits the launcher's SIGTERM handler; the pool's terminate() sends
+    # SIGTERM, which must end the worker, not raise in the run it is in.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if batch is not None:
+        _die_with(batch)
     if _CAN_MASK:
         # The worker was spawned with SIGINT blocked (ProcessExecutor.submit); ignoring it
         # discarded any Ctrl-C pending since, so the worker need not keep it blocked.
@@ -277,6 +289,24 @@ def _init_worker() -> None:
     # named semaphore: a terminated worker leaves it registered, and the resource tracker
     # warns of it after the batch's own message. Bars in one worker need a thread lock only.
     tqdm.set_lock(threading.RLock())
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this worker when its ``parent`` process dies (Linux only).
+
+    A batch killed outright (SIGKILL, an out-of-memory kill) runs no cleanup: its workers, which
+    hold both ends of the pipe their tasks come through, would never see it go, and would go on
+    to the tasks already queued, writing runs no record lists and holding run directories that
+    a ``--resume`` then finds busy. Elsewhere the workers outlive such a kill.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
+        return  # refused (a sandbox): the worker lives on, as elsewhere
+    if os.getppid() != parent:  # the parent died before the request was made
+        os._exit(1)
 
 
 def pool_start_method(choice: str = "auto") -> str:
@@ -317,6 +347,7 @@ class ProcessExecutor(_ExecutorBase):
             max_workers=workers,
             mp_context=multiprocessing.get_context(self.start_method),
             initializer=_init_worker,
+            initargs=(None if self.start_method == "forkserver" else os.getpid(),),
         )
         if self.start_method == "fork":
             # A pool of forked workers starts all of them at its first task.
