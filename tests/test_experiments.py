@@ -1216,6 +1216,40 @@ def test_a_pool_starts_no_more_workers_than_the_experiment_has_runs(
     assert [run["status"] for run in result.runs] == ["complete"]
 
 
+def test_a_folder_another_batch_is_writing_is_called_busy_not_holding_results(tmp_path, capsys):
+    """Its half-written results would be refused with advice (--resume) the lock refuses too."""
+    path = write_experiment(tmp_path, replicates=1)
+    out = tmp_path / "out"
+    run_experiment(path, out, progress=False)
+    with hold_folder(out):  # another batch writing it again
+        code = main(["batch", str(path), "--out", str(out), "--quiet"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {out}: another floodsim batch or calibration is writing this "
+        "folder; wait for it to end, or give another --out\n"
+    )
+
+
+def test_the_combined_metrics_are_never_left_cut_short(tmp_path, monkeypatch):
+    """A kill while model_years.parquet is written leaves none, not an unreadable file."""
+    path = write_experiment(tmp_path, replicates=1)
+    out = tmp_path / "out"
+    real = pd.DataFrame.to_parquet
+
+    def killed_midway(frame: pd.DataFrame, target: Path, **options: object) -> None:
+        Path(target).write_bytes(b"PAR1")  # the start of a file, and then the kill
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(path, out, progress=False)
+    assert not (out / "model_years.parquet").exists()
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", real)
+    run_experiment(path, out, progress=False, resume=True)
+    assert len(pd.read_parquet(out / "model_years.parquet")) == 2 * 3
+    assert not (out / ".model_years.parquet.tmp").exists()
+
+
 def test_a_folder_another_batch_is_writing_is_refused_before_anything_runs(tmp_path, capsys):
     path = write_experiment(tmp_path, replicates=1)
     out = tmp_path / "out"

@@ -31,6 +31,7 @@ experiment would sit beside the new runs, where anything that lists ``runs/`` fi
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
 import warnings
@@ -91,6 +92,7 @@ _RESULTS = (
     "experiment.json",
     temporary_name(Path("experiment.json")).name,
     "model_years.parquet",
+    temporary_name(Path("model_years.parquet")).name,
     "runs",
     *_DERIVED,
 )
@@ -127,8 +129,14 @@ def _holder(out: Path) -> tuple[str | None, str] | None:
     return None
 
 
-def _check_output_folder(out: Path, name: str, *, resume: bool, overwrite: bool) -> None:
+def _check_output_folder(
+    out: Path, name: str, *, resume: bool, overwrite: bool, held: bool = False
+) -> None:
     """Refuse to write experiment ``name`` where results it should not mix with are.
+
+    Unless this process holds the folder already (``held``), a folder another batch is writing
+    is refused as busy: its half-written results would otherwise be refused with advice
+    (--resume) that the busy folder then refuses too.
 
     Raises:
         ConfigError: One line naming the folder, whose results it holds and the flags; or,
@@ -141,15 +149,18 @@ def _check_output_folder(out: Path, name: str, *, resume: bool, overwrite: bool)
     holder = _holder(out)
     if holder is None or overwrite:
         return
-    held, what = holder
-    if held == name:
+    if not held:
+        with hold_folder(out, _busy(out)):
+            pass
+    held_by, what = holder
+    if held_by == name:
         if resume:
             return
         msg = (
             f"{out}: holds the results of experiment {name!r} ({what}); add --resume to keep "
             "its complete runs and run the rest, or --overwrite to replace them"
         )
-    elif held is None:
+    elif held_by is None:
         msg = (
             f"{out}: holds batch results ({what}); give another --out, or --overwrite to "
             "replace them"
@@ -159,10 +170,18 @@ def _check_output_folder(out: Path, name: str, *, resume: bool, overwrite: bool)
             f", not of {name!r}: --resume continues only the same experiment" if resume else ""
         )
         msg = (
-            f"{out}: holds the results of experiment {held!r} ({what}){resumed}; give another "
+            f"{out}: holds the results of experiment {held_by!r} ({what}){resumed}; give another "
             "--out, or --overwrite to replace them"
         )
     raise ConfigError(msg)
+
+
+def _busy(out: Path) -> ConfigError:
+    """The error for a folder another batch or calibration holds."""
+    return ConfigError(
+        f"{out}: another floodsim batch or calibration is writing this folder; wait for it to "
+        "end, or give another --out"
+    )
 
 
 def _remove_unplanned_runs(out: Path, planned: list[PlannedRun]) -> bool:
@@ -355,12 +374,10 @@ def run_experiment(
         create_output_folder(out)
         # One batch writes a folder at a time; checked again once held, since another batch
         # may have written its results between the check above and now.
-        busy = ConfigError(
-            f"{out}: another floodsim batch or calibration is writing this folder; wait for it "
-            "to end, or give another --out"
-        )
-        with hold_folder(out, busy):
-            _check_output_folder(out, experiment.name, resume=resume, overwrite=overwrite)
+        with hold_folder(out, _busy(out)):
+            _check_output_folder(
+                out, experiment.name, resume=resume, overwrite=overwrite, held=True
+            )
             if overwrite:
                 remove_outputs(out, _RESULTS)
             create_output_folder(out / "runs")
@@ -484,5 +501,9 @@ def combine_metrics(out: Path, records: list[dict[str, Any]], swept: list[str]) 
     if not frames:
         path.unlink(missing_ok=True)
         return None
-    pd.concat(frames, ignore_index=True).to_parquet(path, index=False)
+    # Through a draft moved over it: a kill mid-write would leave a file cut short that the
+    # report could not read, under an experiment.json that calls every run complete.
+    draft = temporary_name(path)
+    pd.concat(frames, ignore_index=True).to_parquet(draft, index=False)
+    os.replace(draft, path)
     return path
