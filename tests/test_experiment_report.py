@@ -272,7 +272,8 @@ def _two_key_frame(effect: float) -> pd.DataFrame:
 def test_paired_comparisons_measure_a_keys_effect_run_against_run():
     """The luck of the floods (here as wide as the effect) cancels within each pair."""
     table = paired_table(_two_key_frame(0.05), ["a", "b"])
-    insured = table[table["outcome"] == "insured_share"].set_index("key")
+    every = table[table["within"] == "all"]
+    insured = every[every["outcome"] == "insured_share"].set_index("key")
     assert insured.loc["a", ["value", "reference", "pairs", "lower", "higher"]].tolist() == [
         2.0,
         1.0,
@@ -286,8 +287,20 @@ def test_paired_comparisons_measure_a_keys_effect_run_against_run():
     assert insured.loc["a", "relative"] == pytest.approx(0.05 / 0.45)
     # b's effect is the luck it adds, the same in every pair.
     assert insured.loc["b", "mean difference"] == pytest.approx(0.2)
-    damage = table[(table["key"] == "a") & (table["outcome"] == "total_damage")].iloc[0]
+    damage = every[(every["key"] == "a") & (every["outcome"] == "total_damage")].iloc[0]
     assert (damage["mean difference"], damage["lower"], damage["higher"]) == (0.0, 0, 0)
+
+
+def test_paired_comparisons_are_repeated_within_each_value_of_the_other_key():
+    """An effect that depends on the other key (an interaction) shows in its subsets."""
+    frame = _two_key_frame(0.05)
+    frame["insured_share"] += ((frame["a"] == 2.0) & (frame["b"] == "y")) * 0.1
+    table = paired_table(frame, ["a", "b"])
+    insured = table[(table["key"] == "a") & (table["outcome"] == "insured_share")]
+    by_subset = insured.set_index("within")[["pairs", "mean difference"]]
+    assert by_subset.index.tolist() == ["all", 'b="x"', 'b="y"']
+    assert by_subset["pairs"].tolist() == [4, 2, 2]
+    assert by_subset["mean difference"].tolist() == pytest.approx([0.1, 0.05, 0.15])
 
 
 def test_paired_comparisons_pair_a_null_reference_and_leave_out_a_latin_hypercube():
@@ -309,7 +322,7 @@ def test_an_experiment_report_pairs_the_runs_of_each_value(grid):
     paired = pd.read_csv(index.parent / "paired.csv")
     assert set(paired["outcome"]) == set(OUTCOMES)
     assert paired["key"].unique().tolist() == ["memory.decay_rate"]
-    assert paired[["value", "reference", "pairs"]].drop_duplicates().values.tolist() == [
-        [0.95, 0.8, 2]
+    assert paired[["value", "reference", "within", "pairs"]].drop_duplicates().values.tolist() == [
+        [0.95, 0.8, "all", 2]
     ]
     assert "<h2>Paired comparisons</h2>" in index.read_text(encoding="utf-8")

@@ -164,7 +164,9 @@ def paired_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     A run is paired with the run of the key's first value (the reference) that has the same
     seed (its replicate) and the same values of the other swept keys: the two met the same
     floods and claim draws, so their difference is the key's effect alone. Each outcome is a
-    run's average over its years, as in :func:`points_table`.
+    run's average over its years, as in :func:`points_table`. Beside the comparison over every
+    pair, each is repeated within each value of every other swept key, which shows whether an
+    effect depends on that key (an interaction).
 
     Args:
         frame: ``model_years.parquet`` of an experiment (with its ``seed`` column).
@@ -172,45 +174,70 @@ def paired_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
             values (a Latin hypercube, whose points share no other values) is left out.
 
     Returns:
-        One row per key, non-reference value and outcome, in sweep order: ``key``, ``value``,
-        ``reference``, ``outcome``, ``pairs``, ``mean difference`` (value minus reference),
-        ``sd``, ``relative`` (the mean difference over the reference runs' mean; NaN where that
-        is 0), ``lower`` and ``higher`` (the pairs whose difference is below and above 0).
-        Empty without such a key.
+        One row per key, non-reference value, subset and outcome, in sweep order: ``key``,
+        ``value``, ``reference``, ``within`` (``all`` for every pair, else ``other_key=value``),
+        ``outcome``, ``pairs``, ``mean difference`` (value minus reference), ``sd``,
+        ``relative`` (the mean difference over the reference runs' mean; NaN where that is 0),
+        ``lower`` and ``higher`` (the pairs whose difference is below and above 0). Empty
+        without such a key.
     """
-    columns = ["key", "value", "reference", "outcome", "pairs", "mean difference", "sd"]
-    columns += ["relative", "lower", "higher"]
+    columns = ["key", "value", "reference", "within", "outcome", "pairs", "mean difference"]
+    columns += ["sd", "relative", "lower", "higher"]
     per_run = _per_run(frame, keys).join(frame.groupby("run_id", sort=True)["seed"].first())
     in_order = per_run.sort_values("point")
+    levels = {key: pd.unique(in_order[key]) for key in keys}  # the sweep's order, nulls kept
+    compared = [key for key in keys if 2 <= len(levels[key]) <= MAX_LINES]
     rows = []
-    for key in keys:
-        values = pd.unique(in_order[key])  # the sweep's order; a null value kept
-        if not 2 <= len(values) <= MAX_LINES:
-            continue
-        on = ["seed", *(k for k in keys if k != key)]
-        reference = per_run[_equal(per_run[key], values[0])]
-        for value in values[1:]:
+    for key in compared:
+        others = [k for k in keys if k != key]
+        reference = per_run[_equal(per_run[key], levels[key][0])]
+        for value in levels[key][1:]:
             pairs = per_run[_equal(per_run[key], value)].merge(
-                reference, on=on, suffixes=("", " ref")
+                reference, on=["seed", *others], suffixes=("", " ref")
             )
-            for outcome in OUTCOMES:
-                difference = pairs[outcome] - pairs[f"{outcome} ref"]
-                base = pairs[f"{outcome} ref"].mean()
-                rows.append(
+            subsets = [("all", pairs)] + [
+                (f"{other}={_shown(level)}", pairs[_equal(pairs[other], level)])
+                for other in others
+                if other in compared
+                for level in levels[other]
+            ]
+            for within, subset in subsets:
+                rows.extend(
                     {
                         "key": key,
                         "value": value,
-                        "reference": values[0],
+                        "reference": levels[key][0],
+                        "within": within,
                         "outcome": outcome,
-                        "pairs": len(pairs),
-                        "mean difference": difference.mean(),
-                        "sd": difference.std(),
-                        "relative": difference.mean() / base if base else math.nan,
-                        "lower": int((difference < 0).sum()),
-                        "higher": int((difference > 0).sum()),
+                        **_difference(subset[outcome], subset[f"{outcome} ref"]),
                     }
+                    for outcome in OUTCOMES
                 )
     return pd.DataFrame(rows, columns=columns)
+
+
+def _difference(runs: pd.Series, references: pd.Series) -> dict[str, Any]:
+    """The paired columns of :func:`paired_table` for one comparison."""
+    difference = runs - references
+    base = references.mean()
+    return {
+        "pairs": len(difference),
+        "mean difference": difference.mean(),
+        "sd": difference.std(),
+        "relative": difference.mean() / base if base else math.nan,
+        "lower": int((difference < 0).sum()),
+        "higher": int((difference > 0).sum()),
+    }
+
+
+def _shown(value: Any) -> str:
+    """A swept value as the experiment file writes it (``null``, ``true``, ``0.8``)."""
+    return "null" if pd.isna(value) else orjson.dumps(_plain(value)).decode()
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value orjson writes."""
+    return value.item() if hasattr(value, "item") else value
 
 
 def _equal(column: pd.Series, value: Any) -> pd.Series:
@@ -331,10 +358,11 @@ sensitivity.csv holds the same table.</p>
 def _paired_html(paired: pd.DataFrame) -> str:
     if paired.empty:
         return ""
-    shown = paired.assign(
-        value=[str(cell) for cell in table_cells(list(paired["value"]))],
-        reference=[str(cell) for cell in table_cells(list(paired["reference"]))],
-        relative=[("" if math.isnan(r) else f"{r:+.1%}") for r in paired["relative"]],
+    every = paired[paired["within"] == "all"].drop(columns="within")
+    shown = every.assign(
+        value=[str(cell) for cell in table_cells(list(every["value"]))],
+        reference=[str(cell) for cell in table_cells(list(every["reference"]))],
+        relative=[("" if math.isnan(r) else f"{r:+.1%}") for r in every["relative"]],
     )
     return f"""<h2>Paired comparisons</h2>
 <p>Runs of one replicate meet the same floods and claim draws at every design point, so a
@@ -343,7 +371,8 @@ that has the same seed and the same values of the other swept keys. Each outcome
 average over its years; <em>relative</em> is the mean difference over the reference runs' mean,
 and <em>lower</em> and <em>higher</em> count the pairs below and above zero. A difference the
 points' spreads hide (they include the luck of the floods) shows here. paired.csv holds the
-same table.</p>
+same table and each comparison again within each value of the other swept keys (its
+<em>within</em> column), which shows whether an effect depends on them.</p>
 {_table_html(shown)}"""
 
 
