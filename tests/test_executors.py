@@ -106,6 +106,19 @@ def test_a_worker_ignores_ctrl_c(capfd, start_method):
 
 
 @start_methods
+def test_a_pool_made_in_a_thread_that_ended_keeps_its_workers(start_method):
+    """The kernel kills a worker with the thread that started it, if asked: not here."""
+    made: dict[str, ProcessExecutor] = {}
+    maker = threading.Thread(target=lambda: made.update(pool=ProcessExecutor(2, start_method)))
+    maker.start()
+    maker.join()
+    time.sleep(0.5)  # a kill the thread's end brought would have landed
+    with made["pool"] as executor:
+        futures = [executor.submit(pow, 2, 5) for _ in range(4)]
+        assert [future.result(timeout=120) for future in futures] == [32] * 4
+
+
+@start_methods
 def test_a_worker_interrupted_while_it_starts_runs_its_task(capfd, start_method):
     """Ctrl-C right after a batch starts reaches workers still importing floodsim."""
     before = set(multiprocessing.active_children())

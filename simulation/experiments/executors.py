@@ -347,11 +347,26 @@ class ProcessExecutor(_ExecutorBase):
             max_workers=workers,
             mp_context=multiprocessing.get_context(self.start_method),
             initializer=_init_worker,
-            initargs=(None if self.start_method == "forkserver" else os.getpid(),),
+            initargs=(self._parent_to_die_with(),),
         )
         if self.start_method == "fork":
             # A pool of forked workers starts all of them at its first task.
             self.submit(int)
+
+    def _parent_to_die_with(self) -> int | None:
+        """This process's id, for workers to end with it; ``None`` where they cannot.
+
+        The kernel ties a worker's death to the *thread* that started it: a pool made in a
+        thread that then ends would lose its workers. Only a pool made in the main thread, which
+        lives as long as the process, asks for it (its workers start there too, as floodsim
+        submits from the thread that made the pool); a fork server's workers are its children,
+        not this process's.
+        """
+        if self.start_method == "forkserver":
+            return None
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        return os.getpid()
 
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
         """Run ``fn(*args)`` in a worker, starting one if none is idle and the pool is not full.
