@@ -60,6 +60,7 @@ __all__ = [
     "WHOLE_TABLES",
     "AdaptationConfig",
     "AuditConfig",
+    "CodeDefaultsWarning",
     "ConfigError",
     "ConfigWarning",
     "DamageConfig",
@@ -128,6 +129,13 @@ class ConfigError(InputError):
 
 class ConfigWarning(UserWarning):
     """A configuration that runs but likely not as meant (e.g. events after the last year)."""
+
+
+class CodeDefaultsWarning(ConfigWarning):
+    """A config whose ``base:`` chain leaves keys of the default world unset.
+
+    See :func:`warn_code_defaults`.
+    """
 
 
 class IgnoredKeyWarning(ConfigWarning):
@@ -1615,10 +1623,8 @@ DEFAULT_WORLD_KEYS = (
 )
 
 
-def warn_code_defaults(
-    config: RunConfig, data: dict[str, Any], origin: str, also_set: Iterable[str] = ()
-) -> None:
-    """Warn (:class:`ConfigWarning`) when a config leaves keys of the default world unset.
+def warn_code_defaults(config: RunConfig, data: dict[str, Any], origin: str) -> None:
+    """Warn (:class:`CodeDefaultsWarning`) when a config leaves keys of the default world unset.
 
     Without ``base: configs/default.yaml`` (directly or through its bases) a config gets the
     code's uncalibrated values of :data:`DEFAULT_WORLD_KEYS`: insurance take-up outside the
@@ -1629,26 +1635,22 @@ def warn_code_defaults(
     Args:
         config: The validated config.
         data: The config as plain data, its bases merged in (what set each key).
-        origin: The config file, for the message.
-        also_set: Dotted keys set some other way (an experiment's swept keys).
+        origin: The config file (or the experiment file whose runs it makes), for the message.
     """
     decision = config.decision
     reads_pmt = decision.policy == "pmt" or (decision.policy == "llm" and decision.llm_share < 1)
-    given = set(also_set)
     unset = [
         key
         for key in DEFAULT_WORLD_KEYS
-        if key not in given
-        and (reads_pmt or not key.startswith("decision.pmt."))
-        and not _has_key(data, key.split("."))
+        if (reads_pmt or not key.startswith("decision.pmt.")) and not _has_key(data, key.split("."))
     ]
     if not unset:
         return
     warnings.warn(
         f"{origin}: {', '.join(unset)} not set (by it or a base: file): the run takes the "
         "code's uncalibrated default for each, not the value configs/default.yaml sets; start "
-        "the file with base: <path to>/configs/default.yaml to get those",
-        ConfigWarning,
+        "the config from base: <path to>/configs/default.yaml to get those",
+        CodeDefaultsWarning,
         stacklevel=2,
     )
 

@@ -6,6 +6,7 @@ import argparse
 import errno
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from simulation.calibration.fit import (
     target_loss,
 )
 from simulation.cli import main
-from simulation.config import ConfigWarning
+from simulation.config import CodeDefaultsWarning, ConfigWarning
 from simulation.folder_lock import hold_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,6 +127,23 @@ def test_a_calibration_folder_made_unwritable_while_it_goes_exits_1_not_2(
         f"{out}: continue with the same command and --resume (finished evaluations are read "
         "back)\n"
     )
+
+
+def test_a_base_outside_the_default_world_is_warned_of_once_not_per_evaluation(tmp_path):
+    """Each evaluation's experiment file is floodsim's own: a warning naming it would mislead."""
+    base = tmp_path / "bare.yaml"
+    base.write_text(
+        f"registry: {ROOT / 'skill_registry.yaml'}\n"
+        "hazard: {source: scripted, kind: level, events: {10: 9.5}}\n",
+        encoding="utf-8",
+    )
+    path = write(tmp_path, tiny(base=str(base), max_evaluations=3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        calibrate(path, tmp_path / "out", progress=False)
+    said = [str(w.message) for w in caught if issubclass(w.category, CodeDefaultsWarning)]
+    assert len(said) == 1, said
+    assert "evaluations" not in said[0]
 
 
 def test_parameters_change_the_simulations(fitted):

@@ -1176,8 +1176,8 @@ def test_a_config_outside_the_default_world_is_warned_of_its_code_defaults(tmp_p
     ]
     assert message == (
         f"{path}: {', '.join(unset)} not set (by it or a base: file): the run takes the code's "
-        "uncalibrated default for each, not the value configs/default.yaml sets; start the file "
-        "with base: <path to>/configs/default.yaml to get those"
+        "uncalibrated default for each, not the value configs/default.yaml sets; start the config "
+        "from base: <path to>/configs/default.yaml to get those"
     )
     assert "decision.pmt.asc.buy_insurance" in unset  # another entry of the table is not it
 

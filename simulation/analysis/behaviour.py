@@ -110,6 +110,7 @@ __all__ = [
     "Target",
     "TargetsFile",
     "UncomputedTargetWarning",
+    "UnscriptedFloodWarning",
     "check_behaviour",
     "draw_target_offsets",
     "load_targets",
@@ -160,6 +161,10 @@ class BehaviourError(InputError):
 
 class UncomputedTargetWarning(UserWarning):
     """Some runs cannot give a target's statistic (no flood in its year, no traces)."""
+
+
+class UnscriptedFloodWarning(UncomputedTargetWarning):
+    """Targets dated to a flood year, checked on runs of a stochastic hazard."""
 
 
 class IncompleteExperimentWarning(UserWarning):
@@ -689,7 +694,7 @@ def _warn_unscripted_floods(
         return
     years = sorted({t.flood_year for t in targets if t.flood_year is not None})
     warnings.warn(
-        UncomputedTargetWarning(
+        UnscriptedFloodWarning(
             f"{path}: hazard.source is {source}, but {', '.join(dated)} measure the aftermath "
             f"of a damaging flood in year {', '.join(map(str, years))}: runs that do not flood "
             "then give no value for them, and earlier floods blur the rest (check a run of a "

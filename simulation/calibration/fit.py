@@ -115,12 +115,14 @@ from simulation.analysis.behaviour import (
     BehaviourError,
     ShortWindowWarning,
     Target,
+    UnscriptedFloodWarning,
     check_behaviour,
     draw_target_offsets,
     load_targets,
 )
 from simulation.atomic import replace_file, temporary_name
 from simulation.config import (
+    CodeDefaultsWarning,
     ConfigError,
     RunConfig,
     apply_overrides,
@@ -707,7 +709,10 @@ class _Search:
         path = folder / "experiment.yaml"
         path.write_text(dump_yaml(experiment, sort_keys=False), encoding="utf-8")
         try:
-            self.run(path, folder)
+            with warnings.catch_warnings():
+                # Said once, at setup (_check_files), not under each evaluation's own file.
+                warnings.simplefilter("ignore", CodeDefaultsWarning)
+                self.run(path, folder)
         except ConfigError as err:  # refused before any run started
             # Without the experiment file (deleted with the folder) and the design point label.
             reason = str(err).removeprefix(f"{path}: ").removesuffix(" [design point 0: base]")
@@ -715,6 +720,8 @@ class _Search:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ShortWindowWarning)  # said once, at setup
+                if index > 0:  # said at the first evaluation
+                    warnings.simplefilter("ignore", UnscriptedFloodWarning)
                 table = check_behaviour(folder, self.targets_path, strict=True)
         except BehaviourError as err:
             msg = f"{c.name}: evaluation {index} ({_describe(params)}): {err}"
