@@ -115,6 +115,8 @@ def test_a_null_setting_is_named_null_in_the_points_table_of_the_page(tmp_path):
     cells = re.findall(r"<td>([^<]*)</td>", table)
     assert cells[:3] == ["0", "null", "1"]  # point, budget, runs
     assert "1,000,000" in cells
+    paired = page[page.index("<h2>Paired comparisons</h2>") : page.index("<h2>Figures</h2>")]
+    assert re.findall(r"<td>([^<]*)</td>", paired)[:3] == ["government.budget", "1,000,000", "null"]
 
 
 def test_a_latin_hypercube_key_gets_each_runs_averages_against_its_value(tmp_path):
@@ -305,11 +307,14 @@ def test_paired_comparisons_are_repeated_within_each_value_of_the_other_key():
 
 def test_paired_comparisons_pair_a_null_reference_and_leave_out_a_latin_hypercube():
     frame = _two_key_frame(0.05).assign(a=lambda f: f["a"].where(f["a"] == 2.0, None))
-    table = paired_table(frame, ["a"])  # pairs on the seed alone: b is not named as swept
-    row = table[table["outcome"] == "insured_share"].iloc[0]
+    table = paired_table(frame, ["a", "b"])
+    row = table[(table["outcome"] == "insured_share") & (table["within"] == "all")].iloc[0]
     assert pd.isna(row["reference"])
-    assert row["value"] == 2.0
-    assert row["pairs"] == 8  # each of a's runs meets both of the null's runs of its seed
+    assert (row["key"], row["value"], row["pairs"]) == ("a", 2.0, 4)
+    assert row["mean difference"] == pytest.approx(0.05)  # the null runs are those of a=1
+    # A Latin hypercube: no two points share a value of either key.
+    hypercube = frame.assign(a=frame["point"] + 0.5, b=frame["point"] * 0.1 + 0.31)
+    assert paired_table(hypercube, ["a", "b"]).empty
     many = pd.concat(
         _two_key_frame(0.05).assign(a=value, point=lambda f, v=value: f["point"] + 10 * v)
         for value in range(MAX_LINES + 1)

@@ -1250,6 +1250,23 @@ def test_the_combined_metrics_are_never_left_cut_short(tmp_path, monkeypatch):
     assert not (out / ".model_years.parquet.tmp").exists()
 
 
+def test_combined_metrics_the_disk_cannot_hold_leave_no_draft_and_name_the_file(
+    tmp_path, monkeypatch
+):
+    path = write_experiment(tmp_path, replicates=1)
+    out = tmp_path / "out"
+
+    def full(frame: pd.DataFrame, target: Path, **options: object) -> None:
+        Path(target).write_bytes(b"PAR1")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", full)
+    with pytest.raises(OSError, match="No space left on device") as info:
+        run_experiment(path, out, progress=False)
+    assert info.value.filename == str(out / "model_years.parquet")
+    assert not (out / ".model_years.parquet.tmp").exists()
+
+
 def test_a_folder_another_batch_is_writing_is_refused_before_anything_runs(tmp_path, capsys):
     path = write_experiment(tmp_path, replicates=1)
     out = tmp_path / "out"

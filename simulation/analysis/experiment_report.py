@@ -171,7 +171,8 @@ def paired_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     Args:
         frame: ``model_years.parquet`` of an experiment (with its ``seed`` column).
         keys: The swept keys (columns of ``frame``); a key with more than :data:`MAX_LINES`
-            values (a Latin hypercube, whose points share no other values) is left out.
+            values is left out, and so is a comparison without a pair (a Latin hypercube's
+            points share no values of the other keys).
 
     Returns:
         One row per key, non-reference value, subset and outcome, in sweep order: ``key``,
@@ -202,6 +203,8 @@ def paired_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                 for level in levels[other]
             ]
             for within, subset in subsets:
+                if subset.empty:  # no run of the reference shares these values (a hypercube)
+                    continue
                 rows.extend(
                     {
                         "key": key,
@@ -360,8 +363,8 @@ def _paired_html(paired: pd.DataFrame) -> str:
         return ""
     every = paired[paired["within"] == "all"].drop(columns="within")
     shown = every.assign(
-        value=[str(cell) for cell in table_cells(list(every["value"]))],
-        reference=[str(cell) for cell in table_cells(list(every["reference"]))],
+        value=[_setting(cell) for cell in every["value"]],
+        reference=[_setting(cell) for cell in every["reference"]],
         relative=[("" if math.isnan(r) else f"{r:+.1%}") for r in every["relative"]],
     )
     return f"""<h2>Paired comparisons</h2>
@@ -374,6 +377,15 @@ points' spreads hide (they include the luck of the floods) shows here. paired.cs
 same table and each comparison again within each value of the other swept keys (its
 <em>within</em> column), which shows whether an effect depends on them.</p>
 {_table_html(shown)}"""
+
+
+def _setting(value: Any) -> str:
+    """A swept value in a table cell: ``null`` as the experiment file says it, numbers short."""
+    if pd.isna(value):
+        return "null"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return _number(float(value))
 
 
 def _number(value: float) -> str:

@@ -504,6 +504,11 @@ def combine_metrics(out: Path, records: list[dict[str, Any]], swept: list[str]) 
     # Through a draft moved over it: a kill mid-write would leave a file cut short that the
     # report could not read, under an experiment.json that calls every run complete.
     draft = temporary_name(path)
-    pd.concat(frames, ignore_index=True).to_parquet(draft, index=False)
+    try:
+        pd.concat(frames, ignore_index=True).to_parquet(draft, index=False)
+    except OSError as err:  # a full disk: the part written would only hold space it lacks
+        draft.unlink(missing_ok=True)
+        err.filename = str(path)
+        raise
     os.replace(draft, path)
     return path
