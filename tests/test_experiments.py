@@ -1250,6 +1250,26 @@ def test_the_combined_metrics_are_never_left_cut_short(tmp_path, monkeypatch):
     assert not (out / ".model_years.parquet.tmp").exists()
 
 
+def test_a_resume_that_adds_runs_removes_the_earlier_combined_metrics_first(tmp_path):
+    """Stopped before its end, it would leave them to read as the whole experiment's."""
+    path = write_experiment(tmp_path, replicates=1)
+    out = tmp_path / "out"
+    run_experiment(path, out, progress=False)
+    shutil.rmtree(out / "runs" / "p000-r000")  # as if it had not finished
+    seen = []
+
+    def interrupted(task: RunTask) -> None:
+        seen.append((out / "model_years.parquet").exists())
+        raise KeyboardInterrupt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(executors, "execute_run", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(path, out, executor="serial", progress=False, resume=True)
+    assert seen == [False]
+    assert not (out / "model_years.parquet").exists()
+
+
 def test_combined_metrics_the_disk_cannot_hold_leave_no_draft_and_name_the_file(
     tmp_path, monkeypatch
 ):

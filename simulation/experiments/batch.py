@@ -390,6 +390,10 @@ def run_experiment(
                 by_id = {r["run_id"]: r for r in records}
                 todo = [run for run in planned if by_id[run.run_id]["status"] != "complete"]
                 skipped = len(planned) - len(todo)
+                if todo:
+                    # An earlier attempt's combined metrics lack the runs to come: stopped
+                    # before the end, this one would leave them to read as the experiment's.
+                    (out / "model_years.parquet").unlink(missing_ok=True)
                 # Runs side by side keep the cores busy: their audits write on their own threads.
                 alone = settings.kind == "serial" or (workers == 1 and settings.address is None)
                 tasks = [
