@@ -27,6 +27,7 @@ from simulation.analysis.behaviour import (
     ShortWindowWarning,
     Target,
     UncomputedTargetWarning,
+    UnscriptedFloodWarning,
     _summary,
     check_behaviour,
     load_targets,
@@ -280,6 +281,22 @@ def test_targets_dated_to_a_flood_on_an_unscripted_hazard_are_warned_of_once(tmp
         "configs/scenarios/single_flood.yaml, against them)"
     )
     assert about == [expected]
+
+
+def test_a_sweep_that_floods_stochastically_at_some_points_is_warned_of_them(tmp_path, run_dir):
+    """A sweep may set hazard.source itself: every design point's runs are asked."""
+    config, base = load_config(SCENARIO.parent.parent / "default.yaml", SMALL)
+    stochastic = run_simulation(config, base, tmp_path, progress=False).run_dir
+    dated = load_targets(
+        write_targets(tmp_path, [{**GOOD, "statistic": "event_jump", "flood_year": 3}])
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        behaviour._warn_unscripted_floods(tmp_path, dated, [(0, "a", [run_dir])])
+    with pytest.warns(UnscriptedFloodWarning, match="stochastic at some design points"):
+        behaviour._warn_unscripted_floods(
+            tmp_path, dated, [(0, "a", [run_dir]), (1, "b", [stochastic])]
+        )
 
 
 def test_statistics_match_hand_computation(run_dir):

@@ -688,14 +688,19 @@ def _warn_unscripted_floods(
     dated = [t.name for t in targets if t.flood_year is not None]
     if not dated or not groups:
         return
-    hazard = load_run(groups[0][2][0]).config.get("hazard") or {}
-    source = hazard.get("source", "stochastic")
-    if source != "stochastic":  # scripted events and rasters flood in the years they name
+    # One run per design point: a sweep may set hazard.source itself.
+    sources = {
+        (load_run(runs[0]).config.get("hazard") or {}).get("source", "stochastic")
+        for _, _, runs in groups
+    }
+    if "stochastic" not in sources:  # scripted events and rasters flood in the years they name
         return
+    where = " at some design points" if len(sources) > 1 else ""
     years = sorted({t.flood_year for t in targets if t.flood_year is not None})
     warnings.warn(
         UnscriptedFloodWarning(
-            f"{path}: hazard.source is {source}, but {', '.join(dated)} measure the aftermath "
+            f"{path}: hazard.source is stochastic{where}, but {', '.join(dated)} measure the "
+            "aftermath "
             f"of a damaging flood in year {', '.join(map(str, years))}: runs that do not flood "
             "then give no value for them, and earlier floods blur the rest (check a run of a "
             "scripted hazard, such as configs/scenarios/single_flood.yaml, against them)"
