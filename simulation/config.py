@@ -49,7 +49,7 @@ from simulation.skills.templates import TemplateError, template_fields
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 __all__ = [
     "CALIBRATION_KEYS",
@@ -1655,7 +1655,7 @@ def warn_code_defaults(config: RunConfig, data: dict[str, Any], origin: str) -> 
     )
 
 
-def _has_key(data: Any, keys: list[str]) -> bool:
+def _has_key(data: Any, keys: Sequence[int | str]) -> bool:
     """Whether the nested mapping ``data`` holds the path ``keys``."""
     for key in keys:
         if not isinstance(data, dict) or key not in data:
@@ -1882,12 +1882,7 @@ def _file_setting(
             data = read(current)
         except ConfigError:
             break
-        node: Any = data
-        for part in loc:
-            if not isinstance(node, dict) or part not in node:
-                break
-            node = node[part]
-        else:
+        if _has_key(data, loc):
             return str(path) if current == path.resolve() else str(current)
         base = data.get("base")
         if not isinstance(base, str):

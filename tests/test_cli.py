@@ -1295,24 +1295,6 @@ def test_a_batch_killed_outright_takes_its_workers_with_it(tmp_path):
     _assert_ended(psutil, workers)
 
 
-def test_sigterm_while_floodsim_loads_ends_the_command_quietly() -> None:
-    script = (
-        "import builtins, os, signal, sys\n"
-        "real = builtins.__import__\n"
-        "def terminated(name, *args, **kwargs):\n"
-        "    if name == 'simulation.cli':\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    return real(name, *args, **kwargs)\n"
-        "builtins.__import__ = terminated\n"
-        "from simulation.launcher import main\n"
-        "sys.exit(main())\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], check=False, capture_output=True, text=True
-    )
-    assert (done.returncode, done.stderr, done.stdout) == (143, "floodsim: terminated\n", "")
-
-
 def test_ctrl_c_early_in_a_resume_still_says_how_to_continue(capsys, tmp_path, monkeypatch):
     import simulation.runner
     from simulation.model import FloodAdaptationModel
@@ -1465,23 +1447,31 @@ def test_a_few_fallbacks_are_not_reported_as_none() -> None:
     assert "996 of 1,992 decisions (50%) fell back" in fallback_summary(metrics, "do_nothing")
 
 
-def test_ctrl_c_while_floodsim_loads_ends_the_command_quietly() -> None:
-    """The console command's entry point imports the CLI, a second's work a Ctrl-C may cut."""
+@pytest.mark.parametrize(
+    ("signal_it", "code", "said"),
+    [
+        ("raise KeyboardInterrupt", 130, "interrupted"),
+        ("os.kill(os.getpid(), signal.SIGTERM)", 143, "terminated"),
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_signal_while_floodsim_loads_ends_the_command_quietly(signal_it, code, said) -> None:
+    """The console command's entry point imports the CLI, a second's work a signal may cut."""
     script = (
-        "import builtins, sys\n"
+        "import builtins, os, signal, sys\n"
         "real = builtins.__import__\n"
-        "def interrupted(name, *args, **kwargs):\n"
+        "def signalled(name, *args, **kwargs):\n"
         "    if name == 'simulation.cli':\n"
-        "        raise KeyboardInterrupt\n"
+        f"        {signal_it}\n"
         "    return real(name, *args, **kwargs)\n"
-        "builtins.__import__ = interrupted\n"
+        "builtins.__import__ = signalled\n"
         "from simulation.launcher import main\n"
         "sys.exit(main())\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], check=False, capture_output=True, text=True
     )
-    assert (done.returncode, done.stderr, done.stdout) == (130, "floodsim: interrupted\n", "")
+    assert (done.returncode, done.stderr, done.stdout) == (code, f"floodsim: {said}\n", "")
 
 
 def test_the_console_command_is_the_launcher_and_runs_the_cli() -> None:

@@ -235,7 +235,7 @@ def _difference(runs: pd.Series, references: pd.Series) -> dict[str, Any]:
 
 def _shown(value: Any) -> str:
     """A swept value as the experiment file writes it (``null``, ``true``, ``0.8``)."""
-    return "null" if pd.isna(value) else orjson.dumps(_plain(value)).decode()
+    return "null" if pd.isna(value) else _values(_plain(value))
 
 
 def _plain(value: Any) -> Any:
