@@ -415,10 +415,36 @@ def test_ctrl_c_while_the_summaries_are_written_leaves_a_folder_resume_continues
     )
 
 
+def test_a_calibration_killed_outright_loses_only_the_evaluation_it_was_simulating(
+    tmp_path, monkeypatch
+):
+    """SIGKILL (the out-of-memory killer, a job's hard time limit) writes nothing at the end:
+    the summaries written after each evaluation are what --resume continues from."""
+    data = tiny(parameters=PARAMETERS, replicates=1, max_evaluations=5)
+    path = write(tmp_path, data)
+    whole = calibrate(path, tmp_path / "whole", progress=False)
+    out = tmp_path / "out"
+    _counting_runs(monkeypatch, interrupt_at=3, stop=_Killed)
+    with pytest.raises(_Killed):
+        calibrate(path, out, progress=False)
+    assert pd.read_csv(out / "evaluations.csv")["evaluation"].tolist() == [0, 1]
+    best = yaml.safe_load((out / "best.yaml").read_text(encoding="utf-8"))
+    assert best["stopped"] == "running: 2 evaluations so far"
+    assert best["evaluations"] == 2
+    assert not (out / "calibration.png").exists()  # drawn when the search stops
+
+    simulated = _counting_runs(monkeypatch)
+    resumed = calibrate(path, out, resume=True, progress=False)
+    assert (resumed.resumed, len(simulated)) == (2, 3)
+    assert _outputs(out) == _outputs(tmp_path / "whole")
+    assert (out / "calibration.png").is_file()
+    pd.testing.assert_frame_equal(resumed.table, whole.table)
+
+
 def test_killed_after_a_resumed_attempt_found_a_better_point_it_resumes(tmp_path, monkeypatch):
     """Stopped by a budget of three (best: evaluation 2), then resumed with six: evaluation 4
-    is better, and the process is killed in evaluation 5, before the summaries move on. They
-    still name evaluation 2, whose runs must be there for the next --resume."""
+    is better, and the process is killed in evaluation 5. The summaries written after
+    evaluation 4 name it, and its runs must be there for the next --resume."""
     data = tiny(parameters=PARAMETERS, replicates=1, max_evaluations=6)
     whole = calibrate(write(tmp_path, data), tmp_path / "whole", progress=False)
     losses = whole.evaluations["loss"].tolist()
@@ -430,40 +456,43 @@ def test_killed_after_a_resumed_attempt_found_a_better_point_it_resumes(tmp_path
     _counting_runs(monkeypatch, interrupt_at=3, stop=_Killed)  # e3, e4, then killed in e5
     with pytest.raises(_Killed):
         calibrate(path, out, resume=True, progress=False)
-    assert yaml.safe_load((out / "best.yaml").read_text(encoding="utf-8"))["evaluation"] == 2
+    assert yaml.safe_load((out / "best.yaml").read_text(encoding="utf-8"))["evaluation"] == 4
 
     simulated = _counting_runs(monkeypatch)
     resumed = calibrate(path, out, resume=True, progress=False)
-    assert (resumed.resumed, len(simulated)) == (3, 3)
+    assert (resumed.resumed, len(simulated)) == (5, 1)
     assert _outputs(out) == _outputs(tmp_path / "whole")
     pd.testing.assert_frame_equal(resumed.table, whole.table)
 
 
 def test_killed_between_the_summaries_of_a_resumed_attempt_it_resumes(tmp_path, monkeypatch):
-    """Killed after evaluations.csv took the resumed attempt's six evaluations, but before
-    best.yaml did: the two disagree on the best, and evaluations.csv is the later word."""
+    """Killed after evaluations.csv took evaluation 4, a new best, but before best.yaml did:
+    the two disagree on the best, and evaluations.csv is the later word."""
     data = tiny(parameters=PARAMETERS, replicates=1, max_evaluations=6)
     calibrate(write(tmp_path, data), tmp_path / "whole", progress=False)
     out = tmp_path / "out"
     calibrate(write(tmp_path, {**data, "max_evaluations": 3}), out, progress=False)
     path = write(tmp_path, data)
     real = os.replace
+    written = []
 
     def killed(src: Any, dst: Any) -> None:
         if Path(dst).name == "best.yaml":
-            raise _Killed
+            written.append(dst)
+            if len(written) == 2:  # after evaluation 3's summaries, in evaluation 4's
+                raise _Killed
         real(src, dst)
 
     with monkeypatch.context() as patch:
         patch.setattr(atomic.os, "replace", killed)
         with pytest.raises(_Killed):
             calibrate(path, out, resume=True, progress=False)
-    assert len(pd.read_csv(out / "evaluations.csv")) == 6
+    assert len(pd.read_csv(out / "evaluations.csv")) == 5
     assert yaml.safe_load((out / "best.yaml").read_text(encoding="utf-8"))["evaluation"] == 2
 
     simulated = _counting_runs(monkeypatch)
     resumed = calibrate(path, out, resume=True, progress=False)
-    assert (resumed.resumed, len(simulated)) == (6, 0)
+    assert (resumed.resumed, len(simulated)) == (5, 1)
     assert _outputs(out) == _outputs(tmp_path / "whole")
 
 

@@ -83,12 +83,14 @@ Resuming (``resume=True``, ``floodsim calibrate FILE --resume``):
     fingerprint of everything else (the calibration file's other keys, the base config with
     ``set`` applied, the files that config reads and the targets file), and an attempt of
     other settings is refused. A folder without an earlier attempt's ``best.yaml`` starts from
-    the beginning, and the runs an unfinished evaluation left there are removed. Only Ctrl-C
-    writes the finished evaluations: a process killed outright (SIGKILL, a job's time limit)
-    writes nothing, so its evaluations are simulated again. It can be killed at any moment and
-    still be resumed: the runs of the best evaluation the summaries name are kept until they
-    name another, and a summary is replaced whole (``evaluations.csv`` first, which
-    ``--resume`` takes the best from).
+    the beginning, and the runs an unfinished evaluation left there are removed. The summaries
+    (``evaluations.csv`` and ``best.yaml``, whose ``stopped`` then reads ``running``) are
+    written after every evaluation, so a process killed outright (SIGKILL, the out-of-memory
+    killer, a job's hard time limit) loses only the evaluation it was simulating;
+    ``calibration.png`` is drawn when the search stops (budget, convergence, Ctrl-C or
+    SIGTERM). It can be killed at any moment and still be resumed: the runs of the best
+    evaluation the summaries name are kept until they name another, and a summary is replaced
+    whole (``evaluations.csv`` first, which ``--resume`` takes the best from).
 """
 
 from __future__ import annotations
@@ -547,6 +549,8 @@ class _Search:
         # another: a process killed before that leaves them for --resume to read.
         self.recorded: Path | None = None
         self.bar: tqdm | None = None
+        # Writes the summaries after each evaluation simulated (set by _search).
+        self.record: Callable[[], object] | None = None
 
     def params(self, scaled: np.ndarray) -> dict[str, float]:
         values = self.low + np.clip(scaled, 0.0, 1.0) * (self.high - self.low)
@@ -559,7 +563,8 @@ class _Search:
             return self.cache[key]
         if len(self.history) >= self.calibration.max_evaluations:
             raise _BudgetSpentError
-        if self.replay:
+        replayed = bool(self.replay)
+        if replayed:
             evaluation = self.replay.popleft()
             if evaluation.params != params:
                 msg = (
@@ -579,6 +584,9 @@ class _Search:
             self.best = evaluation
         else:
             shutil.rmtree(evaluation.folder, ignore_errors=True)
+        # A replayed evaluation is in the earlier attempt's files already, which say more.
+        if self.record is not None and not replayed:
+            self.record()
         if self.bar is not None:
             self.bar.update()
             self.bar.set_postfix(best=f"{self.best.loss:.4g}", last=f"{evaluation.loss:.4g}")
@@ -848,7 +856,10 @@ def _write_outputs(
     message: str,
     origin: str,
     fingerprint: str,
+    *,
+    draw: bool = True,
 ) -> pd.DataFrame:
+    """Write ``evaluations.csv`` and ``best.yaml`` (and ``calibration.png`` with ``draw``)."""
     keys = search.keys
     names = list(best.table["name"])
     rows = []
@@ -896,6 +907,8 @@ def _write_outputs(
         # The summaries name the new best now: the runs of the one they named before can go.
         shutil.rmtree(search.recorded, ignore_errors=True)
     search.recorded = best.folder
+    if not draw:
+        return evaluations
     figure = plot_calibration(
         evaluations,
         table,
@@ -1046,6 +1059,17 @@ def _search(
         unit="eval",
         disable=None if progress is None else not progress,
     )
+
+    def record() -> None:
+        # After every evaluation, so that a kill loses only the one being simulated. Drawing
+        # the figure (a few tenths of a second) is left to the end.
+        if search.best is not None:  # always, after an evaluation
+            running = f"running: {len(search.history)} evaluations so far"
+            _write_outputs(
+                out, calibration, search, search.best, running, origin, fingerprint, draw=False
+            )
+
+    search.record = record
     try:
         message = _optimise(search, calibration)
     except KeyboardInterrupt:
