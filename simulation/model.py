@@ -258,6 +258,10 @@ _DECISION_CHUNK = 1024
 _new_tuple = tuple.__new__
 
 
+# The decide methods known to draw exactly one uniform per decision (see _DrawnAhead).
+_ONE_UNIFORM_POLICIES = (PMTPolicy.decide, ScriptedPolicy.decide)
+
+
 class _DrawnAhead:
     """A year's uniforms of the decision stream, drawn in one call; policies call ``random()``.
 
@@ -723,9 +727,11 @@ class FloodAdaptationModel(mesa.Model):
         if self._decides_together():
             self._decide_together(order, year)
         else:
-            # One uniform per policy decision: every household but those a language model decides.
-            draws = len(order) if self.llm is None else sum(not h.uses_llm for h in order)
-            self._draws = _DrawnAhead(self.decision_rng, draws)
+            if type(self.policy).decide in _ONE_UNIFORM_POLICIES:
+                # One uniform per policy decision: every household but those a language model
+                # decides. A policy of one's own may draw any number, from the generator.
+                draws = len(order) if self.llm is None else sum(not h.uses_llm for h in order)
+                self._draws = _DrawnAhead(self.decision_rng, draws)
             try:
                 if self.llm is None:
                     decide = self.decide_for

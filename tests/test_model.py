@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import simulation.model as model_module
 from simulation import checkpoint
 from simulation.config import ConfigWarning, load_config
+from simulation.decisions import Proposal
 from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import compute_damage
 from simulation.model import METRIC_COLUMNS, Decision, FloodAdaptationModel, HouseholdAgent
@@ -1195,3 +1196,25 @@ def test_the_yearly_books_balance_whatever_the_world(overrides: list[str]) -> No
             assert len(household.memory.episodic) <= config.memory.episodic_capacity
     metrics = model.metrics()
     assert metrics["relocated_share"].is_monotonic_increasing
+
+
+class _InsureAtRandom:
+    """A policy of one's own, written to the DecisionPolicy protocol."""
+
+    def decide(self, state, memories, options, context, rng, *, explain=True):
+        choices = sorted(o.skill_id for o in options)
+        pick = choices[int(rng.integers(len(choices)))]  # a Generator, not one uniform
+        return Proposal(pick, justification=f"drew {pick}" if explain else "")
+
+
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_a_policy_of_ones_own_gets_the_generator_and_decides_every_household(engine):
+    runs = []
+    for _ in range(2):
+        model = make_model(f"engine={engine}", "years=3")
+        model.policy = _InsureAtRandom()
+        model.run_model()
+        runs.append(model.metrics())
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+    chosen = {h.last_decision.skill_id for h in model.households if h.last_decision}
+    assert len(chosen) > 2  # drawn among the options, not always one skill

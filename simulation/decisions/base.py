@@ -94,7 +94,12 @@ class DrawnUniform:
 
 @runtime_checkable
 class DecisionPolicy(Protocol):
-    """Chooses a skill for one household."""
+    """Chooses a skill for one household.
+
+    A policy of one's own replaces the configured one on a built model
+    (``model.policy = MyPolicy()``, before its first year); the model then decides one
+    household at a time on either engine, calling :meth:`decide` as below.
+    """
 
     def decide(
         self,
@@ -103,6 +108,21 @@ class DecisionPolicy(Protocol):
         options: Sequence[Option],
         context: Mapping[str, Any],
         rng: np.random.Generator,
+        *,
+        explain: bool = True,
     ) -> Proposal:
-        """Return a proposal among ``options`` (``context`` holds year, subsidy, premium rate)."""
+        """Return a proposal among ``options``.
+
+        Args:
+            state: The household.
+            memories: Its retrieved memories with their retrieval scores.
+            options: The skills it may choose this year, with their costs.
+            context: ``year``, ``subsidy_share`` and ``premium_rate``.
+            rng: The model's decision stream. A policy of one's own gets the generator itself;
+                the built-in policies, which draw exactly one uniform per decision, may get
+                :class:`DrawnUniform` or the year's uniforms drawn ahead, of which only
+                ``random()`` is called.
+            explain: Whether the trace shows the proposal's justification and constructs;
+                a policy may skip writing them when it is ``False``.
+        """
         ...
