@@ -375,6 +375,8 @@ class FloodAdaptationModel(mesa.Model):
             that cannot be used; the message names the config key and the broken file.
     """
 
+    _released = False  # set by release(), after which the model refuses to step
+
     def __init__(
         self,
         config: RunConfig,
@@ -546,6 +548,23 @@ class FloodAdaptationModel(mesa.Model):
                 where(("hazard", "rasters")),
             )
 
+    @property
+    def agents_by_type(self) -> dict[type[mesa.Agent], mesa.agent.AgentSet]:
+        """Mesa's agent sets by type, the households under :class:`HouseholdAgent` on any engine.
+
+        On ``engine: arrays`` households are instances of a subclass that brings what the
+        engine computed up to date when read; Mesa files them under that private class.
+        """
+        by_type = super().agents_by_type
+        if _EngineHousehold not in by_type:
+            return by_type
+        return {HouseholdAgent if t is _EngineHousehold else t: s for t, s in by_type.items()}
+
+    @property
+    def agent_types(self) -> list[type]:
+        """The types of :attr:`agents_by_type`."""
+        return list(self.agents_by_type)
+
     def release(self) -> None:
         """Let the model be garbage-collected once its run is over (it is unusable after).
 
@@ -560,6 +579,7 @@ class FloodAdaptationModel(mesa.Model):
         neighbourhoods, which hold every cell of every grid built in the process.
         """
         self._engine = None
+        self._released = True
         households, self.households = self.households, []
         self.remove_all_agents()
         counters = getattr(mesa.Agent, "_ids", None)
@@ -694,7 +714,14 @@ class FloodAdaptationModel(mesa.Model):
         After the config's last year ``running`` turns false, so Mesa's ``run_model()`` runs
         exactly ``years`` years. A model stepped further goes on (the stochastic hazard keeps
         drawing), but the scripted floods, rasters and decision tables of a config end there.
+
+        Raises:
+            RuntimeError: For a model that :meth:`release` let go of.
         """
+        if self._released:
+            # Its households are gone: a year would be one of nobody, not an error later.
+            msg = "this model was released (model.release()): build a new one to run again"
+            raise RuntimeError(msg)
         if self._runs_on_arrays():
             self._step_arrays()
             return

@@ -1218,3 +1218,21 @@ def test_a_policy_of_ones_own_gets_the_generator_and_decides_every_household(eng
     pd.testing.assert_frame_equal(runs[0], runs[1])
     chosen = {h.last_decision.skill_id for h in model.households if h.last_decision}
     assert len(chosen) > 2  # drawn among the options, not always one skill
+
+
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_households_are_mesas_household_agents_by_type_on_either_engine(engine):
+    model = make_model(f"engine={engine}", count=30)
+    households = model.agents_by_type[HouseholdAgent]
+    assert len(households) == 30
+    assert set(households) == set(model.households)
+    assert HouseholdAgent in model.agent_types
+
+
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_a_released_model_refuses_another_year(engine):
+    model = make_model(f"engine={engine}", "years=2", count=20)
+    model.run_model()
+    model.release()
+    with pytest.raises(RuntimeError, match=r"was released .*build a new one"):
+        model.step()
