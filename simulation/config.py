@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -49,7 +50,7 @@ from simulation.skills.templates import TemplateError, template_fields
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
 __all__ = [
     "CALIBRATION_KEYS",
@@ -1060,6 +1061,43 @@ class RunConfig(Section):
         """The fully merged config as plain data (for ``config.resolved.yaml``)."""
         return self.model_dump(mode="json")
 
+    def with_settings(self, settings: Mapping[str, Any]) -> RunConfig:
+        """A copy with dotted keys set, validated as :func:`load_config` validates a file.
+
+        Pydantic's ``model_copy(update=...)`` does not validate: a misspelt key or a value of
+        the wrong type would reach the model. A mapping merges into the section it names, as
+        ``--set`` does (``{"memory": {"decay_rate": 0.9}}`` keeps the other memory keys).
+
+        Args:
+            settings: Dotted key (``"memory.decay_rate"``) to value.
+
+        Raises:
+            ConfigError: One line naming the key and the problem.
+
+        Example:
+            >>> RunConfig().with_settings({"years": 5, "memory.decay_rate": 0.9}).years
+            5
+        """
+        origin = "with_settings"
+        data = self.to_yaml_dict()
+        for key, value in settings.items():
+            *sections, name = str(key).split(".")
+            node = data
+            for part in sections:
+                node = node.get(part) if isinstance(node, dict) else None
+                if not isinstance(node, dict):
+                    msg = f"{origin}: {key}: {part} is not a section"
+                    raise ConfigError(msg)
+            current = node.get(name)
+            merges = isinstance(value, Mapping) and isinstance(current, dict)
+            node[name] = _deep_merge(current, dict(value), (*sections, name)) if merges else value
+        try:
+            config = RunConfig.model_validate(data)
+        except ValidationError as err:
+            raise ConfigError(describe_validation_error(err, origin)) from None
+        check_event_templates(config, origin)
+        return config
+
 
 def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
     """What of a run config's validated sections ``engine: arrays`` does not implement.
@@ -1574,6 +1612,9 @@ def load_config(
     Raises:
         ConfigError: One line naming the file, the key and the problem.
     """
+    if isinstance(overrides, str):  # iterated, it would be one override per character
+        msg = f"overrides: a list of KEY=VALUE strings, not one string ({[overrides]!r})"
+        raise TypeError(msg)
     path = Path(path)
     origin = str(path)
     data = read_yaml(path)

@@ -372,7 +372,9 @@ class FloodAdaptationModel(mesa.Model):
 
     Raises:
         ConfigError: For a skill registry, damage curves, hazard files or a household table
-            that cannot be used; the message names the config key and the broken file.
+            that cannot be used (the message names the config key and the broken file), a
+            retrieval ``top_k`` above the registry's ``retrieve_memory`` limit, or an
+            ``audit.sample`` id that is not a household's.
     """
 
     _released = False  # set by release(), after which the model refuses to step
@@ -468,11 +470,36 @@ class FloodAdaptationModel(mesa.Model):
 
     # ------------------------------------------------------------------------ set-up
     def _check_against_households(self, where: Callable[[tuple[str, ...]], str]) -> None:
-        """Warn of settings that the households built make unlikely (see the two checks).
+        """Refuse or warn of settings that the registry and households built rule out.
 
         Args:
             where: Names what gave the value at a key (see ``__init__``'s ``origin_of``).
+
+        Raises:
+            ConfigError: When the retrieval ``top_k`` exceeds what the registry's
+                ``retrieve_memory`` tool allows, or ``audit.sample`` lists an id that is not a
+                household's.
         """
+        config = self.config
+        top_k = config.memory.retrieval.top_k
+        check = self.registry.check_tool("retrieve_memory", "owner", {"top_k": top_k})
+        if not check.valid:
+            msg = (
+                f"{where(('memory', 'retrieval', 'top_k'))}: memory.retrieval.top_k: "
+                f"{'; '.join(check.errors)} (retrieve_memory in {config.registry})"
+            )
+            raise ConfigError(msg)
+        sample = config.audit.sample
+        if isinstance(sample, list):  # a misspelt id would silently leave its household unaudited
+            known = {household.state.agent_id for household in self.households}
+            unknown = [agent_id for agent_id in sample if agent_id not in known]
+            if unknown:
+                msg = (
+                    f"{where(('audit', 'sample'))}: audit.sample: {unknown[0]!r} is not a "
+                    f"household of this run ({len(unknown)} of {len(sample)} listed ids are "
+                    f"unknown; ids look like {self.households[0].state.agent_id!r})"
+                )
+                raise ConfigError(msg)
         self._check_hazard(where)
         self._check_network(where)
 

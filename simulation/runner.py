@@ -46,7 +46,6 @@ from simulation.checkpoint import (
 from simulation.code_digest import code_digest
 from simulation.collector import tuned_collector
 from simulation.config import (
-    ConfigError,
     ConfigWarning,
     create_output_folder,
     describe_validation_error,
@@ -309,7 +308,7 @@ def resolve_for_run_dir(config: RunConfig, base_dir: Path) -> RunConfig:
 
 def build_model(
     config: RunConfig,
-    base_dir: Path,
+    base_dir: str | Path,
     origin: str = "config",
     origin_of: Callable[[tuple[str, ...]], str] | None = None,
 ) -> FloodAdaptationModel:
@@ -324,9 +323,7 @@ def build_model(
             (:func:`simulation.config.setting_origin`).
 
     Raises:
-        ConfigError: When the retrieval ``top_k`` exceeds what the registry's
-            ``retrieve_memory`` tool allows, or ``audit.sample`` lists an id that is not a
-            household's.
+        ConfigError: As :class:`~simulation.model.FloodAdaptationModel` raises it.
         ValueError: Subclasses naming the file and key for registry, curve, hazard and
             household-table problems.
     """
@@ -334,35 +331,12 @@ def build_model(
     # collector rescans the growing heap again and again (more than half of the build time at
     # 50,000 households). Whatever cyclic garbage the build leaves is collected afterwards.
     with tuned_collector():
-        model = FloodAdaptationModel(config, base_dir, origin, origin_of)
-    where = origin_of or (lambda _: origin)
-    top_k = config.memory.retrieval.top_k
-    check = model.registry.check_tool("retrieve_memory", "owner", {"top_k": top_k})
-    if not check.valid:
-        msg = (
-            f"{where(('memory', 'retrieval', 'top_k'))}: memory.retrieval.top_k: "
-            f"{'; '.join(check.errors)} "
-            f"(retrieve_memory in {config.registry})"
-        )
-        raise ConfigError(msg)
-    sample = config.audit.sample
-    if isinstance(sample, list):  # a misspelt id would silently leave its household unaudited
-        known = {household.state.agent_id for household in model.households}
-        unknown = [agent_id for agent_id in sample if agent_id not in known]
-        if unknown:
-            msg = (
-                f"{where(('audit', 'sample'))}: audit.sample: {unknown[0]!r} is not a household "
-                "of this run "
-                f"({len(unknown)} of {len(sample)} listed ids are unknown; ids look like "
-                f"{model.households[0].state.agent_id!r})"
-            )
-            raise ConfigError(msg)
-    return model
+        return FloodAdaptationModel(config, Path(base_dir), origin, origin_of)
 
 
 def run_simulation(
     config: RunConfig,
-    base_dir: Path,
+    base_dir: str | Path,
     out_root: str | Path,
     *,
     progress: bool | None = None,
@@ -408,7 +382,7 @@ def run_simulation(
             "(build_model), or none (to resume a run: resume_run)"
         )
         raise ValueError(msg)
-    out_root = Path(out_root)
+    out_root, base_dir = Path(out_root), Path(base_dir)
     resolved = resolve_for_run_dir(config, base_dir)
     digest, inputs = config_hash(resolved), input_digests(config, base_dir)
     run_id = run_id or f"{config.name}-s{config.seed}-{_run_digest(digest, inputs)[:8]}"

@@ -1211,3 +1211,24 @@ def test_an_experiment_on_a_config_outside_the_default_world_is_warned_once(tmp_
     (message,) = [str(w.message) for w in caught]
     assert message.startswith(f"{experiment}: decision.pmt.threat_gain, ")
     assert "memory.decay_rate" not in message  # the sweep sets it
+
+
+def test_with_settings_validates_each_key_as_a_file_would():
+    config, _ = load_config(DEFAULT)
+    changed = config.with_settings({"years": 5, "memory": {"decay_rate": 0.9}})
+    assert (changed.years, changed.memory.decay_rate) == (5, 0.9)
+    # A section given as a mapping merges, as --set does: the other keys keep their values.
+    assert changed.memory.working_capacity == config.memory.working_capacity
+    assert changed.model_copy(update={"years": config.years, "memory": config.memory}) == config
+    for changes, problem in [
+        ({"yeers": 3}, "with_settings: yeers: unknown key"),
+        ({"years": "abc"}, "with_settings: years: Input should be a valid integer"),
+        ({"seed.x": 1}, "with_settings: seed.x: seed is not a section"),
+    ]:
+        with pytest.raises(ConfigError, match=f"^{re.escape(problem)}"):
+            config.with_settings(changes)
+
+
+def test_overrides_given_as_one_string_are_refused_naming_the_list_wanted():
+    with pytest.raises(TypeError, match=re.escape("not one string (['years=5'])")):
+        load_config(DEFAULT, "years=5")  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import simulation.model as model_module
 from simulation import checkpoint
-from simulation.config import ConfigWarning, load_config
+from simulation.config import ConfigError, ConfigWarning, load_config
 from simulation.decisions import Proposal
 from simulation.decisions.pmt import PMTPolicy
 from simulation.hazard import compute_damage
@@ -1236,3 +1236,24 @@ def test_a_released_model_refuses_another_year(engine):
     model.release()
     with pytest.raises(RuntimeError, match=r"was released .*build a new one"):
         model.step()
+
+
+@pytest.mark.parametrize(
+    ("override", "refusal"),
+    [
+        ("memory.retrieval.top_k=50", r"memory\.retrieval\.top_k: .*retrieve_memory in"),
+        ("audit.sample=[H1]", r"audit\.sample: 'H1' is not a household of this run"),
+    ],
+)
+def test_a_model_built_the_mesa_way_refuses_what_build_model_refuses(override, refusal):
+    """FloodAdaptationModel(config, base_dir) checks the registry and sample ids itself."""
+    config, base = load_config(DEFAULT, ["households.count=10", override])
+    with pytest.raises(ConfigError, match=refusal):
+        FloodAdaptationModel(config, base)
+
+
+def test_build_model_takes_the_config_folder_as_text():
+    config, base = load_config(DEFAULT, ["households.count=10", "years=2"])
+    model = build_model(config, str(base))
+    model.run_model()
+    assert len(model.metrics()) == 2
