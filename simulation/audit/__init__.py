@@ -2,7 +2,10 @@
 
 :class:`AuditWriter` streams ``household_traces``, ``memory_updates``, ``consolidation`` and
 ``tool_invocations`` (JSON Schemas in ``simulation/audit/schemas``); readers load any stream into
-pandas, and the replay rebuilds a household's memory at the end of any year.
+pandas, and the replay rebuilds which items a household's stores hold at the end of any year.
+What else an exact rebuild needs (access counts from ``tool_invocations``, the unlogged
+rehearsal year, where a retrieval falls in the year, retrieval ties) is in
+``docs/audit_streams.md``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 At audit levels ``standard`` and ``full`` every memory write is logged in ``memory_updates``
 (with what it evicted or moved) and every year-end pass in ``consolidation``. Replaying both in
-order reproduces the memory exactly:
+order reproduces exactly which items each store holds, and their contents:
 
 * a ``memory_updates`` line adds ``memory_item`` to its ``destination`` store, then applies each
   ``evicted`` entry ``{id, from, to}``: the id leaves store ``from`` and, unless ``to`` is null,
@@ -10,10 +10,23 @@ order reproduces the memory exactly:
 * a ``consolidation`` line copies ``transferred_items`` from working into episodic memory (the
   item stays in working memory too: it is one item in two stores), adds ``reflections`` to
   semantic memory and applies ``evicted`` in order (promotions appear there as
-  archive-to-episodic moves, so ``promoted`` is informational).
+  archive-to-episodic moves, so ``promoted`` is informational). This gives the same stores as
+  the order things happened in, which ``evicted`` lists: the evictions of the transfers, then
+  tiered demotions and promotions, then each reflection followed by the semantic eviction it
+  caused (semantic evictions come after the reflections are added, all others before).
 
 Within a year a household's writes precede its consolidation line, and both files are in year
 order, so one pass that stops after the requested year suffices.
+
+The replay leaves out what these two streams do not carry (see ``docs/audit_streams.md``,
+"Rebuilding a household's memory from the audit streams"): each item's access count and last
+access, which ``importance_weighted`` and ``tiered`` retention and ``weighted`` retrieval read,
+come from the retrievals in ``tool_invocations`` (a household's retrieval falls after its other
+writes of the year and before its ``decision`` write); the year a ``tiered`` promotion restarted
+an item's decay is never logged (it is ``max(year, the previous one or the item's year)`` at each
+archive-to-episodic move, also when the item went straight back to the archive); and semantic
+and archive sizes are in no line (``working_after``, ``episodic_after`` and the traces' counts
+cover working and episodic memory only).
 
 :class:`StoreCounts` replays every household at once, keeping only which ids each store holds,
 for ``floodsim audit summarize`` to check the counts the traces and year ends give.
@@ -60,8 +73,9 @@ class RebuiltMemory:
 
     Each store is a list of item dicts with at least ``id``, ``content``, ``importance``,
     ``year``, ``tags`` and ``source`` (plus ``amount``, ``pinned`` and ``evidence`` when the
-    stream has them). Working memory is FIFO order, oldest first; the other stores are in the
-    order items entered them.
+    stream has them), but no access count, last access or rehearsal year (see the module
+    docstring). Working memory is FIFO order, oldest first; the other stores are in the order
+    items entered them (a ``full`` trace's ``episodic_items`` are by item number instead).
 
     Attributes:
         run_dir: The run directory.
@@ -516,7 +530,8 @@ def rebuild_memory(
 
     Streams ``memory_updates`` and ``consolidation`` once, in step, and stops reading after
     ``year``. Year 0 is the pre-seeded memory before the first year. A household that relocated
-    keeps the memory it had when it left.
+    keeps the memory it had when it left. The items carry their contents, not their access
+    counts, last access or rehearsal year (``docs/audit_streams.md`` derives those).
 
     Args:
         run_dir: The run directory.
@@ -635,8 +650,8 @@ def _format_item(item: dict[str, Any]) -> str:
 def format_memory(rebuilt: RebuiltMemory) -> str:
     """A printable view: a header, then one section per store and one line per item.
 
-    Working and episodic memory are always shown; semantic and archive only when non-empty.
-    Items read ``  [id] year Y  importance 0.90  content``.
+    Working and episodic memory are always shown; semantic and archive only when non-empty
+    (``floodsim audit memory`` prints this). Items read ``  [id] year Y  importance 0.90  content``.
     """
     run = f" of run {rebuilt.run_id}" if rebuilt.run_id else ""
     lines = [f"Memory of household {rebuilt.agent_id} at the end of year {rebuilt.year}{run}"]

@@ -13,9 +13,10 @@ Four streams (DESIGN.md section 6; JSON Schemas in ``simulation/audit/schemas``)
     one line per ``retrieve_memory`` call.
 
 At the ``standard`` level traces refer to memories by id; the memory streams carry the contents,
-so any household's memory at the end of any year can be rebuilt from them
-(:func:`simulation.audit.replay.rebuild_memory`). Lines are encoded with orjson into a per-stream
-buffer and written whole, so a crash can only truncate the last line of a file.
+so which items any household's stores hold at the end of any year can be rebuilt from them
+(:func:`simulation.audit.replay.rebuild_memory`); each item's access count and last access come
+from ``tool_invocations`` (``docs/audit_streams.md``). Lines are encoded with orjson into a
+per-stream buffer and written whole, so a crash can only truncate the last line of a file.
 """
 
 from __future__ import annotations
