@@ -670,6 +670,25 @@ def test_tenure_over_runs_is_their_median(run_dir, tmp_path, monkeypatch):
     assert row["passed"]
 
 
+def test_a_durations_spread_says_how_many_infinite_runs_it_leaves_out(
+    run_dir, tmp_path, monkeypatch
+):
+    """The spread of 3, 5 and 7 with two runs never recovered is not the spread of five."""
+    from simulation.analysis import behaviour
+    from simulation.analysis.behaviour_commands import format_table
+
+    monkeypatch.setattr(behaviour, "_run_groups", lambda _: [(0, "", [run_dir] * 5)])
+    medians = iter([3.0, math.inf, 5.0, math.inf, 7.0])
+    monkeypatch.setattr(behaviour, "run_statistic", lambda *_: next(medians))
+    target = {**GOOD, "statistic": "median_policy_tenure", "value": 5.0, "tolerance": 1.0}
+    table = check_behaviour(run_dir, write_targets(tmp_path, [target]))
+    row = table.iloc[0]
+    assert (row["spread"], row["n_runs"], row["n_infinite"]) == (2.0, 5, 2)
+    assert "  2 (2 of 5 runs inf)  " in format_table(table)
+    labels = [t.get_text() for t in plot_behaviour(table).axes[0].texts]
+    assert any("± 2 (2 of 5 runs inf)" in label for label in labels)
+
+
 def write_record(folder: Path, runs: list[dict[str, Any]]) -> None:
     """An ``experiment.json`` as ``floodsim batch`` writes it, around these runs' records."""
     defaults = {"replicate": 0, "seed": 1, "params": {}, "error": None, "duration_s": 0.1}

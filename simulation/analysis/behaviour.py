@@ -56,7 +56,11 @@ study's ``mean`` column), as the published event studies estimate it from an ave
 one run's yearly sampling noise (about 2-3 points of AE take-up in a 1,000-household town) is
 as large as a tenth of a jump of a few points, so one run's first year below that line is mostly
 noise. Its spread, min and max are those of the runs' own recovery years, the spread over the
-finite ones (a run that has not recovered when it ends is infinite: right-censored).
+finite ones (a run that has not recovered when it ends is infinite: right-censored); the
+``n_infinite`` column counts the runs left out of the spread that way. A run that has not
+recovered may level off above ``fraction`` of the jump rather than be slow: under the PMT
+policy, for one, a paid claim raises coping appraisal for the rest of the run (it counts the
+household's claims, which do not decay with its memories).
 ``median_policy_tenure`` over several runs is the median of the runs' medians, with the same
 spread, min and max: a run in which more than half the policies outlast the run (infinite) does
 not make it infinite. For the other statistics an infinite per-run value makes the mean
@@ -138,6 +142,7 @@ TABLE_COLUMNS = (
     "min",
     "max",
     "n_runs",
+    "n_infinite",
     "target",
     "tolerance",
     "passed",
@@ -599,7 +604,8 @@ def check_behaviour(
         a sweep), ``value`` (the mean over the point's runs; for ``event_recovery_years`` the
         recovery of the runs' mean change, for ``median_policy_tenure`` their median),
         ``spread`` (their standard deviation; NaN for one run), ``min``, ``max``, ``n_runs``,
-        ``target`` and ``tolerance`` (from the file), ``passed`` (``|value - target| <=
+        ``n_infinite`` (runs whose own value is infinite, which the spread of a duration
+        leaves out), ``target`` and ``tolerance`` (from the file), ``passed`` (``|value - target| <=
         tolerance``; false for a NaN value), ``statistic`` and ``description``. Rows are
         ordered by point, then as in the targets file.
 
@@ -663,6 +669,7 @@ def check_behaviour(
                     low,
                     high,
                     len(values),
+                    sum(math.isinf(v) for v in values),
                     target.value,
                     target.tolerance,
                     passed,
@@ -817,6 +824,9 @@ def draw_target_offsets(
         elif not math.isnan(value):  # infinite (never recovered): off the scale
             ax.plot(limit, y, ">" if value > 0 else "<", color=colour, ms=9, zorder=3)
         spread_text = f" ± {spread_of:.3g}" if math.isfinite(spread_of) else ""
+        infinite = int(getattr(record, "n_infinite", 0))
+        if spread and infinite and math.isfinite(spread_of):
+            spread_text += f" ({infinite} of {int(record.n_runs)} runs inf)"
         verdict_text = f"  {'PASS' if record.passed else 'FAIL'}" if verdict else ""
         ax.text(
             limit * 1.05,

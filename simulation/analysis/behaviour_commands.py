@@ -40,7 +40,7 @@ def format_table(table: pd.DataFrame) -> str:
         (
             label,
             _number(float(r.value)),
-            _number(float(r.spread)),
+            _spread(float(r.spread), int(r.n_infinite), int(r.n_runs)),
             f"{r.target:.3g} ± {r.tolerance:.3g}",
             "PASS" if r.passed else "FAIL",
         )
@@ -50,6 +50,13 @@ def format_table(table: pd.DataFrame) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     head = "  ".join(cell.ljust(w) for cell, w in zip(header, widths, strict=True))
     return "\n".join([head, "  ".join("-" * w for w in widths), *lines])
+
+
+def _spread(spread: float, infinite: int, runs: int) -> str:
+    """The spread, saying how many infinite runs it leaves out (a duration's spread does)."""
+    if infinite and math.isfinite(spread):
+        return f"{_number(spread)} ({infinite} of {runs} runs inf)"
+    return _number(spread)
 
 
 def _check_behaviour(args: argparse.Namespace) -> int:
@@ -104,8 +111,10 @@ def _check_behaviour(args: argparse.Namespace) -> int:
         )
     if any(math.isinf(value) for value in table["value"]):
         print(
-            "inf: a duration that had not ended by the run's last year (take-up not yet back, "
-            "policies still held): a longer run would measure it"
+            "inf: a duration that had not ended by the run's last year (take-up not yet back "
+            "within the target's fraction of the jump, policies still held): a longer run may "
+            "measure it, or the change may level off above that line; a spread leaves such "
+            "runs out and says how many"
         )
     failed = int((~table["passed"]).sum())
     points = table["point"].nunique()

@@ -756,6 +756,7 @@ class _Search:
                 "min": math.nan,
                 "max": math.nan,
                 "n_runs": 0,
+                "n_infinite": 0,
                 "target": t.value,
                 "tolerance": t.tolerance,
                 "passed": False,

@@ -21,6 +21,11 @@ Coping appraisal (CP, in [0, 1]) of an action skill with out-of-pocket cost ``c`
                  - claim_denied_penalty * min(claims_denied, max_claims_counted))  # insurance only
               - cost_sensitivity * c / max(income, 1), 0, 1)
 
+``claims_paid`` and ``claims_denied`` are the household's counts over the run
+(:class:`~simulation.agents.state.HouseholdState`), not memories: the trust a paid claim builds
+does not fade with ``memory.decay_rate`` as threat appraisal does, so a flood's effect on
+insurance take-up through its claims outlasts its memory (``claim_paid_bonus: 0`` removes it).
+
 Choice: ``do_nothing`` has utility 0 (the reference); an action skill has::
 
     U = logit_scale * (asc[skill] + beta_tp * TP + beta_cp * CP
@@ -241,7 +246,9 @@ class PMTConfig(ConfigModel):
     )
     claim_paid_bonus: _Fraction = Field(
         default=0.1,
-        description="CP gain of the insurance skills per paid claim (trust that insurance pays).",
+        description="CP gain of the insurance skills per paid claim so far in the run (trust "
+        "that insurance pays; a count in the household's state, which does not decay with its "
+        "memories).",
     )
     claim_denied_penalty: _Fraction = Field(
         default=0.15,
