@@ -1029,3 +1029,106 @@ def test_a_promotion_displaced_by_a_later_one_in_the_same_year_end_is_not_report
         e.item for e in report.evictions if (e.store, e.to) == ("episodic", "archive")
     ]
     assert promoted_then_displaced == [older]
+
+
+# ------------------------------------------------------------------- public API contract
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("retention", "fifo", "RetentionSettings, got str 'fifo'"),
+        ("reflection", {"enabled": True}, "ReflectionSettings, got dict {'enabled': True}"),
+        ("retrieval", {"strategy": "weighted"}, "RetrievalSettings, got dict"),
+        ("retrieval", RetentionSettings(), "RetrievalSettings, got RetentionSettings"),
+    ],
+)
+def test_settings_of_the_wrong_type_are_refused_at_construction(name, value, expected):
+    """Accepted, a string or mapping would fail only at the first overflow or year end."""
+    with pytest.raises(TypeError, match=f"^{name}: expected a {re.escape(expected)}"):
+        CognitiveMemory("H1", **{name: value})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("working_capacity", 2),
+        ("episodic_capacity", 2),
+        ("decay_rate", 0.1),
+        ("retrieval", RetrievalSettings(strategy="weighted")),
+        ("retention", RetentionSettings(policy="fifo")),
+        ("reflection", ReflectionSettings(enabled=True)),
+    ],
+)
+def test_settings_fixed_at_construction_cannot_be_reassigned(name, value):
+    """The stores are sized and ranked by them when made: a new value would be half honoured."""
+    mem = CognitiveMemory("H1", episodic_capacity=5)
+    before = getattr(mem, name)
+    with pytest.raises(AttributeError, match=f"{name} is fixed at construction.*new memory"):
+        setattr(mem, name, value)
+    assert getattr(mem, name) == before
+    for year in range(8):
+        mem.add_episodic(f"flood {year}", 0.9, year)
+    assert len(mem.episodic) == 5
+
+
+def test_the_consolidation_threshold_stays_settable_and_is_checked():
+    """Consolidation honours a moved threshold; a bad one is refused where it is set."""
+    mem = CognitiveMemory("H1")
+    note = mem.add_working("a note", 0.4, 1)
+    for bad in (1.5, math.nan, True, "0.3"):
+        with pytest.raises((ValueError, TypeError), match="consolidation_threshold"):
+            mem.consolidation_threshold = bad
+    assert mem.consolidation_threshold == 0.7
+    mem.consolidation_threshold = 0.3
+    assert mem.consolidation_threshold == 0.3
+    assert mem.consolidate_detailed().transferred == (note,)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"w_recency": math.nan}, "w_recency must be a finite number >= 0, got nan"),
+        ({"w_relevance": -1}, "w_relevance must be a finite number >= 0, got -1"),
+        ({"w_importance": math.inf}, "w_importance must be a finite number >= 0, got inf"),
+        ({"sources": ["bogus"]}, r"sources must be among \[.*'flood'.*\], got \['bogus'\]"),
+        ({"sources": "bogus"}, r"sources must be among .*, got \['bogus'\]"),
+    ],
+)
+@pytest.mark.parametrize("method", ["retrieve", "retrieve_scored"])
+def test_per_call_retrieval_options_are_checked_as_settings_are(method, options, match):
+    mem = CognitiveMemory("H1", retrieval=RetrievalSettings(strategy="weighted"))
+    mem.update_after_flood(1_000.0, 1)
+    with pytest.raises(ValueError, match=match):
+        getattr(mem, method)(3, 2, **options)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda mem: mem.retrieve(3, 2, min_year="3"), "min_year must be an integer, got '3'"),
+        (lambda mem: mem.retrieve(3, 2, max_year=2.5), "max_year must be an integer, got 2.5"),
+        (lambda mem: mem.add_working("x", "0.5"), r"importance must be a number .*, got '0.5'"),
+        (lambda mem: mem.add_experience("x", "0.5"), r"importance must be a number .*'0.5'"),
+        (lambda mem: mem.add_episodic("x", None), r"importance must be a number .*, got None"),
+    ],
+)
+def test_mistyped_filters_and_importances_raise_a_clear_type_error(call, match):
+    mem = CognitiveMemory("H1")
+    mem.update_after_flood(1_000.0, 1)
+    with pytest.raises(TypeError, match=match):
+        call(mem)
+    assert mem.counts()["working"] == 0
+
+
+def test_spec_order_is_working_memory_first_then_long_term_by_score():
+    """What retrieve_scored documents: under spec, scores need not fall along the list."""
+    mem = CognitiveMemory("H1")
+    flood = mem.update_after_flood(1_000.0, 3)
+    note = mem.add_working("a note", 0.2, 3)
+    got = mem.retrieve_scored(2, 3)
+    assert [(hit.item, hit.source) for hit in got] == [(note, "working"), (flood, "episodic")]
+    assert got[0].score < got[1].score
+    weighted = mem.retrieve_scored(2, 3, strategy="weighted")
+    assert [hit.item for hit in weighted] == [flood, note]
+    assert weighted[0].score >= weighted[1].score

@@ -38,6 +38,7 @@ from simulation.memory.settings import (
     RetrievalSettings,
     as_integer,
     check_fraction,
+    check_non_negative,
     check_positive_int,
 )
 from simulation.memory.snapshot import check_snapshot
@@ -115,6 +116,30 @@ _NO_CONSOLIDATION = Consolidation((), ())
 _QUIET_YEAR_END = YearEnd((), (), (), ())
 
 
+def _fixed(name: str, doc: str) -> property:
+    """A read-only property for the setting ``name``, held in the slot ``_<name>``.
+
+    Read through ``attrgetter`` (C code); assigning raises an ``AttributeError`` that says what
+    to do instead, where a property without a setter would only say it has none.
+    """
+
+    def refuse(memory: CognitiveMemory, value: object) -> None:
+        msg = f"CognitiveMemory.{name} is fixed at construction: build a new memory instead"
+        raise AttributeError(msg)
+
+    return property(attrgetter(f"_{name}"), refuse, doc=doc)
+
+
+def _settings(name: str, value: Any, kind: type, default: Any) -> Any:
+    """``value``, or ``default`` for ``None``; a TypeError unless it is a ``kind``."""
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        msg = f"{name}: expected a {kind.__name__}, got {type(value).__name__} {value!r}"
+        raise TypeError(msg)
+    return value
+
+
 class CognitiveMemory:
     """A household's memory: FIFO working memory and decaying long-term stores.
 
@@ -136,33 +161,41 @@ class CognitiveMemory:
             them: in a run most remembered texts repeat another household's. Whoever creates
             the pool empties it (the model does so every year).
 
+    The capacities, the decay rate and the three settings objects are read-only attributes:
+    the stores are sized and ranked by them when made, so a new value would be honoured by
+    some paths and not others (and would slip past the checks above). Build a new memory to
+    change them. ``consolidation_threshold`` may be reassigned (checked as at construction):
+    consolidation reads it afresh and moves every working item it makes due.
+
     Raises:
         ValueError: For a capacity below 1, a threshold outside [0, 1] or a decay rate outside
             (0, 1], naming the argument and the value.
+        TypeError: For ``retrieval``, ``retention`` or ``reflection`` that is not ``None`` or
+            a settings object of its class (a policy name, a mapping), naming the argument.
     """
 
     __slots__ = (
         "_archive",
         "_clock",
+        "_consolidation_threshold",
+        "_decay_rate",
         "_demoted_hits",
         "_dry_reflection_seq",
         "_episodic",
+        "_episodic_capacity",
         "_next_seq",
+        "_reflection",
+        "_retention",
+        "_retrieval",
         "_semantic",
         "_since_reflection",
         "_unconsolidated_max",
         "_working",
+        "_working_capacity",
         "agent_id",
-        "consolidation_threshold",
-        "decay_rate",
-        "episodic_capacity",
-        "reflection",
         "reflector",
         "relevance",
-        "retention",
-        "retrieval",
         "texts",
-        "working_capacity",
     )
 
     def __init__(
@@ -185,14 +218,18 @@ class CognitiveMemory:
         check_fraction("consolidation_threshold", consolidation_threshold)
         check_fraction("decay_rate", decay_rate, low_open=True)
         self.agent_id = str(agent_id)
-        self.working_capacity = working_capacity
-        self.episodic_capacity = episodic_capacity
-        self.consolidation_threshold = float(consolidation_threshold)
-        self.decay_rate = float(decay_rate)
-        self.retrieval = retrieval or _DEFAULT_RETRIEVAL
-        self.retention = retention or _DEFAULT_RETENTION
-        self.reflection = reflection or _DEFAULT_REFLECTION
-        if self.retrieval.relevance == "embedding" and relevance is None:
+        self._working_capacity = working_capacity
+        self._episodic_capacity = episodic_capacity
+        self._consolidation_threshold = float(consolidation_threshold)
+        self._decay_rate = float(decay_rate)
+        # Checked here: a policy name or a mapping would otherwise be stored and fail as an
+        # AttributeError at the first overflow, year end or retrieval that reads a field.
+        self._retrieval = _settings("retrieval", retrieval, RetrievalSettings, _DEFAULT_RETRIEVAL)
+        self._retention = _settings("retention", retention, RetentionSettings, _DEFAULT_RETENTION)
+        self._reflection = _settings(
+            "reflection", reflection, ReflectionSettings, _DEFAULT_REFLECTION
+        )
+        if self._retrieval.relevance == "embedding" and relevance is None:
             msg = "retrieval.relevance='embedding' needs an embedding relevance scorer"
             raise ValueError(msg)
         self.relevance = relevance or _KEYWORD_RELEVANCE
@@ -203,7 +240,7 @@ class CognitiveMemory:
         # the threshold, consolidation has nothing to move and skips reading working memory:
         # with the default routing, every year end of every household.
         self._unconsolidated_max = -1.0
-        self._episodic = LongTermStore("episodic", episodic_capacity, self.decay_rate)
+        self._episodic = LongTermStore("episodic", episodic_capacity, self._decay_rate)
         self._semantic = _NO_SEMANTIC  # until the first reflection (see _NO_SEMANTIC)
         self._archive = _NO_ARCHIVE  # until the first demotion
         self._next_seq = 0
@@ -213,6 +250,32 @@ class CognitiveMemory:
         # is written the reflector would read the same items and again propose nothing.
         self._dry_reflection_seq = -1
         self._demoted_hits: dict[int, int] = {}  # archive seq -> access_count at demotion
+
+    # --------------------------------------------------------------- settings
+    working_capacity = _fixed("working_capacity", "Items working memory holds (read-only).")
+    episodic_capacity = _fixed("episodic_capacity", "Items episodic memory holds (read-only).")
+    decay_rate = _fixed("decay_rate", "Per-year decay of importance in (0, 1] (read-only).")
+    retrieval = _fixed("retrieval", "Retrieval settings (read-only).")
+    retention = _fixed("retention", "Retention settings (read-only).")
+    reflection = _fixed("reflection", "Reflection settings (read-only).")
+
+    @property
+    def consolidation_threshold(self) -> float:
+        """Importance at or above which an item belongs in episodic memory.
+
+        Settable: :meth:`consolidate` reads it afresh and moves every working item it makes
+        due, however it moved.
+
+        Raises:
+            ValueError: When set to a number outside [0, 1] (NaN, a bool).
+            TypeError: When set to something that is not a number.
+        """
+        return self._consolidation_threshold
+
+    @consolidation_threshold.setter
+    def consolidation_threshold(self, value: float) -> None:
+        check_fraction("consolidation_threshold", value)
+        self._consolidation_threshold = float(value)
 
     # ------------------------------------------------------------------ views
     @property
@@ -271,9 +334,12 @@ class CognitiveMemory:
         amount: float | None = None,
         evidence: tuple[str, ...] = (),
     ) -> MemoryItem:
-        if not 0.0 <= importance <= 1.0 or importance.__class__ is bool:
-            msg = f"importance must be a number in [0, 1], got {importance!r}"
-            raise ValueError(msg)
+        try:
+            ok = 0.0 <= importance <= 1.0 and importance.__class__ is not bool
+        except TypeError:  # a string or None: say which argument (try costs nothing unraised)
+            raise TypeError(_importance_problem(importance)) from None
+        if not ok:
+            raise ValueError(_importance_problem(importance))
         if not isinstance(content, str):
             msg = f"content must be a string, got {content!r}"
             raise TypeError(msg)
@@ -338,12 +404,15 @@ class CognitiveMemory:
         Raises:
             ValueError: For importance outside [0, 1], an unknown store or source, or pinning
                 more items than episodic memory can hold.
-            TypeError: For content that is not a string, or a year that is not an integer.
+            TypeError: For content that is not a string, importance that is not a number, or a
+                year that is not an integer.
         """
         if store == "auto":
-            store = (
-                "episodic" if pinned or importance >= self.consolidation_threshold else "working"
-            )
+            try:
+                due = pinned or importance >= self._consolidation_threshold
+            except TypeError:  # a string: say which argument (try costs nothing unraised)
+                raise TypeError(_importance_problem(importance)) from None
+            store = "episodic" if due else "working"
         if store == "working":
             if pinned:
                 msg = "pinned items live in episodic memory; use store='episodic' or 'auto'"
@@ -474,21 +543,21 @@ class CognitiveMemory:
     def _own_semantic(self) -> LongTermStore:
         """Semantic memory, created on first use."""
         if self._semantic is _NO_SEMANTIC:
-            capacity = self.reflection.semantic_capacity
-            self._semantic = LongTermStore("semantic", capacity, self.decay_rate)
+            capacity = self._reflection.semantic_capacity
+            self._semantic = LongTermStore("semantic", capacity, self._decay_rate)
         return self._semantic
 
     def _own_archive(self) -> LongTermStore:
         """The archive, created on first use."""
         if self._archive is _NO_ARCHIVE:
-            capacity = self.retention.archive_capacity
-            self._archive = LongTermStore("archive", capacity, self.decay_rate)
+            capacity = self._retention.archive_capacity
+            self._archive = LongTermStore("archive", capacity, self._decay_rate)
         return self._archive
 
     def _push_working(self, item: MemoryItem) -> tuple[Eviction, ...]:
         working = self._working
         working.append(item)
-        if len(working) <= self.working_capacity:
+        if len(working) <= self._working_capacity:
             return ()
         return (_new_tuple(Eviction, (working.pop(0), "working", None)),)
 
@@ -501,7 +570,7 @@ class CognitiveMemory:
         if victim is None:  # everything, the new item included, is pinned
             store.remove(item)
             raise ValueError(_pin_overflow(store))
-        if store is self._episodic and self.retention.policy == "tiered":
+        if store is self._episodic and self._retention.policy == "tiered":
             self._demoted_hits[victim.seq] = victim.access_count
             return [
                 Eviction(victim, "episodic", "archive"),
@@ -513,12 +582,12 @@ class CognitiveMemory:
 
     def _pop_victim(self, store: LongTermStore) -> MemoryItem | None:
         """Remove and return the item the retention policy forgets first, if any."""
-        policy = self.retention.policy
+        policy = self._retention.policy
         if store is self._semantic or (store is self._episodic and policy == "fifo"):
             victim = store.oldest_unpinned()  # for reflections: the newest supersedes the oldest
         elif store is self._episodic and policy == "importance_weighted":
-            w_i, w_r = self.retention.w_importance, self.retention.w_recency
-            decay, now = self.decay_rate, self._clock
+            w_i, w_r = self._retention.w_importance, self._retention.w_recency
+            decay, now = self._decay_rate, self._clock
             candidates = [i for i in store.ranked() if not i.pinned]
             victim = min(
                 candidates,
@@ -580,7 +649,7 @@ class CognitiveMemory:
 
     def consolidate_detailed(self) -> Consolidation:
         """Like :meth:`consolidate`, returning the items transferred and the evictions."""
-        threshold = self.consolidation_threshold
+        threshold = self._consolidation_threshold
         if self._unconsolidated_max < threshold:
             return _NO_CONSOLIDATION
         transferred = []
@@ -602,7 +671,13 @@ class CognitiveMemory:
         """Year-end pass: consolidate, apply tiered demotion and promotion, then reflect.
 
         Args:
-            year: The year that is ending.
+            year: The year that is ending. A year before one already ended or written is
+                accepted, as writes out of year order are (a seed from before the run, an
+                event reported late): the clock keeps the latest year seen, consolidation
+                does not depend on the year, tiered demotion reads decay at ``year`` (a
+                memory from after it is never demoted), a promotion never ages a memory, and
+                reflections are dated ``year`` though they may rest on later memories.
+                ``MemoryPool.end_year`` behaves the same (the engines must agree).
 
         Returns:
             Items transferred, evictions and moves, promoted items and new reflections.
@@ -614,14 +689,14 @@ class CognitiveMemory:
             year = _year(year, "year")
         self._clock = max(self._clock, year)
         transferred, evictions = self.consolidate_detailed()
-        tiered = self.retention.policy == "tiered"
-        if not (transferred or tiered or self.reflection.enabled):
+        tiered = self._retention.policy == "tiered"
+        if not (transferred or tiered or self._reflection.enabled):
             return _QUIET_YEAR_END
         moves = list(evictions)
         promoted: list[MemoryItem] = []
         if tiered:
             promoted = self._rebalance_tiers(year, moves)
-        reflections = self.reflect(year, moves) if self.reflection.enabled else []
+        reflections = self.reflect(year, moves) if self._reflection.enabled else []
         return _new_tuple(YearEnd, (transferred, tuple(moves), tuple(promoted), tuple(reflections)))
 
     def _rebalance_tiers(self, year: int, moves: list[Eviction]) -> list[MemoryItem]:
@@ -640,7 +715,7 @@ class CognitiveMemory:
         Returns:
             The items promoted that are still in episodic memory afterwards.
         """
-        settings, episodic, archive = self.retention, self._episodic, self._own_archive()
+        settings, episodic, archive = self._retention, self._episodic, self._own_archive()
         # A memory recalled (or made) this year is being rehearsed: it stays, however faded.
         faded = [
             i
@@ -700,7 +775,7 @@ class CognitiveMemory:
             The reflection items written (none when below the threshold, when the reflector
             proposes none, or when nothing was written since it last proposed none).
         """
-        settings = self.reflection
+        settings = self._reflection
         if self._since_reflection < settings.threshold:
             return []
         if self._next_seq == self._dry_reflection_seq:  # every write takes a sequence number
@@ -772,19 +847,31 @@ class CognitiveMemory:
         w_importance: float | None = None,
         w_relevance: float | None = None,
     ) -> list[ScoredMemory]:
-        """Return the best memories with their scores, best first.
+        """Return the best memories with their scores, each at most once.
+
+        The order depends on the strategy. ``spec``: working memory first (most recent year
+        first, then higher importance, then the newest), then the long-term stores' items
+        (episodic, semantic, archive) by decayed importance, best first, skipping items
+        already returned from working memory; a working item comes first even with a lower
+        score than the long-term items after it, so scores need not fall along the list.
+        ``weighted`` (also a ``spec`` retrieval given a query): by weighted score, best first,
+        ties to the newer item.
 
         Args:
             top_k: Maximum items; the retrieval settings' ``top_k`` when ``None``.
             current_year: The year of retrieval (for decay and recency); ``None``: the latest
                 year the memory has seen, so that no item is younger than the retrieval (an
-                age below zero would raise its score above its importance).
+                age below zero would raise its score above its importance). A year given is
+                used as given, as ``MemoryPool.retrieve`` does (the engines must agree): one
+                before an item's year scores that item above its importance. The model
+                retrieves in the current year, never before an item's.
             strategy: ``spec`` or ``weighted``; the configured strategy when ``None``.
             query: Free text whose relevance weighs in under ``weighted`` (a query given to
                 ``spec`` switches to ``weighted``, since ``spec`` has no relevance term);
                 ``None``: the settings' ``query`` under ``weighted``, none under ``spec``.
             tags: Keep only items carrying at least one of these tags.
-            sources: Keep only items produced by one of these sources.
+            sources: Keep only items produced by one of these sources (names from
+                :data:`~simulation.memory.item.SOURCES`).
             min_year: Keep only items from this year on.
             max_year: Keep only items up to this year.
             w_recency: Override the recency weight of ``weighted``.
@@ -795,11 +882,13 @@ class CognitiveMemory:
             Scored items; every returned item's access count and last access are refreshed.
 
         Raises:
-            ValueError: For a negative ``top_k``, an unknown strategy, or weights given to a
-                ``spec`` retrieval (which has none: they would be ignored).
-            TypeError: For a ``current_year`` that is not an integer.
+            ValueError: For a negative ``top_k``, an unknown strategy or source name, a weight
+                that ``RetrievalSettings`` would refuse (negative, infinite, NaN), or weights
+                given to a ``spec`` retrieval (which has none: they would be ignored).
+            TypeError: For a ``current_year``, ``min_year`` or ``max_year`` that is not an
+                integer, or a weight that is not a number.
         """
-        settings = self.retrieval
+        settings = self._retrieval
         if current_year.__class__ is not int:  # the model's calls pass a plain int
             current_year = _retrieval_year(current_year, self._clock)
         k = settings.top_k if top_k is None else top_k
@@ -815,10 +904,15 @@ class CognitiveMemory:
             keep = None  # the model's retrievals: skip building (and calling) a filter
         else:
             keep = _make_filter(tags, sources, min_year, max_year)
+        if w_recency is not None or w_importance is not None or w_relevance is not None:
+            # The model's calls give no weights: no checks.
+            _check_weights(
+                strategy == "spec" and query is None,
+                w_recency=w_recency,
+                w_importance=w_importance,
+                w_relevance=w_relevance,
+            )
         if strategy == "spec" and query is None:
-            if w_recency is not None or w_importance is not None or w_relevance is not None:
-                msg = "w_recency, w_importance and w_relevance are only read by strategy weighted"
-                raise ValueError(msg)
             hits = self._retrieve_spec(k, current_year, keep)
         elif strategy in ("spec", "weighted"):
             hits = self._retrieve_weighted(
@@ -842,7 +936,7 @@ class CognitiveMemory:
     def _retrieve_spec(
         self, k: int, year: int, keep: Callable[[MemoryItem], bool] | None
     ) -> list[ScoredMemory]:
-        decay = self.decay_rate
+        decay = self._decay_rate
         out: list[ScoredMemory] = []
         working = self._working
         if working:
@@ -899,7 +993,7 @@ class CognitiveMemory:
                     where.append(name)
         if not candidates:
             return []
-        decay = self.retrieval.recency_decay or self.decay_rate
+        decay = self._retrieval.recency_decay or self._decay_rate
         recency = _minmax([decay ** (year - i.last_access) for i in candidates])
         importance = _minmax([i.importance for i in candidates])
         scores = [
@@ -946,13 +1040,13 @@ class CognitiveMemory:
         return {
             "format_version": FORMAT_VERSION,
             "agent_id": self.agent_id,
-            "working_capacity": self.working_capacity,
-            "episodic_capacity": self.episodic_capacity,
-            "consolidation_threshold": self.consolidation_threshold,
-            "decay_rate": self.decay_rate,
-            "retrieval": asdict(self.retrieval),
-            "retention": asdict(self.retention),
-            "reflection": asdict(self.reflection),
+            "working_capacity": self._working_capacity,
+            "episodic_capacity": self._episodic_capacity,
+            "consolidation_threshold": self._consolidation_threshold,
+            "decay_rate": self._decay_rate,
+            "retrieval": asdict(self._retrieval),
+            "retention": asdict(self._retention),
+            "reflection": asdict(self._reflection),
             "next_seq": self._next_seq,
             "clock": self._clock,
             "since_reflection": self._since_reflection,
@@ -1171,6 +1265,21 @@ def _year(value: Any, name: str) -> int:
     return year
 
 
+def _check_weights(spec: bool, **weights: float | None) -> None:
+    """Refuse the weights given to one retrieval as ``RetrievalSettings`` refuses its own.
+
+    Args:
+        spec: The retrieval is a ``spec`` one, which has no weights: they would be ignored.
+        **weights: The weights given (``None``: not given).
+    """
+    for name, weight in weights.items():
+        if weight is not None:
+            check_non_negative(name, weight)
+    if spec:
+        msg = "w_recency, w_importance and w_relevance are only read by strategy weighted"
+        raise ValueError(msg)
+
+
 def _retrieval_year(current_year: Any, clock: int) -> int:
     """A retrieval's year: ``clock`` (the latest year seen) for ``None``, else an integer."""
     return clock if current_year is None else _year(current_year, "current_year")
@@ -1212,6 +1321,10 @@ def _clean_query(query: object) -> str | None:
     return query if query.strip() else None
 
 
+def _importance_problem(importance: object) -> str:
+    return f"importance must be a number in [0, 1], got {importance!r}"
+
+
 def _pin_overflow(store: LongTermStore) -> str:
     return (
         f"cannot pin more than {store.capacity} items in {store.name} memory "
@@ -1225,7 +1338,14 @@ def _make_filter(
     min_year: int | None,
     max_year: int | None,
 ) -> Callable[[MemoryItem], bool] | None:
-    """Build a predicate for the metadata filters, or ``None`` when no filter applies."""
+    """Build a predicate for the metadata filters, or ``None`` when no filter applies.
+
+    Raises:
+        ValueError: For a source name not in :data:`~simulation.memory.item.SOURCES` (no item
+            could match it: the retrieval would return nothing, unexplained).
+        TypeError: For a ``min_year`` or ``max_year`` that is not an integer (compared with
+            item years, a string would fail with a bare comparison error).
+    """
     if tags is None and sources is None and min_year is None and max_year is None:
         return None
     tag_set = frozenset([tags] if isinstance(tags, str) else tags) if tags is not None else None
@@ -1234,6 +1354,14 @@ def _make_filter(
         if sources is not None
         else None
     )
+    if source_set is not None and not source_set <= SOURCES:
+        unknown = sorted(map(repr, source_set - SOURCES))
+        msg = f"sources must be among {sorted(SOURCES)}, got [{', '.join(unknown)}]"
+        raise ValueError(msg)
+    if min_year is not None:
+        min_year = _year(min_year, "min_year")
+    if max_year is not None:
+        max_year = _year(max_year, "max_year")
 
     def keep(item: MemoryItem) -> bool:
         if tag_set is not None and tag_set.isdisjoint(item.tags):

@@ -24,6 +24,7 @@ __all__ = [
     "RetrievalSettings",
     "as_integer",
     "check_fraction",
+    "check_non_negative",
     "check_positive_int",
 ]
 
@@ -40,12 +41,20 @@ RETENTION_POLICIES = ("decayed_importance", "fifo", "importance_weighted", "tier
 
 
 def check_fraction(name: str, value: float, *, low_open: bool = False) -> None:
-    """Raise ``ValueError`` unless ``value`` is a number in [0, 1] (or (0, 1] with ``low_open``)."""
-    ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
+    """Raise ``ValueError`` unless ``value`` is a number in [0, 1] (or (0, 1] with ``low_open``).
+
+    Raises:
+        ValueError: For a number (or bool) outside the interval, NaN included.
+        TypeError: For a value that is not a number (a string), naming ``name``.
+    """
+    try:
+        ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
+    except TypeError:  # a string: the bare comparison error would not say which argument
+        ok = None
     if not ok or isinstance(value, bool):  # NaN fails both comparisons, so it is refused too
         interval = "(0, 1]" if low_open else "[0, 1]"
         msg = f"{name} must be in {interval}, got {value!r}"
-        raise ValueError(msg)
+        raise ValueError(msg) if ok is not None else TypeError(msg)
 
 
 def as_integer(value: object) -> int | None:
@@ -65,10 +74,20 @@ def check_positive_int(name: str, value: int) -> None:
         raise ValueError(msg)
 
 
-def _check_non_negative(name: str, value: float) -> None:
-    if not 0.0 <= value < math.inf or isinstance(value, bool):  # NaN fails the comparison too
+def check_non_negative(name: str, value: float) -> None:
+    """Raise unless ``value`` is a finite number >= 0 (a weight).
+
+    Raises:
+        ValueError: For a negative, infinite or NaN number, or a bool.
+        TypeError: For a value that is not a number (a string), naming ``name``.
+    """
+    try:
+        ok = 0.0 <= value < math.inf  # NaN fails the comparison too
+    except TypeError:  # a string: the bare comparison error would not say which argument
+        ok = None
+    if not ok or isinstance(value, bool):
         msg = f"{name} must be a finite number >= 0, got {value!r}"
-        raise ValueError(msg)
+        raise ValueError(msg) if ok is not None else TypeError(msg)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +128,7 @@ class RetrievalSettings:
             msg = f"top_k must be a non-negative integer, got {self.top_k!r}"
             raise ValueError(msg)
         for name in ("w_recency", "w_importance", "w_relevance"):
-            _check_non_negative(name, getattr(self, name))
+            check_non_negative(name, getattr(self, name))
         if self.recency_decay is not None:
             check_fraction("recency_decay", self.recency_decay, low_open=True)
         if self.query is not None and self.strategy == "spec":
@@ -156,8 +175,8 @@ class RetentionSettings:
         if self.policy not in RETENTION_POLICIES:
             msg = f"policy must be one of {RETENTION_POLICIES}, got {self.policy!r}"
             raise ValueError(msg)
-        _check_non_negative("w_importance", self.w_importance)
-        _check_non_negative("w_recency", self.w_recency)
+        check_non_negative("w_importance", self.w_importance)
+        check_non_negative("w_recency", self.w_recency)
         check_positive_int("archive_capacity", self.archive_capacity)
         check_fraction("demote_below", self.demote_below)
         check_positive_int("promote_after", self.promote_after)
