@@ -1121,6 +1121,23 @@ def test_mistyped_filters_and_importances_raise_a_clear_type_error(call, match):
     assert mem.counts()["working"] == 0
 
 
+@pytest.mark.parametrize("strategy", ["spec", "weighted"])
+def test_an_explicit_year_before_the_latest_seen_retrieves_as_the_default_does(strategy):
+    """No item is younger than a retrieval: a score never exceeds the item's importance."""
+    retrieval = RetrievalSettings(strategy=strategy)
+    early, default = (CognitiveMemory("H1", retrieval=retrieval) for _ in range(2))
+    for mem in (early, default):
+        mem.update_after_flood(1_000.0, 5)
+        mem.add_working("a note", 0.4, 3)
+    got = early.retrieve_scored(5, current_year=2)
+    expected = default.retrieve_scored(5)
+    assert [(h.item.content, h.score, h.source) for h in got] == [
+        (h.item.content, h.score, h.source) for h in expected
+    ]
+    assert all(hit.score <= hit.item.importance for hit in got if strategy == "spec")
+    assert [hit.item.last_access for hit in got] == [5, 5]
+
+
 def test_spec_order_is_working_memory_first_then_long_term_by_score():
     """What retrieve_scored documents: under spec, scores need not fall along the list."""
     mem = CognitiveMemory("H1")

@@ -167,6 +167,7 @@ def spec_reference(mem: CognitiveMemory, top_k: int, now: int) -> list[tuple[str
     long-term item by decayed importance (ties to the newer item), each item once. A long-term
     item promoted by tiered retention decays from its promotion (``rehearsed``)."""
     decay = mem.decay_rate
+    now = max(now, mem._clock)  # an earlier year counts as the latest seen
     working = sorted(mem.working, key=lambda i: (i.year, i.importance, i.seq), reverse=True)
     out = [
         (

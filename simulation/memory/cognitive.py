@@ -861,10 +861,9 @@ class CognitiveMemory:
             top_k: Maximum items; the retrieval settings' ``top_k`` when ``None``.
             current_year: The year of retrieval (for decay and recency); ``None``: the latest
                 year the memory has seen, so that no item is younger than the retrieval (an
-                age below zero would raise its score above its importance). A year given is
-                used as given, as ``MemoryPool.retrieve`` does (the engines must agree): one
-                before an item's year scores that item above its importance. The model
-                retrieves in the current year, never before an item's.
+                age below zero would raise its score above its importance). An earlier year
+                counts as that latest year too, for the same reason (``MemoryPool.retrieve``
+                does the same): a retrieval happens now, after every memory it can return.
             strategy: ``spec`` or ``weighted``; the configured strategy when ``None``.
             query: Free text whose relevance weighs in under ``weighted`` (a query given to
                 ``spec`` switches to ``weighted``, since ``spec`` has no relevance term);
@@ -889,7 +888,8 @@ class CognitiveMemory:
                 integer, or a weight that is not a number.
         """
         settings = self._retrieval
-        if current_year.__class__ is not int:  # the model's calls pass a plain int
+        if current_year.__class__ is not int or current_year < self._clock:
+            # The model's calls pass a plain int, the current year, never before the clock.
             current_year = _retrieval_year(current_year, self._clock)
         k = settings.top_k if top_k is None else top_k
         if k.__class__ is not int or k < 0:  # the model's calls pass a plain int
@@ -1281,8 +1281,8 @@ def _check_weights(spec: bool, **weights: float | None) -> None:
 
 
 def _retrieval_year(current_year: Any, clock: int) -> int:
-    """A retrieval's year: ``clock`` (the latest year seen) for ``None``, else an integer."""
-    return clock if current_year is None else _year(current_year, "current_year")
+    """A retrieval's year: an integer, at least ``clock`` (the latest year seen; ``None``)."""
+    return clock if current_year is None else max(_year(current_year, "current_year"), clock)
 
 
 def _fill_from(

@@ -1581,10 +1581,11 @@ class MemoryPool:
         if _repeats(rows, len(self)):
             msg = "a pool retrieval takes each household at most once"
             raise ValueError(msg)
+        # As CognitiveMemory: a year before the latest seen counts as it (no item is younger).
         now = (
             self._clock[rows]
             if year is None
-            else np.broadcast_to(np.asarray(year, dtype=np.int64), (m,))
+            else np.maximum(np.asarray(year, dtype=np.int64), self._clock[rows])
         )
         if top_k == 0 or m == 0:
             return _nothing_retrieved(m, top_k)
