@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -111,6 +112,40 @@ class _Proposals(NamedTuple):
         self.costs[done] = costs[np.arange(len(skills)), skills]
 
 
+# The dtype kinds a state field's column may have, by the field's annotation.
+_COLUMN_KINDS = {"bool": "b", "int": "iu", "float": "fiu", "str": "U"}
+_FIELD_TYPES = {f.name: str(f.type) for f in fields(HouseholdState)}
+
+
+def _state_column(name: str, values: list[Any], states: list[HouseholdState]) -> np.ndarray:
+    """A state field's column, refusing values the field's type does not allow.
+
+    A value changed between years on a household's state (``state.has_insurance = 1``) would
+    otherwise turn a column of flags into integers or objects, and fail far away as an index
+    error, or count a string as true. Checked on the column, once, when the engine is built.
+
+    Raises:
+        TypeError: Naming the household, the field and the value, for a value of another type.
+        ValueError: For a number field holding NaN or an infinity.
+    """
+    column = np.array(values)
+    kind = _FIELD_TYPES[name]
+    if column.dtype.kind not in _COLUMN_KINDS[kind]:
+        fits = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,)}[kind]
+        for state, value in zip(states, values, strict=True):
+            if not isinstance(value, fits) or (kind != "bool" and isinstance(value, bool)):
+                msg = (
+                    f"household {state.agent_id}: state.{name}: expected {kind}, got "
+                    f"{type(value).__name__} {value!r}"
+                )
+                raise TypeError(msg)
+    if kind == "float" and not np.isfinite(column).all():
+        state = states[int(np.flatnonzero(~np.isfinite(column))[0])]
+        msg = f"household {state.agent_id}: state.{name}: {getattr(state, name)!r} is not finite"
+        raise ValueError(msg)
+    return column
+
+
 def _kind_code(kind: str | None) -> int:
     """A memory kind's position in MEMORY_KINDS, -1 for no threat cue."""
     return _NONE if kind is None else MEMORY_KINDS.index(kind)
@@ -131,7 +166,8 @@ class ArrayEngine:
         households = model.households
         states = [h.state for h in households]
         self.columns: dict[str, np.ndarray] = {
-            name: np.array([getattr(s, name) for s in states]) for name in STATE_FIELDS
+            name: _state_column(name, [getattr(s, name) for s in states], states)
+            for name in STATE_FIELDS
         }
         memories = [h.memory for h in households]
         self.pool = MemoryPool.from_memories(memories)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
+import math
 import random
 import re
 import threading
@@ -936,3 +937,25 @@ def test_audit_lines_made_in_batches_are_the_same_lines(tmp_path, monkeypatch):
     expected, got = _streams_of_both(tmp_path, settings)
     assert b'"evicted":[{' in expected["memory_updates.jsonl"]
     assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error", "said"),
+    [
+        ("has_insurance", 1, TypeError, "state.has_insurance: expected bool, got int 1"),
+        ("elevated", "no", TypeError, "state.elevated: expected bool, got str 'no'"),
+        ("claims_paid", 2.5, TypeError, "state.claims_paid: expected int, got float 2.5"),
+        ("income", math.nan, ValueError, "state.income: nan is not finite"),
+    ],
+)
+def test_a_state_changed_between_years_to_a_value_of_another_type_is_refused(
+    field, value, error, said
+):
+    """Not an IndexError from deep in the pool, nor a string counted as true."""
+    config, base = load_config(DEFAULT, ["households.count=20", "years=3", "engine=arrays"])
+    model = build_model(config, base)
+    model.step()
+    household = model.households[3]
+    setattr(household.state, field, value)
+    with pytest.raises(error, match=f"^household {household.state.agent_id}: {re.escape(said)}$"):
+        model.step()
