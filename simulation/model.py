@@ -305,7 +305,13 @@ class HouseholdAgent(CellAgent):
         return not self.state.relocated
 
     def decide(self, year: int) -> Decision:
-        """Step 7 for this household: retrieve, propose, validate, execute, remember."""
+        """Step 7 for this household: retrieve, propose, validate, execute, remember.
+
+        The model calls it in each year's step. Called outside that, it is a decision of its
+        own: it changes the state, writes a memory and draws from the decision stream, so the
+        years after differ from the run's. To look at what a household would recall, call
+        ``household.memory.retrieve_scored(record=False)``, which changes nothing.
+        """
         return self.model.decide_for(self, year)
 
     def remove(self) -> None:

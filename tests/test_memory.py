@@ -17,6 +17,7 @@ from simulation.memory import (
     RetentionSettings,
     RetrievalSettings,
     RuleBasedReflector,
+    ScoredMemory,
 )
 from simulation.memory.relevance import tokenize
 
@@ -1149,3 +1150,28 @@ def test_spec_order_is_working_memory_first_then_long_term_by_score():
     weighted = mem.retrieve_scored(2, 3, strategy="weighted")
     assert [hit.item for hit in weighted] == [flood, note]
     assert weighted[0].score >= weighted[1].score
+
+
+@pytest.mark.parametrize("strategy", ["spec", "weighted"])
+def test_a_retrieval_without_record_changes_nothing_a_later_one_reads(strategy):
+    """A look from a notebook between years must not change the run."""
+
+    def seen(hits: list[ScoredMemory]) -> list[tuple[str, float, str, int, int]]:
+        return [
+            (h.item.content, h.score, h.source, h.item.access_count, h.item.last_access)
+            for h in hits
+        ]
+
+    looked, untouched = (
+        CognitiveMemory("H1", retrieval=RetrievalSettings(strategy=strategy)) for _ in range(2)
+    )
+    for mem in (looked, untouched):
+        mem.update_after_flood(1_000.0, 1)
+        mem.add_working("a note", 0.4, 2)
+    assert seen(looked.retrieve_scored(5, 3, record=False)) == seen(
+        untouched.retrieve_scored(5, 3, record=False)
+    )
+    items = looked.episodic + looked.working
+    assert [(i.access_count, i.last_access) for i in items] == [(0, 1), (0, 2)]
+    assert seen(looked.retrieve_scored(5, 4)) == seen(untouched.retrieve_scored(5, 4))
+    assert [(i.access_count, i.last_access) for i in items] == [(1, 4), (1, 4)]

@@ -846,6 +846,7 @@ class CognitiveMemory:
         w_recency: float | None = None,
         w_importance: float | None = None,
         w_relevance: float | None = None,
+        record: bool = True,
     ) -> list[ScoredMemory]:
         """Return the best memories with their scores, each at most once.
 
@@ -876,9 +877,13 @@ class CognitiveMemory:
             w_recency: Override the recency weight of ``weighted``.
             w_importance: Override the importance weight of ``weighted``.
             w_relevance: Override the relevance weight of ``weighted``.
+            record: Refresh every returned item's access count and last access, as a recall
+                does (``importance_weighted`` and ``tiered`` retention and ``weighted``
+                recency read them). ``False`` looks without changing the memory, so that a
+                look from a notebook between years leaves the run as it would have been.
 
         Returns:
-            Scored items; every returned item's access count and last access are refreshed.
+            Scored items (with ``record``, their access count and last access refreshed).
 
         Raises:
             ValueError: For a negative ``top_k``, an unknown strategy or source name, a weight
@@ -927,10 +932,11 @@ class CognitiveMemory:
         else:
             msg = f"strategy must be 'spec' or 'weighted', got {strategy!r}"
             raise ValueError(msg)
-        for item, _, _ in hits:
-            item.access_count += 1
-            if current_year > item.last_access:
-                item.last_access = current_year
+        if record:
+            for item, _, _ in hits:
+                item.access_count += 1
+                if current_year > item.last_access:
+                    item.last_access = current_year
         return hits
 
     def _retrieve_spec(
