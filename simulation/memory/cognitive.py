@@ -335,11 +335,10 @@ class CognitiveMemory:
         evidence: tuple[str, ...] = (),
     ) -> MemoryItem:
         try:
-            ok = 0.0 <= importance <= 1.0 and importance.__class__ is not bool
+            if not 0.0 <= importance <= 1.0 or importance.__class__ is bool:
+                raise ValueError(_importance_problem(importance))
         except TypeError:  # a string or None: say which argument (try costs nothing unraised)
             raise TypeError(_importance_problem(importance)) from None
-        if not ok:
-            raise ValueError(_importance_problem(importance))
         if not isinstance(content, str):
             msg = f"content must be a string, got {content!r}"
             raise TypeError(msg)
@@ -409,10 +408,13 @@ class CognitiveMemory:
         """
         if store == "auto":
             try:
-                due = pinned or importance >= self._consolidation_threshold
+                store = (
+                    "episodic"
+                    if pinned or importance >= self._consolidation_threshold
+                    else "working"
+                )
             except TypeError:  # a string: say which argument (try costs nothing unraised)
                 raise TypeError(_importance_problem(importance)) from None
-            store = "episodic" if due else "working"
         if store == "working":
             if pinned:
                 msg = "pinned items live in episodic memory; use store='episodic' or 'auto'"
@@ -933,10 +935,7 @@ class CognitiveMemory:
             msg = f"strategy must be 'spec' or 'weighted', got {strategy!r}"
             raise ValueError(msg)
         if record:
-            for item, _, _ in hits:
-                item.access_count += 1
-                if current_year > item.last_access:
-                    item.last_access = current_year
+            _record_access(hits, current_year)
         return hits
 
     def _retrieve_spec(
@@ -1289,6 +1288,14 @@ def _check_weights(spec: bool, **weights: float | None) -> None:
 def _retrieval_year(current_year: Any, clock: int) -> int:
     """A retrieval's year: an integer, at least ``clock`` (the latest year seen; ``None``)."""
     return clock if current_year is None else max(_year(current_year, "current_year"), clock)
+
+
+def _record_access(hits: list[ScoredMemory], year: int) -> None:
+    """Count a recall of each item retrieved, in ``year``."""
+    for item, _, _ in hits:
+        item.access_count += 1
+        if year > item.last_access:
+            item.last_access = year
 
 
 def _fill_from(
