@@ -102,7 +102,11 @@ def test_the_points_table_of_two_swept_keys_has_a_row_per_combination(tmp_path):
     index = write_experiment_report(folder)
     page = index.read_text(encoding="utf-8")
     assert "across every value of insurer.enabled" in page
-    assert page.count("<figure>") == 2 * len(OUTCOMES)
+    # Each key's figures, and the decay rate's in a panel per insurer setting.
+    assert page.count("<figure>") == 3 * len(OUTCOMES)
+    facets = "insured_share_by_memory.decay_rate_within_insurer.enabled.png"
+    assert f'src="{facets}"' in page
+    assert png_size(index.parent / facets)[0] >= 600
     # A switch has no ranks worth correlating: only the decay rate is in the sensitivity table.
     assert pd.read_csv(index.parent / "sensitivity.csv")["key"].tolist() == ["memory.decay_rate"]
 
@@ -331,3 +335,25 @@ def test_an_experiment_report_pairs_the_runs_of_each_value(grid):
         [0.95, 0.8, "all", 2]
     ]
     assert "<h2>Paired comparisons</h2>" in index.read_text(encoding="utf-8")
+
+
+def test_facets_draw_each_design_point_apart_in_a_panel_per_value_of_the_other_key():
+    """A line in a panel is the mean of that design point's runs, not of the pooled values."""
+    rows = [
+        {"run_id": f"{a}-{b}-{r}", "year": year, "a": a, "b": b, "insured_share": value}
+        for a in (0.1, 0.2)
+        for b in ("x", "y")
+        for r in range(2)
+        for year in (1, 2, 3)
+        # An interaction: a matters under b = y only.
+        for value in [0.5 + (a if b == "y" else 0.0) + 0.01 * r]
+    ]
+    figure = plots.plot_sweep_facets(pd.DataFrame(rows), "a", "b")
+    left, right = figure.axes[:2]
+    assert [ax.get_title() for ax in (left, right)] == ["b = x", "b = y"]
+    means = {
+        ax.get_title(): [round(float(line.get_ydata()[0]), 6) for line in ax.get_lines()]
+        for ax in (left, right)
+    }
+    assert means == {"b = x": [0.505, 0.505], "b = y": [0.605, 0.705]}
+    assert left.get_shared_y_axes().joined(left, right)

@@ -32,6 +32,7 @@ __all__ = [
     "plot_memory",
     "plot_run_averages",
     "plot_sweep",
+    "plot_sweep_facets",
     "plot_threat",
 ]
 
@@ -460,6 +461,65 @@ def plot_sweep(
     """
     fig = Figure(figsize=_SIZE, layout="constrained")
     ax = fig.subplots()
+    _draw_sweep(ax, frame, by, value)
+    ax.set_ylabel(ylabel or f"{value} (mean over replicates)")
+    # Beside the axes, not on them: with several values the bands fill the whole plot.
+    ax.legend(
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize="small",
+        title=f"band: {band}",
+        title_fontsize="small",
+    )
+    ax.set_title(title or f"{value} by {by}", fontweight="bold")
+    return fig
+
+
+def plot_sweep_facets(
+    frame: pd.DataFrame,
+    by: str,
+    within: str,
+    value: str = "insured_share",
+    *,
+    title: str | None = None,
+    ylabel: str | None = None,
+) -> Figure:
+    """:func:`plot_sweep` of ``by`` in one panel per value of a second swept key, ``within``.
+
+    A line of :func:`plot_sweep` pools the runs of every value of the other keys; here each
+    panel holds one value of ``within``, so an interaction (a subsidy that matters only at
+    some premium) shows as lines that part in some panels and not in others. The panels share
+    their axes; the band spans the replicates of one design point.
+
+    Args:
+        frame: Stacked ``model_years`` rows with columns ``year``, ``by``, ``within`` and
+            ``value``.
+        by: The key drawn as lines.
+        within: The key whose values get a panel each.
+        value: The metric to plot (shares as percentages).
+        title: Figure title (a default names the metric and both keys).
+        ylabel: Y axis label of the first panel (default: the metric's name).
+    """
+    groups = list(frame.groupby(within, sort=True, dropna=False))
+    fig = Figure(figsize=(3.6 * len(groups) + 2.4, 4.4), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(groups), sharex=True, sharey=True))
+    for ax, (level, group) in zip(axes, groups, strict=True):
+        _draw_sweep(ax, group, by, value)
+        ax.set_title(f"{within} = {'null' if pd.isna(level) else level}", fontsize="medium")
+    axes[0].set_ylabel(ylabel or value)
+    axes[-1].legend(
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        fontsize="small",
+        title="band: min-max over replicates",
+        title_fontsize="small",
+    )
+    fig.suptitle(title or f"{value} by {by}, a panel per {within}", fontweight="bold")
+    return fig
+
+
+def _draw_sweep(ax: Axes, frame: pd.DataFrame, by: str, value: str) -> None:
+    """A line per value of ``by`` (the mean over its runs) and its min-max band, on ``ax``."""
     # dropna=False: a null level is a setting too (government.budget null: no budget limit).
     for index, (level, group) in enumerate(frame.groupby(by, sort=True, dropna=False)):
         stats = group.groupby("year")[value].agg(["mean", "min", "max", "size"])
@@ -478,18 +538,7 @@ def plot_sweep(
     if "_share" in value:
         ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
         ax.set_ylim(bottom=0)
-    ax.set_ylabel(ylabel or f"{value} (mean over replicates)")
     _year_axis(ax)
-    # Beside the axes, not on them: with several values the bands fill the whole plot.
-    ax.legend(
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-        fontsize="small",
-        title=f"band: {band}",
-        title_fontsize="small",
-    )
-    ax.set_title(title or f"{value} by {by}", fontweight="bold")
-    return fig
 
 
 def plot_run_averages(
