@@ -25,7 +25,12 @@ from hypothesis import strategies as st
 
 from simulation.audit.commands import register, summarize_experiment, summarize_run
 from simulation.audit.readers import AuditReadError, TruncatedLineWarning, iter_file
-from simulation.audit.replay import RebuiltMemory, format_memory, rebuild_memory
+from simulation.audit.replay import (
+    MEMORY_STORES,
+    RebuiltMemory,
+    format_memory,
+    rebuild_memory,
+)
 from simulation.memory import RETENTION_POLICIES
 
 if TYPE_CHECKING:
@@ -815,6 +820,19 @@ def _rebuilt_snapshot(rebuilt: RebuiltMemory) -> dict[str, Any]:
     }
 
 
+def _decayed(rebuilt: RebuiltMemory) -> dict[str, float | None]:
+    """Each rebuilt item's importance decayed to the rebuilt year (``audit memory``'s ``now``)."""
+    return {
+        item["id"]: rebuilt.decayed(item) for name in MEMORY_STORES for item in rebuilt.store(name)
+    }
+
+
+def _scores(memory: CognitiveMemory, year: int) -> dict[str, float]:
+    """What a spec retrieval in ``year`` scores each of the memory's items, changing nothing."""
+    hits = memory.retrieve_scored(10**6, year, strategy="spec", record=False)
+    return {hit.item.id: hit.score for hit in hits}
+
+
 # Small memories, reflection, tiered retention with demotion and promotion, pre-seeded floods:
 # every replay path (FIFO, forgetting, archive moves, reflections, year 0) is exercised.
 STRESS = [
@@ -852,6 +870,11 @@ def test_rebuild_matches_the_model(tmp_path: Path, overrides: list[str]) -> None
     for household in model.households:
         rebuilt = rebuild_memory(run_dir, household.state.agent_id, years)
         assert _rebuilt_snapshot(rebuilt) == _snapshot(household.memory), household.state.agent_id
+        # Decayed as retrieval scores them, from the derived rehearsal year where tiered set one.
+        assert _decayed(rebuilt) == pytest.approx(_scores(household.memory, years))
+        shown = format_memory(rebuilt)
+        for item in rebuilt.episodic:
+            assert f"importance {item['importance']:.2f}  now {rebuilt.decayed(item):.2f}" in shown
 
     # Intermediate years: a second, identical model stepped by hand (no audit attached).
     twin = build_model(config, base)
@@ -925,6 +948,12 @@ def test_rebuild_matches_the_model_whatever_the_memory_settings(
     for household in model.households:
         rebuilt = rebuild_memory(run_dir, household.state.agent_id, years)
         assert _rebuilt_snapshot(rebuilt) == _snapshot(household.memory), household.state.agent_id
+        assert _decayed(rebuilt) == pytest.approx(_scores(household.memory, years))
+        rehearsed = {i.id: i.rehearsed for i in household.memory.episodic if i.rehearsed}
+        assert {i["id"]: i["rehearsed"] for i in rebuilt.episodic if "rehearsed" in i} == (
+            rehearsed
+        )
+        event("rehearsed" if rehearsed else "none rehearsed")
     # A promotion named in a consolidation line left the archive for episodic memory in that
     # same line's moves, and was not sent back by them.
     for _, line in iter_file(run_dir / "consolidation.jsonl"):

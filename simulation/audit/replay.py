@@ -22,11 +22,12 @@ The replay leaves out what these two streams do not carry (see ``docs/audit_stre
 "Rebuilding a household's memory from the audit streams"): each item's access count and last
 access, which ``importance_weighted`` and ``tiered`` retention and ``weighted`` retrieval read,
 come from the retrievals in ``tool_invocations`` (a household's retrieval falls after its other
-writes of the year and before its ``decision`` write); the year a ``tiered`` promotion restarted
-an item's decay is never logged (it is ``max(year, the previous one or the item's year)`` at each
-archive-to-episodic move, also when the item went straight back to the archive); and semantic
+writes of the year and before its ``decision`` write); and semantic
 and archive sizes are in no line (``working_after``, ``episodic_after`` and the traces' counts
-cover working and episodic memory only).
+cover working and episodic memory only). The year a ``tiered`` promotion restarted an item's
+decay is logged nowhere either; the replay derives it as ``max(year, the previous one or the
+item's year)`` at each archive-to-episodic move of a year end (kept when the item goes straight
+back to the archive), so that :meth:`RebuiltMemory.decayed` scores the item as retrieval does.
 
 :class:`StoreCounts` replays every household at once, keeping only which ids each store holds,
 for ``floodsim audit summarize`` to check the counts the traces and year ends give.
@@ -37,6 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from simulation.audit.conformance import line_problem
 from simulation.audit.readers import (
@@ -73,9 +76,10 @@ class RebuiltMemory:
 
     Each store is a list of item dicts with at least ``id``, ``content``, ``importance``,
     ``year``, ``tags`` and ``source`` (plus ``amount``, ``pinned`` and ``evidence`` when the
-    stream has them), but no access count, last access or rehearsal year (see the module
-    docstring). Working memory is FIFO order, oldest first; the other stores are in the order
-    items entered them (a ``full`` trace's ``episodic_items`` are by item number instead).
+    stream has them), and ``rehearsed``, the year a ``tiered`` promotion restarted its decay,
+    once one has; but no access count or last access (see the module docstring). Working memory
+    is FIFO order, oldest first; the other stores are in the order items entered them (a
+    ``full`` trace's ``episodic_items`` are by item number instead).
 
     Attributes:
         run_dir: The run directory.
@@ -91,6 +95,8 @@ class RebuiltMemory:
         moved_away: The year the household moved away, when that is before ``year``: its last
             year end, after which other households' year ends go on (``None``: still there).
         reports: What reading each stream found (skipped truncated lines).
+        decay_rate: The run's ``memory.decay_rate`` (``None`` when its
+            ``config.resolved.yaml`` is missing or does not say), for :meth:`decayed`.
     """
 
     run_dir: Path
@@ -104,6 +110,22 @@ class RebuiltMemory:
     last_year: int | None = None
     moved_away: int | None = None
     reports: dict[str, ReadReport] = field(default_factory=dict)
+    decay_rate: float | None = None
+
+    def decayed(self, item: dict[str, Any]) -> float | None:
+        """An item's importance decayed to the end of :attr:`year`, as retrieval scores it.
+
+        ``importance * decay_rate ** (year - since)``, ``since`` being the item's year or, once
+        a ``tiered`` promotion rehearsed it, that year: what the ``spec`` retrieval of a year
+        ``year`` scores it (a retrieval the next year decays it once more). ``None`` without
+        the decay rate.
+        """
+        importance, since = item.get("importance"), item.get("rehearsed", item.get("year"))
+        if self.decay_rate is None or not isinstance(importance, int | float):
+            return None
+        if not isinstance(since, int):
+            return None
+        return float(importance) * self.decay_rate ** (self.year - since)
 
     def store(self, name: str) -> list[dict[str, Any]]:
         """The items of store ``name`` (one of :data:`MEMORY_STORES`)."""
@@ -194,7 +216,7 @@ class _Replayer:
         self.items[item["id"]] = item
         self.stores[store][item["id"]] = item
 
-    def _evict(self, entries: list[dict[str, Any]], where: str) -> None:
+    def _evict(self, entries: list[dict[str, Any]], where: str, year: int | None = None) -> None:
         for entry in entries:
             item_id, source, target = entry["id"], entry["from"], entry["to"]
             item = self.stores[source].pop(item_id, None)
@@ -204,6 +226,10 @@ class _Replayer:
                 raise AuditReadError(msg)
             if target is not None:
                 self.stores[target][item_id] = item
+            if year is not None and (source, target) == ("archive", "episodic"):
+                # A promotion at a year end restarts the item's decay from that year (tiered
+                # retention's rehearsal), kept if it goes straight back to the archive.
+                item["rehearsed"] = max(year, item.get("rehearsed", item["year"]))
 
     def update(self, record: dict[str, Any], where: str) -> None:
         written = record["memory_item"]
@@ -222,7 +248,7 @@ class _Replayer:
         # superseded (evicted from semantic memory) by a later one of the same pass.
         for reflection in block["reflections"]:
             self._add("semantic", _item(reflection))
-        self._evict(block["evicted"], where)
+        self._evict(block["evicted"], where, record["year"])
 
 
 class StoreCounts:
@@ -530,8 +556,8 @@ def rebuild_memory(
 
     Streams ``memory_updates`` and ``consolidation`` once, in step, and stops reading after
     ``year``. Year 0 is the pre-seeded memory before the first year. A household that relocated
-    keeps the memory it had when it left. The items carry their contents, not their access
-    counts, last access or rehearsal year (``docs/audit_streams.md`` derives those).
+    keeps the memory it had when it left. The items carry their contents and rehearsal year,
+    not their access counts or last access (``docs/audit_streams.md`` derives those).
 
     Args:
         run_dir: The run directory.
@@ -629,7 +655,19 @@ def rebuild_memory(
         last_year=replay.last_year,
         moved_away=_moved_away(replay, manifest, year),
         reports=reports,
+        decay_rate=_decay_rate(folder),
     )
+
+
+def _decay_rate(folder: Path) -> float | None:
+    """The run's ``memory.decay_rate``, from its ``config.resolved.yaml`` (``None``: unknown)."""
+    try:
+        config = yaml.safe_load((folder / "config.resolved.yaml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    memory = config.get("memory") if isinstance(config, dict) else None
+    rate = memory.get("decay_rate") if isinstance(memory, dict) else None
+    return float(rate) if isinstance(rate, int | float) and not isinstance(rate, bool) else None
 
 
 def _unfinished(manifest: dict[str, Any] | None) -> bool:
@@ -638,12 +676,16 @@ def _unfinished(manifest: dict[str, Any] | None) -> bool:
     return isinstance(status, str) and status != "complete"
 
 
-def _format_item(item: dict[str, Any]) -> str:
+def _format_item(item: dict[str, Any], rebuilt: RebuiltMemory) -> str:
     importance = item.get("importance")
     weight = f"{importance:.2f}" if isinstance(importance, int | float) else "?"
+    decayed = rebuilt.decayed(item)
+    now = "" if decayed is None else f"  now {decayed:.2f}"
+    rehearsed = f" (rehearsed {item['rehearsed']})" if "rehearsed" in item else ""
     pin = "  (pinned)" if item.get("pinned") else ""
     return (
-        f"  [{item['id']}] year {item.get('year')}  importance {weight}  {item.get('content')}{pin}"
+        f"  [{item['id']}] year {item.get('year')}{rehearsed}  importance {weight}{now}  "
+        f"{item.get('content')}{pin}"
     )
 
 
@@ -651,7 +693,10 @@ def format_memory(rebuilt: RebuiltMemory) -> str:
     """A printable view: a header, then one section per store and one line per item.
 
     Working and episodic memory are always shown; semantic and archive only when non-empty
-    (``floodsim audit memory`` prints this). Items read ``  [id] year Y  importance 0.90  content``.
+    (``floodsim audit memory`` prints this). Items read
+    ``  [id] year Y  importance 0.90  now 0.77  content``: ``now`` is the importance decayed to
+    the end of the year shown (:meth:`RebuiltMemory.decayed`), left out when the run's decay rate
+    is unknown; a ``tiered`` promotion adds ``(rehearsed R)`` after the year.
     """
     run = f" of run {rebuilt.run_id}" if rebuilt.run_id else ""
     lines = [f"Memory of household {rebuilt.agent_id} at the end of year {rebuilt.year}{run}"]
@@ -665,5 +710,5 @@ def format_memory(rebuilt: RebuiltMemory) -> str:
             continue
         lines.append("")
         lines.append(f"{name.capitalize()} memory ({len(items)})")
-        lines.extend(_format_item(item) for item in items)
+        lines.extend(_format_item(item, rebuilt) for item in items)
     return "\n".join(lines)
