@@ -701,3 +701,29 @@ def test_command_prints_folder_last(tmp_path, capsys):
     assert any(line.startswith("loss ") for line in lines)
     assert any("median_policy_tenure" in line for line in lines)
     assert (out / "best.yaml").is_file()
+
+
+def test_ctrl_c_while_the_last_figure_is_drawn_leaves_a_summary_that_says_running(
+    tmp_path, monkeypatch
+):
+    """Not a best.yaml that reads finished beside no calibration.png: --resume completes it."""
+    from simulation.calibration import fit
+
+    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=3))
+    calibrate(path, tmp_path / "whole", progress=False)
+
+    def interrupted(*_: Any, **__: Any) -> Any:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(fit, "plot_calibration", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            calibrate(path, tmp_path / "out", progress=False)
+    best = yaml.safe_load((tmp_path / "out" / "best.yaml").read_text(encoding="utf-8"))
+    assert best["stopped"] == "running: 3 evaluations so far"
+    assert not (tmp_path / "out" / "calibration.png").exists()
+    simulated = _counting_runs(monkeypatch)
+    resumed = calibrate(path, tmp_path / "out", resume=True, progress=False)
+    assert (resumed.resumed, len(simulated)) == (3, 0)
+    assert _outputs(tmp_path / "out") == _outputs(tmp_path / "whole")
+    assert (tmp_path / "out" / "calibration.png").is_file()

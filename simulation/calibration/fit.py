@@ -880,6 +880,16 @@ def _write_outputs(
     # earlier one (or none), never a file cut short that --resume could not read.
     replace_file(out / "evaluations.csv", evaluations.to_csv(index=False).encode("utf-8"))
     table = best.table
+    if draw:
+        # Before best.yaml: interrupted while drawing, the summary still says the search was
+        # running (as written after the last evaluation), not that it stopped with no figure.
+        figure = plot_calibration(
+            evaluations,
+            table,
+            title=f"Calibration {calibration.name}: best loss {best.loss:.4g} "
+            f"(evaluation {best.index} of {len(search.history)})",
+        )
+        figure.savefig(out / "calibration.png", dpi=110)
     summary = {
         "calibration": origin,
         "method": calibration.method,
@@ -908,15 +918,6 @@ def _write_outputs(
         # The summaries name the new best now: the runs of the one they named before can go.
         shutil.rmtree(search.recorded, ignore_errors=True)
     search.recorded = best.folder
-    if not draw:
-        return evaluations
-    figure = plot_calibration(
-        evaluations,
-        table,
-        title=f"Calibration {calibration.name}: best loss {best.loss:.4g} "
-        f"(evaluation {best.index} of {len(search.history)})",
-    )
-    figure.savefig(out / "calibration.png", dpi=110)
     return evaluations
 
 
