@@ -112,17 +112,26 @@ class _Proposals(NamedTuple):
         self.costs[done] = costs[np.arange(len(skills)), skills]
 
 
-# The dtype kinds a state field's column may have, by the field's annotation.
-_COLUMN_KINDS = {"bool": "b", "int": "iu", "float": "fiu", "str": "U"}
+# The dtype kinds a state field's column may have, by the field's annotation: a number field
+# takes any numbers (a bool counts as 0 or 1, as in Python arithmetic on the object path).
+_COLUMN_KINDS = {"bool": "b", "int": "iub", "float": "fiub", "str": "U"}
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(HouseholdState)}
+_VALUE_TYPES: dict[str, tuple[type, ...]] = {
+    "bool": (bool, np.bool_),
+    "int": (int, np.integer),
+    "float": (int, float, np.integer, np.floating),
+    "str": (str,),
+}
 
 
 def _state_column(name: str, values: list[Any], states: list[HouseholdState]) -> np.ndarray:
-    """A state field's column, refusing values the field's type does not allow.
+    """A state field's column, of the field's type, refusing values that are not of it.
 
     A value changed between years on a household's state (``state.has_insurance = 1``) would
     otherwise turn a column of flags into integers or objects, and fail far away as an index
-    error, or count a string as true. Checked on the column, once, when the engine is built.
+    error, or count a string as true; an integer set on every household's number field would
+    make an integer column that a year's damage cannot be added to. Checked on the column,
+    once, when the engine is built.
 
     Raises:
         TypeError: Naming the household, the field and the value, for a value of another type.
@@ -131,18 +140,23 @@ def _state_column(name: str, values: list[Any], states: list[HouseholdState]) ->
     column = np.array(values)
     kind = _FIELD_TYPES[name]
     if column.dtype.kind not in _COLUMN_KINDS[kind]:
-        fits = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,)}[kind]
+        fits = _VALUE_TYPES[kind]
         for state, value in zip(states, values, strict=True):
-            if not isinstance(value, fits) or (kind != "bool" and isinstance(value, bool)):
+            if not isinstance(value, fits):
                 msg = (
                     f"household {state.agent_id}: state.{name}: expected {kind}, got "
                     f"{type(value).__name__} {value!r}"
                 )
                 raise TypeError(msg)
-    if kind == "float" and not np.isfinite(column).all():
-        state = states[int(np.flatnonzero(~np.isfinite(column))[0])]
-        msg = f"household {state.agent_id}: state.{name}: {getattr(state, name)!r} is not finite"
-        raise ValueError(msg)
+    if kind == "int":
+        return column.astype(np.int64, copy=False)
+    if kind == "float":
+        column = column.astype(np.float64, copy=False)
+        if not np.isfinite(column).all():
+            state = states[int(np.flatnonzero(~np.isfinite(column))[0])]
+            value = getattr(state, name)
+            msg = f"household {state.agent_id}: state.{name}: {value!r} is not finite"
+            raise ValueError(msg)
     return column
 
 

@@ -809,6 +809,13 @@ class FloodAdaptationModel(mesa.Model):
 
     def _step_arrays(self) -> None:
         """:meth:`step` on the array engine (``engine: arrays``): the same year, all at once."""
+        try:
+            engine = self._array_engine()
+        except BaseException:
+            # Mesa counted the year before step() ran, but it has not begun: a state refused
+            # here (a value of another type set between years) can be mended and the year run.
+            self.steps -= 1
+            raise
         year = self.steps
         audit = self.audit
         if audit is not None:
@@ -816,7 +823,7 @@ class FloodAdaptationModel(mesa.Model):
         stats = dict.fromkeys(METRIC_COLUMNS, 0.0)
         stats["year"] = year
         self.year_stats = stats
-        self._array_engine().step(year)
+        engine.step(year)
         self.datacollector.collect(self)
         if audit is not None:
             audit.end_year()
