@@ -357,3 +357,28 @@ def test_facets_draw_each_design_point_apart_in_a_panel_per_value_of_the_other_k
     }
     assert means == {"b = x": [0.505, 0.505], "b = y": [0.605, 0.705]}
     assert left.get_shared_y_axes().joined(left, right)
+
+
+def test_a_small_latin_hypercube_of_two_keys_gets_no_panels_of_one_line_each(tmp_path):
+    """Four scattered points are not a grid: a panel per value would hold a line each."""
+    sweep = {"lhs": {"memory.decay_rate": [0.7, 0.99], "decision.pmt.beta_tp": [1.0, 9.0]}}
+    folder = batch(tmp_path, sweep={**sweep, "samples": 4}, replicates=1)
+    index = write_experiment_report(folder)
+    assert not list(index.parent.glob("*_within_*.png"))
+    assert len(list(index.parent.glob("*_by_*.png"))) == 2 * len(OUTCOMES)
+
+
+def test_a_value_keeps_its_colour_in_every_panel_though_a_panel_lacks_one():
+    rows = [
+        {"run_id": f"{a}-{b}", "year": year, "a": a, "b": b, "insured_share": 0.5}
+        for a, b in [(1, "x"), (2, "x"), (3, "x"), (2, "y"), (3, "y")]
+        for year in (1, 2)
+    ]
+    figure = plots.plot_sweep_facets(pd.DataFrame(rows), "a", "b")
+    colours = {
+        ax.get_title(): {line.get_label(): line.get_color() for line in ax.get_lines()}
+        for ax in figure.axes[:2]
+    }
+    x, y = colours["b = x"], colours["b = y"]
+    assert len(set(x.values())) == 3
+    assert {label: x[label] for label in y} == y

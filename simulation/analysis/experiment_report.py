@@ -7,9 +7,10 @@
   :data:`OUTCOMES` over the years, a line per value (the mean over its runs) and a band from
   the lowest to the highest run (``<outcome>_by_<key>.png``, :func:`~simulation.analysis.plots.
   plot_sweep`); the runs of a value include every level of the other swept keys;
-- with exactly two swept keys of at most :data:`MAX_LINES` values each, the same figures of the
-  first key in a panel per value of the second (``<outcome>_by_<key>_within_<other>.png``,
-  :func:`~simulation.analysis.plots.plot_sweep_facets`), where an interaction shows;
+- with exactly two swept keys of at most :data:`MAX_LINES` values each, every pair of them
+  run (a grid), the same figures of the first key in a panel per value of the second
+  (``<outcome>_by_<key>_within_<other>.png``, :func:`~simulation.analysis.plots.
+  plot_sweep_facets`), where an interaction shows;
 - for each swept key with more values (a Latin hypercube), every run's average of each outcome
   against the key's value (``runs_by_<key>.png``, :func:`~simulation.analysis.plots.
   plot_run_averages`);
@@ -297,7 +298,13 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
                 f"{key} ({levels} values{across})."
             )
             figures[f"runs_by_{key}.png"] = (figure, caption)
-    if len(keys) == 2 and all(frame[k].nunique(dropna=False) <= MAX_LINES for k in keys):
+    sizes = [frame[k].nunique(dropna=False) for k in keys]
+    if (
+        len(keys) == 2
+        and max(sizes) <= MAX_LINES
+        # Every pair of values run (a grid, not a Latin hypercube's few scattered points).
+        and frame.groupby(keys, dropna=False).ngroups == sizes[0] * sizes[1]
+    ):
         # Each line above pools the other key's values: a panel per value shows how they meet.
         by, within = keys
         for outcome, label in OUTCOMES.items():

@@ -8,7 +8,7 @@ Inputs are the tables of :mod:`simulation.analysis.metrics`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -501,10 +501,12 @@ def plot_sweep_facets(
         ylabel: Y axis label of the first panel (default: the metric's name).
     """
     groups = list(frame.groupby(within, sort=True, dropna=False))
+    # A value of `by` keeps its colour and style in every panel, whichever values a panel has.
+    levels = list(frame.groupby(by, sort=True, dropna=False).groups)
     fig = Figure(figsize=(3.6 * len(groups) + 2.4, 4.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(groups), sharex=True, sharey=True))
     for ax, (level, group) in zip(axes, groups, strict=True):
-        _draw_sweep(ax, group, by, value)
+        _draw_sweep(ax, group, by, value, levels)
         ax.set_title(f"{within} = {'null' if pd.isna(level) else level}", fontsize="medium")
     axes[0].set_ylabel(ylabel or value)
     axes[-1].legend(
@@ -518,15 +520,24 @@ def plot_sweep_facets(
     return fig
 
 
-def _draw_sweep(ax: Axes, frame: pd.DataFrame, by: str, value: str) -> None:
-    """A line per value of ``by`` (the mean over its runs) and its min-max band, on ``ax``."""
+def _draw_sweep(
+    ax: Axes, frame: pd.DataFrame, by: str, value: str, levels: list[Any] | None = None
+) -> None:
+    """A line per value of ``by`` (the mean over its runs) and its min-max band, on ``ax``.
+
+    ``levels`` (all the values of ``by``, in order) gives each value its colour and style: the
+    same in every panel of a figure, though a panel may lack some values.
+    """
     # dropna=False: a null level is a setting too (government.budget null: no budget limit).
-    for index, (level, group) in enumerate(frame.groupby(by, sort=True, dropna=False)):
+    groups = list(frame.groupby(by, sort=True, dropna=False))
+    for position, (level, group) in enumerate(groups):
+        index = position if levels is None else levels.index(level)
         stats = group.groupby("year")[value].agg(["mean", "min", "max", "size"])
         (line,) = ax.plot(
             stats.index,
             stats["mean"],
             lw=2,
+            color=f"C{index % 10}",
             # Levels whose runs are alike (a budget that never binds, and no budget) draw the
             # same line: a style of its own each keeps the one drawn first in sight.
             ls=_SWEEP_STYLES[index % len(_SWEEP_STYLES)],
