@@ -1066,21 +1066,28 @@ class RunConfig(Section):
 
         Pydantic's ``model_copy(update=...)`` does not validate: a misspelt key or a value of
         the wrong type would reach the model. A mapping merges into the section it names, as
-        ``--set`` does (``{"memory": {"decay_rate": 0.9}}`` keeps the other memory keys).
+        ``--set`` does (``{"memory": {"decay_rate": 0.9}}`` keeps the other memory keys). A
+        relative file path is, like the config's own, relative to the folder the model is
+        built with (``build_model(config, base_dir)``), not to the working directory.
 
         Args:
             settings: Dotted key (``"memory.decay_rate"``) to value.
 
         Raises:
             ConfigError: One line naming the key and the problem.
+            TypeError: When ``settings`` is not a mapping (``"years=5"``).
 
         Example:
             >>> RunConfig().with_settings({"years": 5, "memory.decay_rate": 0.9}).years
             5
         """
         origin = "with_settings"
+        if not isinstance(settings, Mapping):
+            msg = f"settings: a mapping of dotted keys to values, not {type(settings).__name__}"
+            raise TypeError(msg)
         data = self.to_yaml_dict()
-        for key, value in settings.items():
+        for key, given in settings.items():
+            value = _plain(given)
             *sections, name = str(key).split(".")
             node = data
             for part in sections:
@@ -1089,8 +1096,8 @@ class RunConfig(Section):
                     msg = f"{origin}: {key}: {part} is not a section"
                     raise ConfigError(msg)
             current = node.get(name)
-            merges = isinstance(value, Mapping) and isinstance(current, dict)
-            node[name] = _deep_merge(current, dict(value), (*sections, name)) if merges else value
+            merges = isinstance(value, dict) and isinstance(current, dict)
+            node[name] = _deep_merge(current, value, (*sections, name)) if merges else value
         try:
             config = RunConfig.model_validate(data)
         except ValidationError as err:
@@ -1694,6 +1701,15 @@ def warn_code_defaults(config: RunConfig, data: dict[str, Any], origin: str) -> 
         CodeDefaultsWarning,
         stacklevel=2,
     )
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every mapping in it a dict (and every tuple a list), as YAML gives data."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _has_key(data: Any, keys: Sequence[int | str]) -> bool:

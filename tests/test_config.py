@@ -6,6 +6,7 @@ import os
 import re
 import warnings
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -1227,6 +1228,11 @@ def test_with_settings_validates_each_key_as_a_file_would():
     ]:
         with pytest.raises(ConfigError, match=f"^{re.escape(problem)}"):
             config.with_settings(changes)
+    with pytest.raises(TypeError, match="a mapping of dotted keys to values, not str"):
+        config.with_settings("years=5")  # type: ignore[arg-type]
+    # Any mapping, however deep: read-only views merge as dicts do.
+    nested = MappingProxyType({"retrieval": MappingProxyType({"top_k": 3})})
+    assert config.with_settings({"memory": nested}).memory.retrieval.top_k == 3
 
 
 def test_overrides_given_as_one_string_are_refused_naming_the_list_wanted():

@@ -1175,3 +1175,21 @@ def test_a_retrieval_without_record_changes_nothing_a_later_one_reads(strategy):
     assert [(i.access_count, i.last_access) for i in items] == [(0, 1), (0, 2)]
     assert seen(looked.retrieve_scored(5, 4)) == seen(untouched.retrieve_scored(5, 4))
     assert [(i.access_count, i.last_access) for i in items] == [(1, 4), (1, 4)]
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"strategy": "bogus"}, ValueError),
+        ({"sources": ["bogus"]}, ValueError),
+        ({"strategy": "weighted", "w_recency": math.nan}, ValueError),
+        ({"min_year": "x"}, TypeError),
+    ],
+)
+def test_a_retrieval_of_nothing_checks_its_options_too(options, error):
+    """A mistake is one at any top_k: found with 0, it is not hidden until top_k grows."""
+    mem = CognitiveMemory("H1")
+    mem.update_after_flood(1_000.0, 1)
+    with pytest.raises(error):
+        mem.retrieve_scored(0, 2, **options)
+    assert mem.retrieve_scored(0, 2) == []

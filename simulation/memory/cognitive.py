@@ -901,9 +901,10 @@ class CognitiveMemory:
         k = settings.top_k if top_k is None else top_k
         if k.__class__ is not int or k < 0:  # the model's calls pass a plain int
             k = _count(k)
-        if k == 0:
-            return []
         strategy = strategy or settings.strategy
+        if strategy != "spec" and strategy != "weighted":  # noqa: PLR1714 - cheapest for "spec"
+            msg = f"strategy must be 'spec' or 'weighted', got {strategy!r}"
+            raise ValueError(msg)
         if query is not None or strategy == "weighted":  # the model's have none: skip the call
             # weighted's default query is the settings' (an explicit spec has none)
             query = _clean_query(settings.query if query is None else query)
@@ -919,9 +920,11 @@ class CognitiveMemory:
                 w_importance=w_importance,
                 w_relevance=w_relevance,
             )
+        if k == 0:  # after the checks: a mistake is one at any top_k
+            return []
         if strategy == "spec" and query is None:
             hits = self._retrieve_spec(k, current_year, keep)
-        elif strategy in ("spec", "weighted"):
+        else:
             hits = self._retrieve_weighted(
                 k,
                 current_year,
@@ -931,9 +934,6 @@ class CognitiveMemory:
                 settings.w_importance if w_importance is None else w_importance,
                 settings.w_relevance if w_relevance is None else w_relevance,
             )
-        else:
-            msg = f"strategy must be 'spec' or 'weighted', got {strategy!r}"
-            raise ValueError(msg)
         if record:
             _record_access(hits, current_year)
         return hits
