@@ -179,6 +179,9 @@ class ArrayEngine:
         self.model = model
         households = model.households
         states = [h.state for h in households]
+        # What may refuse the households (a state value of another type, memories that cannot
+        # be pooled) comes first, before anything is taken from them: the model counts such a
+        # year as not begun (FloodAdaptationModel._step_arrays).
         self.columns: dict[str, np.ndarray] = {
             name: _state_column(name, [getattr(s, name) for s in states], states)
             for name in STATE_FIELDS

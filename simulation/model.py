@@ -811,9 +811,10 @@ class FloodAdaptationModel(mesa.Model):
         """:meth:`step` on the array engine (``engine: arrays``): the same year, all at once."""
         try:
             engine = self._array_engine()
-        except BaseException:
-            # Mesa counted the year before step() ran, but it has not begun: a state refused
-            # here (a value of another type set between years) can be mended and the year run.
+        except (TypeError, ValueError):
+            # Refused before the engine took anything from the households (a state value of
+            # another type set between years, memories it cannot pool): Mesa counted the year
+            # before step() ran, but it has not begun, so it runs once the value is mended.
             self.steps -= 1
             raise
         year = self.steps

@@ -382,3 +382,19 @@ def test_a_value_keeps_its_colour_in_every_panel_though_a_panel_lacks_one():
     x, y = colours["b = x"], colours["b = y"]
     assert len(set(x.values())) == 3
     assert {label: x[label] for label in y} == y
+
+
+def test_a_null_value_of_the_lines_key_keeps_its_colour_in_every_panel():
+    """government.budget: null (no limit) as the first of two swept keys, as a grid may be."""
+    rows = [
+        {"run_id": f"{a}-{b}", "year": year, "a": a, "b": b, "insured_share": 0.5}
+        for a in (None, 1e6)
+        for b in (0.2, 0.5)
+        for year in (1, 2)
+    ]
+    figure = plots.plot_sweep_facets(pd.DataFrame(rows), "a", "b")
+    colours = [
+        {line.get_label(): line.get_color() for line in ax.get_lines()} for ax in figure.axes[:2]
+    ]
+    assert colours[0] == colours[1]
+    assert "a = null (n = 1)" in colours[0]

@@ -520,6 +520,12 @@ def plot_sweep_facets(
     return fig
 
 
+def _position(levels: list[Any], level: Any) -> int:
+    """Where ``level`` is among ``levels``, a null matching a null (NaN is not NaN's equal)."""
+    null = pd.isna(level)
+    return next(i for i, known in enumerate(levels) if (pd.isna(known) if null else known == level))
+
+
 def _draw_sweep(
     ax: Axes, frame: pd.DataFrame, by: str, value: str, levels: list[Any] | None = None
 ) -> None:
@@ -531,7 +537,7 @@ def _draw_sweep(
     # dropna=False: a null level is a setting too (government.budget null: no budget limit).
     groups = list(frame.groupby(by, sort=True, dropna=False))
     for position, (level, group) in enumerate(groups):
-        index = position if levels is None else levels.index(level)
+        index = position if levels is None else _position(levels, level)
         stats = group.groupby("year")[value].agg(["mean", "min", "max", "size"])
         (line,) = ax.plot(
             stats.index,
