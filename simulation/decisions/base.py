@@ -97,7 +97,7 @@ class DecisionPolicy(Protocol):
     """Chooses a skill for one household.
 
     A policy of one's own replaces the configured one on a built model
-    (``model.policy = MyPolicy()``, before its first year); the model then decides one
+    (``model.policy = MyPolicy()``, from the next year it steps); the model then decides one
     household at a time on either engine, calling :meth:`decide` as below.
     """
 
