@@ -834,7 +834,7 @@ class CognitiveMemory:
         """
         return [hit[0].content for hit in self.retrieve_scored(top_k, current_year, **options)]
 
-    def retrieve_scored(
+    def retrieve_scored(  # noqa: PLR0912 - one call per household-year: no helpers to call
         self,
         top_k: int | None = None,
         current_year: int | None = None,
@@ -934,8 +934,11 @@ class CognitiveMemory:
                 settings.w_importance if w_importance is None else w_importance,
                 settings.w_relevance if w_relevance is None else w_relevance,
             )
-        if record:
-            _record_access(hits, current_year)
+        if record:  # inline, not a helper: every household's retrieval every year runs it
+            for item, _, _ in hits:
+                item.access_count += 1
+                if current_year > item.last_access:
+                    item.last_access = current_year
         return hits
 
     def _retrieve_spec(
@@ -1288,14 +1291,6 @@ def _check_weights(spec: bool, **weights: float | None) -> None:
 def _retrieval_year(current_year: Any, clock: int) -> int:
     """A retrieval's year: an integer, at least ``clock`` (the latest year seen; ``None``)."""
     return clock if current_year is None else max(_year(current_year, "current_year"), clock)
-
-
-def _record_access(hits: list[ScoredMemory], year: int) -> None:
-    """Count a recall of each item retrieved, in ``year``."""
-    for item, _, _ in hits:
-        item.access_count += 1
-        if year > item.last_access:
-            item.last_access = year
 
 
 def _fill_from(
