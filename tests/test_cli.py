@@ -1252,12 +1252,18 @@ def _slow_batch(tmp_path: Path) -> tuple[Path, list[Path]]:
     return path, [runs / f"p000-r00{n}" / "manifest.json" for n in (0, 1)]
 
 
-def test_sigterm_to_a_process_batch_stops_its_workers_and_says_how_to_continue(tmp_path):
-    psutil = pytest.importorskip("psutil")
+def _started_slow_batch(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """:func:`_slow_batch` started as a floodsim process, once its first runs have begun."""
     path, manifests = _slow_batch(tmp_path)
     argv = ["batch", str(path), "--out", str(tmp_path / "out"), "--quiet"]
     batch = subprocess.Popen([*LAUNCHER, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _wait_for(manifests, batch)
+    return batch
+
+
+def test_sigterm_to_a_process_batch_stops_its_workers_and_says_how_to_continue(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    batch = _started_slow_batch(tmp_path)
     workers = psutil.Process(batch.pid).children(recursive=True)
     batch.send_signal(signal.SIGTERM)  # the batch's process alone, as `kill PID` sends it
     _, err = batch.communicate(timeout=120)
@@ -1280,10 +1286,7 @@ def _assert_ended(psutil: Any, workers: list[Any]) -> None:
 def test_a_batch_killed_outright_takes_its_workers_with_it(tmp_path):
     """SIGKILL runs no cleanup: the kernel ends the workers, which would go on writing runs."""
     psutil = pytest.importorskip("psutil")
-    path, manifests = _slow_batch(tmp_path)
-    argv = ["batch", str(path), "--out", str(tmp_path / "out"), "--quiet"]
-    batch = subprocess.Popen([*LAUNCHER, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _wait_for(manifests, batch)
+    batch = _started_slow_batch(tmp_path)
     workers = [
         worker
         for worker in psutil.Process(batch.pid).children()

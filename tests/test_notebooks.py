@@ -93,6 +93,16 @@ def images(nb: nbformat.NotebookNode) -> int:
     return sum("image/png" in out.get("data", {}) for out in outputs(nb))
 
 
+def run_single_run(
+    monkeypatch: pytest.MonkeyPatch, run_dir: Path
+) -> tuple[nbformat.NotebookNode, str]:
+    """``single_run.ipynb`` executed on ``run_dir``, checked clean, and its text output."""
+    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(run_dir))
+    nb = execute("single_run.ipynb")
+    check_clean(nb)
+    return nb, text_of(nb)
+
+
 def check_clean(nb: nbformat.NotebookNode) -> None:
     assert not [out for out in outputs(nb) if out["output_type"] == "error"]
     assert all(cell.execution_count for cell in nb.cells if cell.cell_type == "code")
@@ -101,10 +111,7 @@ def check_clean(nb: nbformat.NotebookNode) -> None:
 
 
 def test_single_run_notebook(small_run, monkeypatch):
-    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(small_run))
-    nb = execute("single_run.ipynb")
-    check_clean(nb)
-    text = text_of(nb)
+    nb, text = run_single_run(monkeypatch, small_run)
     assert f"Loading the run in {small_run}" in text
     assert "Following household H" in text
     assert "Memory of household H" in text  # rebuilt memories were printed
@@ -132,10 +139,7 @@ def test_single_run_notebook_on_a_minimal_audit_run(monkeypatch, tmp_path):
         ROOT / "configs" / "default.yaml", ["households.count=80", "years=6", "audit.level=minimal"]
     )
     run_dir = run_simulation(config, base_dir, tmp_path, progress=False).run_dir
-    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(run_dir))
-    nb = execute("single_run.ipynb")
-    check_clean(nb)
-    text = text_of(nb)
+    nb, text = run_single_run(monkeypatch, run_dir)
     assert "This run writes decision traces only (audit.level: minimal)" in text
     assert "Memory of household" not in text  # no replay without the memory streams
     assert "TP_level" in text  # the decision trace table
@@ -352,10 +356,7 @@ def test_single_run_notebook_says_plainly_that_nobody_flooded(monkeypatch, tmp_p
     settings = ["households.count=30", "years=5", "hazard.source=scripted", "hazard.events={}"]
     if policy == "scripted":
         settings += ["decision.policy=scripted", _script(tmp_path)]
-    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(_run(tmp_path, settings)))
-    nb = execute("single_run.ipynb")
-    check_clean(nb)
-    text = text_of(nb)
+    _nb, text = run_single_run(monkeypatch, _run(tmp_path, settings))
     assert "Nobody was flooded in this run" in text
     assert "Following household H" in text
     assert "at the end of year 0" not in text  # no year before a flood that never came
@@ -371,10 +372,7 @@ def test_single_run_notebook_says_scripted_decisions_carry_no_appraisals(
 ):
     settings = ["households.count=30", "years=6", f"audit.level={level}"]
     settings += ["decision.policy=scripted", _script(tmp_path)]
-    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(_run(tmp_path, settings)))
-    nb = execute("single_run.ipynb")
-    check_clean(nb)
-    text = text_of(nb)
+    nb, text = run_single_run(monkeypatch, _run(tmp_path, settings))
     note = "The decisions of this run (decision.policy scripted) carry no appraisals"
     # Section 7 runs at level minimal too: its decisions are in the traces. Without a flood to
     # follow, nor appraisals, the household followed is the first to choose a measure.
@@ -396,10 +394,7 @@ def test_single_run_notebook_says_scripted_decisions_carry_no_appraisals(
 
 def test_single_run_notebook_counts_only_the_audited_sample(monkeypatch, tmp_path):
     run_dir = _run(tmp_path, ["households.count=120", "years=10", "audit.sample=0.25"])
-    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(run_dir))
-    nb = execute("single_run.ipynb")
-    check_clean(nb)
-    text = text_of(nb)
+    _nb, text = run_single_run(monkeypatch, run_dir)
     damaged = int(pd.read_csv(run_dir / "model_years.csv")["damaged_households"].sum())
     assert re.search(
         r"[0-9]+ households of the audited sample \(audited sample: 0.25\) had damaging floods; "
@@ -411,20 +406,14 @@ def test_single_run_notebook_counts_only_the_audited_sample(monkeypatch, tmp_pat
 
 def test_single_run_notebook_on_an_audited_sample_that_drew_nobody(monkeypatch, tmp_path):
     run_dir = _run(tmp_path, ["households.count=5", "years=2", "audit.sample=0.01"])
-    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(run_dir))
-    nb = execute("single_run.ipynb")
-    check_clean(nb)
-    text = text_of(nb)
+    _nb, text = run_single_run(monkeypatch, run_dir)
     assert "hold no household (audited sample: 0.01)" in text
     assert "carry no appraisals" not in text  # the PMT policy appraises: nobody was traced
 
 
 def test_single_run_notebook_on_a_one_year_run(monkeypatch, tmp_path):
     run_dir = _run(tmp_path, ["households.count=30", "years=1"])
-    monkeypatch.setenv("FLOODSIM_RUN_DIR", str(run_dir))
-    nb = execute("single_run.ipynb")
-    check_clean(nb)
-    text = text_of(nb)
+    nb, text = run_single_run(monkeypatch, run_dir)
     assert "Empty DataFrame" not in text
     assert "retrieved no memory before deciding in year 1" in text
     (household,) = [a for a in figure_axes(nb) if a["figure"] == "household_figure"]
