@@ -1076,7 +1076,7 @@ def test_one_audited_id_without_brackets_is_told_to_be_a_list():
     [
         ("memory.retrieval.x.y=1", "memory.retrieval.x: unknown key"),
         ("hazard.events.3=9.0", "hazard.events: only read by source scripted"),
-        ("decision.pmt.asc.nope=1.0", "decision.pmt: skill(s) ['nope'] have an asc but no"),
+        ("decision.pmt.asc.nope=1.0", "decision.pmt.asc: unknown skill(s) ['nope']"),
     ],
 )
 def test_an_override_below_the_key_an_error_is_about_is_named(override, problem):

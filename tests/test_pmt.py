@@ -399,8 +399,16 @@ def test_config_partial_dicts_merge_over_defaults() -> None:
         ({"threat_gain": 0.0}, r"threat_gain\n.*greater than 0"),
         ({"max_claims_counted": -1}, r"max_claims_counted\n.*greater than or equal to 0"),
         ({"asc": {"do_nothing": 0.0}}, r"do_nothing is the reference alternative .* no asc"),
-        ({"asc": {"flood_wall": -5.0}}, r"\['flood_wall'\] have an asc but no response_efficacy"),
-        ({"insurance_skills": ["flood_wall"]}, r"insurance_skills \['flood_wall'\] have no asc"),
+        ({"asc": {"flood_wall": -5.0}}, r"asc\n.*unknown skill\(s\) \['flood_wall'\]"),
+        # A name misspelt the same way in both tables used to pass and go unused.
+        (
+            {"asc": {"elevate_hosue": 3.0}, "response_efficacy": {"elevate_hosue": 0.9}},
+            r"asc\n.*unknown skill\(s\) \['elevate_hosue'\]; the model's skills are buy_",
+        ),
+        ({"response_efficacy": {"relocat": 0.5}}, r"response_efficacy\n.*\['relocat'\]"),
+        ({"insurance_skills": ["flood_wall"]}, r"insurance_skills\n.*unknown skill"),
+        ({"response_efficacy": {"do_nothing": 0.5}}, r"\['do_nothing'\] that have no asc"),
+        ({"insurance_skills": ["do_nothing"]}, r"insurance_skills \['do_nothing'\] have no asc"),
     ],
 )
 def test_config_rejects_bad_values(bad, refusal) -> None:

@@ -49,6 +49,7 @@ from pydantic import Field, field_validator, model_validator
 
 from simulation.agents.state import FloodZone, ZoneColumn, by_zone, per_zone
 from simulation.config_base import LAX, ConfigModel
+from simulation.cycle import DECISION_STATS
 from simulation.decisions.base import (
     LEVELS,
     Construct,
@@ -60,7 +61,7 @@ from simulation.decisions.base import (
 from simulation.rowwise import row_any, row_cumsum, row_max, row_sum_in_order
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Collection, Iterable, Mapping, Sequence
 
     from simulation.agents.state import HouseholdState
     from simulation.memory import MemoryItem, ScoredMemory
@@ -151,6 +152,17 @@ _DEFAULT_ASC = {
     "elevate_house": -6.5,
     "relocate": -9.0,
 }
+
+
+def _refuse_unknown_skills(skills: Iterable[str]) -> None:
+    """Refuse a skill the yearly cycle does not have: a misspelt name would go unused."""
+    unknown = sorted(set(skills) - set(DECISION_STATS))
+    if unknown:
+        msg = (
+            f"unknown skill(s) {unknown}; the model's skills are {', '.join(DECISION_STATS)} "
+            "(a skill added to the registry alone cannot run)"
+        )
+        raise ValueError(msg)
 
 
 class PMTConfig(ConfigModel):
@@ -339,6 +351,7 @@ class PMTConfig(ConfigModel):
     @field_validator("response_efficacy")
     @classmethod
     def _merge_efficacy(cls, value: dict[str, float]) -> dict[str, float]:
+        _refuse_unknown_skills(value)
         return {**_DEFAULT_RESPONSE_EFFICACY, **value}
 
     @field_validator("asc")
@@ -347,14 +360,17 @@ class PMTConfig(ConfigModel):
         if _DO_NOTHING in value:
             msg = "do_nothing is the reference alternative (utility 0) and takes no asc"
             raise ValueError(msg)
+        _refuse_unknown_skills(value)
         return {**_DEFAULT_ASC, **value}
+
+    @field_validator("insurance_skills")
+    @classmethod
+    def _known_insurance_skills(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        _refuse_unknown_skills(value)
+        return value
 
     @model_validator(mode="after")
     def _check_skills(self) -> PMTConfig:
-        missing = sorted(set(self.asc) - set(self.response_efficacy))
-        if missing:
-            msg = f"skill(s) {missing} have an asc but no response_efficacy"
-            raise ValueError(msg)
         stray = sorted(set(self.response_efficacy) - set(self.asc))
         if stray:  # a misspelt skill would otherwise be silently unused
             msg = f"response_efficacy names skill(s) {stray} that have no asc"
