@@ -1622,18 +1622,11 @@ def _load_registry(path: Path, origin: str) -> SkillRegistry:
         ConfigError: Naming the registry file and the skill or tool at fault.
     """
     try:
-        registry = SkillRegistry.load(path)
+        # The yearly cycle prices every skill (costs_for) and knows each one's effect on the
+        # institutions and the metrics: a skill added to the registry alone cannot run.
+        registry = SkillRegistry.load(path, runnable=DECISION_STATS)
     except RegistryError as err:
         raise ConfigError(f"{origin}: registry: {err}") from None
-    # The yearly cycle prices every skill (costs_for) and knows each one's effect on the
-    # institutions and the metrics: a skill added to the registry alone cannot run.
-    unknown = [s for s in registry.skill_ids if s not in DECISION_STATS]
-    if unknown:
-        msg = (
-            f"{origin}: registry: {path}: skill {unknown[0]!r} is not one the model can price "
-            f"and execute (it knows {', '.join(DECISION_STATS)})"
-        )
-        raise ConfigError(msg)
     for skill_id, skill in registry.skills.items():
         if dict(skill.effects) != _EFFECTS[skill_id]:
             msg = (

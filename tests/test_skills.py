@@ -1046,3 +1046,29 @@ def test_a_limit_written_with_an_exponent_is_a_number(tmp_path: Path) -> None:
     path.write_text(text, encoding="utf-8")
     elevate = load_registry(path).skills["elevate_house"]
     assert elevate.institutional_constraints["max_cost_share_of_income"] == 0.5
+
+
+def test_a_skill_the_caller_cannot_run_is_refused_before_its_other_keys(
+    shipped_data: dict[str, Any],
+) -> None:
+    """A researcher adding a measure learns first that it needs code, not of its other keys."""
+    data = copy.deepcopy(shipped_data)
+    new_skill = copy.deepcopy(data["skills"][0])
+    new_skill.update(
+        skill_id="dry_floodproof",
+        cost=15_000.0,  # not a registry key: refused too, but that is not the problem to mend
+        preconditions=["not floodproofed"],  # nor is a state field the model lacks
+    )
+    data["skills"].insert(1, new_skill)
+    runnable = [skill["skill_id"] for skill in shipped_data["skills"]]
+    with pytest.raises(RegistryError) as refusal:
+        SkillRegistry.from_mapping(data, "r.yaml", runnable=runnable)
+    assert str(refusal.value) == (
+        "r.yaml: skill 'dry_floodproof': skill_id: not a skill the model can price and execute "
+        f"(it knows {', '.join(runnable)}; a new skill needs code as well as this entry)"
+    )
+    with pytest.raises(RegistryError, match="'dry_floodproof': cost: unknown key"):
+        SkillRegistry.from_mapping(data, "r.yaml")  # a registry for other callers checks keys
+    assert SkillRegistry.from_mapping(shipped_data, "r.yaml", runnable=runnable).skill_ids == (
+        tuple(runnable)
+    )

@@ -51,7 +51,7 @@ from simulation.yaml_errors import describe_decode_error, describe_yaml_error, l
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 __all__ = [
     "ANY_AGENT",
@@ -475,6 +475,16 @@ class _Builder:
             return f"{kind} {sid!r}"
         return f"{'skills' if kind == 'skill' else 'memory_tools'}[{index}]"
 
+    def runnable(self, raws: list[Any], runnable: Collection[str]) -> None:
+        for index, raw in enumerate(raws):
+            skill_id = raw.get("skill_id") if isinstance(raw, dict) else None
+            if isinstance(skill_id, str) and skill_id not in runnable:
+                problem = (
+                    f"not a skill the model can price and execute (it knows "
+                    f"{', '.join(runnable)}; a new skill needs code as well as this entry)"
+                )
+                raise self.fail(self.label("skill", index, raw), "skill_id", problem)
+
     def spec(self, model: type[_Spec], raw: object, label: str | None) -> Any:
         try:
             return model.model_validate(raw)
@@ -730,11 +740,16 @@ class SkillRegistry:
     # ---- construction ------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> SkillRegistry:
+    def load(
+        cls, path: str | os.PathLike[str], runnable: Collection[str] | None = None
+    ) -> SkillRegistry:
         """Read and validate a registry file.
 
         Args:
             path: The YAML file, e.g. ``"skill_registry.yaml"``.
+            runnable: The skill ids the caller can execute, if it cannot execute any other:
+                a skill outside them is refused before its other keys are checked, since
+                mending those would not make it run.
 
         Returns:
             The registry.
@@ -760,15 +775,18 @@ class SkillRegistry:
         except yaml.YAMLError as exc:
             msg = f"{origin}: invalid YAML: {describe_yaml_error(exc)}"
             raise RegistryError(msg) from None
-        return cls.from_mapping(data, origin)
+        return cls.from_mapping(data, origin, runnable)
 
     @classmethod
-    def from_mapping(cls, data: object, origin: str = "<registry>") -> SkillRegistry:
+    def from_mapping(
+        cls, data: object, origin: str = "<registry>", runnable: Collection[str] | None = None
+    ) -> SkillRegistry:
         """Validate an already-parsed registry (the YAML document as Python objects).
 
         Args:
             data: Mapping with ``version``, ``default_skill``, ``skills`` and ``memory_tools``.
             origin: Name used in error messages (usually the file).
+            runnable: As for :meth:`load`.
 
         Returns:
             The registry.
@@ -784,6 +802,8 @@ class SkillRegistry:
         if top.version != _SUPPORTED_VERSION:
             problem = f"unsupported version {top.version} (expected {_SUPPORTED_VERSION})"
             raise builder.fail(None, "version", problem)
+        if runnable is not None:
+            builder.runnable(top.skills, runnable)
         skills = [builder.skill(i, raw) for i, raw in enumerate(top.skills)]
         tools = [builder.tool(i, raw) for i, raw in enumerate(top.memory_tools)]
         return cls(skills, tools, top.default_skill, origin)
