@@ -330,8 +330,20 @@ class DamageConfig(Section):
         "auto",
         description="The value owners' contents curve is applied to: `auto` (as the curve "
         "set is published: its `contents_basis`, structure for USACE EGM 01-03, contents for "
-        "JRC and by default for curve files), `structure` or `contents`. Renters always use "
-        "their contents value.",
+        "JRC and by default for curve files), `structure` or `contents`. Renters follow "
+        "the same basis (see renter_contents_ratio).",
+    )
+    renter_contents_ratio: float = Field(
+        0.5,
+        gt=0,
+        le=5,
+        description="Contents value as a multiple of the building's value, for a home with no "
+        "structure value (a renter's) when the contents curve is a share of structure value: "
+        "the curve is applied to contents_value / this ratio, the building value such "
+        "contents imply (capped at the contents value, as owners' are), so the same water takes "
+        "the same share of a renter's contents as of an owner's. Keep it equal to "
+        "households.contents_ratio (0.5, the HAZUS/FEMA assumption). Unused when the contents "
+        "curve is applied to contents value.",
     )
 
 

@@ -908,9 +908,12 @@ class FloodAdaptationModel(mesa.Model):
         # An elevated home's floor is raised; + 0.0 for the others, as one by one.
         floor = first_floor_height + np.where(elevated, raised, 0.0)
         above_floor = np.where(depths > 0.0, depths - floor, -np.inf)
-        basis = self.config.damage.owner_contents_basis
+        damage = self.config.damage
+        basis = damage.owner_contents_basis
         if (basis if basis != "auto" else self.curves.contents_basis) == "structure":
-            contents_basis = np.where(structure > 0.0, structure, contents)
+            # A renter's building value is not known: the one its contents imply stands in.
+            implied = contents / damage.renter_contents_ratio
+            contents_basis = np.where(structure > 0.0, structure, implied)
         else:
             contents_basis = contents
         damage_s, damage_c = compute_damage(above_floor, structure, contents_basis, self.curves)

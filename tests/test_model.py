@@ -72,7 +72,9 @@ def test_hazard_damage_and_flood_memories():
         elevated, ffh = states_before[household.unique_id]
         s = household.state
         above = np.array([4.0 - ffh - (raised if elevated else 0.0)])
-        basis = np.array([s.structure_value if s.structure_value > 0 else s.contents_value])
+        # A renter's contents curve applies to the building value its contents imply.
+        implied = s.contents_value / model.config.damage.renter_contents_ratio
+        basis = np.array([s.structure_value if s.structure_value > 0 else implied])
         ds, dc = compute_damage(above, np.array([s.structure_value]), basis, model.curves)
         expected = float(ds[0] + min(dc[0], s.contents_value))
         assert s.last_damage == pytest.approx(expected)
@@ -98,7 +100,7 @@ def test_claims_pay_covered_damage_above_the_deductible_within_the_limits():
         "insurance.claim_approval_probability=1.0",
         "insurance.structure_limit=40000",
         "insurance.contents_limit=15000",
-        "insurance.deductible=8000",
+        "insurance.deductible=12000",
         depth=5.0,
         count=300,
     )
@@ -791,6 +793,31 @@ def test_owners_contents_curve_applies_to_the_value_its_set_is_published_for(
             above, np.array([s.structure_value]), np.array([base]), model.curves
         )
         assert s.last_damage == pytest.approx(float(ds[0] + min(dc[0], s.contents_value)))
+
+
+@pytest.mark.parametrize("ratio", [0.5, 0.25])
+def test_the_same_water_takes_the_same_share_of_a_renters_contents_as_of_an_owners(ratio):
+    """Under USACE's curves (a share of structure value) renters lost half an owner's share."""
+    model = flood_in_year_two(
+        f"households.contents_ratio={ratio}", f"damage.renter_contents_ratio={ratio}", depth=9.0
+    )
+    model.step()
+    model.step()
+    shares: dict[str, list[float]] = {"owner": [], "renter": []}
+    for household in model.households:
+        s = household.state
+        contents = compute_damage(
+            np.array([9.0 - s.first_floor_height]),
+            np.array([s.structure_value]),
+            np.array([s.structure_value or s.contents_value / ratio]),
+            model.curves,
+        )[1][0]
+        if s.tenure == "renter":
+            assert s.last_damage == pytest.approx(min(contents, s.contents_value))
+        shares[s.tenure].append(min(contents, s.contents_value) / s.contents_value)
+    # One curve, one depth range: the shares of the two tenures span the same values.
+    assert min(shares["renter"]) > 0.0
+    assert max(shares["renter"]) == pytest.approx(max(shares["owner"]), rel=0.05)
 
 
 def test_an_elevated_home_takes_less_damage_by_exactly_the_raised_height():
