@@ -256,3 +256,47 @@ def test_a_run_whose_audit_trail_will_not_fit_on_the_disk_is_warned_of(
             "share of the households, a lower audit.level less"
         )
         assert said == [expected]
+
+
+def _open_files_under(folder: Path) -> list[str]:
+    """The files under ``folder`` this process holds open (Linux: ``/proc/self/fd``)."""
+    names = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = fd.readlink()
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if target.is_relative_to(folder):
+            names.append(target.name)
+    return names
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+@pytest.mark.parametrize("audit", ["audit.gzip=false", "audit.gzip=true"])
+@pytest.mark.parametrize("background", ["audit.background=false", "audit.background=true"])
+def test_a_failed_run_leaves_none_of_its_files_open(tmp_path, audit, background):
+    """A run stopped by Ctrl-C (or any error) closes its streams at once, not when collected.
+
+    They stayed open until the garbage collector reached the run's writer, which a notebook
+    keeping the model (or the traceback) alive delays indefinitely.
+    """
+    config, base = load_config(
+        DEFAULT, [*SMALL, "years=4", "audit.level=standard", audit, background]
+    )
+    model = build_model(config, base)
+    step = model.step
+
+    def step_then_stop() -> None:
+        step()
+        if model.steps == 2:
+            raise KeyboardInterrupt
+
+    model.step = step_then_stop
+    with pytest.raises(KeyboardInterrupt):
+        run_simulation(config, base, tmp_path, progress=False, model=model)
+    assert _open_files_under(tmp_path) == []
+    (run_dir,) = tmp_path.iterdir()
+    assert orjson.loads((run_dir / "manifest.json").read_bytes())["status"] == "failed"
+    result = resume_run(run_dir, progress=False)
+    assert result.metrics["year"].tolist() == [1, 2, 3, 4]
+    assert _open_files_under(tmp_path) == []

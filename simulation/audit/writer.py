@@ -21,6 +21,7 @@ per-stream buffer and written whole, so a crash can only truncate the last line 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -706,6 +707,18 @@ class _Stream:
             self.file.close()
             self.file = None
 
+    def abandon(self) -> None:
+        """Close the file after a failure, without the lines still buffered here.
+
+        They may end a year partway; the run's manifest says which years are whole. Closed
+        now, the file is not held open (and its last bytes not written) whenever the
+        collector reaches a writer that a notebook's model or traceback keeps alive.
+        """
+        file, self.file = self.file, None
+        if file is not None:
+            with contextlib.suppress(OSError):  # a full disk, say: the failure being handled
+                file.close()
+
 
 class AuditWriter:
     """Writes the audit streams of one run.
@@ -1302,15 +1315,18 @@ class AuditWriter:
         """End the background thread after a failure elsewhere, without raising its own.
 
         The lines handed to it are written first: a run stopped after a year (by Ctrl-C, say)
-        has that year's lines, as without the thread.
+        has that year's lines, as without the thread. Then every stream's file is closed.
 
         Returns:
             Whether every line handed to the thread was written (``True`` without one).
         """
-        if self._background is None:
-            return True
-        background, self._background = self._background, None
-        return background.close(quiet=True)
+        whole = True
+        if self._background is not None:
+            background, self._background = self._background, None
+            whole = background.close(quiet=True)
+        for stream in self._streams.values():
+            stream.abandon()
+        return whole
 
     def close(self) -> dict[str, Any]:
         """Flush and close every stream; return the manifest's ``audit`` entry.
