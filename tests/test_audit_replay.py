@@ -796,9 +796,17 @@ def test_a_folder_that_is_no_run_is_named_so(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- real runs
+# Each item whole as the model holds it: what it says, where it came from and, for a
+# reflection, the memories it rests on (which no other test of the trail reads).
+_Whole = tuple[str, float, int, str, str, tuple[str, ...], tuple[str, ...]]
+
+
 def _snapshot(memory: CognitiveMemory) -> dict[str, Any]:
-    def triples(items: Any) -> list[tuple[str, float, int]]:
-        return [(i.id, i.importance, i.year) for i in items]
+    def triples(items: Any) -> list[_Whole]:
+        return [
+            (i.id, i.importance, i.year, i.content, i.source, tuple(i.tags), tuple(i.evidence))
+            for i in items
+        ]
 
     return {
         "working": triples(memory.working),
@@ -809,8 +817,19 @@ def _snapshot(memory: CognitiveMemory) -> dict[str, Any]:
 
 
 def _rebuilt_snapshot(rebuilt: RebuiltMemory) -> dict[str, Any]:
-    def triples(items: list[dict]) -> list[tuple[str, float, int]]:
-        return [(i["id"], i["importance"], i["year"]) for i in items]
+    def triples(items: list[dict]) -> list[_Whole]:
+        return [
+            (
+                i["id"],
+                i["importance"],
+                i["year"],
+                i["content"],
+                i["source"],
+                tuple(i["tags"]),
+                tuple(i.get("evidence", ())),
+            )
+            for i in items
+        ]
 
     return {
         "working": triples(rebuilt.working),

@@ -167,3 +167,10 @@ def test_flat_premiums_insure_fewer_homes_outside_the_floodplain(tmp_path):
         flat = _yearly(SCENARIOS / "flat_premiums.yaml", seed, tmp_path)
         outside["flat"] += flat["insured_share_x"].mean()
     assert outside["flat"] < outside["default"]
+
+
+def test_mean_damage_at_exactly_the_heavy_loss_level_raises_the_subsidy():
+    config = GovernmentConfig(heavy_loss_per_household=2_000.0, step=0.05)
+    gov = Government(mesa.Model(seed=1), config)
+    assert gov.review(1_999.99) is None
+    assert gov.review(2_000.0) == (0.5, 0.55)

@@ -181,6 +181,47 @@ def test_heavy_losses_raise_the_subsidy_and_everyone_remembers_it():
             assert any("elevation subsidy from 50% to 55%" in i.content for i in policy)
 
 
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_the_subsidy_is_reviewed_on_the_mean_damage_per_active_household(engine):
+    """Total damage of many households must not read as one household's heavy loss."""
+    model = make_model(f"engine={engine}", "government.heavy_loss_per_household=2000")
+    assert model.policy_changes(1, 10, 19_999.0, 0.0) == []
+    (change,) = model.policy_changes(2, 10, 20_000.0, 0.0)
+    assert "elevation subsidy from 50% to 55%" in change[1]
+
+
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_claims_are_approved_with_the_claims_stream_alone(engine):
+    """Another claims stream changes who is denied, not the floods: the streams are apart."""
+    runs = []
+    for claims_seed in (None, 12345):
+        model = make_model(f"engine={engine}", "years=8", count=200)
+        if claims_seed is not None:
+            model.claims_rng = np.random.default_rng(claims_seed)
+        for _ in range(8):
+            model.step()
+        runs.append((model.metrics(), model.hazard_rng.bit_generator.state))
+    (same, hazard), (other, other_hazard) = runs
+    assert same["claims_filed"].sum() > 0
+    assert not same["claims_paid"].equals(other["claims_paid"])
+    assert hazard == other_hazard
+
+
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_damage_of_exactly_the_major_threshold_is_a_major_flood(engine):
+    first = flood_in_year_two(f"engine={engine}")
+    first.step()
+    first.step()
+    damage = max(h.state.last_damage for h in first.households)
+    assert damage > 0.0
+    model = flood_in_year_two(f"engine={engine}", f"events.major_damage_threshold={damage!r}")
+    model.step()
+    model.step()
+    (household,) = [h for h in model.households if h.state.last_damage == damage]
+    (flood,) = [i for i in household.memory.episodic if i.source == "flood" and i.year == 2]
+    assert "major" in flood.tags
+
+
 def test_households_share_equal_texts_and_the_pool_keeps_one_year():
     model = flood_in_year_two("engine=objects", depth=5.0)  # the object path's text pool
     model.step()

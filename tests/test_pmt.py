@@ -16,6 +16,7 @@ from simulation.decisions.pmt import (
     MEMORY_KINDS,
     PMTConfig,
     PMTPolicy,
+    _pick,  # the draw's mapping to an option, whose float edge no run reaches on purpose
     coping_appraisal,
     memory_kind,
     threat_appraisal,
@@ -662,3 +663,21 @@ def test_appraising_many_at_once_equals_appraising_one_by_one(households, top_k)
     got = policy.appraise_threats(kinds, scores, zones)
     assert got.tolist() == expected
     assert policy.appraise_threats(kinds, scores, ZoneColumn.of(zones)).tolist() == expected
+
+
+def test_of_equally_strong_cues_the_first_retrieved_is_named():
+    """Retrieval ranks what matters first: a tie keeps that order in the explanation."""
+    earlier = memory("flood", ("flood", "major"), amount=80_000.0, year=3, seq=1)
+    later = memory("flood", ("flood", "major"), amount=80_000.0, year=5, seq=2)
+    for first, second in ((earlier, later), (later, earlier)):
+        _, explanation = threat_appraisal([first, second], "AE")
+        assert f"remembered from year {first.item.year} " in explanation
+
+
+def test_a_draw_past_the_rounded_total_goes_to_the_last_possible_option():
+    """Ten tenths sum to a hair below 1: the largest draw belongs to the last option with a
+    chance, never to one whose probability is 0."""
+    assert sum([0.1] * 10) <= 0.9999999999999999  # the loop alone would pick no option
+    assert _pick([0.1] * 10 + [0.0], 0.9999999999999999) == 9
+    assert _pick([0.1] * 10 + [0.0, 0.0], 0.9999999999999999) == 9
+    assert _pick([0.5, 0.5, 0.0], 0.25) == 0

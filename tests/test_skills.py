@@ -146,6 +146,19 @@ def test_check_zero_income_with_cost_is_unaffordable(registry: SkillRegistry) ->
     assert registry.check("do_nothing", broke, 0.0).valid
 
 
+def test_a_free_measure_is_affordable_without_income(registry: SkillRegistry) -> None:
+    """A fully subsidised elevation or a paid buyout costs a household with no income nothing."""
+    broke = make_state(income=0.0)
+    assert registry.check("elevate_house", broke, 0.0).valid
+    assert registry.check("relocate", broke, 0.0).valid
+    costs = {"buy_insurance": 500.0, "elevate_house": 0.0, "relocate": 0.0}
+    options, rejected = registry.options(broke, costs)
+    assert [o.skill_id for o in options] == ["elevate_house", "relocate", "do_nothing"]
+    assert rejected["buy_insurance"].errors[0].startswith("unaffordable: cost $500 with income $0")
+    mask = registry.valid_mask([broke], np.array([[500.0, 0.0, 0.0, 0.0, 0.0]]))
+    assert mask.tolist() == [[False, False, True, True, True]]
+
+
 def test_check_unknown_skill(registry: SkillRegistry) -> None:
     assert registry.check("build_levee", make_state(), 0.0).to_dict() == {
         "valid": False,
@@ -435,6 +448,8 @@ def test_check_tool(registry: SkillRegistry) -> None:
         ('flood_zone == "AE"', True),
         ("flood_zone == 'X'", False),
         ("income >= 20000", True),
+        ("income >= 60000", True),  # the boundary: the household's income is 60,000
+        ("income > 60000", False),
         ("income < 60000", False),
         ("income<=60000", True),
         ("first_floor_height > 1.5", True),
