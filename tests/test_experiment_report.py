@@ -75,6 +75,9 @@ def test_a_grid_gets_each_outcome_by_each_swept_key_and_the_points_table(grid):
     assert "4 of 4 complete" in page
     assert page.count("<figure>") == len(OUTCOMES)
     assert 'src="insured_share_by_memory.decay_rate.png"' in page
+    # Each zone's take-up apart too: a policy can move both and leave the town's unchanged.
+    for zone in ("ae", "x"):
+        assert f'src="insured_share_{zone}_by_memory.decay_rate.png"' in page
 
     frame = pd.read_parquet(grid / "model_years.parquet")
     table = pd.read_csv(index.parent / "points.csv")
@@ -398,3 +401,20 @@ def test_a_null_value_of_the_lines_key_keeps_its_colour_in_every_panel():
     ]
     assert colours[0] == colours[1]
     assert "a = null (n = 1)" in colours[0]
+
+
+def test_a_long_panel_title_is_wrapped_within_its_panel():
+    """A mapping swept as a value (flat against zone premiums) titled each panel past its edge."""
+    key = "insurance.zone_multiplier"
+    values = ['{"AE":1.0,"X":0.3}', '{"AE":1.0,"X":1.0}']
+    rows = [
+        {"run_id": f"{a}-{b}", "year": year, "a": a, key: b, "insured_share": 0.5}
+        for a in (2.0, 8.0)
+        for b in values
+        for year in (1, 2)
+    ]
+    figure = plots.plot_sweep_facets(pd.DataFrame(rows), "a", key)
+    titles = [ax.get_title() for ax in figure.axes[:2]]
+    assert titles == [f"{key} =\n{value}" for value in values]
+    short = plots.plot_sweep_facets(pd.DataFrame(rows).rename(columns={key: "b"}), "a", "b")
+    assert short.axes[0].get_title() == f"b = {values[0]}"

@@ -58,6 +58,10 @@ __all__ = [
 #: The outcomes drawn and tabled, with their axis labels: ``model_years`` columns.
 OUTCOMES = {
     "insured_share": "insured share of active households",
+    # By zone: a policy that prices the zones apart (flat against risk-based premiums) can
+    # leave the whole town's share unchanged while moving each zone's.
+    "insured_share_ae": "insured share in the floodplain (AE, A, VE, V)",
+    "insured_share_x": "insured share outside the floodplain (X, B, C, D)",
     "elevated_share": "elevated share of active households",
     "relocated_share": "share of households moved away",
     "total_damage": "flood damage in the year ($)",

@@ -8,6 +8,7 @@ Inputs are the tables of :mod:`simulation.analysis.metrics`.
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 _SIZE = (9.0, 5.0)
+#: Characters of a facet panel's title per line (a panel is 3.6 inches wide).
+_PANEL_TITLE_CHARS = 36
 # Structural measures are rare (a few percent at most) next to insurance (tens of percent), so
 # they get their own panel and scale instead of a flat line at the bottom of one shared axis.
 # Each insurance series: its label, line style and a shade of blue of its own: a one-year run
@@ -507,7 +510,9 @@ def plot_sweep_facets(
     axes = np.atleast_1d(fig.subplots(1, len(groups), sharex=True, sharey=True))
     for ax, (level, group) in zip(axes, groups, strict=True):
         _draw_sweep(ax, group, by, value, levels)
-        ax.set_title(f"{within} = {'null' if pd.isna(level) else level}", fontsize="medium")
+        shown = f"{within} = {'null' if pd.isna(level) else level}"
+        # Wrapped at its spaces: a long value (a mapping) would run into the next panel's.
+        ax.set_title(textwrap.fill(shown, _PANEL_TITLE_CHARS), fontsize="medium")
     axes[0].set_ylabel(ylabel or value)
     axes[-1].legend(
         loc="upper left",
