@@ -737,3 +737,24 @@ def test_plot_sweep_draws_one_line_and_band_per_level(run):
     zone_ae = plots.plot_sweep(frame, "decay_rate", "insured_share_ae")
     assert isinstance(zone_ae.axes[0].yaxis.get_major_formatter(), PercentFormatter)
     assert zone_ae.axes[0].get_ylim()[0] == 0
+
+
+def test_a_run_without_floods_says_so_on_its_damage_figure(tmp_path):
+    dry = metrics.load_run(
+        simulate(tmp_path, "hazard.source=scripted", "hazard.events={}", "audit.level=off")
+    )
+    assert not dry.metrics["flooded_households"].any()
+    assert "no household was flooded in this run" in texts(plots.plot_damage_claims(dry.metrics))
+    wet = metrics.load_run(simulate(tmp_path / "wet", "audit.level=off"))
+    assert wet.metrics["flooded_households"].any()
+    assert "no household was flooded" not in texts(plots.plot_damage_claims(wet.metrics))
+
+
+def test_a_zone_without_households_gets_no_line_or_legend_entry(tmp_path):
+    # Every home below the base flood elevation: nobody is outside the floodplain.
+    town = metrics.load_run(simulate(tmp_path, "households.bfe_ft=100", "audit.level=off"))
+    assert town.metrics["insured_share_x"].isna().all()
+    top = plots.plot_adaptation(town.metrics).axes[0]
+    labels = [line.get_label() for line in top.lines]
+    assert labels == ["insured, all zones", "insured, floodplain (AE, A, VE, V)"]
+    assert [t.get_text() for t in top.get_legend().get_texts()] == labels

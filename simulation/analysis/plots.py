@@ -93,7 +93,8 @@ def plot_adaptation(metrics: pd.DataFrame, *, run_id: str | None = None) -> Figu
     # A line through one year is invisible: a one-year run is drawn as points.
     marker = "o" if len(shares.index) == 1 else None
     for column, (label, style, colour) in _INSURANCE_LINES.items():
-        if column in shares:
+        # A zone without households (all of a town in the floodplain) has no share to draw.
+        if column in shares and shares[column].notna().any():
             top.plot(
                 shares.index,
                 shares[column],
@@ -159,6 +160,17 @@ def plot_damage_claims(metrics: pd.DataFrame, *, run_id: str | None = None) -> F
     twin.set_ylabel("flooded households")
     twin.set_ylim(0, max(1.0, float(losses["flooded_households"].max()) * 1.15))
     twin.yaxis.set_major_locator(_whole_numbers())
+    if not losses["flooded_households"].any():
+        # Empty axes alone read as a figure that failed to draw.
+        ax.text(
+            0.5,
+            0.5,
+            "no household was flooded in this run",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="dimgray",
+        )
     ax.set_title(_title("Flood damage and insurance claims", run_id), fontweight="bold")
     # Beside the axes, not on them: inside, it covered the tallest bars.
     fig.legend(
