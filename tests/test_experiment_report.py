@@ -246,6 +246,7 @@ def test_sensitivity_ranks_a_key_over_the_runs_where_it_has_a_number(insured):
     ).assign(insured_share=[s for s in insured for _ in range(2)])
     table = sensitivity_table(frame, [key])
     assert table.loc[0, "insured_share"] == pytest.approx(1.0)
+    assert table.loc[0, "runs"] == 3  # a correlation of 1.0 over 3 runs, not 4: said with it
     assert table[["elevated_share", "relocated_share", "total_damage"]].isna().all().all()
     only_null_and_one = frame[frame["point"].isin([0, 1])]
     assert sensitivity_table(only_null_and_one, [key])[list(OUTCOMES)].isna().all().all()

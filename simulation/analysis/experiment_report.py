@@ -144,10 +144,11 @@ def sensitivity_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         keys: The swept keys (columns of ``frame``); those without numbers are left out.
 
     Returns:
-        One row per numeric key (``key``, then one column per outcome), over the runs where
-        the key is not null (``government.budget: null`` is no budget limit, which has no
-        rank among the numbers); NaN where the key or the outcome does not vary across those
-        runs. Empty without a numeric key.
+        One row per numeric key (``key``, ``runs``: how many runs the correlations are over,
+        then one column per outcome), over the runs where the key is not null
+        (``government.budget: null`` is no budget limit, which has no rank among the numbers);
+        NaN where the key or the outcome does not vary across those runs. Empty without a
+        numeric key.
     """
     per_run = _per_run(frame, keys)
     numeric = [
@@ -162,8 +163,9 @@ def sensitivity_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         # then cut to those would count the null runs' outcomes in the others' ranks.
         runs = per_run.loc[per_run[key].notna(), [key, *OUTCOMES]].rank()
         # Rounded: a correlation of exactly 0 comes out as 1e-17 or so.
-        rows.append({"key": key, **{o: round(runs[key].corr(runs[o]), 12) for o in OUTCOMES}})
-    return pd.DataFrame(rows, columns=["key", *OUTCOMES])
+        correlations = {o: round(runs[key].corr(runs[o]), 12) for o in OUTCOMES}
+        rows.append({"key": key, "runs": len(runs), **correlations})
+    return pd.DataFrame(rows, columns=["key", "runs", *OUTCOMES])
 
 
 def paired_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
