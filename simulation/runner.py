@@ -440,12 +440,58 @@ def run_simulation(
         }
         _write_manifest(run_dir, manifest)
         _warn_if_the_audit_will_not_fit(run_dir, config, len(model.households), config.years)
-        writer = _writer(
-            run_dir, run_id, config, len(model.households), resume=None, spare_core=spare_core
-        )
-        if writer is not None:
-            model.attach_audit(writer)
+        writer = _open_audit(model, config, run_dir, manifest, spare_core=spare_core)
         return _drive(model, config, run_dir, manifest, writer, progress)
+
+
+def _open_audit(
+    model: FloodAdaptationModel,
+    config: RunConfig,
+    run_dir: Path,
+    manifest: dict[str, Any],
+    *,
+    resume: dict[str, Any] | None = None,
+    spare_core: bool = True,
+) -> AuditWriter | None:
+    """The run's writer, given to the model; a failure fails the run, as one in its years does.
+
+    A fresh writer is attached (it writes the initial memories); one resuming from a
+    checkpoint's ``resume`` offsets continues streams that already hold them.
+    """
+    writer = None
+    try:
+        writer = _writer(
+            run_dir,
+            manifest["run_id"],
+            config,
+            len(model.households),
+            resume=resume,
+            spare_core=spare_core,
+        )
+        if writer is not None and resume is None:
+            model.attach_audit(writer)
+        model.audit = writer
+    except BaseException as err:
+        _record_failure(run_dir, manifest, err, writer)
+        raise
+    return writer
+
+
+def _record_failure(
+    run_dir: Path, manifest: dict[str, Any], err: BaseException, writer: AuditWriter | None
+) -> bool:
+    """Close the streams and mark the run failed after ``err``.
+
+    Returns:
+        Whether every line handed to the writer's thread was written (``True`` without one).
+    """
+    err.add_note(f"run directory: {run_dir}")
+    whole = writer.abandon() if writer is not None else True
+    manifest.update(status="failed", error=f"{type(err).__name__}: {err}", finished_at=_now())
+    # The disk may be full: the run then stays resumable from its last checkpoint.
+    with contextlib.suppress(OSError):
+        _write_manifest(run_dir, manifest)
+    return whole
 
 
 def _busy(run_dir: Path, *, resuming: bool = False) -> RunError:
@@ -563,10 +609,19 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
     config, _ = load_config(origin)
     changed = _changed_since_start(config, run_dir, manifest)
     if changed is not None:
-        msg = (
-            f"{run_dir}: {changed} changed since the run started, so it cannot be resumed; "
-            "start a new run instead"
-        )
+        versions = manifest.get("versions") or {}
+        started = (versions.get("code_at_resume") or [versions.get("code")])[-1]
+        if changed == "config.resolved.yaml" and started not in (None, code_digest()):
+            # An unedited file can differ too: this code may read it with a key the run's code
+            # did not have, or another default, and would not continue the same model.
+            changed = (
+                f"{changed} is not the config the run started with: edited since, or read "
+                "with a config key or default that this floodsim code added or changed (code "
+                f"{str(started)[:12]} then, {code_digest()[:12]} now)"
+            )
+        else:
+            changed += " changed since the run started"
+        msg = f"{run_dir}: {changed}, so it cannot be resumed; start a new run instead"
         raise RunError(msg)
     model = build_model(config, run_dir, origin)
     try:
@@ -579,12 +634,10 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
         raise RunError(msg) from None
     if checkpoint is not None:
         _check_stream_files(run_dir, config, streams)
-        writer = _writer(run_dir, manifest["run_id"], config, len(model.households), resume=streams)
-        model.audit = writer  # the initial memories are already in the streams
+        # The initial memories are already in the streams.
+        writer = _open_audit(model, config, run_dir, manifest, resume=streams)
     else:  # killed before the first checkpoint: start over in the same directory
-        writer = _writer(run_dir, manifest["run_id"], config, len(model.households), resume=None)
-        if writer is not None:
-            model.attach_audit(writer)
+        writer = _open_audit(model, config, run_dir, manifest)
     if checkpoint is not None:
         _warn_if_the_code_changed(run_dir, manifest, checkpoint["year"])
     else:  # every year runs again, under this code alone
@@ -845,13 +898,11 @@ def _drive(
         )
         _write_manifest(run_dir, manifest)
     except BaseException as err:
-        err.add_note(f"run directory: {run_dir}")
-        if writer is not None and writer.abandon() and behind:
-            manifest["year_reached"] = stepped  # its lines are written out now
-        manifest.update(status="failed", error=f"{type(err).__name__}: {err}", finished_at=_now())
-        # The disk may be full: the run then stays resumable from its last checkpoint.
-        with contextlib.suppress(OSError):
-            _write_manifest(run_dir, manifest)
+        if behind:  # the thread's lines are written out first: the manifest can vouch for them
+            whole = writer.abandon()
+            if whole:
+                manifest["year_reached"] = stepped
+        _record_failure(run_dir, manifest, err, writer)
         raise
     finally:
         if model.llm is not None:

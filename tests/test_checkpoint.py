@@ -307,6 +307,24 @@ def test_resume_refuses_a_run_whose_config_or_inputs_changed(tmp_path, capsys):
     assert manifest(run_dir)["status"] == "failed"  # untouched: still resumable once restored
 
 
+def test_a_run_whose_config_reads_otherwise_under_new_code_is_refused_as_such(tmp_path, capsys):
+    """A config key added by newer code changes an unedited file's hash: that is said too."""
+    run_dir = interrupted_run(tmp_path, 5)
+    record = manifest(run_dir)
+    # What a run started by other code records; its config hashed without today's new key.
+    record["versions"]["code"] = "0" * 64
+    record["config_hash"] = "1" * 64
+    (run_dir / "manifest.json").write_bytes(orjson.dumps(record))
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert (
+        "config.resolved.yaml is not the config the run started with: edited since, or read "
+        f"with a config key or default that this floodsim code added or changed (code "
+        f"000000000000 then, {code_digest()[:12]} now), so it cannot be resumed"
+    ) in err
+
+
 def stream_bytes(run_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(run_dir.glob("*.jsonl*"))}
 

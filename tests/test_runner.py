@@ -300,3 +300,33 @@ def test_a_failed_run_leaves_none_of_its_files_open(tmp_path, audit, background)
     result = resume_run(run_dir, progress=False)
     assert result.metrics["year"].tolist() == [1, 2, 3, 4]
     assert _open_files_under(tmp_path) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+def test_a_run_failing_as_its_audit_starts_is_failed_and_leaves_no_file_open(tmp_path, monkeypatch):
+    """Writing the initial memories (a full disk, say) fails the run like a failing year."""
+
+    def full_disk(model, writer):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner.FloodAdaptationModel, "attach_audit", full_disk)
+    config, base = load_config(DEFAULT, [*SMALL, "audit.level=standard"])
+    with pytest.raises(OSError, match="No space left"):
+        run_simulation(config, base, tmp_path, progress=False)
+    assert _open_files_under(tmp_path) == []
+    (run_dir,) = tmp_path.iterdir()
+    record = orjson.loads((run_dir / "manifest.json").read_bytes())
+    assert record["status"] == "failed"
+    assert record["error"] == "OSError: [Errno 28] No space left on device"
+
+
+def test_lines_a_failure_dropped_stay_dropped_if_the_writer_is_closed_after(tmp_path):
+    config, _ = load_config(DEFAULT, [*SMALL, "audit.level=standard", "audit.background=false"])
+    writer = AuditWriter(tmp_path, "r", config.audit, config.seed)
+    stream = writer.traces
+    stream.write({"a": 1})
+    stream.end_member()
+    stream.write({"a": 2})  # buffered when the run fails
+    assert writer.abandon()
+    writer.close()
+    assert (tmp_path / "household_traces.jsonl").read_bytes() == b'{"a":1}\n'

@@ -714,6 +714,8 @@ class _Stream:
         now, the file is not held open (and its last bytes not written) whenever the
         collector reaches a writer that a notebook's model or traceback keeps alive.
         """
+        self.buffer.seek(0)
+        self.size = 0  # dropped for good: a later close() must not write them after all
         file, self.file = self.file, None
         if file is not None:
             with contextlib.suppress(OSError):  # a full disk, say: the failure being handled
@@ -753,18 +755,22 @@ class AuditWriter:
         self._seed = seed
         suffix = ".jsonl.gz" if config.gzip else ".jsonl"
         names = stream_names(self.level, llm=llm)
-        self._streams = {
-            name: _Stream(
-                run_dir / f"{name}{suffix}",
-                compress=config.gzip,
-                level=config.gzip_level,
-                limit=config.buffer_bytes,
-                resume=(resume[name]["offset"], resume[name]["lines"])
-                if resume and name in resume
-                else None,
-            )
-            for name in names
-        }
+        self._streams: dict[str, _Stream] = {}
+        try:
+            for name in names:
+                self._streams[name] = _Stream(
+                    run_dir / f"{name}{suffix}",
+                    compress=config.gzip,
+                    level=config.gzip_level,
+                    limit=config.buffer_bytes,
+                    resume=(resume[name]["offset"], resume[name]["lines"])
+                    if resume and name in resume
+                    else None,
+                )
+        except BaseException:  # a file that cannot be opened: none of the others stays open
+            for stream in self._streams.values():
+                stream.abandon()
+            raise
         self.traces = self._streams.get("household_traces")
         self.updates = self._streams.get("memory_updates")
         self.consolidations = self._streams.get("consolidation")
