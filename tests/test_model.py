@@ -861,6 +861,35 @@ def test_the_same_water_takes_the_same_share_of_a_renters_contents_as_of_an_owne
     assert max(shares["renter"]) == pytest.approx(max(shares["owner"]), rel=0.05)
 
 
+@pytest.mark.parametrize(
+    ("curves", "renter_ratio", "applied_to"),
+    [
+        # The damage key alone decides, whatever the owners' households.contents_ratio (0.5).
+        ("usace_one_story_no_basement", 0.25, 4.0),
+        # JRC's contents curve is a share of contents value: the ratio plays no part.
+        ("jrc_north_america", 0.25, 1.0),
+    ],
+)
+def test_a_renters_contents_curve_applies_to_what_the_damage_section_says(
+    curves, renter_ratio, applied_to
+):
+    model = flood_in_year_two(
+        f"damage.curves={curves}", f"damage.renter_contents_ratio={renter_ratio}", depth=5.0
+    )
+    model.step()
+    model.step()
+    renters = [h.state for h in model.households if h.state.tenure == "renter"]
+    assert renters
+    for s in renters:
+        contents = compute_damage(
+            np.array([5.0 - s.first_floor_height]),
+            np.array([0.0]),
+            np.array([s.contents_value * applied_to]),
+            model.curves,
+        )[1][0]
+        assert s.last_damage == pytest.approx(min(contents, s.contents_value))
+
+
 def test_an_elevated_home_takes_less_damage_by_exactly_the_raised_height():
     model = flood_in_year_two(depth=6.0)
     model.step()
