@@ -46,7 +46,7 @@ from mesa.discrete_space import (
 )
 
 from simulation.agents.institutions import Government, Insurer
-from simulation.agents.population import PopulationError, build_population
+from simulation.agents.population import PopulationError, build_population, insure_at_start
 from simulation.agents.state import (
     SFHA_ZONES,
     STATE_FIELDS,
@@ -398,13 +398,14 @@ class FloodAdaptationModel(mesa.Model):
         where = origin_of or (lambda _: origin)
         # Spawned children do not depend on how many are spawned: adding a stream later
         # leaves the existing ones (and so earlier results) unchanged.
-        streams = np.random.SeedSequence(config.seed).spawn(5)
+        streams = np.random.SeedSequence(config.seed).spawn(6)
         (
             self.population_rng,
             self.hazard_rng,
             self.claims_rng,
             self.decision_rng,
             self.assignment_rng,
+            policies_rng,  # who holds a policy at the start, once, when the model is built
         ) = (np.random.default_rng(s) for s in streams)
         self.registry = _load_registry(base_dir / config.registry, where(("registry",)))
         # The policies each skill renews (sets): a household switching from one policy to the
@@ -439,12 +440,7 @@ class FloodAdaptationModel(mesa.Model):
         self.insurer = Insurer(self, config.insurer, config.insurance.rate_per_1000)
         self._zone_multiplier = by_zone(config.insurance.zone_multiplier, 1.0)
 
-        try:
-            population = build_population(config.households, self.population_rng, base_dir)
-        except PopulationError as err:
-            raise ConfigError(
-                f"{where(('households', 'table'))}: households.table: {err}"
-            ) from None
+        population = self._build_population(base_dir, where, policies_rng)
         # Texts the households remember, shared between their memories (CognitiveMemory's
         # `texts`): emptied every year, since the default texts name their year, so a year's
         # pool holds its repeats and the pool stays small. Not sys.intern: early Python 3.12
@@ -632,6 +628,23 @@ class FloodAdaptationModel(mesa.Model):
         self._llm_outcomes.clear()
         self._texts.clear()
         self._decision_memories.clear()
+
+    def _build_population(
+        self,
+        base_dir: Path,
+        where: Callable[[tuple[str, ...]], str],
+        policies_rng: np.random.Generator,
+    ) -> Population:
+        """The run's households as they start, holding the policies they start with."""
+        households = self.config.households
+        try:
+            population = build_population(households, self.population_rng, base_dir)
+        except PopulationError as err:
+            raise ConfigError(
+                f"{where(('households', 'table'))}: households.table: {err}"
+            ) from None
+        insure_at_start(population, households.initial_insured_share, policies_rng)
+        return population
 
     def attach_audit(self, writer: AuditWriter) -> None:
         """Stream this run's audit trail to ``writer`` (logs the households' initial memories)."""

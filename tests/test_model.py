@@ -222,6 +222,27 @@ def test_damage_of_exactly_the_major_threshold_is_a_major_flood(engine):
     assert "major" in flood.tags
 
 
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_households_insured_at_the_start_claim_on_a_flood_in_year_one(engine):
+    """Without policies at the start, a first-year flood paid nothing and biased early floods."""
+    flood = ("hazard.source=scripted", "hazard.kind=depth", "hazard.events={1: 5.0}")
+    bare = make_model(f"engine={engine}", *flood)
+    insured = make_model(
+        f"engine={engine}", *flood, "households.initial_insured_share={AE: 0.5, X: 0.5}"
+    )
+    policies = ("has_insurance", "has_contents_insurance", "insured_years")
+    for a, b in zip(bare.households, insured.households, strict=True):
+        differing = {k for k, v in a.state.to_dict().items() if b.state.to_dict()[k] != v}
+        assert differing <= set(policies)  # the same town, its own stream for the policies
+    assert sum(h.state.has_insurance or h.state.has_contents_insurance for h in insured.households)
+    bare.step()
+    insured.step()
+    assert bare.year_stats["flooded_households"] == insured.year_stats["flooded_households"] > 0
+    assert bare.year_stats["claims_filed"] == 0
+    assert insured.year_stats["claims_paid"] > 0
+    assert insured.year_stats["claims_paid_amount"] > 0
+
+
 def test_households_share_equal_texts_and_the_pool_keeps_one_year():
     model = flood_in_year_two("engine=objects", depth=5.0)  # the object path's text pool
     model.step()

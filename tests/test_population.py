@@ -20,6 +20,7 @@ from simulation.agents.population import (
     SeedMemory,
     build_population,
     generate_population,
+    insure_at_start,
     load_population_table,
 )
 from simulation.agents.state import HouseholdState
@@ -583,3 +584,53 @@ def test_duplicate_column(tmp_path: Path) -> None:
 def test_unnamed_extra_columns_are_ignored(tmp_path: Path) -> None:
     lines = [HEADER + ",notes,", GOOD_ROWS[0] + ",hello,", GOOD_ROWS[1] + ",,"]
     assert len(load_population_table(_write_csv(tmp_path, lines), PopulationConfig())) == 2
+
+
+# --- policies at the start -----------------------------------------------------------------------
+
+
+def test_households_start_insured_in_their_zones_share_owners_and_renters_alike(
+    big: Population,
+) -> None:
+    population = dataclasses.replace(big, states=[dataclasses.replace(s) for s in big.states])
+    rng = np.random.default_rng(3)
+    insured = insure_at_start(population, {"AE": 0.3, "X": 0.02}, rng)
+    zone = _column(population, "flood_zone")
+    owner = _column(population, "tenure") == "owner"
+    policy = _column(population, "has_insurance") | _column(population, "has_contents_insurance")
+    assert insured == policy.sum()
+    assert policy[zone == "AE"].mean() == pytest.approx(0.3, abs=0.02)
+    assert policy[zone == "X"].mean() == pytest.approx(0.02, abs=0.005)
+    # Owners insure building and contents, renters their contents: the skills' own policies.
+    assert not (_column(population, "has_contents_insurance") & owner).any()
+    assert not (_column(population, "has_insurance") & ~owner).any()
+    assert policy[owner].any()
+    assert policy[~owner].any()
+    assert (_column(population, "insured_years")[policy] == 1).all()
+    assert (_column(population, "insured_years")[~policy] == 0).all()
+    # One draw per household whatever the shares: the draw of one does not hang on the others'.
+    assert rng.bit_generator.state == _advanced(3, len(population.states))
+
+
+def _advanced(seed: int, draws: int) -> dict:
+    rng = np.random.default_rng(seed)
+    rng.random(draws)
+    return rng.bit_generator.state
+
+
+def test_no_share_insures_nobody_and_draws_nothing() -> None:
+    population = _generate(count=50)
+    rng = np.random.default_rng(3)
+    assert insure_at_start(population, {}, rng) == 0
+    assert insure_at_start(population, {"AE": 0.0, "X": 0.0}, rng) == 0
+    assert not any(s.has_insurance or s.has_contents_insurance for s in population.states)
+    assert rng.bit_generator.state == np.random.default_rng(3).bit_generator.state
+
+
+@pytest.mark.parametrize(
+    ("shares", "problem"),
+    [({"AE": 1.5}, "less than or equal to 1"), ({"Z": 0.3}, "Input should be 'AE'")],
+)
+def test_initial_insured_shares_are_checked(shares: dict, problem: str) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        PopulationConfig(initial_insured_share=shares)

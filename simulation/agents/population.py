@@ -78,19 +78,26 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import pandas as pd
 from pydantic import Field, model_validator
 
-from simulation.agents.state import FLOOD_ZONES, SFHA_ZONES, TENURES, HouseholdState
+from simulation.agents.state import (
+    FLOOD_ZONES,
+    SFHA_ZONES,
+    TENURES,
+    FloodZone,
+    HouseholdState,
+    by_zone,
+)
 from simulation.config_base import ConfigModel
 from simulation.errors import InputError
 from simulation.input_files import not_a_file
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "FLOOD_ZONES",
@@ -111,6 +118,7 @@ __all__ = [
     "StructureValueConfig",
     "build_population",
     "generate_population",
+    "insure_at_start",
     "load_population_table",
 ]
 
@@ -256,8 +264,8 @@ class PopulationConfig(ConfigModel):
     """The ``households:`` section of a run config: how many households and what they are like.
 
     Either ``count`` households are generated (all other fields apply) or they are read from
-    ``table`` (then ``count`` and the distributions are ignored; ``prior_flood_importance`` and
-    ``survey_year`` still apply).
+    ``table`` (then ``count`` and the distributions are ignored; ``prior_flood_importance``,
+    ``survey_year`` and ``initial_insured_share`` still apply).
     """
 
     count: int = Field(
@@ -354,6 +362,19 @@ class PopulationConfig(ConfigModel):
         ge=0,
         le=1,
         description="Importance of seeded prior-flood memories (generated and from tables).",
+    )
+    initial_insured_share: dict[FloodZone, Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=dict,
+        description=(
+            "Share of households insured when the run starts, by FEMA zone; without it "
+            "nobody is, and a flood in year 1 pays no claim. Owners hold a structure and "
+            "contents policy (has_insurance), renters a contents policy "
+            "(has_contents_insurance), each as if bought the year before (insured_years 1). "
+            "An unlisted floodplain zone (A, VE, V) takes AE's entry, an unlisted zone outside "
+            "it (B, C, D) X's, and 0 when that is unlisted too. NFIP take-up is about 30 % in "
+            "the floodplain and a few per cent outside it. Drawn from a random stream of its "
+            "own, so it moves no other draw of the run. Applies to tables too."
+        ),
     )
     survey_year: int | None = Field(
         None,
@@ -784,6 +805,36 @@ def build_population(
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
     return load_population_table(path, config)
+
+
+def insure_at_start(
+    population: Population, shares: Mapping[str, float], rng: np.random.Generator
+) -> int:
+    """Give the households their policies at the start (``initial_insured_share``).
+
+    Args:
+        population: The run's households; their states are changed in place.
+        shares: The share insured per zone, as the config gives it (see :func:`by_zone`).
+        rng: A generator of its own: one uniform per household, whatever its zone, so a
+            household's draw does not hang on the others' zones or shares.
+
+    Returns:
+        How many households start insured.
+    """
+    if not any(shares.values()):
+        return 0
+    share = by_zone(shares, 0.0)
+    draws = rng.random(len(population.states)).tolist()
+    insured = 0
+    for state, draw in zip(population.states, draws, strict=True):
+        if draw < share[state.flood_zone]:
+            if state.tenure == "owner":
+                state.has_insurance = True
+            else:
+                state.has_contents_insurance = True
+            state.insured_years = 1
+            insured += 1
+    return insured
 
 
 def _states(
