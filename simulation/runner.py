@@ -634,25 +634,28 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
         raise RunError(msg) from None
     if checkpoint is not None:
         _check_stream_files(run_dir, config, streams)
+    # Opening the streams cuts them to the checkpoint (to nothing without one): from here the
+    # manifest vouches for no later year, whatever happens next.
+    manifest["year_reached"] = checkpoint["year"] if checkpoint is not None else 0
+    if checkpoint is not None:
         # The initial memories are already in the streams.
         writer = _open_audit(model, config, run_dir, manifest, resume=streams)
     else:  # killed before the first checkpoint: start over in the same directory
         writer = _open_audit(model, config, run_dir, manifest)
-    if checkpoint is not None:
-        _warn_if_the_code_changed(run_dir, manifest, checkpoint["year"])
-    else:  # every year runs again, under this code alone
-        manifest.setdefault("versions", {})["code"] = code_digest()
-    if checkpoint_every is not None:
-        manifest["checkpoint_every"] = checkpoint_every
-    manifest.update(
-        status="running",
-        error=None,
-        resumed=manifest.get("resumed", 0) + 1,
-        year_reached=checkpoint["year"] if checkpoint is not None else 0,  # streams cut to it
-    )
-    _write_manifest(run_dir, manifest)
-    years_left = config.years - manifest["year_reached"]
-    _warn_if_the_audit_will_not_fit(run_dir, config, len(model.households), years_left)
+    try:
+        if checkpoint is not None:
+            _warn_if_the_code_changed(run_dir, manifest, checkpoint["year"])
+        else:  # every year runs again, under this code alone
+            manifest.setdefault("versions", {})["code"] = code_digest()
+        if checkpoint_every is not None:
+            manifest["checkpoint_every"] = checkpoint_every
+        manifest.update(status="running", error=None, resumed=manifest.get("resumed", 0) + 1)
+        _write_manifest(run_dir, manifest)
+        years_left = config.years - manifest["year_reached"]
+        _warn_if_the_audit_will_not_fit(run_dir, config, len(model.households), years_left)
+    except BaseException as err:  # a warning made an error, a full disk: the streams are open
+        _record_failure(run_dir, manifest, err, writer)
+        raise
     return _drive(model, config, run_dir, manifest, writer, progress)
 
 

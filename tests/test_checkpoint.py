@@ -860,3 +860,56 @@ def test_a_checkpoint_changed_anywhere_is_refused_or_restored_exactly_as_given(
         orjson.dumps(checkpoint_module.capture(model), option=orjson.OPT_NON_STR_KEYS)
     )
     assert {**again, "streams": {}} == {**changed, "streams": {}}
+
+
+def _open_under(folder: Path) -> list[str]:
+    """Files under ``folder`` this process holds open (Linux: ``/proc/self/fd``)."""
+    names = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = fd.readlink()
+        except OSError:
+            continue
+        if target.is_relative_to(folder):
+            names.append(target.name)
+    return names
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+def test_a_resume_failing_after_its_streams_opened_closes_them_and_is_failed(tmp_path, monkeypatch):
+    run_dir = interrupted_run(tmp_path, 5)
+
+    def full_disk(*_args: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(runner_module, "_warn_if_the_audit_will_not_fit", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        resume_run(run_dir, progress=False)
+    assert _open_under(run_dir) == []
+    record = manifest(run_dir)
+    assert record["status"] == "failed"
+    assert record["error"].startswith("OSError")
+    assert record["year_reached"] == 4  # the checkpoint the streams were cut to
+
+
+def test_a_restart_whose_streams_cannot_open_vouches_for_no_year(tmp_path, monkeypatch):
+    """Restarting cuts the streams to nothing: the manifest must not keep the years they had."""
+    run_dir = interrupted_run(tmp_path, 2)  # in year 2, before its checkpoint (every 2 years)
+    assert read_checkpoint(run_dir) is None
+    assert manifest(run_dir)["year_reached"] == 1
+    real_open = audit_writer._Stream._open
+    opened = []
+
+    def second_fails(stream, mode):
+        opened.append(stream.path.name)
+        if len(opened) == 2:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(stream.path))
+        return real_open(stream, mode)
+
+    monkeypatch.setattr(audit_writer._Stream, "_open", second_fails)
+    with pytest.raises(PermissionError):
+        resume_run(run_dir, progress=False)
+    record = manifest(run_dir)
+    assert record["status"] == "failed"
+    assert record["year_reached"] == 0
+    assert _open_under(run_dir) == []
