@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import pandas as pd
 import pytest
@@ -419,3 +420,27 @@ def test_a_long_panel_title_is_wrapped_within_its_panel():
     assert titles == [f"{key} =\n{value}" for value in values]
     short = plots.plot_sweep_facets(pd.DataFrame(rows).rename(columns={key: "b"}), "a", "b")
     assert short.axes[0].get_title() == f"b = {values[0]}"
+    # A key longer than a line stays whole: wrapped at spaces only, never inside a name.
+    long_key = "decision.pmt.response_efficacy.buy_contents_insurance"
+    named = plots.plot_sweep_facets(
+        pd.DataFrame(rows).rename(columns={key: long_key}), "a", long_key
+    )
+    assert named.axes[0].get_title() == f"{long_key}\n= {values[0]}"
+
+
+def test_a_correlation_over_fewer_than_three_runs_is_left_blank():
+    """Two runs always rank in line or against each other: a Spearman of 1.0 there says nothing."""
+    key = "households.bfe_ft"
+    frame = pd.DataFrame(
+        {
+            "run_id": [f"p{i:03d}-r000" for i in range(3)],
+            "point": [0, 1, 2],
+            "year": [1, 1, 1],
+            key: [8.0, 9.0, 100.0],
+            **{o: [0.1, 0.2, 0.3] for o in OUTCOMES},
+        }
+    ).assign(insured_share_x=[0.01, 0.02, np.nan])  # the whole town in the floodplain
+    table = sensitivity_table(frame, [key])
+    assert table.loc[0, "runs"] == 3
+    assert table.loc[0, "insured_share"] == pytest.approx(1.0)
+    assert np.isnan(table.loc[0, "insured_share_x"])

@@ -69,6 +69,8 @@ OUTCOMES = {
 #: A swept key with at most this many values gets a line per value over the years; one with
 #: more (a Latin hypercube) gets each run's averages against its value instead.
 MAX_LINES = 8
+#: Runs a rank correlation needs: any two are perfectly in line or against each other.
+_MIN_RANKED_RUNS = 3
 _DPI = 110
 
 
@@ -147,8 +149,9 @@ def sensitivity_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         One row per numeric key (``key``, ``runs``: how many runs the correlations are over,
         then one column per outcome), over the runs where the key is not null
         (``government.budget: null`` is no budget limit, which has no rank among the numbers);
-        NaN where the key or the outcome does not vary across those runs. Empty without a
-        numeric key.
+        a run whose outcome is NaN (a zone without households) is left out of that outcome's.
+        NaN where the key or the outcome does not vary across those runs, or where fewer than
+        three runs remain. Empty without a numeric key.
     """
     per_run = _per_run(frame, keys)
     numeric = [
@@ -162,8 +165,11 @@ def sensitivity_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         # Ranked among the runs where the key has a number: ranks taken over every run and
         # then cut to those would count the null runs' outcomes in the others' ranks.
         runs = per_run.loc[per_run[key].notna(), [key, *OUTCOMES]].rank()
-        # Rounded: a correlation of exactly 0 comes out as 1e-17 or so.
-        correlations = {o: round(runs[key].corr(runs[o]), 12) for o in OUTCOMES}
+        # Rounded: a correlation of exactly 0 comes out as 1e-17 or so. Two runs always rank
+        # in line or against each other (1 or -1): a correlation needs three.
+        correlations = {
+            o: round(runs[key].corr(runs[o], min_periods=_MIN_RANKED_RUNS), 12) for o in OUTCOMES
+        }
         rows.append({"key": key, "runs": len(runs), **correlations})
     return pd.DataFrame(rows, columns=["key", "runs", *OUTCOMES])
 

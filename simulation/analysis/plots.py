@@ -524,7 +524,8 @@ def plot_sweep_facets(
         _draw_sweep(ax, group, by, value, levels)
         shown = f"{within} = {'null' if pd.isna(level) else level}"
         # Wrapped at its spaces: a long value (a mapping) would run into the next panel's.
-        ax.set_title(textwrap.fill(shown, _PANEL_TITLE_CHARS), fontsize="medium")
+        title = textwrap.fill(shown, _PANEL_TITLE_CHARS, break_long_words=False)
+        ax.set_title(title, fontsize="medium")
     axes[0].set_ylabel(ylabel or value)
     axes[-1].legend(
         loc="upper left",
