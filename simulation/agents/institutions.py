@@ -87,9 +87,10 @@ class Insurer(mesa.Agent):
     The rate is scaled by ``loss_ratio / target`` over the last ``window`` years, clipped to
     ``max_change`` per year and to ``[min_rate, max_rate]``; within ``tolerance`` of the target
     nothing changes. A window without premiums leaves the rate as it is. Every year counts
-    toward the window, those before the first policies too (year 1, whose premiums and claims
-    are both zero): they add nothing to the loss ratio, but the first review comes ``window``
-    years after the run starts, not after the first premiums.
+    toward the window, those before the first premiums too (year 1: no premium was bought
+    before the run, and its claims are those of the policies households start with, if any):
+    the first review comes ``window`` years after the run starts, not after the first
+    premiums.
     """
 
     def __init__(self, model: mesa.Model, config: InsurerConfig, rate: float):

@@ -373,7 +373,10 @@ class PopulationConfig(ConfigModel):
             "An unlisted floodplain zone (A, VE, V) takes AE's entry, an unlisted zone outside "
             "it (B, C, D) X's, and 0 when that is unlisted too. NFIP take-up is about 30 % in "
             "the floodplain and a few per cent outside it. Drawn from a random stream of its "
-            "own, so it moves no other draw of the run. Applies to tables too."
+            "own, so it moves no other draw of the run. Applies to tables too. Such a household "
+            "has no memory of buying its policy, and check-behaviour's policy tenure, which is "
+            "read from decisions, starts its spell at the first renewal (a policy let lapse in "
+            "year 1 is no spell)."
         ),
     )
     survey_year: int | None = Field(
