@@ -1,6 +1,7 @@
 """Shared fixtures and set-up.
 
-``load_benchmark`` imports a benchmark script (benchmarks/ is no package). The suite also takes
+``load_benchmark`` imports a benchmark script (benchmarks/ is no package); ``open_files_under``
+lists the files below a folder that the test's process holds open. The suite also takes
 Ctrl-C back if the shell that started it had it ignored (see :func:`pytest_configure`).
 
 Hypothesis's deadline (200 ms an example by default) is off for the whole suite: it is a timing
@@ -53,3 +54,26 @@ def _load(name: str) -> ModuleType:
 def load_benchmark() -> Callable[[str], ModuleType]:
     """A function importing ``benchmarks/<name>.py`` as a module named ``name``."""
     return _load
+
+
+def _open_files_under(folder: Path) -> list[str]:
+    names = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = fd.readlink()
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if target.is_relative_to(folder):
+            names.append(target.name)
+    return names
+
+
+@pytest.fixture
+def open_files_under() -> Callable[[Path], list[str]]:
+    """A function naming the files below a folder this process holds open (``/proc/self/fd``).
+
+    Skips the test where the system has no ``/proc/self/fd``.
+    """
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc/self/fd")
+    return _open_files_under

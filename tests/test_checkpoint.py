@@ -862,21 +862,9 @@ def test_a_checkpoint_changed_anywhere_is_refused_or_restored_exactly_as_given(
     assert {**again, "streams": {}} == {**changed, "streams": {}}
 
 
-def _open_under(folder: Path) -> list[str]:
-    """Files under ``folder`` this process holds open (Linux: ``/proc/self/fd``)."""
-    names = []
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            target = fd.readlink()
-        except OSError:
-            continue
-        if target.is_relative_to(folder):
-            names.append(target.name)
-    return names
-
-
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
-def test_a_resume_failing_after_its_streams_opened_closes_them_and_is_failed(tmp_path, monkeypatch):
+def test_a_resume_failing_after_its_streams_opened_closes_them_and_is_failed(
+    tmp_path, monkeypatch, open_files_under
+):
     run_dir = interrupted_run(tmp_path, 5)
 
     def full_disk(*_args: Any) -> None:
@@ -885,14 +873,16 @@ def test_a_resume_failing_after_its_streams_opened_closes_them_and_is_failed(tmp
     monkeypatch.setattr(runner_module, "_warn_if_the_audit_will_not_fit", full_disk)
     with pytest.raises(OSError, match="No space left"):
         resume_run(run_dir, progress=False)
-    assert _open_under(run_dir) == []
+    assert open_files_under(run_dir) == []
     record = manifest(run_dir)
     assert record["status"] == "failed"
     assert record["error"].startswith("OSError")
     assert record["year_reached"] == 4  # the checkpoint the streams were cut to
 
 
-def test_a_restart_whose_streams_cannot_open_vouches_for_no_year(tmp_path, monkeypatch):
+def test_a_restart_whose_streams_cannot_open_vouches_for_no_year(
+    tmp_path, monkeypatch, open_files_under
+):
     """Restarting cuts the streams to nothing: the manifest must not keep the years they had."""
     run_dir = interrupted_run(tmp_path, 2)  # in year 2, before its checkpoint (every 2 years)
     assert read_checkpoint(run_dir) is None
@@ -912,4 +902,4 @@ def test_a_restart_whose_streams_cannot_open_vouches_for_no_year(tmp_path, monke
     record = manifest(run_dir)
     assert record["status"] == "failed"
     assert record["year_reached"] == 0
-    assert _open_under(run_dir) == []
+    assert open_files_under(run_dir) == []

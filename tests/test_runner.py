@@ -258,23 +258,9 @@ def test_a_run_whose_audit_trail_will_not_fit_on_the_disk_is_warned_of(
         assert said == [expected]
 
 
-def _open_files_under(folder: Path) -> list[str]:
-    """The files under ``folder`` this process holds open (Linux: ``/proc/self/fd``)."""
-    names = []
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            target = fd.readlink()
-        except OSError:  # the listing's own descriptor, closed by now
-            continue
-        if target.is_relative_to(folder):
-            names.append(target.name)
-    return names
-
-
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
 @pytest.mark.parametrize("audit", ["audit.gzip=false", "audit.gzip=true"])
 @pytest.mark.parametrize("background", ["audit.background=false", "audit.background=true"])
-def test_a_failed_run_leaves_none_of_its_files_open(tmp_path, audit, background):
+def test_a_failed_run_leaves_none_of_its_files_open(tmp_path, audit, background, open_files_under):
     """A run stopped by Ctrl-C (or any error) closes its streams at once, not when collected.
 
     They stayed open until the garbage collector reached the run's writer, which a notebook
@@ -294,16 +280,17 @@ def test_a_failed_run_leaves_none_of_its_files_open(tmp_path, audit, background)
     model.step = step_then_stop
     with pytest.raises(KeyboardInterrupt):
         run_simulation(config, base, tmp_path, progress=False, model=model)
-    assert _open_files_under(tmp_path) == []
+    assert open_files_under(tmp_path) == []
     (run_dir,) = tmp_path.iterdir()
     assert orjson.loads((run_dir / "manifest.json").read_bytes())["status"] == "failed"
     result = resume_run(run_dir, progress=False)
     assert result.metrics["year"].tolist() == [1, 2, 3, 4]
-    assert _open_files_under(tmp_path) == []
+    assert open_files_under(tmp_path) == []
 
 
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
-def test_a_run_failing_as_its_audit_starts_is_failed_and_leaves_no_file_open(tmp_path, monkeypatch):
+def test_a_run_failing_as_its_audit_starts_is_failed_and_leaves_no_file_open(
+    tmp_path, monkeypatch, open_files_under
+):
     """Writing the initial memories (a full disk, say) fails the run like a failing year."""
 
     def full_disk(model, writer):
@@ -313,7 +300,7 @@ def test_a_run_failing_as_its_audit_starts_is_failed_and_leaves_no_file_open(tmp
     config, base = load_config(DEFAULT, [*SMALL, "audit.level=standard"])
     with pytest.raises(OSError, match="No space left"):
         run_simulation(config, base, tmp_path, progress=False)
-    assert _open_files_under(tmp_path) == []
+    assert open_files_under(tmp_path) == []
     (run_dir,) = tmp_path.iterdir()
     record = orjson.loads((run_dir / "manifest.json").read_bytes())
     assert record["status"] == "failed"
