@@ -409,7 +409,14 @@ def test_config_partial_dicts_merge_over_defaults() -> None:
         ({"response_efficacy": {"relocat": 0.5}}, r"response_efficacy\n.*\['relocat'\]"),
         ({"insurance_skills": ["flood_wall"]}, r"insurance_skills\n.*unknown skill"),
         ({"response_efficacy": {"do_nothing": 0.5}}, r"\['do_nothing'\] that have no asc"),
-        ({"insurance_skills": ["do_nothing"]}, r"insurance_skills \['do_nothing'\] have no asc"),
+        ({"insurance_skills": ["do_nothing"]}, r"insurance_skills\n.*\['do_nothing'\] buy no"),
+        (
+            {"insurance_skills": ["buy_insurance", "elevate_house"]},
+            (
+                r"insurance_skills\n.*\['elevate_house'\] buy no insurance policy \(the "
+                r"insurance skills are buy_contents_insurance, buy_insurance\)"
+            ),
+        ),
     ],
 )
 def test_config_rejects_bad_values(bad, refusal) -> None:

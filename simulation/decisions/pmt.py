@@ -49,7 +49,7 @@ from pydantic import Field, field_validator, model_validator
 
 from simulation.agents.state import FloodZone, ZoneColumn, by_zone, per_zone
 from simulation.config_base import LAX, ConfigModel
-from simulation.cycle import DECISION_STATS
+from simulation.cycle import DECISION_STATS, INSURANCE_SKILLS
 from simulation.decisions.base import (
     LEVELS,
     Construct,
@@ -367,6 +367,15 @@ class PMTConfig(ConfigModel):
     @classmethod
     def _known_insurance_skills(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         _refuse_unknown_skills(value)
+        # Claim experience and renewal inertia are about a policy: a skill that buys none
+        # (elevate_house) would be appraised as one.
+        other = sorted(set(value) - INSURANCE_SKILLS)
+        if other:
+            msg = (
+                f"{other} buy no insurance policy (the insurance skills are "
+                f"{', '.join(sorted(INSURANCE_SKILLS))})"
+            )
+            raise ValueError(msg)
         return value
 
     @model_validator(mode="after")
@@ -374,10 +383,6 @@ class PMTConfig(ConfigModel):
         stray = sorted(set(self.response_efficacy) - set(self.asc))
         if stray:  # a misspelt skill would otherwise be silently unused
             msg = f"response_efficacy names skill(s) {stray} that have no asc"
-            raise ValueError(msg)
-        stray = sorted(set(self.insurance_skills) - set(self.asc))
-        if stray:
-            msg = f"insurance_skills {stray} have no asc"
             raise ValueError(msg)
         return self
 
