@@ -444,3 +444,17 @@ def test_a_correlation_over_fewer_than_three_runs_is_left_blank():
     assert table.loc[0, "runs"] == 3
     assert table.loc[0, "insured_share"] == pytest.approx(1.0)
     assert np.isnan(table.loc[0, "insured_share_x"])
+
+
+def test_an_outcome_without_a_value_in_any_run_says_so():
+    """A town all in the floodplain has no share outside it: the figure is not left blank."""
+    rows = [
+        {"run_id": f"{a}-{r}", "year": year, "a": a, "insured_share_x": np.nan}
+        for a in (1.0, 2.0)
+        for r in range(2)
+        for year in (1, 2)
+    ]
+    figure = plots.plot_sweep(pd.DataFrame(rows), "a", value="insured_share_x")
+    assert [t.get_text() for t in figure.axes[0].texts] == ["no run has a value of insured_share_x"]
+    rows = [{**row, "insured_share_x": 0.1} for row in rows]
+    assert not plots.plot_sweep(pd.DataFrame(rows), "a", value="insured_share_x").axes[0].texts

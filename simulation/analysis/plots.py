@@ -570,6 +570,18 @@ def _draw_sweep(
         ax.fill_between(
             stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.2, lw=0
         )
+    if frame[value].isna().all():
+        # A share over nobody (no household outside the floodplain) in every run: an empty
+        # frame alone reads as a figure that failed to draw.
+        ax.text(
+            0.5,
+            0.5,
+            f"no run has a value of {value}",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="dimgray",
+        )
     if "_share" in value:
         ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
         ax.set_ylim(bottom=0)
