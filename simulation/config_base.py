@@ -134,7 +134,13 @@ def describe_validation_error(error: ValidationError, origin: str) -> str:
     ):
         message = f"{message} (got {shown_value(first['input'])})"
     more = len(error.errors()) - 1
-    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    suffix = ""
+    if more:
+        # Where the next one is: a problem the first one hides (a key left out of its section
+        # by its indentation, whose section then reads empty) is often the one to mend.
+        after = ".".join(str(p) for p in error.errors()[1]["loc"] if p != "[key]")
+        at = f", the next at {after}" if after else ""
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''}{at})"
     if not loc and first["type"] == "value_error":  # a cross-key check names its keys itself
         return f"{origin}: {message}{suffix}"
     return f"{origin}: {loc or '(top level)'}: {message}{suffix}"

@@ -538,7 +538,15 @@ def test_the_same_errors_through_base_and_set(tmp_path):
 
 def test_several_problems_are_counted_on_one_line(tmp_path):
     path = write(tmp_path / "bad.yaml", "years: many\nseed: -1\ncolour: red\n")
-    assert "2 more problems" in load_error(path)
+    assert "2 more problems, the next at " in load_error(path)
+
+
+def test_a_key_out_of_its_section_is_named_beside_the_emptied_section(tmp_path):
+    """An unindented key leaves its section empty: the message points at the key as well."""
+    path = write(tmp_path / "bad.yaml", "years: 3\nadaptation:\nelevation_cost: 60000.0\n")
+    message = load_error(path)
+    assert message.startswith(f"{path}: adaptation: Input should be a valid dictionary")
+    assert message.endswith("(and 1 more problem, the next at elevation_cost)")
 
 
 def test_yaml_syntax_error_names_the_line(tmp_path):
