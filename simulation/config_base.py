@@ -113,7 +113,8 @@ class ConfigModel(BaseModel):
 
 def describe_validation_error(error: ValidationError, origin: str) -> str:
     """One line: file, dotted key path, problem (and how many more problems there are)."""
-    first = error.errors()[0]
+    errors = error.errors()
+    first = errors[0]
     loc = ".".join(str(p) for p in first["loc"] if p != "[key]")  # a dict key: named anyway
     # Without "or instance of GovernmentConfig": the name of a class of ours tells a user nothing.
     message = first["msg"].removeprefix("Value error, ").split(" or instance of ")[0]
@@ -133,12 +134,12 @@ def describe_validation_error(error: ValidationError, origin: str) -> str:
         and not (first["loc"] and first["loc"][-1] in SECRET_KEY_NAMES)  # may be a pasted key
     ):
         message = f"{message} (got {shown_value(first['input'])})"
-    more = len(error.errors()) - 1
+    more = len(errors) - 1
     suffix = ""
     if more:
         # Where the next one is: a problem the first one hides (a key left out of its section
         # by its indentation, whose section then reads empty) is often the one to mend.
-        after = ".".join(str(p) for p in error.errors()[1]["loc"] if p != "[key]")
+        after = ".".join(str(p) for p in errors[1]["loc"] if p != "[key]")
         at = f", the next at {after}" if after else ""
         suffix = f" (and {more} more problem{'s' if more > 1 else ''}{at})"
     if not loc and first["type"] == "value_error":  # a cross-key check names its keys itself

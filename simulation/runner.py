@@ -469,8 +469,9 @@ def _open_audit(
             spare_core=spare_core,
         )
         if writer is not None and resume is None:
-            model.attach_audit(writer)
-        model.audit = writer
+            model.attach_audit(writer)  # gives the model the writer too
+        else:
+            model.audit = writer
     except BaseException as err:
         _record_failure(run_dir, manifest, err, writer)
         raise
@@ -478,20 +479,24 @@ def _open_audit(
 
 
 def _record_failure(
-    run_dir: Path, manifest: dict[str, Any], err: BaseException, writer: AuditWriter | None
-) -> bool:
+    run_dir: Path,
+    manifest: dict[str, Any],
+    err: BaseException,
+    writer: AuditWriter | None,
+    stepped: int | None = None,
+) -> None:
     """Close the streams and mark the run failed after ``err``.
 
-    Returns:
-        Whether every line handed to the writer's thread was written (``True`` without one).
+    ``stepped``, for a writer whose thread wrote behind the run: the last year stepped, which
+    the manifest vouches for once every line handed to the thread is written.
     """
     err.add_note(f"run directory: {run_dir}")
-    whole = writer.abandon() if writer is not None else True
+    if writer is not None and writer.abandon() and stepped is not None:
+        manifest["year_reached"] = stepped
     manifest.update(status="failed", error=f"{type(err).__name__}: {err}", finished_at=_now())
     # The disk may be full: the run then stays resumable from its last checkpoint.
     with contextlib.suppress(OSError):
         _write_manifest(run_dir, manifest)
-    return whole
 
 
 def _busy(run_dir: Path, *, resuming: bool = False) -> RunError:
@@ -609,8 +614,7 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
     config, _ = load_config(origin)
     changed = _changed_since_start(config, run_dir, manifest)
     if changed is not None:
-        versions = manifest.get("versions") or {}
-        started = (versions.get("code_at_resume") or [versions.get("code")])[-1]
+        started = _last_code(manifest)
         if changed == "config.resolved.yaml" and started not in (None, code_digest()):
             # An unedited file can differ too: this code may read it with a key the run's code
             # did not have, or another default, and would not continue the same model.
@@ -659,6 +663,12 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
     return _drive(model, config, run_dir, manifest, writer, progress)
 
 
+def _last_code(manifest: dict[str, Any]) -> str | None:
+    """The digest of the code the run last ran under (``None``: not recorded, an old run)."""
+    versions = manifest.get("versions") or {}
+    return (versions.get("code_at_resume") or [versions.get("code")])[-1]
+
+
 def _warn_if_the_code_changed(run_dir: Path, manifest: dict[str, Any], year: int) -> None:
     """Warn of a resume under other floodsim code than the run started with, and record it.
 
@@ -667,8 +677,7 @@ def _warn_if_the_code_changed(run_dir: Path, manifest: dict[str, Any], year: int
     would have written alone, and the manifest keeps both digests to say so.
     """
     versions = manifest.setdefault("versions", {})
-    # The code the run last ran under: a second resume under the same new code is no change.
-    latest = (versions.get("code_at_resume") or [versions.get("code")])[-1]
+    latest = _last_code(manifest)  # a second resume under the same new code is no change
     now = code_digest()
     if latest is None or latest == now:  # a run started before digests were recorded
         return
@@ -901,11 +910,7 @@ def _drive(
         )
         _write_manifest(run_dir, manifest)
     except BaseException as err:
-        if behind:  # the thread's lines are written out first: the manifest can vouch for them
-            whole = writer.abandon()
-            if whole:
-                manifest["year_reached"] = stepped
-        _record_failure(run_dir, manifest, err, writer)
+        _record_failure(run_dir, manifest, err, writer, stepped if behind else None)
         raise
     finally:
         if model.llm is not None:
