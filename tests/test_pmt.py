@@ -399,16 +399,21 @@ def test_config_partial_dicts_merge_over_defaults() -> None:
         ({"logit_scale": 0.0}, r"logit_scale\n.*greater than 0"),
         ({"threat_gain": 0.0}, r"threat_gain\n.*greater than 0"),
         ({"max_claims_counted": -1}, r"max_claims_counted\n.*greater than or equal to 0"),
-        ({"asc": {"do_nothing": 0.0}}, r"do_nothing is the reference alternative .* no asc"),
+        ({"asc": {"do_nothing": 0.0}}, r"asc\n.*do_nothing is the reference alternative"),
         ({"asc": {"flood_wall": -5.0}}, r"asc\n.*unknown skill\(s\) \['flood_wall'\]"),
         # A name misspelt the same way in both tables used to pass and go unused.
         (
             {"asc": {"elevate_hosue": 3.0}, "response_efficacy": {"elevate_hosue": 0.9}},
             r"asc\n.*unknown skill\(s\) \['elevate_hosue'\]; the model's skills are buy_",
         ),
+        # do_nothing takes no coefficients, so it is not offered as a skill to name.
+        ({"asc": {"relocat": -9.0}}, r"skills are buy_insurance, [a-z_, ]*relocate \(a skill"),
         ({"response_efficacy": {"relocat": 0.5}}, r"response_efficacy\n.*\['relocat'\]"),
         ({"insurance_skills": ["flood_wall"]}, r"insurance_skills\n.*unknown skill"),
-        ({"response_efficacy": {"do_nothing": 0.5}}, r"\['do_nothing'\] that have no asc"),
+        (
+            {"response_efficacy": {"do_nothing": 0.5}},
+            r"response_efficacy\n.*do_nothing is the reference alternative \(utility 0\)",
+        ),
         ({"insurance_skills": ["do_nothing"]}, r"insurance_skills\n.*\['do_nothing'\] buy no"),
         (
             {"insurance_skills": ["buy_insurance", "elevate_house"]},

@@ -155,13 +155,25 @@ _DEFAULT_ASC = {
 
 
 def _refuse_unknown_skills(skills: Iterable[str]) -> None:
-    """Refuse a skill the yearly cycle does not have: a misspelt name would go unused."""
+    """Refuse a skill the yearly cycle does not have: a misspelt name would go unused.
+
+    ``do_nothing`` is known but never listed as a choice here: it is the reference alternative,
+    which takes no coefficients, and the callers refuse it with that reason.
+    """
     unknown = sorted(set(skills) - set(DECISION_STATS))
     if unknown:
+        actions = ", ".join(skill for skill in DECISION_STATS if skill != _DO_NOTHING)
         msg = (
-            f"unknown skill(s) {unknown}; the model's skills are {', '.join(DECISION_STATS)} "
+            f"unknown skill(s) {unknown}; the model's skills are {actions} "
             "(a skill added to the registry alone cannot run)"
         )
+        raise ValueError(msg)
+
+
+def _refuse_reference_alternative(skills: Iterable[str]) -> None:
+    """Refuse a coefficient for ``do_nothing``, whose utility is 0 by definition."""
+    if _DO_NOTHING in skills:
+        msg = f"{_DO_NOTHING} is the reference alternative (utility 0) and takes no coefficients"
         raise ValueError(msg)
 
 
@@ -351,15 +363,14 @@ class PMTConfig(ConfigModel):
     @field_validator("response_efficacy")
     @classmethod
     def _merge_efficacy(cls, value: dict[str, float]) -> dict[str, float]:
+        _refuse_reference_alternative(value)
         _refuse_unknown_skills(value)
         return {**_DEFAULT_RESPONSE_EFFICACY, **value}
 
     @field_validator("asc")
     @classmethod
     def _merge_asc(cls, value: dict[str, float]) -> dict[str, float]:
-        if _DO_NOTHING in value:
-            msg = "do_nothing is the reference alternative (utility 0) and takes no asc"
-            raise ValueError(msg)
+        _refuse_reference_alternative(value)
         _refuse_unknown_skills(value)
         return {**_DEFAULT_ASC, **value}
 
