@@ -770,17 +770,20 @@ def test_sigkill_at_random_moments_then_resume(tmp_path):
     kills = 0
     for _attempt in range(4):  # kill at random moments, resuming each time ...
         target = last_year_written(out) + chance.randint(1, 4)
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        give_up = time.monotonic() + 120
-        while process.poll() is None and last_year_written(out) < target:
-            assert time.monotonic() < give_up, f"the run did not reach year {target}"
-            time.sleep(0.005)
-        time.sleep(chance.uniform(0.0, 0.05))  # into the next year or its checkpoint
-        if process.poll() is not None:
-            assert process.returncode == 0, process.stderr.read().decode()
-            break
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
+        # The context closes the stderr pipe, which a killed run leaves open otherwise.
+        with subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        ) as process:
+            give_up = time.monotonic() + 120
+            while process.poll() is None and last_year_written(out) < target:
+                assert time.monotonic() < give_up, f"the run did not reach year {target}"
+                time.sleep(0.005)
+            time.sleep(chance.uniform(0.0, 0.05))  # into the next year or its checkpoint
+            if process.poll() is not None:
+                assert process.returncode == 0, process.stderr.read().decode()
+                break
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
         kills += 1
         (run_dir,) = out.iterdir()  # it wrote a year, so its run directory exists
         status = manifest(run_dir)["status"]
