@@ -610,7 +610,7 @@ def test_a_stored_items_importance_changed_later_does_not_corrupt_the_store():
 
 
 def test_skill_ids_in_memories_are_words_to_a_query():
-    assert tokenize("Year 2: I decided to buy_insurance") == ("decided", "buy", "insurance")
+    assert tokenize("Year 2: I decided to buy_insurance") == ("decid", "buy", "insur")
     mem = CognitiveMemory("H", retrieval=RetrievalSettings(strategy="weighted"))
     mem.write("Year 2: I decided to buy_insurance", 0.5, 2, source="decision")
     mem.write("Year 2: I decided to elevate_house", 0.5, 2, source="decision")

@@ -7,6 +7,7 @@ from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -173,3 +174,39 @@ def test_a_query_of_no_terms_rates_every_candidate_zero():
     texts, owner, counts = _flat([[0, 1], [2]])
     assert index.scores("the year, and a", texts, owner, counts).tolist() == [0.0, 0.0, 0.0]
     assert index.scores("flood", texts[:0], owner[:0], counts).tolist() == []
+
+
+# The default config's flood templates: "damage" is a word of the flood that did none only.
+DEFAULT_FLOODS = [
+    "Year 3: A major flood caused $60,000 in damages",
+    "Year 5: A minor flood caused $4,000 in damages",
+    "Year 6: A flood occurred but caused no damage to my property",
+    "Year 7: I purchased flood insurance (premium: $1,200)",
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "text"),
+    [
+        ("damage", DEFAULT_FLOODS[0]),
+        ("damaged", DEFAULT_FLOODS[1]),
+        ("insured", DEFAULT_FLOODS[3]),
+        ("flooding", DEFAULT_FLOODS[2]),
+        ("purchase", DEFAULT_FLOODS[3]),
+    ],
+)
+def test_a_query_word_matches_its_other_inflections(query, text):
+    """A researcher's query word finds a memory that words it otherwise, on both engines."""
+    (score,) = KeywordRelevance().scores(query, [SimpleNamespace(content=text)])
+    assert score > 0.0
+    index = KeywordIndex()
+    index.update([text])
+    assert index.scores(query, *_flat([[0]])).tolist() == [score]
+
+
+def test_the_readme_query_ranks_damaging_floods_above_the_flood_without_damage():
+    scores = KeywordRelevance().scores(
+        "flood damage", [SimpleNamespace(content=text) for text in DEFAULT_FLOODS]
+    )
+    major, minor, dry, _policy = scores
+    assert min(major, minor) > dry
