@@ -22,7 +22,9 @@ from simulation.memory.pool import _MIN_GROWTH, POOL_STORES, MemoryPool, store_w
 HOUSEHOLDS = 4
 # Few distinct importances and years, so that equal ranking keys (ties) are common.
 importance = st.sampled_from([0.0, 0.2, 0.4, 0.5, 0.69, 0.7, 0.8, 0.9, 1.0])
-year = st.integers(min_value=0, max_value=12)
+# Years before 0 too: CognitiveMemory takes any integer year, and a pool must agree on them
+# (it once took a negative rehearsal year for "never rehearsed").
+year = st.integers(min_value=-6, max_value=12)
 rows = st.sets(st.integers(min_value=0, max_value=HOUSEHOLDS - 1), min_size=1).map(sorted)
 
 operation = st.one_of(
@@ -977,3 +979,47 @@ def test_store_widths_are_what_a_pool_sets_aside(retention, reflection):
     widths = store_widths(4, 9, retention, reflection)
     assert widths == tuple(store.shape[1] for store in stores)
     assert pool._semantic_evidence.shape == pool._semantic.shape
+
+
+@pytest.mark.parametrize("now", [-5, 0, 30])
+def test_a_promotion_in_a_year_before_0_restarts_decay_as_cognitive_memory(now):
+    """A memory promoted back from the archive decays from its promotion in any year.
+
+    The pool once read a rehearsal year below 0 as "never rehearsed", so an item promoted at
+    year -5 decayed from its own year there and ranked below what CognitiveMemory ranked it.
+    """
+    retention = RetentionSettings(policy="tiered", promote_after=1)
+    memory = CognitiveMemory("H0", 2, 1, 0.7, 0.95, retention=retention)
+    pool = MemoryPool(["H0"], 2, 1, 0.7, 0.95, retention=retention)
+    for text, when in (("kept", now), ("archived", now - 20)):  # the older goes to the archive
+        memory.write(text, 0.9, when)
+        pool.write([0], text, 0.9, when)
+    memory.retrieve_scored(2, now)  # the archived item recalled once: promoted at year end
+    pool.retrieve([0], 2, now)
+    memory.end_year(now)
+    pool.end_year(now)
+    expected = [(h.item.content, h.score) for h in memory.retrieve_scored(2, now + 1, record=False)]
+    found = pool.retrieve([0], 2, now + 1)
+    count = int(found.counts[0])
+    texts, scores = pool.contents(found.items[0][:count]), found.scores[0][:count].tolist()
+    ranked = list(zip(texts, scores, strict=True))
+    assert ranked == expected
+    assert expected[0][0] == "archived"  # its decay restarted at the promotion
+
+
+@pytest.mark.parametrize("outside", [2**31, -(2**31), 2**40])
+def test_a_year_the_pool_cannot_hold_is_refused_not_wrapped(outside):
+    """The pool keeps 32-bit years: 2**31 was stored as -2**31 (CognitiveMemory kept it)."""
+    pool = MemoryPool(["H0", "H1"], 2, 3, 0.7, 0.95)
+    calls = {
+        "write": lambda: pool.write([0], "x", 0.5, outside),
+        "write per row": lambda: pool.write([0, 1], "x", 0.5, np.array([1, outside])),
+        "retrieve": lambda: pool.retrieve([0], 2, outside),
+        "end_year": lambda: pool.end_year(outside),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=rf"year must be within .* got {outside}"):
+            call()
+        assert int(pool.retrieve([0, 1], 5).counts.sum()) == 0, name  # nothing written
+    pool.write([0], "held", 0.5, 2**31 - 1)  # the largest year it holds
+    assert pool.item(0).year == 2**31 - 1

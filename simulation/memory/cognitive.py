@@ -867,6 +867,8 @@ class CognitiveMemory:
                 age below zero would raise its score above its importance). An earlier year
                 counts as that latest year too, for the same reason (``MemoryPool.retrieve``
                 does the same): a retrieval happens now, after every memory it can return.
+                The latest year seen starts at 0, so items of years before 0 are scored as at
+                year 0 or later.
             strategy: ``spec`` or ``weighted``; the configured strategy when ``None``.
             query: Free text whose relevance weighs in under ``weighted`` (a query given to
                 ``spec`` switches to ``weighted``, since ``spec`` has no relevance term);

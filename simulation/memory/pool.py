@@ -80,6 +80,9 @@ _SOURCE_CODES = {name: code for code, name in enumerate(_SOURCE_NAMES)}
 _FLOOD, _CLAIM, _SEED = (_SOURCE_CODES[name] for name in ("flood", "claim", "seed"))
 _REFLECTION = _SOURCE_CODES["reflection"]
 _EMPTY = -1
+# An item's rehearsal year when it has none: years may be negative (CognitiveMemory takes any
+# integer year), so no year the int32 column can hold but its least stands for "none".
+_NOT_REHEARSED = np.iinfo(np.int32).min
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 # The item table's columns in the order MemoryItem takes them (those it has).
 _ITEM_FIELDS = (
@@ -403,9 +406,10 @@ class MemoryPool:
     def _tier_columns(self) -> tuple[str, ...]:
         """The item columns only the tiered policy keeps.
 
-        ``rehearsed`` is the year of the rehearsal that last refreshed an item (-1: none) and
-        ``hits`` an archived item's access count when it was demoted (-1: not archived), as
-        ``CognitiveMemory`` keeps them in ``MemoryItem.rehearsed`` and ``_demoted_hits``.
+        ``rehearsed`` is the year of the rehearsal that last refreshed an item (``_NOT_REHEARSED``:
+        none) and ``hits`` an archived item's access count when it was demoted (-1: not
+        archived), as ``CognitiveMemory`` keeps them in ``MemoryItem.rehearsed`` and
+        ``_demoted_hits``.
         """
         return ("rehearsed", "hits") if self._tiered else ()
 
@@ -414,7 +418,7 @@ class MemoryPool:
         if not self._tiered:
             return self._year[items]
         rehearsed = self._rehearsed[items]
-        return np.where(rehearsed >= 0, rehearsed, self._year[items])
+        return np.where(rehearsed != _NOT_REHEARSED, rehearsed, self._year[items])
 
     def _new_items(self, count: int) -> NDArray[np.int64]:
         """Reserve ``count`` rows of the item table and return their indices."""
@@ -425,7 +429,7 @@ class MemoryPool:
             )
         self._size = end
         if self._tiered:
-            self._rehearsed[start:end] = _EMPTY
+            self._rehearsed[start:end] = _NOT_REHEARSED
             self._hits[start:end] = _EMPTY
         return np.arange(start, end, dtype=np.int64)
 
@@ -596,7 +600,9 @@ class MemoryPool:
         self._last_access[index] = [i.last_access for i in items]
         self._access_count[index] = [i.access_count for i in items]
         if self._tiered:
-            self._rehearsed[index] = [_EMPTY if i.rehearsed is None else i.rehearsed for i in items]
+            self._rehearsed[index] = [
+                _NOT_REHEARSED if i.rehearsed is None else i.rehearsed for i in items
+            ]
         self._key[index] = self._ranking_keys(self._importance[index], self._since(index))
 
     def store_into(self, row: int, memory: CognitiveMemory) -> None:
@@ -722,7 +728,7 @@ class MemoryPool:
 
     def _rehearsal(self, index: int) -> int | None:
         """``MemoryItem.rehearsed`` of item ``index``."""
-        if not self._tiered or self._rehearsed[index] < 0:
+        if not self._tiered or self._rehearsed[index] == _NOT_REHEARSED:
             return None
         return int(self._rehearsed[index])
 
@@ -768,7 +774,7 @@ class MemoryPool:
         items = [snapshot(*fields) for fields in zip(index.tolist(), *columns, strict=True)]
         if self._tiered:
             for item, rehearsed in zip(items, self._rehearsed[index].tolist(), strict=True):
-                if rehearsed >= 0:
+                if rehearsed != _NOT_REHEARSED:
                     item.rehearsed = rehearsed
         return items
 
@@ -835,6 +841,7 @@ class MemoryPool:
         m = len(rows)
         importance, shared = _importances_written(importance, importance_index, m)
         source_code = self._check_write(rows, importance, source, pinned=pinned)
+        _check_years(year)
         years = _per_row(year, m, np.int64)
         text_ids = self._texts_written(contents, text_index, m)
         tag_ids = self._tags_written(tags, tag_index, m)
@@ -1136,6 +1143,7 @@ class MemoryPool:
             What :meth:`consolidate` moved, the reflections written (see :meth:`reflect`) and
             what tiered retention moved (see :meth:`_rebalance_tiers`).
         """
+        _check_years(int(year))
         live = int(
             self._working_size.sum()
             + self._episodic_size.sum()
@@ -1289,6 +1297,7 @@ class MemoryPool:
             The reflections written, in the order of ``rows``, and the reflection each one
             displaced (or -1).
         """
+        _check_years(int(year))
         rows = np.asarray(rows, dtype=np.int64).ravel()
         settings = self.reflection
         asked = rows[
@@ -1581,6 +1590,8 @@ class MemoryPool:
         if _repeats(rows, len(self)):
             msg = "a pool retrieval takes each household at most once"
             raise ValueError(msg)
+        if year is not None:
+            _check_years(year)
         # As CognitiveMemory: a year before the latest seen counts as it (no item is younger).
         now = (
             self._clock[rows]
@@ -2002,6 +2013,32 @@ def _per_row(value: float | ArrayLike, m: int, dtype: type) -> NDArray:
     if isinstance(value, (int, float)):  # the usual write: no broadcast machinery
         return np.full(m, value, dtype=dtype)
     return np.broadcast_to(np.asarray(value, dtype=dtype), (m,)).copy()
+
+
+# The years an int32 column holds, but its least value, which stands for "not rehearsed".
+_YEARS = (int(np.iinfo(np.int32).min) + 1, int(np.iinfo(np.int32).max))
+
+
+def _check_years(year: int | ArrayLike) -> None:
+    """Refuse a year the item table's 32-bit columns would wrap (``CognitiveMemory`` has none).
+
+    Raises:
+        ValueError: For a year outside ``-(2**31 - 1) .. 2**31 - 1``, naming it.
+    """
+    if isinstance(year, int):  # the usual call: one year for every household
+        low = high = year
+    else:
+        years = np.asarray(year)
+        if not years.size or years.dtype.kind not in "iu":
+            return  # nothing to check, or not integers: the table's assignment refuses those
+        low, high = int(years.min()), int(years.max())
+    if low < _YEARS[0] or high > _YEARS[1]:
+        outside = low if low < _YEARS[0] else high
+        msg = (
+            f"year must be within {_YEARS[0]} .. {_YEARS[1]} (a memory pool keeps 32-bit "
+            f"years), got {outside}"
+        )
+        raise ValueError(msg)
 
 
 def _repeats(rows: NDArray[np.int64], households: int) -> bool:
