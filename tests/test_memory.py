@@ -709,10 +709,13 @@ def test_bad_constructor_arguments_name_the_argument_and_value(kwargs, name):
     assert repr(value) in str(err.value)
 
 
-@pytest.mark.parametrize("importance", [-0.01, 1.01, float("nan"), True, False])
+@pytest.mark.parametrize(
+    "importance", [-0.01, 1.01, float("nan"), True, False, np.True_, np.False_]
+)
 @pytest.mark.parametrize("method", ["add_working", "add_episodic", "add_experience"])
 def test_importance_outside_unit_interval_is_rejected(method, importance):
-    """A bool is no importance (True would be stored as 1.0), as settings refuse bools."""
+    """A bool is no importance (True would be stored as 1.0), as settings refuse bools; numpy's
+    too (a value taken from a table), which was stored as 1.0."""
     mem = CognitiveMemory("H001")
     with pytest.raises(ValueError, match="importance") as err:
         getattr(mem, method)("x", importance=importance)
@@ -720,8 +723,9 @@ def test_importance_outside_unit_interval_is_rejected(method, importance):
     assert mem.counts() == {"working": 0, "episodic": 0, "semantic": 0, "archive": 0}
 
 
-@pytest.mark.parametrize("damage", [-5.0, math.inf, math.nan])
+@pytest.mark.parametrize("damage", [-5.0, math.inf, math.nan, True, np.True_])
 def test_a_flood_of_negative_or_infinite_damage_is_refused(damage):
+    """And a flag passed for the amount ("A flood occurred causing $1 in damages" from True)."""
     mem = CognitiveMemory("H001")
     with pytest.raises(ValueError, match="damage must be a finite number >= 0") as err:
         mem.update_after_flood(damage, 1)
@@ -810,6 +814,7 @@ def test_weights_and_thresholds_must_be_finite(settings, name, value):
     [
         (RetrievalSettings, "w_recency", True),
         (RetentionSettings, "w_importance", True),
+        (RetentionSettings, "demote_below", np.True_),
         (ReflectionSettings, "threshold", True),
         (ReflectionSettings, "enabled", "false"),
         (ReflectionSettings, "enabled", 1),

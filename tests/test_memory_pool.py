@@ -1023,3 +1023,14 @@ def test_a_year_the_pool_cannot_hold_is_refused_not_wrapped(outside):
         assert int(pool.retrieve([0, 1], 5).counts.sum()) == 0, name  # nothing written
     pool.write([0], "held", 0.5, 2**31 - 1)  # the largest year it holds
     assert pool.item(0).year == 2**31 - 1
+
+
+@pytest.mark.parametrize("flag", [True, np.True_, [True], np.array([False])])
+def test_a_boolean_importance_is_refused_as_cognitive_memory_refuses_it(flag):
+    """A flag is no importance: the pool took True (and arrays of flags) as 1.0."""
+    pool = MemoryPool(["H0"], 2, 3, 0.7, 0.95)
+    with pytest.raises(ValueError, match="importance must be a number in"):
+        pool.write([0], "x", flag, 1)
+    with pytest.raises(ValueError, match="importance must be a number in"):
+        CognitiveMemory("H0").add_experience("x", flag if np.ndim(flag) == 0 else False, 1)
+    assert int(pool.retrieve([0], 5).counts[0]) == 0

@@ -33,6 +33,7 @@ from simulation.memory.item import SOURCES, MemoryItem, ScoredMemory
 from simulation.memory.reflection import RuleBasedReflector
 from simulation.memory.relevance import KeywordRelevance
 from simulation.memory.settings import (
+    BOOLEANS,
     ReflectionSettings,
     RetentionSettings,
     RetrievalSettings,
@@ -335,7 +336,7 @@ class CognitiveMemory:
         evidence: tuple[str, ...] = (),
     ) -> MemoryItem:
         try:
-            if not 0.0 <= importance <= 1.0 or importance.__class__ is bool:
+            if not 0.0 <= importance <= 1.0 or importance.__class__ in BOOLEANS:
                 raise ValueError(_importance_problem(importance))
         except TypeError:  # a string or None: say which argument (try costs nothing unraised)
             raise TypeError(_importance_problem(importance)) from None
@@ -518,7 +519,7 @@ class CognitiveMemory:
         Raises:
             ValueError: If ``damage`` is negative, infinite or NaN.
         """
-        if not 0.0 <= damage < math.inf:  # NaN fails the comparison too
+        if not 0.0 <= damage < math.inf or damage.__class__ in BOOLEANS:  # NaN fails it too
             msg = f"damage must be a finite number >= 0, got {damage!r}"
             raise ValueError(msg)
         return self.write(

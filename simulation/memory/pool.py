@@ -46,6 +46,7 @@ from simulation.memory.item import SOURCES, MemoryItem
 from simulation.memory.reflection import RuleBasedReflector, flood_experience
 from simulation.memory.relevance import KeywordIndex, KeywordRelevance
 from simulation.memory.settings import (
+    BOOLEANS,
     ReflectionSettings,
     RetentionSettings,
     RetrievalSettings,
@@ -1998,6 +1999,11 @@ def _importances_written(
         The importance of each row, and, given ``importance_index``, the distinct importances
         with each row's position among them (else ``None``).
     """
+    if importance.__class__ in BOOLEANS or (
+        not isinstance(importance, (int, float)) and np.asarray(importance).dtype == np.bool_
+    ):  # as CognitiveMemory refuses one (a float array would take True for 1.0)
+        msg = f"importance must be a number in [0, 1], got {importance!r}"
+        raise ValueError(msg)
     if importance_index is None:
         return _per_row(importance, m, np.float64), None
     distinct = np.asarray(importance, dtype=np.float64).ravel()

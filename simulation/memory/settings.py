@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import ConfigDict, Strict
 
 __all__ = [
+    "BOOLEANS",
     "RETENTION_POLICIES",
     "RETRIEVAL_STRATEGIES",
     "ReflectionSettings",
@@ -29,6 +30,9 @@ __all__ = [
 ]
 
 RETRIEVAL_STRATEGIES = ("spec", "weighted")
+#: The boolean types, which compare as numbers (True >= 0.7) but are refused where a number is
+#: meant: numpy's too, since a value taken from an array or a table is one.
+BOOLEANS = (bool, np.bool_)
 
 # How a run config validates these settings (plain construction in Python ignores both): like
 # every config section (simulation.config_base.ConfigModel) it refuses unknown keys, NaN and
@@ -51,7 +55,7 @@ def check_fraction(name: str, value: float, *, low_open: bool = False) -> None:
         ok = (0.0 < value <= 1.0) if low_open else (0.0 <= value <= 1.0)
     except TypeError:  # a string: the bare comparison error would not say which argument
         ok = None
-    if not ok or isinstance(value, bool):  # NaN fails both comparisons, so it is refused too
+    if not ok or isinstance(value, BOOLEANS):  # NaN fails both comparisons: refused too
         interval = "(0, 1]" if low_open else "[0, 1]"
         msg = f"{name} must be in {interval}, got {value!r}"
         raise ValueError(msg) if ok is not None else TypeError(msg)
@@ -62,7 +66,7 @@ def as_integer(value: object) -> int | None:
 
     numpy integers count: a year or count taken from a pandas table is one. Booleans do not.
     """
-    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+    if isinstance(value, BOOLEANS) or not hasattr(value, "__index__"):
         return None
     return operator.index(value)
 
