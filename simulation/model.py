@@ -46,7 +46,12 @@ from mesa.discrete_space import (
 )
 
 from simulation.agents.institutions import Government, Insurer
-from simulation.agents.population import PopulationError, build_population, insure_at_start
+from simulation.agents.population import (
+    PopulationError,
+    build_population,
+    insure_at_start,
+    population_table,
+)
 from simulation.agents.state import (
     SFHA_ZONES,
     STATE_FIELDS,
@@ -98,6 +103,8 @@ from simulation.skills.templates import render
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from pathlib import Path
+
+    import pandas as pd
 
     from simulation.agents.population import Population
     from simulation.agents.state import HouseholdState
@@ -664,6 +671,8 @@ class FloodAdaptationModel(mesa.Model):
         ]
         for number, agent in enumerate(self.households):
             agent.number = number
+        # Kept for household_table (a small_world network places households without them).
+        self._grid_cells = np.array(population.cells, dtype=np.int32).reshape(-1, 2)
         self._place(population.grid_shape, population.cells)
 
     def _new_memory(self, agent_id: str, population: Population) -> CognitiveMemory:
@@ -717,6 +726,14 @@ class FloodAdaptationModel(mesa.Model):
             neighbors += [a for a in cell.agents if a is not agent and a not in neighbors]
             agent.neighbors = tuple(neighbors)
         _clear_cell_caches()  # the neighbour tuples are all the model needs from now on
+
+    def household_table(self) -> pd.DataFrame:
+        """Each household's fixed attributes and grid cell, as a household table.
+
+        What :func:`~simulation.agents.population.population_table` makes of the households
+        (a run writes it as ``households.csv``): ``households.table`` reads it back to them.
+        """
+        return population_table([h.state for h in self.households], self._grid_cells.tolist())
 
     # -------------------------------------------------------------------------- step
     def sync(self) -> None:

@@ -2,7 +2,8 @@
 
 A run directory holds ``manifest.json`` (what ran, with which versions, how it ended),
 ``config.resolved.yaml`` (the fully merged config, runnable from the run directory),
-``skill_registry.yaml`` (a copy of the registry that ran), ``model_years.csv`` (one row per year)
+``skill_registry.yaml`` (a copy of the registry that ran), ``households.csv`` (the households'
+fixed attributes, as a household table), ``model_years.csv`` (one row per year)
 and the audit streams.
 
 ``manifest.json`` says how the run stands: ``running`` from the start (and after every
@@ -108,6 +109,9 @@ BACKGROUND_FROM_HOUSEHOLDS = 2_000
 #: Name of the registry copy inside a run directory.
 REGISTRY_COPY = "skill_registry.yaml"
 
+#: Name of the households' table inside a run directory (FloodAdaptationModel.household_table).
+HOUSEHOLDS_FILE = "households.csv"
+
 #: What floodsim writes into a run directory: the run's own files (with the temporary files of
 #: its atomic rewrites and both forms of every audit stream), the ``report/`` folder of
 #: ``floodsim report`` and the ``behaviour.csv`` and ``behaviour.png`` of ``floodsim
@@ -120,6 +124,7 @@ RUN_FILES = (
     temporary_name(Path(CHECKPOINT_FILE)).name,
     "config.resolved.yaml",
     REGISTRY_COPY,
+    HOUSEHOLDS_FILE,
     "model_years.csv",
     *(f"{name}{suffix}" for name in (*STREAMS, LLM_STREAM) for suffix in (".jsonl", ".jsonl.gz")),
     "report",
@@ -404,6 +409,7 @@ def run_simulation(
         (run_dir / "config.resolved.yaml").write_text(
             dump_yaml(resolved.to_yaml_dict(), sort_keys=False), encoding="utf-8"
         )
+        model.household_table().to_csv(run_dir / HOUSEHOLDS_FILE, index=False)
         manifest = {
             "schema_version": 1,
             "run_id": run_id,

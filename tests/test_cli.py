@@ -95,6 +95,7 @@ def test_run_exits_0_and_prints_the_run_directory_last(small_run):
         "config.resolved.yaml",
         "consolidation.jsonl",
         "household_traces.jsonl",
+        "households.csv",
         "manifest.json",
         "memory_updates.jsonl",
         "model_years.csv",
@@ -430,6 +431,7 @@ def test_replacing_a_run_keeps_the_users_files_and_says_so(capsys, tmp_path, gzi
             [
                 "analysis",
                 "config.resolved.yaml",
+                "households.csv",
                 "manifest.json",
                 "model_years.csv",
                 "my_notes.txt",

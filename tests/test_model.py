@@ -1048,6 +1048,7 @@ def test_deciding_together_changes_nothing(tmp_path, monkeypatch, overrides, chu
         assert len(calls) > 8, "the budget ran out mid-year and the rest decided again"
     alone = _run_files(tmp_path, overrides, together=False, monkeypatch=monkeypatch)
     assert set(together) == {
+        "households.csv",
         "model_years.csv",
         "household_traces.jsonl",
         "memory_updates.jsonl",

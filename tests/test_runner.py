@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import orjson
+import pandas as pd
 import pytest
 
 from simulation import runner
@@ -317,3 +318,24 @@ def test_lines_a_failure_dropped_stay_dropped_if_the_writer_is_closed_after(tmp_
     assert writer.abandon()
     writer.close()
     assert (tmp_path / "household_traces.jsonl").read_bytes() == b'{"a":1}\n'
+
+
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_a_run_writes_its_households_as_a_table_that_loads_them_again(tmp_path, engine):
+    """households.csv: each household's attributes, to join the audit by; a run reads it back."""
+    settings = ["households.count=30", "years=2", f"engine={engine}"]
+    config, base = load_config(DEFAULT, settings)
+    first = run_simulation(config, base, tmp_path / "a", progress=False)
+    table = first.run_dir / "households.csv"
+    rows = pd.read_csv(table).to_dict("records")
+    households = first.model.households
+    assert [row["agent_id"] for row in rows] == [h.state.agent_id for h in households]
+    assert [(row["flood_zone"], row["income"]) for row in rows] == [
+        (h.state.flood_zone, h.state.income) for h in households
+    ]
+    again, base = load_config(DEFAULT, [*settings, f"households.table={table}"])
+    second = run_simulation(again, base, tmp_path / "b", progress=False)
+    assert (second.run_dir / "households.csv").read_bytes() == table.read_bytes()
+    assert [h.state for h in build_model(again, base).households] == [
+        h.state for h in build_model(config, base).households
+    ]

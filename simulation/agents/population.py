@@ -120,6 +120,7 @@ __all__ = [
     "generate_population",
     "insure_at_start",
     "load_population_table",
+    "population_table",
 ]
 
 #: The most cells the grid of a table's ``grid_col`` and ``grid_row`` may span. Mesa builds
@@ -884,3 +885,27 @@ def _states(
             strict=True,
         )
     ]
+
+
+def population_table(
+    states: Sequence[HouseholdState], cells: Sequence[Sequence[int]]
+) -> pd.DataFrame:
+    """The households' fixed attributes as a household table (the columns this module reads).
+
+    A run writes it as ``households.csv`` at its start: a household's tenure, zone, income,
+    values, elevations, coordinates and grid cell, to join its audit lines by ``agent_id``, and
+    a table :func:`load_population_table` reads back to the same households (their pre-seeded
+    memories are not in it: those are the year-0 lines of ``memory_updates``).
+
+    Args:
+        states: The households, in the run's order.
+        cells: Each household's ``(col, row)`` grid cell, aligned with ``states``.
+
+    Returns:
+        One row per household, columns :data:`REQUIRED_COLUMNS` then ``grid_col`` and
+        ``grid_row``.
+    """
+    columns = {name: [getattr(s, name) for s in states] for name in REQUIRED_COLUMNS}
+    columns["grid_col"] = [col for col, _row in cells]
+    columns["grid_row"] = [row for _col, row in cells]
+    return pd.DataFrame(columns)
