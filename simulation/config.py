@@ -893,8 +893,10 @@ class AuditConfig(Section):
     )
     sample: float | list[str] = Field(
         1.0,
-        description="Households audited: a fraction in (0, 1] (chosen by a hash of seed and id, "
-        "stable across runs) or a list of agent ids, each of which must be a household's.",
+        description="Households audited: a fraction in (0, 1] (each household in or out by a "
+        "hash of seed and id, stable across runs, so the count varies about the fraction: 110 "
+        "of 400 households at 0.25 with seed 42) or a list of agent ids, each of which must be a "
+        "household's.",
     )
     gzip: bool = Field(False, description="Write streams as .jsonl.gz.")
     gzip_level: int = Field(
