@@ -534,6 +534,13 @@ def test_a_line_of_spaces_is_skipped_as_a_blank_line_is(tmp_path: Path, blank: s
             ["", "2012.5"],
             r"row 3, column prior_flood_year: expected an integer",
         ),
+        # A calendar year: -5000000000 was read, then overflowed the memory's year mid-run.
+        (
+            "prior_flood_year",
+            ["2010", "-5000000000"],
+            r"row 3, column prior_flood_year: must be >= 1000, got '-5000000000'",
+        ),
+        ("prior_flood_year", ["2010", "12021"], r"row 3, column prior_flood_year: must be <= 9999"),
         (
             "prior_flood_year,prior_flood_damage",
             ["2010,5", ",300"],
@@ -662,3 +669,21 @@ def test_a_population_table_has_the_table_columns_in_order() -> None:
     table = population_table(population.states, population.cells)
     assert list(table.columns) == [*REQUIRED_COLUMNS, "grid_col", "grid_row"]
     assert table["agent_id"].tolist() == ["H00001", "H00002", "H00003", "H00004"]
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "refusal"),
+    [
+        ("contents_value", "1e308", r"column contents_value: must be <= 1e\+12, got '1e308'"),
+        ("income", "2e12", r"column income: must be <= 1e\+12"),
+        ("ground_elevation", "-1e308", r"column ground_elevation: must be >= -100000"),
+        ("first_floor_height", "5000", r"column first_floor_height: must be <= 1000"),
+    ],
+)
+def test_a_finite_value_far_beyond_any_home_is_refused(
+    tmp_path: Path, column: str, value: str, refusal: str
+) -> None:
+    """1e308 of contents passed, and the run went on with infinite and NaN damage."""
+    row = dict(zip(REQUIRED_COLUMNS, GOOD_ROWS[1].split(","), strict=True)) | {column: value}
+    message = _table_error(_write_csv(tmp_path, [HEADER, GOOD_ROWS[0], ",".join(row.values())]))
+    assert re.search(rf"row 3, {refusal}", message), message

@@ -38,16 +38,19 @@ column                 required  meaning
 ``agent_id``           yes       unique, non-empty id
 ``tenure``             yes       ``owner`` or ``renter`` (any case)
 ``income``             yes       annual household income, dollars, > 0
+                                 (dollar columns: at most :data:`MAX_DOLLARS`)
 ``structure_value``    yes       building replacement value, dollars; > 0 for owners,
                                  0 or empty for renters (they do not own the building)
 ``contents_value``     yes       contents replacement value, dollars, >= 0
 ``flood_zone``         yes       FEMA zone: ``AE``, ``A``, ``VE``, ``V``, ``X``, ``B``,
                                  ``C`` or ``D`` (any case; stored upper-case)
-``ground_elevation``   yes       ground at the home, ft above the hazard datum
-``first_floor_height`` yes       first floor above ground, ft, >= 0
+``ground_elevation``   yes       ground at the home, ft above the hazard datum,
+                                 within +-:data:`MAX_GROUND_FT`
+``first_floor_height`` yes       first floor above ground, ft, 0 to
+                                 :data:`MAX_FIRST_FLOOR_FT`
 ``x``, ``y``           yes       map coordinates (units of the hazard rasters)
-``prior_flood_year``   no        calendar year of a flood the household reported;
-                                 empty = none
+``prior_flood_year``   no        calendar year of a flood the household reported
+                                 (1000 to 9999); empty = none
 ``prior_flood_damage`` no        damage of that flood, dollars, >= 0; empty = not
                                  reported (needs ``prior_flood_year``)
 ``grid_col``,          no        grid cell of the household (integers >= 0, both or
@@ -102,7 +105,10 @@ if TYPE_CHECKING:
 __all__ = [
     "FLOOD_ZONES",
     "GENERATED_FLOOD_MEMORY",
+    "MAX_DOLLARS",
+    "MAX_FIRST_FLOOR_FT",
     "MAX_GRID_CELLS",
+    "MAX_GROUND_FT",
     "OPTIONAL_COLUMNS",
     "REQUIRED_COLUMNS",
     "SFHA_ZONES",
@@ -127,6 +133,15 @@ __all__ = [
 #: every cell of a grid, empty or not, at about 1.5 KB each: a million cells take 1.5 GB and
 #: ten seconds, and one mistyped ``grid_col`` of 100,000 would take every byte of the machine.
 MAX_GRID_CELLS = 1_000_000
+
+#: The largest dollar value a household table takes (income, values, a reported flood's
+#: damage): finite values far beyond any home's, such as 1e308, overflowed the damage arithmetic
+#: to infinity and NaN while the run went on.
+MAX_DOLLARS = 1e12
+#: The largest ground elevation above (or below) the hazard datum a table takes, ft.
+MAX_GROUND_FT = 1e5
+#: The largest first-floor height above ground a table takes, ft.
+MAX_FIRST_FLOOR_FT = 1e3
 
 #: Columns every household table must have.
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -625,6 +640,7 @@ class _Table:
         *,
         low: float | None = None,
         low_open: bool = False,
+        high: float | None = None,
         integer: bool = False,
         allow_empty: bool = False,
     ) -> np.ndarray:
@@ -644,6 +660,8 @@ class _Table:
             too_low = values <= low if low_open else values < low
             need = f"> {low:g}" if low_open else f">= {low:g}"
             self.fail_at(column, ~empty & too_low, f"must be {need}, got {{value!r}}")
+        if high is not None:
+            self.fail_at(column, ~empty & (values > high), f"must be <= {high:g}, got {{value!r}}")
         return values
 
 
@@ -692,9 +710,10 @@ def _table_seeds(
         raise table.error(1, "prior_flood_year", msg)
     if not has_year:
         return {}
-    years = table.numbers("prior_flood_year", integer=True, allow_empty=True)
+    # A calendar year, as survey_year is: a year like -5000000000 overflowed the memory's years.
+    years = table.numbers("prior_flood_year", low=1000, high=9999, integer=True, allow_empty=True)
     if "prior_flood_damage" in columns:
-        damages = table.numbers("prior_flood_damage", low=0.0, allow_empty=True)
+        damages = table.numbers("prior_flood_damage", low=0.0, high=MAX_DOLLARS, allow_empty=True)
         orphan = np.isnan(years) & ~np.isnan(damages)
         table.fail_at("prior_flood_year", orphan, "missing: prior_flood_damage is given")
     else:
@@ -752,17 +771,17 @@ def load_population_table(path: Path, config: PopulationConfig) -> Population:
     zones = ", ".join(FLOOD_ZONES)
     table.fail_at("flood_zone", ~np.isin(zone, FLOOD_ZONES), f"unknown zone {{value!r}} ({zones})")
 
-    income = table.numbers("income", low=0.0, low_open=True)
-    structure = table.numbers("structure_value", low=0.0, allow_empty=True)
+    income = table.numbers("income", low=0.0, low_open=True, high=MAX_DOLLARS)
+    structure = table.numbers("structure_value", low=0.0, high=MAX_DOLLARS, allow_empty=True)
     table.fail_at(
         "structure_value", owner & ~(structure > 0), "owners need a value > 0, got {value!r}"
     )
     renter_problem = "renters do not own the building: must be 0 or empty, got {value!r}"
     table.fail_at("structure_value", ~owner & (structure > 0), renter_problem)
     structure = np.nan_to_num(structure, nan=0.0)
-    contents = table.numbers("contents_value", low=0.0)
-    ground = table.numbers("ground_elevation")
-    floor = table.numbers("first_floor_height", low=0.0)
+    contents = table.numbers("contents_value", low=0.0, high=MAX_DOLLARS)
+    ground = table.numbers("ground_elevation", low=-MAX_GROUND_FT, high=MAX_GROUND_FT)
+    floor = table.numbers("first_floor_height", low=0.0, high=MAX_FIRST_FLOOR_FT)
     x = table.numbers("x")
     y = table.numbers("y")
 
