@@ -46,7 +46,7 @@ from simulation.hazard import HazardSource, RasterSource, ScriptedSource, Stocha
 from simulation.input_files import read_text
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
 from simulation.memory.pool import MAX_SLOTS, store_widths
-from simulation.skills.templates import TemplateError, template_fields
+from simulation.skills.templates import TemplateError, render, template_fields
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
@@ -618,6 +618,16 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     name: frozenset(field.json_schema_extra["placeholders"])
     for name, field in EventMemoryConfig.model_fields.items()
     if field.annotation is EventTemplate
+}
+#: A value of the type the model gives each event placeholder, to check format specs with:
+#: years and neighbour counts are integers, the adoption is a phrase, the rest dollars, feet
+#: or rates.
+_EVENT_SAMPLES: dict[str, object] = {
+    "year": 0,
+    "count": 0,
+    "total": 0,
+    "action": "x",
+    **dict.fromkeys(("damage", "depth", "payout", "old", "new"), 0.0),
 }
 
 
@@ -1996,5 +2006,17 @@ def check_event_templates(
             msg = (
                 f"{where(name)}: events.{name}.template: unknown placeholder {unknown[0]!r} "
                 f"(allowed: {', '.join(sorted(allowed))})"
+            )
+            raise ConfigError(msg)
+        # A spec its value cannot take ("{damage:d}") would otherwise stop the run at the
+        # first such event, years in, as the registry's templates are checked at load.
+        try:
+            sample = render(template, {field: _EVENT_SAMPLES[field] for field in used})
+        except TemplateError as err:
+            raise ConfigError(f"{where(name)}: events.{name}.template: {err}") from None
+        if not sample.strip():  # "{action:.0}": placeholders only, each cut to nothing
+            msg = (
+                f"{where(name)}: events.{name}.template: renders as blank text ({sample!r}): "
+                "the memory would hold no text"
             )
             raise ConfigError(msg)

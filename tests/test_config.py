@@ -1246,3 +1246,35 @@ def test_with_settings_validates_each_key_as_a_file_would():
 def test_overrides_given_as_one_string_are_refused_naming_the_list_wanted():
     with pytest.raises(TypeError, match=re.escape("not one string (['years=5'])")):
         load_config(DEFAULT, "years=5")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("event", "template", "detail"),
+    [
+        ("flood_major", "{damage:d}", "placeholder 'damage': format spec 'd' does not apply"),
+        ("claim_paid", "Paid {payout:d}", "placeholder 'payout': format spec 'd'"),
+        ("neighbor_adaptation", "{count} {action:d}", "placeholder 'action': format spec 'd'"),
+        ("flood_major", "{year:%Y}", "placeholder 'year': format spec '%Y'"),
+        # Never used in a short run without a premium change, so the run itself passed.
+        ("premium_change", "{old:d}", "placeholder 'old': format spec 'd'"),
+        ("neighbor_adaptation", "{action:.0}", "renders as blank text ('')"),
+    ],
+)
+def test_an_event_template_spec_its_value_cannot_take_is_refused_at_load(
+    tmp_path, event, template, detail
+):
+    """As the registry's are: the run stopped at the first such event, naming no file or key."""
+    path = write(
+        tmp_path / "bad.yaml",
+        f"base: {DEFAULT}\nevents:\n  {event}: {{template: '{template}'}}\n",
+    )
+    message = load_error(path)
+    assert message.startswith(f"{path}: events.{event}.template: {detail}"), message
+
+
+def test_every_event_placeholder_has_a_value_to_check_specs_with():
+    """A placeholder added to an event needs a sample of its type, or loading fails with it."""
+    import simulation.config as config_module
+
+    placeholders = set().union(*config_module.EVENT_FIELDS.values())
+    assert placeholders == set(config_module._EVENT_SAMPLES)

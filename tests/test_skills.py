@@ -482,6 +482,7 @@ def test_precondition_errors(text: str, problem: str) -> None:
 def test_template_fields_accepts_names_with_format_specs() -> None:
     template = "Year {year}: ${premium:,.0f} at {subsidy_share:.0%} {{literal}}"
     assert template_fields(template) == {"year", "premium", "subsidy_share"}
+    assert template_fields("{year:0>200} {premium:9<200.2f}") == {"year", "premium"}
     assert render(template, {"year": 2, "premium": 1234.4, "subsidy_share": 0.5}) == (
         "Year 2: $1,234 at 50% {literal}"
     )
@@ -497,6 +498,9 @@ def test_template_fields_accepts_names_with_format_specs() -> None:
         ("{a:{w}}", "{a:{w}}"),
         ("{}", "{}"),
         ("{0}", "{0}"),
+        # A gigabyte of padding a household; the array engine's text table overflowed.
+        ("{year:>999999999}", "{year:>999999999}"),
+        ("{a:.201f}", "{a:.201f}"),
     ],
 )
 def test_forbidden_placeholders_are_rejected(template: str, shown: str) -> None:

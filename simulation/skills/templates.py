@@ -10,6 +10,7 @@ literal spec to :func:`format`.
 
 from __future__ import annotations
 
+import re
 import string
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -19,9 +20,13 @@ from simulation.errors import InputError, shown_value
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
-__all__ = ["TemplateError", "render", "render_many", "template_fields"]
+__all__ = ["MAX_SPEC_NUMBER", "TemplateError", "render", "render_many", "template_fields"]
 
 _FORMATTER = string.Formatter()
+# A memory is a sentence: a width or precision above this only pads it ("{year:>999999999}"
+# made a gigabyte of text a household, and overflowed the array engine's table of texts).
+MAX_SPEC_NUMBER = 200
+_NUMBERS = re.compile(r"\d+")
 
 
 class TemplateError(InputError):
@@ -65,6 +70,12 @@ def _parse(template: str) -> Iterator[tuple[str, str | None, str]]:
         if "{" in spec or "}" in spec:
             msg = f"placeholder {shown!r} has a nested field in its format spec"
             raise TemplateError(msg)
+        if any(int(number) > MAX_SPEC_NUMBER for number in _NUMBERS.findall(spec)):
+            msg = (
+                f"placeholder {shown!r}: a width or precision above {MAX_SPEC_NUMBER} is not "
+                "allowed (a memory is a short text)"
+            )
+            raise TemplateError(msg)
         yield literal, name, spec
 
 
@@ -81,8 +92,8 @@ def template_fields(template: str) -> set[str]:
     Raises:
         TemplateError: For malformed braces, a positional or empty placeholder (``{}``,
             ``{0}``), attribute or index access (``{a.b}``, ``{a[0]}``), a conversion
-            (``{a!r}``) or a nested field in a format spec (``{a:{w}}``); the message names the
-            placeholder.
+            (``{a!r}``), a nested field in a format spec (``{a:{w}}``) or a width or precision
+            above :data:`MAX_SPEC_NUMBER` (``{a:>1000}``); the message names the placeholder.
     """
     return {name for _, name, _ in _pieces(template) if name is not None}
 
