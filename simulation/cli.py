@@ -205,7 +205,7 @@ def _validate(args: argparse.Namespace) -> int:
         runs = plan_runs(experiment, base, args.config)
         points = len(runs) // experiment.replicates
         print(
-            f"{args.config}: ok (experiment {experiment.name}: {len(runs)} runs = "
+            f"{args.config}: ok (experiment {experiment.name}: {_many(len(runs), 'run')} = "
             f"{_many(points, 'design point')} x {_many(experiment.replicates, 'replicate')}, "
             f"executor {experiment.executor.kind})"
         )

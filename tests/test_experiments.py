@@ -861,7 +861,9 @@ def test_an_experiment_with_only_set_is_validated_as_an_experiment(tmp_path, cap
     head = f"name: one_run\nbase: {DEFAULT}\nset: {{households.count: 20, years: 2}}\n"
     path.write_text(head, encoding="utf-8")
     assert main(["validate", str(path)]) == 0
-    assert "ok (experiment" in capsys.readouterr().out
+    assert "ok (experiment one_run: 1 run = 1 design point x 1 replicate," in (
+        capsys.readouterr().out
+    )  # "1 runs" before
     path.write_text(head + "replicate: 2\n", encoding="utf-8")  # typo of `replicates`
     assert main(["validate", str(path)]) == 2
     assert capsys.readouterr().err.strip().endswith("one_run.yaml: replicate: unknown key")
