@@ -1157,7 +1157,7 @@ def array_engine_limits(sections: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def ignored_keys(config: RunConfig) -> list[tuple[list[str], str]]:
+def ignored_keys(config: RunConfig, curves_basis: str | None = None) -> list[tuple[list[str], str]]:
     """Keys set away from their defaults that this run never reads, grouped by why (``[]``: none).
 
     These run (a refusal would stop a comparison run that switches the reading setting off);
@@ -1165,9 +1165,15 @@ def ignored_keys(config: RunConfig) -> list[tuple[list[str], str]]:
     them: hazard keys of another source, ``memory.retrieval`` weights under ``spec``,
     ``social.k`` and ``social.p`` outside ``small_world``.
 
+    Args:
+        config: The validated config.
+        curves_basis: The loaded curve set's ``contents_basis``, which ``auto`` follows
+            (``None``: not known, and ``auto`` is taken to read ``renter_contents_ratio``).
+
     Returns:
         ``(keys, reason)`` pairs: the LLM settings under another policy, the generation
-        settings of ``households`` with a household table, and ``audit.gzip_level`` without
+        settings of ``households`` with a household table, ``damage.renter_contents_ratio``
+        where contents curves apply to contents value, and ``audit.gzip_level`` without
         ``audit.gzip``.
     """
     groups: list[tuple[list[str], str]] = []
@@ -1199,6 +1205,17 @@ def ignored_keys(config: RunConfig) -> list[tuple[list[str], str]]:
                 keys.append(f"households.{name}")
         if keys:
             groups.append((keys, "households.table is set: the table gives the households"))
+    damage = config.damage
+    basis = damage.owner_contents_basis
+    if (basis if basis != "auto" else curves_basis) == "contents" and (
+        damage.renter_contents_ratio != DamageConfig.model_fields["renter_contents_ratio"].default
+    ):
+        why = (
+            "damage.owner_contents_basis is contents"
+            if basis == "contents"
+            else f"the curve set {damage.curves} applies its contents curve to contents value"
+        )
+        groups.append((["damage.renter_contents_ratio"], why))
     audit = config.audit
     if not audit.gzip and audit.gzip_level != AuditConfig.model_fields["gzip_level"].default:
         groups.append((["audit.gzip_level"], "audit.gzip is false"))
@@ -1227,6 +1244,7 @@ def warn_ignored_keys(
     config: RunConfig,
     origin: str,
     origin_of: Callable[[tuple[str, ...]], str] | None = None,
+    curves_basis: str | None = None,
 ) -> None:
     """Warn (:class:`IgnoredKeyWarning`) naming the keys :func:`ignored_keys` finds.
 
@@ -1238,8 +1256,9 @@ def warn_ignored_keys(
         origin: The config file's name.
         origin_of: Names what gave the value at a key (:func:`setting_origin`: a ``--set``
             override, or a ``base:`` file); ``origin`` for every key when not given.
+        curves_basis: The loaded curve set's ``contents_basis`` (see :func:`ignored_keys`).
     """
-    for keys, reason in ignored_keys(config):
+    for keys, reason in ignored_keys(config, curves_basis):
         by_origin: dict[str, list[str]] = {}
         for key in keys:
             given_by = origin if origin_of is None else origin_of(tuple(key.split(".")))

@@ -426,7 +426,7 @@ class FloodAdaptationModel(mesa.Model):
             self.hazard = config.hazard.build(base_dir)
         except HazardError as err:
             raise ConfigError(f"{where(('hazard', 'rasters'))}: hazard: {err}") from None
-        warn_ignored_keys(config, origin, origin_of)
+        warn_ignored_keys(config, origin, origin_of, self.curves.contents_basis)
         self.llm: LLMPolicy | None = None
         if config.decision.policy == "llm":
             try:

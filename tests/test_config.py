@@ -1278,3 +1278,22 @@ def test_every_event_placeholder_has_a_value_to_check_specs_with():
 
     placeholders = set().union(*config_module.EVENT_FIELDS.values())
     assert placeholders == set(config_module._EVENT_SAMPLES)
+
+
+def test_a_renter_contents_ratio_no_curve_reads_is_named_as_ignored(tmp_path):
+    """The ratio only converts renters' contents under a share-of-structure contents curve."""
+    ratio = "damage.renter_contents_ratio=0.4"
+    config, base = load_config(DEFAULT, [ratio, "damage.owner_contents_basis=contents"])
+    assert ignored_keys(config) == [
+        (["damage.renter_contents_ratio"], "damage.owner_contents_basis is contents")
+    ]
+    config, base = load_config(DEFAULT, [ratio, "damage.curves=jrc_north_america"])
+    reason = "the curve set jrc_north_america applies its contents curve to contents value"
+    assert ignored_keys(config, "contents") == [(["damage.renter_contents_ratio"], reason)]
+    with pytest.warns(
+        IgnoredKeyWarning, match=f"renter_contents_ratio is ignored because {reason}"
+    ):
+        build_model(config, base)
+    read = [ratio, "damage.owner_contents_basis=structure", "damage.curves=jrc_north_america"]
+    assert ignored_keys(load_config(DEFAULT, read)[0], "contents") == []
+    assert ignored_keys(load_config(DEFAULT, [ratio])[0], "structure") == []  # USACE: read
