@@ -47,11 +47,13 @@ from simulation.checkpoint import (
 from simulation.code_digest import code_digest
 from simulation.collector import tuned_collector
 from simulation.config import (
+    ConfigError,
     ConfigWarning,
     create_output_folder,
     describe_validation_error,
     is_curve_file,
     load_config,
+    read_yaml,
     remove_outputs,
 )
 from simulation.cores import usable_cores
@@ -624,10 +626,14 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
         if changed == "config.resolved.yaml" and started not in (None, code_digest()):
             # An unedited file can differ too: this code may read it with a key the run's code
             # did not have, or another default, and would not continue the same model.
+            added = _keys_the_file_lacks(config, run_dir)
+            which = (
+                f"; this code reads {_listed(added)}, which the file does not have" if added else ""
+            )
             changed = (
                 f"{changed} is not the config the run started with: edited since, or read "
                 "with a config key or default that this floodsim code added or changed (code "
-                f"{str(started)[:12]} then, {code_digest()[:12]} now)"
+                f"{str(started)[:12]} then, {code_digest()[:12]} now{which})"
             )
         else:
             changed += " changed since the run started"
@@ -803,6 +809,39 @@ def _check_committed_offset(run_dir: Path, path: Path, offset: int, *, gzip: boo
             f"{offset} of {path.name} is not at the end of {kind}, where the run committed it)"
         )
         raise RunError(msg)
+
+
+def _keys_the_file_lacks(config: RunConfig, run_dir: Path) -> list[str]:
+    """The dotted keys of ``config`` that its ``config.resolved.yaml`` does not spell out.
+
+    A file written by earlier code lacks the keys later code added, which the config then
+    takes at their defaults: the likeliest reason it no longer hashes as the run's did.
+    """
+    try:
+        written = read_yaml(run_dir / "config.resolved.yaml")
+    except ConfigError:
+        return []  # load_config read it a moment ago: only a concurrent change gets here
+    now = resolve_for_run_dir(config, run_dir).to_yaml_dict()
+    return sorted(_dotted_keys(now) - _dotted_keys(written))
+
+
+def _dotted_keys(data: object, prefix: str = "") -> set[str]:
+    """Every key of a nested mapping, dotted (``damage.renter_contents_ratio``)."""
+    if not isinstance(data, dict):
+        return set()
+    keys = set()
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        keys.add(dotted)
+        keys |= _dotted_keys(value, f"{dotted}.")
+    return keys
+
+
+def _listed(keys: list[str], shown: int = 3) -> str:
+    """``a``, ``a and b``, ``a, b and c``, or the first ``shown`` and how many more."""
+    if len(keys) > shown:
+        return f"{', '.join(keys[:shown])} and {len(keys) - shown} more key(s)"
+    return keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} and {keys[-1]}"
 
 
 def _changed_since_start(config: RunConfig, run_dir: Path, manifest: dict[str, Any]) -> str | None:

@@ -323,6 +323,16 @@ def test_a_run_whose_config_reads_otherwise_under_new_code_is_refused_as_such(tm
         f"with a config key or default that this floodsim code added or changed (code "
         f"000000000000 then, {code_digest()[:12]} now), so it cannot be resumed"
     ) in err
+    # A file written before keys were added: they are named (the upgrade's likeliest cause).
+    resolved = run_dir / "config.resolved.yaml"
+    lines = resolved.read_text(encoding="utf-8").splitlines(keepends=True)
+    older = ("  initial_insured_share:", "  renter_contents_ratio:")
+    resolved.write_text("".join(x for x in lines if not x.startswith(older)), encoding="utf-8")
+    assert main(["run", "--resume", str(run_dir)]) == 2
+    assert (
+        "now; this code reads damage.renter_contents_ratio and "
+        "households.initial_insured_share, which the file does not have), so it cannot be resumed"
+    ) in capsys.readouterr().err
 
 
 def stream_bytes(run_dir: Path) -> dict[str, bytes]:
