@@ -1087,7 +1087,11 @@ class ArrayEngine:
             stat = DECISION_STATS.get(skill_id)
             if stat is not None:
                 stats[stat] += int(np.count_nonzero(which))
-            memories.add(which, *self._decision_texts(skill_id, these, cost, year, elevation_cost))
+            memories.add(
+                which,
+                *self._decision_texts(skill_id, these, cost, year, elevation_cost),
+                store=registry.skills[skill_id].memory.store,
+            )
         premiums = paid[self.buys_insurance[chosen]]
         # Added premium by premium in the decision order, as the object path adds them.
         model.premiums_collected = float(
@@ -1267,14 +1271,15 @@ class _Gathered:
     same for one row as for a hundred.
     """
 
-    __slots__ = ("group", "importances", "tag_sets", "text_index", "texts")
+    __slots__ = ("group", "importances", "stores", "tag_sets", "text_index", "texts")
 
     def __init__(self, count: int) -> None:
         self.texts: list[str] = []
         self.text_index = np.empty(count, dtype=np.int64)
-        # A group's importance and tags are its own: each row names them by its group.
+        # A group's importance, tags and store are its own: each row names them by its group.
         self.importances: list[float] = []
         self.tag_sets: list[tuple[str, ...]] = []
+        self.stores: list[str] = []
         self.group = np.empty(count, dtype=np.int64)
 
     def add(
@@ -1284,6 +1289,7 @@ class _Gathered:
         importance: float,
         tags: Sequence[str],
         index: NDArray[np.int64] | None = None,
+        store: str = "auto",
     ) -> None:
         """Give the rows of ``which`` these texts (``index``: each row's; else one apiece)."""
         start = len(self.texts)
@@ -1292,11 +1298,14 @@ class _Gathered:
         self.group[which] = len(self.tag_sets)
         self.importances.append(importance)
         self.tag_sets.append(tuple(tags))
+        self.stores.append(store)
 
     def write(
         self, pool: MemoryPool, rows: NDArray[np.int64], year: int, **options: Any
     ) -> PoolWrite:
         """Write the gathered memories to ``rows`` (``options``: :meth:`MemoryPool.write`'s)."""
+        if any(store != "auto" for store in self.stores):  # a skill's memory.store
+            options["store"] = np.array(self.stores)[self.group]
         return pool.write(
             rows,
             self.texts,

@@ -1489,8 +1489,10 @@ class FloodAdaptationModel(mesa.Model):
         if remembered is None:
             remembered = self._decision_memory(skill_id, state, year, cost)
         content, importance, tags = remembered
+        store = self.registry.skills[skill_id].memory.store
         decision.memory_update = self._log(
-            household, household.memory.write(content, importance, year, tags, source="decision")
+            household,
+            household.memory.write(content, importance, year, tags, store=store, source="decision"),
         )
 
     def _subsidy_share(self, cost: float) -> float:

@@ -17,6 +17,7 @@ from unittest import mock
 import orjson
 import pandas as pd
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -978,3 +979,25 @@ def test_numbers_set_between_years_take_their_fields_type_as_on_the_object_path(
         model.run_model()
         runs.append(model.metrics())
     pd.testing.assert_frame_equal(runs[0], runs[1])
+
+
+def test_decision_memories_kept_in_working_memory_are_consolidated_alike(tmp_path):
+    """A skill's ``memory.store: working``: both engines keep it there, then copy it at year end."""
+    registry = yaml.safe_load((DEFAULT.parents[1] / "skill_registry.yaml").read_text("utf-8"))
+    for skill in registry["skills"]:
+        if skill["skill_id"] in ("buy_insurance", "buy_contents_insurance", "elevate_house"):
+            skill["memory"]["store"] = "working"
+    path = tmp_path / "registry.yaml"
+    path.write_text(yaml.safe_dump(registry, sort_keys=False), encoding="utf-8")
+    objects, arrays = _pair(f"registry={path}", count=200, years=8)
+    _assert_same_households(objects, arrays)
+    kept = [
+        item
+        for household in objects.households
+        for item in household.memory.working
+        if item.source == "decision" and "insurance" in item.tags
+    ]
+    assert kept, "insurance decisions stay in working memory"
+    assert all(item.consolidated for item in kept)  # 0.7 reaches the threshold: copied too
+    copied = {item.seq for h in objects.households for item in h.memory.episodic if item in kept}
+    assert copied

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -1034,3 +1035,35 @@ def test_a_boolean_importance_is_refused_as_cognitive_memory_refuses_it(flag):
     with pytest.raises(ValueError, match="importance must be a number in"):
         CognitiveMemory("H0").add_experience("x", flag if np.ndim(flag) == 0 else False, 1)
     assert int(pool.retrieve([0], 5).counts[0]) == 0
+
+
+def test_a_store_asked_per_row_routes_and_consolidates_as_cognitive_memory():
+    """``store`` as ``CognitiveMemory.write`` takes it: working at 0.9 is consolidated later."""
+    asked = ["working", "episodic", "auto", "working"]
+    memories = [CognitiveMemory(f"H{n}", 2, 3, 0.7, 0.95) for n in range(4)]
+    pool = MemoryPool([m.agent_id for m in memories], 2, 3, 0.7, 0.95)
+    importances = [0.9, 0.2, 0.9, 0.3]
+    done = pool.write(range(4), "x", importances, 1, store=asked)
+    for n, memory in enumerate(memories):
+        result = memory.write("x", importances[n], 1, store=asked[n])
+        assert POOL_STORES[done.stores[n]] == result.store
+    moved = [int(pool._owner[i]) for write in pool.consolidate() for i in write.items]
+    assert moved == [n for n, memory in enumerate(memories) if memory.consolidate()] == [0]
+    for row, memory in enumerate(memories):  # the copy stays in working memory too
+        assert _seqs(pool, pool.working(row)) == [i.seq for i in memory.working]
+        assert _seqs(pool, pool.episodic(row)) == [i.seq for i in memory.episodic]
+
+
+@pytest.mark.parametrize(
+    ("store", "pinned", "refusal"),
+    [
+        ("wroking", False, "store must be 'working', 'episodic' or 'auto', got 'wroking'"),
+        (["auto", "elsewhere"], False, "got 'elsewhere'"),
+        ("working", True, "pinned items live in episodic memory"),
+    ],
+)
+def test_a_store_the_pool_cannot_write_is_refused_before_anything_is(store, pinned, refusal):
+    pool = MemoryPool(["H0", "H1"], 2, 3, 0.7, 0.95)
+    with pytest.raises(ValueError, match=re.escape(refusal)):
+        pool.write([0, 1], "x", 0.5, 1, store=store, pinned=pinned)
+    assert int(pool.retrieve([0, 1], 5).counts.sum()) == 0

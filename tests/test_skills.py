@@ -1091,3 +1091,15 @@ def test_a_skill_the_caller_cannot_run_is_refused_before_its_other_keys(
     assert SkillRegistry.from_mapping(shipped_data, "r.yaml", runnable=runnable).skill_ids == (
         tuple(runnable)
     )
+
+
+def test_a_skill_memory_store_is_read_and_checked() -> None:
+    """``memory.store`` says where a decision memory goes; a misspelt one is refused."""
+    data = _minimal()
+    assert SkillRegistry.from_mapping(data, "inline").skills["do_nothing"].memory.store == "auto"
+    data["skills"][0]["memory"]["store"] = "working"
+    registry = SkillRegistry.from_mapping(data, "inline")
+    assert registry.skills["do_nothing"].memory.store == "working"
+    data["skills"][0]["memory"]["store"] = "wroking"
+    with pytest.raises(RegistryError, match=r"skill 'do_nothing': memory\.store: .*'wroking'"):
+        SkillRegistry.from_mapping(data, "inline")

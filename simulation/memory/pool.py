@@ -802,14 +802,15 @@ class MemoryPool:
         source: str = "other",
         amount: float | ArrayLike | None = None,
         pinned: bool = False,
+        store: str | ArrayLike = "auto",
         text_index: ArrayLike | None = None,
         tag_index: ArrayLike | None = None,
         importance_index: ArrayLike | None = None,
     ) -> PoolWrite:
         """Write one memory to each household of ``rows``, routed as ``CognitiveMemory.write``.
 
-        An item goes to episodic memory when it is pinned or its importance reaches the
-        consolidation threshold, else to working memory.
+        Under ``store="auto"`` an item goes to episodic memory when it is pinned or its
+        importance reaches the consolidation threshold, else to working memory.
 
         Args:
             rows: Households written to, each at most once.
@@ -823,6 +824,9 @@ class MemoryPool:
             source: What produced the memories, one of :data:`~simulation.memory.item.SOURCES`.
             amount: Dollar amount behind each text, one for all or one per row, or ``None``.
             pinned: Never forget these items (they go to episodic memory).
+            store: ``working``, ``episodic`` or ``auto``, one for all or one per row, as
+                ``CognitiveMemory.write`` takes it: an item written to working memory at or
+                above the threshold is copied to episodic memory by :meth:`consolidate`.
             text_index: For each row, the position of its text in ``contents``: many rows
                 writing a few distinct texts look each text up once.
             tag_index: For each row, the position of its tag set in ``tags``: one write of
@@ -835,14 +839,19 @@ class MemoryPool:
             The items written, their stores and what each displaced.
 
         Raises:
-            ValueError: For a repeated row, importance outside [0, 1], an unknown source, or
-                pinning more items than a household's episodic memory can hold.
+            ValueError: For a repeated row, importance outside [0, 1], an unknown source or
+                store, a pinned item asked into working memory, or pinning more items than a
+                household's episodic memory can hold.
         """
         rows = np.asarray(rows, dtype=np.int64).ravel()
         m = len(rows)
         importance, shared = _importances_written(importance, importance_index, m)
         source_code = self._check_write(rows, importance, source, pinned=pinned)
         _check_years(year)
+        asked = None if isinstance(store, str) and store == "auto" else _stores_asked(store, m)
+        if asked is not None and pinned and (asked == "working").any():
+            msg = "pinned items live in episodic memory; use store='episodic' or 'auto'"
+            raise ValueError(msg)
         years = _per_row(year, m, np.int64)
         text_ids = self._texts_written(contents, text_index, m)
         tag_ids = self._tags_written(tags, tag_index, m)
@@ -868,6 +877,8 @@ class MemoryPool:
         episodic = (
             np.ones(m, dtype=np.bool_) if pinned else importance >= self.consolidation_threshold
         )
+        if asked is not None:
+            episodic = np.where(asked == "auto", episodic, asked == "episodic")
         self._consolidated[new] = episodic
         if pinned:
             self._episodic_pinned[rows] += 1
@@ -2019,6 +2030,23 @@ def _per_row(value: float | ArrayLike, m: int, dtype: type) -> NDArray:
     if isinstance(value, (int, float)):  # the usual write: no broadcast machinery
         return np.full(m, value, dtype=dtype)
     return np.broadcast_to(np.asarray(value, dtype=dtype), (m,)).copy()
+
+
+_STORES_ASKED = ("auto", "working", "episodic")
+
+
+def _stores_asked(store: str | ArrayLike, m: int) -> NDArray[np.str_]:
+    """Each of ``m`` rows' ``store`` (one for all, or one per row), every one checked.
+
+    Raises:
+        ValueError: For a store other than ``auto``, ``working`` and ``episodic``.
+    """
+    asked = np.broadcast_to(np.asarray(store, dtype=np.str_), (m,))
+    unknown = ~np.isin(asked, _STORES_ASKED)
+    if unknown.any():
+        msg = f"store must be 'working', 'episodic' or 'auto', got {str(asked[unknown][0])!r}"
+        raise ValueError(msg)
+    return asked
 
 
 # The years an int32 column holds, but its least value, which stands for "not rehearsed".

@@ -36,7 +36,7 @@ import re
 import typing
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import yaml
@@ -264,11 +264,16 @@ class MemoryTemplate:
         template: Safe format template (see :mod:`simulation.skills.templates`).
         importance: Memory importance in [0, 1].
         tags: Memory tags.
+        store: Where the memory is written: ``auto`` (episodic memory from the consolidation
+            threshold up, else working memory, as event memories go), ``working`` (the FIFO,
+            from which year-end consolidation copies it to episodic memory when its importance
+            reaches the threshold: seed 000's ``update_after_decision``) or ``episodic``.
     """
 
     template: str
     importance: float
     tags: tuple[str, ...] = ()
+    store: Literal["auto", "working", "episodic"] = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +381,7 @@ class _MemorySpec(_Spec):
     template: str
     importance: float = Field(ge=0.0, le=1.0)
     tags: list[str] = []
+    store: Literal["auto", "working", "episodic"] = "auto"
 
 
 class _SkillSpec(_Spec):
@@ -622,7 +628,7 @@ class _Builder:
         if not sample.strip():  # "{tenure:.0}": placeholders only, each cut to nothing
             problem = f"renders as blank text ({sample!r}): the memory would hold no text"
             raise self.fail(label, "memory.template", problem)
-        return MemoryTemplate(spec.template, spec.importance, tuple(spec.tags))
+        return MemoryTemplate(spec.template, spec.importance, tuple(spec.tags), spec.store)
 
     def tool(self, index: int, raw: object) -> MemoryTool:
         label = self.label("memory tool", index, raw)
