@@ -131,6 +131,19 @@ def test_a_scripted_run_is_reproducible(tmp_path):
             "agent_id,year,skill_id\nH00001,1,do_nothing\nH00001,1,relocate\n",
             "row 3: a second decision for H00001 in year 1",
         ),
+        # Digits to str.isdigit that int() cannot read (a traceback), or reads as 1.
+        ("agent_id,year,skill_id\nH00001,\u00b2,do_nothing\n", "row 2, column year: .*'\u00b2'"),
+        ("agent_id,year,skill_id\nH00001,\u0661,do_nothing\n", "row 2, column year"),
+        # A field too many was taken for an index, and the row named by its year.
+        (
+            "agent_id,year,skill_id\nH00001,1,do_nothing,extra\n",
+            "row 2: 4 fields, but the header has 3",
+        ),
+        # A column named twice: pandas renamed the second, which then went unread.
+        (
+            "agent_id,year,skill_id,agent_id\nH00001,1,do_nothing,H00002\n",
+            "row 1, column agent_id: repeated in the header",
+        ),
     ],
 )
 def test_bad_tables_name_the_row_and_column(tmp_path, text, message):

@@ -21,7 +21,9 @@ those years are never read. The run warns once, when it has ended
 
 from __future__ import annotations
 
+import re
 import warnings
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -95,22 +97,7 @@ def load_script(
             skill, or two rows for one household-year. Rows are numbered as in a spreadsheet
             (the header is row 1).
     """
-    try:
-        check_not_a_device(path)  # pandas would read /dev/zero until memory ran out
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-        rows = _row_numbers(path, len(table))
-    except FileNotFoundError:
-        msg = f"{path}: file not found"
-        raise ScriptError(msg) from None
-    except pd.errors.EmptyDataError:
-        msg = f"{path}: empty file: expected a header row {','.join(SCRIPT_COLUMNS)}"
-        raise ScriptError(msg) from None
-    except OSError as err:
-        msg = f"{path}: cannot read the table: {err.strerror or err}"
-        raise ScriptError(msg) from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as err:
-        msg = f"{path}: cannot read the table: {err}"
-        raise ScriptError(msg) from None
+    table, rows = _read_table(path)
     missing = [c for c in SCRIPT_COLUMNS if c not in table.columns]
     if missing:
         # What the header holds, beside what it needs: a typo there is then seen at once.
@@ -133,7 +120,8 @@ def load_script(
                 f"({foreign} of {len(table)} rows name unknown households)"
             )
             raise ScriptError(msg)
-        year = int(year_text) if year_text.isdigit() else 0
+        # ASCII digits only: "²" is a digit to str.isdigit but no number to int().
+        year = int(year_text) if year_text.isascii() and year_text.isdigit() else 0
         if year < 1:
             msg = f"{where}, column year: expected a whole number from 1, got {year_text!r}"
             raise ScriptError(msg)
@@ -146,6 +134,48 @@ def load_script(
         decisions[agent_id, year] = skill_id
         decisions.rows.append(row)
     return decisions
+
+
+def _read_table(path: Path) -> tuple[pd.DataFrame, list[int]]:
+    """The table's rows of cells, named by its header, and the line each row is on.
+
+    Raises:
+        ScriptError: For a missing, unreadable, empty or malformed file, or a column name the
+            header repeats.
+    """
+    try:
+        check_not_a_device(path)  # pandas would read /dev/zero until memory ran out
+        # The header is read as a row, so that pandas neither renames a repeated column name
+        # nor takes a row one field longer than the header for an index and a shifted row.
+        raw = pd.read_csv(
+            path, dtype=str, keep_default_na=False, skipinitialspace=True, header=None
+        )
+        rows = _row_numbers(path, len(raw) - 1)
+    except FileNotFoundError:
+        msg = f"{path}: file not found"
+        raise ScriptError(msg) from None
+    except pd.errors.EmptyDataError:
+        msg = f"{path}: empty file: expected a header row {','.join(SCRIPT_COLUMNS)}"
+        raise ScriptError(msg) from None
+    except OSError as err:
+        msg = f"{path}: cannot read the table: {err.strerror or err}"
+        raise ScriptError(msg) from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        longer = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(err))
+        if longer:  # as a household table says it
+            expected, line, saw = longer.groups()
+            msg = f"{path}: row {line}: {saw} fields, but the header has {expected}"
+        else:
+            msg = f"{path}: cannot read the table: {err}"
+        raise ScriptError(msg) from None
+    header = [str(name) for name in raw.iloc[0].fillna("")]
+    for name, count in Counter(header).items():
+        if count > 1 and name:
+            msg = f"{path}: row 1, column {name}: repeated in the header"
+            raise ScriptError(msg)
+    table = raw.iloc[1:].fillna("")  # a short row's missing cells are empty
+    table.columns = header
+    return table, rows
 
 
 def _row_numbers(path: Path, count: int) -> list[int]:
