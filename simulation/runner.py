@@ -411,7 +411,7 @@ def run_simulation(
         (run_dir / "config.resolved.yaml").write_text(
             dump_yaml(resolved.to_yaml_dict(), sort_keys=False), encoding="utf-8"
         )
-        model.household_table().to_csv(run_dir / HOUSEHOLDS_FILE, index=False)
+        _write_households(model, run_dir)
         manifest = {
             "schema_version": 1,
             "run_id": run_id,
@@ -640,6 +640,7 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
         msg = f"{run_dir}: {changed}, so it cannot be resumed; start a new run instead"
         raise RunError(msg)
     model = build_model(config, run_dir, origin)
+    _write_households(model, run_dir)  # a run started before floodsim wrote it lacks it
     try:
         checkpoint = read_checkpoint(run_dir)
         if checkpoint is not None:
@@ -809,6 +810,13 @@ def _check_committed_offset(run_dir: Path, path: Path, offset: int, *, gzip: boo
             f"{offset} of {path.name} is not at the end of {kind}, where the run committed it)"
         )
         raise RunError(msg)
+
+
+def _write_households(model: FloodAdaptationModel, run_dir: Path) -> None:
+    """Write the households' table into ``run_dir`` unless it is there (a resumed run's is)."""
+    path = run_dir / HOUSEHOLDS_FILE
+    if not path.is_file():
+        model.household_table().to_csv(path, index=False)
 
 
 def _keys_the_file_lacks(config: RunConfig, run_dir: Path) -> list[str]:

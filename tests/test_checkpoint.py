@@ -120,6 +120,15 @@ def test_resume_from_checkpoint_gives_identical_outputs(tmp_path, extra):
         assert all(isinstance(v, (int, float)) for v in values)
 
 
+def test_a_run_interrupted_before_households_csv_existed_has_it_once_resumed(tmp_path):
+    """A run started by code that wrote no households.csv gets one, as a fresh run has it."""
+    clean = clean_run(tmp_path)
+    run_dir = interrupted_run(tmp_path, 5)
+    (run_dir / "households.csv").unlink()
+    resume_run(run_dir, progress=False)
+    assert_same_outputs(clean.run_dir, run_dir)
+
+
 @pytest.mark.parametrize("engine", ["objects", "arrays"])
 def test_households_that_moved_away_keep_their_latest_decision_across_a_resume(tmp_path, engine):
     # A household that relocates decides no more: after a resume, what it decided last can come
