@@ -647,6 +647,8 @@ class FloodAdaptationModel(mesa.Model):
         try:
             population = build_population(households, self.population_rng, base_dir)
         except PopulationError as err:
+            if households.table is None:  # generated: the message names the settings
+                raise ConfigError(f"{where(('households',))}: households: {err}") from None
             raise ConfigError(
                 f"{where(('households', 'table'))}: households.table: {err}"
             ) from None

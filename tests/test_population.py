@@ -687,3 +687,27 @@ def test_a_finite_value_far_beyond_any_home_is_refused(
     row = dict(zip(REQUIRED_COLUMNS, GOOD_ROWS[1].split(","), strict=True)) | {column: value}
     message = _table_error(_write_csv(tmp_path, [HEADER, GOOD_ROWS[0], ",".join(row.values())]))
     assert re.search(rf"row 3, {refusal}", message), message
+
+
+@pytest.mark.parametrize(
+    ("settings", "refusal"),
+    [
+        ({"income": {"median": 2e12}}, r"generated income reaches .*: change households\.income"),
+        (
+            {"structure_value": {"median": 1e306}},
+            r"generated structure_value reaches \d\.\d+e\+306, beyond the 1e\+12",
+        ),
+        ({"ground": {"base": -200000}}, r"generated ground_elevation reaches -2e\+05"),
+    ],
+)
+def test_generated_values_a_household_table_would_refuse_are_refused(settings, refusal) -> None:
+    """A run's households.csv loads back as a table: generation keeps within its bounds."""
+    with pytest.raises(PopulationError, match=refusal):
+        _generate(count=50, **settings)
+
+
+def test_a_generated_run_loads_back_from_its_households_csv_at_the_bounds(tmp_path) -> None:
+    population = _generate(count=50, income={"median": 1e9, "sigma": 0.0})
+    path = tmp_path / "households.csv"
+    population_table(population.states, population.cells).to_csv(path, index=False)
+    assert load_population_table(path, PopulationConfig()).states == population.states

@@ -21,6 +21,10 @@ of the grid: for 1,000 or more households 37-40 % are in AE (mean ground about 6
 rest in X (mean ground about 12.8 ft). ``bfe_ft`` should be the 1 %-annual-chance level of the
 hazard source; for a Gumbel annual maximum that is ``loc + 4.600 * scale``.
 
+Generated values stay within what a household table takes (dollars up to :data:`MAX_DOLLARS`,
+ground within :data:`MAX_GROUND_FT` of the datum), so that a run's ``households.csv`` loads back:
+settings that generate more are refused, naming them.
+
 Every generation draws the same number of variates for a given ``count`` (``2 * count``
 uniforms, then ``5 * count`` standard normals), whatever the other settings, so changing, say,
 ``prior_flood_share`` in a sweep does not shift the random numbers used after it.
@@ -504,6 +508,16 @@ def generate_population(config: PopulationConfig, rng: np.random.Generator) -> P
     floor = f.mean + f.sd * z_floor + np.where(in_ae, config.ae_first_floor_bonus, 0.0)
     floor = np.clip(floor, f.low, f.high)
 
+    _check_generated(
+        (
+            ("income", income, "households.income"),
+            ("structure_value", structure, "households.structure_value"),
+            ("contents_value", contents, "households.renter_contents or contents_ratio"),
+        ),
+        MAX_DOLLARS,
+    )
+    _check_generated((("ground_elevation", ground, "households.ground"),), MAX_GROUND_FT)
+
     x = col * config.cell_size
     y = row * config.cell_size
     digits = max(_MIN_ID_DIGITS, len(str(n)))
@@ -529,6 +543,27 @@ def generate_population(config: PopulationConfig, rng: np.random.Generator) -> P
         reported = in_ae & (u_prior < config.prior_flood_share)
         seeds = {ids[i]: [memory] for i in np.flatnonzero(reported).tolist()}
     return Population(states, (height, width), cells, seeds)
+
+
+def _check_generated(columns: Sequence[tuple[str, np.ndarray, str]], most: float) -> None:
+    """Refuse generated values beyond ``most`` either way, as a household table refuses them.
+
+    A run's households.csv must load back as a table; such values also overflowed the damage
+    arithmetic to infinity and NaN.
+
+    Raises:
+        PopulationError: Naming the column, its largest value and the settings that made it.
+    """
+    for column, values, settings in columns:
+        if not len(values):
+            continue
+        farthest = float(values[np.argmax(np.abs(values))])
+        if not abs(farthest) <= most:  # inf too
+            msg = (
+                f"generated {column} reaches {farthest:.4g}, beyond the {most:g} a household "
+                f"table takes: change {settings}"
+            )
+            raise PopulationError(msg)
 
 
 # --- tables ------------------------------------------------------------------------------------
