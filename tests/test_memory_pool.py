@@ -1067,3 +1067,36 @@ def test_a_store_the_pool_cannot_write_is_refused_before_anything_is(store, pinn
     with pytest.raises(ValueError, match=re.escape(refusal)):
         pool.write([0, 1], "x", 0.5, 1, store=store, pinned=pinned)
     assert int(pool.retrieve([0, 1], 5).counts.sum()) == 0
+
+
+@pytest.mark.parametrize("year", [3e9, np.float64(3e9), 2.0, True, np.array([1, 2.5])])
+def test_a_year_that_is_no_integer_is_refused_as_cognitive_memory_refuses_it(year):
+    """3e9 was stored as year -1294967296 and True as year 1."""
+    pool = MemoryPool(["H0", "H1"], 2, 3, 0.7, 0.95)
+    with pytest.raises(TypeError, match="year must be an integer"):
+        pool.write([0, 1], "x", 0.5, year)
+    with pytest.raises(TypeError, match="year must be an integer"):
+        CognitiveMemory("H0").write("x", 0.5, year if np.ndim(year) == 0 else 2.5)
+    with pytest.raises(TypeError, match=r"year must be an integer, got 2\.5"):
+        pool.end_year(2.5)  # int(2.5) was taken for year 2
+
+
+@pytest.mark.parametrize("importances", [[True, 0.5], (np.True_, 0.5)])
+def test_a_boolean_among_per_row_importances_is_refused(importances):
+    pool = MemoryPool(["H0", "H1"], 2, 3, 0.7, 0.95)
+    with pytest.raises(ValueError, match="importance must be a number in"):
+        pool.write([0, 1], "x", importances, 1)
+
+
+def test_a_retrieval_far_past_every_item_scores_as_cognitive_memory_without_a_huge_table():
+    """Ages past the table are powered one by one: 2**31 - 1 once built 2**32 of them."""
+    pool = MemoryPool(["H0"], 2, 3, 0.7, 0.95)
+    memory = CognitiveMemory("H0", 2, 3, 0.7, 0.95)
+    for when in (1, 5):
+        pool.write([0], "x", 0.9, when)
+        memory.write("x", 0.9, when)
+    for now in (20_003, 2**31 - 1):
+        found = pool.retrieve([0], 2, now)
+        expected = [h.score for h in memory.retrieve_scored(2, now)]
+        assert found.scores[0][: int(found.counts[0])].tolist() == expected
+    assert all(len(table) <= 20_001 for table in pool._powers.values())

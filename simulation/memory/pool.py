@@ -84,6 +84,8 @@ _EMPTY = -1
 # An item's rehearsal year when it has none: years may be negative (CognitiveMemory takes any
 # integer year), so no year the int32 column can hold but its least stands for "none".
 _NOT_REHEARSED = np.iinfo(np.int32).min
+# The oldest age whose decay factor is kept in a table (up to twice this many entries, 160 kB).
+_MOST_TABULATED_AGE = 10_000
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 # The item table's columns in the order MemoryItem takes them (those it has).
 _ITEM_FIELDS = (
@@ -497,7 +499,10 @@ class MemoryPool:
         if ages.size == 0:
             return np.ones(ages.shape)
         low, high = int(ages.min()), int(ages.max())
-        if low < 0:  # retrieving before an item's year (or last access): rare, computed apart
+        # Retrieving before an item's year (or last access), or ages past the table's reach
+        # (a retrieval at year 2**31 - 1 once built a table of 2**32 powers): rare, computed
+        # apart, with the same Python float power.
+        if low < 0 or high > _MOST_TABULATED_AGE:
             distinct, where = np.unique(ages, return_inverse=True)
             powers = np.array([rate ** int(age) for age in distinct.tolist()])
             return powers[where.reshape(ages.shape)]
@@ -1155,7 +1160,7 @@ class MemoryPool:
             What :meth:`consolidate` moved, the reflections written (see :meth:`reflect`) and
             what tiered retention moved (see :meth:`_rebalance_tiers`).
         """
-        _check_years(int(year))
+        _check_years(year)
         live = int(
             self._working_size.sum()
             + self._episodic_size.sum()
@@ -1309,7 +1314,7 @@ class MemoryPool:
             The reflections written, in the order of ``rows``, and the reflection each one
             displaced (or -1).
         """
-        _check_years(int(year))
+        _check_years(year)
         rows = np.asarray(rows, dtype=np.int64).ravel()
         settings = self.reflection
         asked = rows[
@@ -2010,9 +2015,8 @@ def _importances_written(
         The importance of each row, and, given ``importance_index``, the distinct importances
         with each row's position among them (else ``None``).
     """
-    if importance.__class__ in BOOLEANS or (
-        not isinstance(importance, (int, float)) and np.asarray(importance).dtype == np.bool_
-    ):  # as CognitiveMemory refuses one (a float array would take True for 1.0)
+    if importance.__class__ in BOOLEANS or _holds_a_boolean(importance):
+        # As CognitiveMemory refuses one: a float array would take True for 1.0.
         msg = f"importance must be a number in [0, 1], got {importance!r}"
         raise ValueError(msg)
     if importance_index is None:
@@ -2023,6 +2027,15 @@ def _importances_written(
         msg = f"{len(where)} importance indices for {m} rows"
         raise ValueError(msg)
     return distinct[where], (distinct, where)
+
+
+def _holds_a_boolean(values: object) -> bool:
+    """Whether a sequence or array of values has a boolean among them (``[True, 0.5]``)."""
+    if isinstance(values, (int, float)):
+        return False
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return values.dtype == np.bool_
+    return any(value.__class__ in BOOLEANS for value in np.asarray(values, dtype=object).flat)
 
 
 def _per_row(value: float | ArrayLike, m: int, dtype: type) -> NDArray:
@@ -2054,17 +2067,25 @@ _YEARS = (int(np.iinfo(np.int32).min) + 1, int(np.iinfo(np.int32).max))
 
 
 def _check_years(year: int | ArrayLike) -> None:
-    """Refuse a year the item table's 32-bit columns would wrap (``CognitiveMemory`` has none).
+    """Refuse what ``CognitiveMemory`` refuses as a year, and what 32-bit columns would wrap.
 
     Raises:
+        TypeError: For a year that is not an integer (a float, a bool), naming it.
         ValueError: For a year outside ``-(2**31 - 1) .. 2**31 - 1``, naming it.
     """
-    if isinstance(year, int):  # the usual call: one year for every household
+    if year.__class__ is int:  # the usual call: one year for every household
         low = high = year
     else:
         years = np.asarray(year)
-        if not years.size or years.dtype.kind not in "iu":
-            return  # nothing to check, or not integers: the table's assignment refuses those
+        if isinstance(year, BOOLEANS) or years.dtype.kind not in "iu":
+            if not years.size:
+                return
+            # 3e9 was stored as -1294967296, True as 1, as the columns took them.
+            shown = year if years.ndim == 0 else years.ravel()[0]
+            msg = f"year must be an integer, got {shown!r}"
+            raise TypeError(msg)
+        if not years.size:
+            return
         low, high = int(years.min()), int(years.max())
     if low < _YEARS[0] or high > _YEARS[1]:
         outside = low if low < _YEARS[0] else high
