@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -280,3 +281,25 @@ def test_compute_damage_broadcasts_scalar_values(usace: DamageCurves) -> None:
 def test_compute_damage_shape_mismatch_raises(usace: DamageCurves) -> None:
     with pytest.raises(HazardError, match="incompatible shapes"):
         compute_damage(np.zeros(3), np.zeros(2), np.zeros(3), usace)
+
+
+def test_a_whole_number_too_large_for_a_float_is_refused_not_a_traceback(tmp_path: Path) -> None:
+    """10**400 raised OverflowError from math.isfinite."""
+    data = _valid_set()
+    data["structure"]["depth"] = [0, 1, 10**400]
+    path = tmp_path / "curves.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(
+        HazardError, match=r"structure\.depth: must be finite \(1000.*\(401 characters\) at index 2"
+    ):
+        load_curves(path)
+
+
+def test_depths_near_the_float_limit_are_checked_without_overflow(tmp_path: Path) -> None:
+    data = _valid_set()
+    data["structure"] = {"depth": [-1e308, 1e308], "damage_fraction": [0.0, 0.8]}
+    path = tmp_path / "curves.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # np.diff's overflow warning was printed
+        assert load_curves(path).structure.depths.tolist() == [-1e308, 1e308]

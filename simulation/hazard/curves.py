@@ -77,6 +77,12 @@ def _num(value: float) -> str:
     return repr(float(value))
 
 
+def _shown(value: object) -> str:
+    """``repr(value)``, shortened past 40 characters (a number of hundreds of digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-8:]} ({len(text)} characters)"
+
+
 def _as_number_array(values: Any, where: str) -> np.ndarray:
     """Convert a YAML list (or array) of numbers to a float array, rejecting anything else."""
     if isinstance(values, np.ndarray) and values.ndim == 1:
@@ -89,8 +95,12 @@ def _as_number_array(values: Any, where: str) -> np.ndarray:
         # bool is an int subclass, but ``true`` in a table is a typo, not a number
         if isinstance(item, bool) or not isinstance(item, int | float | np.integer | np.floating):
             raise _fail(where, f"expected a number at index {index}, got {item!r}")
-        if not math.isfinite(item):
-            raise _fail(where, f"must be finite ({item!r} at index {index})")
+        try:
+            finite = math.isfinite(item)
+        except OverflowError:  # an integer too large for a float (400 digits)
+            finite = False
+        if not finite:
+            raise _fail(where, f"must be finite ({_shown(item)} at index {index})")
     return np.array(items, dtype=np.float64)
 
 
@@ -105,9 +115,10 @@ def _check_table(depths: Any, fractions: Any, where: str) -> tuple[np.ndarray, n
         )
     if d.size < 2:
         raise _fail(f"{where}.depth", f"needs at least 2 points to interpolate, got {d.size}")
-    steps = np.diff(d)
-    if np.any(steps <= 0):
-        i = int(np.argmax(steps <= 0)) + 1
+    # Compared, not subtracted: the difference of depths near +-1e308 overflows.
+    flat = d[1:] <= d[:-1]
+    if np.any(flat):
+        i = int(np.argmax(flat)) + 1
         raise _fail(
             f"{where}.depth",
             f"must be strictly increasing ({_num(d[i])} after {_num(d[i - 1])} at index {i})",
