@@ -32,7 +32,15 @@ from simulation.input_files import read_text
 if TYPE_CHECKING:
     import os
 
-__all__ = ["AsciiGrid", "read_ascii_grid"]
+__all__ = ["LEAST_CELLSIZE", "MOST", "AsciiGrid", "read_ascii_grid"]
+
+#: No coordinate, cell size or value of a grid lies beyond this either way: larger ones are no
+#: map, and overflowed the arithmetic of the checks on the grid (1e308 m as feet, a corner at
+#: 1e308 plus the grid's width) to infinity.
+MOST = 1e15
+#: The smallest cell size a grid may have, in its coordinates' units: a point's offset divided
+#: by a cell size of 1e-308 overflowed.
+LEAST_CELLSIZE = 1e-6
 
 _HEADER_KEYS = (
     "ncols",
@@ -201,6 +209,8 @@ def _header_float(header: dict[str, str], key: str, where: str) -> float:
         value = math.nan
     if not math.isfinite(value):
         raise HazardError(f"{where}: header {key!r}: expected a finite number, got {raw!r}")
+    if abs(value) > MOST:
+        raise HazardError(f"{where}: header {key!r}: {raw!r} is beyond {MOST:g}")
     return value
 
 
@@ -243,15 +253,22 @@ def _diagnose_body(body: list[str], first_line: int, nrows: int, ncols: int, whe
         raise HazardError(msg)
 
 
-def _refuse_non_finite(body: list[str], first_line: int, ncols: int, where: str) -> None:
-    """Raise a HazardError naming the line of the first NaN or infinite value of the body."""
+def _refuse_value(
+    body: list[str], first_line: int, ncols: int, nodata: float | None, where: str
+) -> None:
+    """Raise a HazardError naming the line of the body's first value no grid may hold.
+
+    That is NaN, an infinity or a value beyond :data:`MOST` either way (the NODATA_value aside).
+    """
     count = 0
     for offset, line in enumerate(body):
         for token in line.split():
-            if not math.isfinite(float(token)):
+            value = float(token)
+            if value != nodata and not abs(value) <= MOST:
                 row, col = divmod(count, ncols)
+                problem = "is not finite" if not math.isfinite(value) else f"is beyond {MOST:g}"
                 msg = (
-                    f"{where}: line {first_line + offset + 1}: value {token!r} is not finite "
+                    f"{where}: line {first_line + offset + 1}: value {token!r} {problem} "
                     f"(grid row {row + 1}, column {col + 1}); mark cells without data with "
                     "the NODATA_value"
                 )
@@ -291,8 +308,11 @@ def read_ascii_grid(path: str | os.PathLike[str]) -> AsciiGrid:
     if "cellsize" not in header:
         raise HazardError(f"{where}: header 'cellsize': missing")
     cellsize = _header_float(header, "cellsize", where)
-    if cellsize <= 0:
-        raise HazardError(f"{where}: header 'cellsize': must be > 0, got {header['cellsize']!r}")
+    if cellsize < LEAST_CELLSIZE:
+        raise HazardError(
+            f"{where}: header 'cellsize': must be at least {LEAST_CELLSIZE:g}, "
+            f"got {header['cellsize']!r}"
+        )
     xll = _corner(header, "x", cellsize, where)
     yll = _corner(header, "y", cellsize, where)
     nodata = _header_float(header, "nodata_value", where) if "nodata_value" in header else None
@@ -312,8 +332,11 @@ def read_ascii_grid(path: str | os.PathLike[str]) -> AsciiGrid:
         _diagnose_body(body, first_data, nrows, ncols, where)
         tokens = " ".join(body).split()
         values = np.array(tokens, dtype=np.float64).reshape(nrows, ncols)
-    if not np.isfinite(values).all():
-        _refuse_non_finite(body, first_data, ncols, where)
+    outside = ~(np.abs(values) <= MOST)  # NaN too
+    if nodata is not None:
+        outside &= values != nodata
+    if outside.any():
+        _refuse_value(body, first_data, ncols, nodata, where)
     if nodata is not None:
         values[values == nodata] = np.nan
     values.flags.writeable = False
