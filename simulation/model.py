@@ -429,17 +429,7 @@ class FloodAdaptationModel(mesa.Model):
         warn_ignored_keys(config, origin, origin_of, self.curves.contents_basis)
         self.llm: LLMPolicy | None = None
         if config.decision.policy == "llm":
-            try:
-                self.llm = LLMPolicy(config.decision.llm, base_dir, config.seed, self.registry)
-            except LLMConfigError as err:
-                key = str(err).partition(":")[0]  # the message starts with its key
-                raise ConfigError(f"{where(tuple(key.split('.')))}: {err}") from None
-            # What gave the cache and the endpoint (the config file or a --set flag), named by
-            # the errors that stop the run later.
-            self._cache_origin, self._endpoint_origin = (
-                where(("decision", "llm", "cache")),
-                where(("decision", "llm", "base_url")),
-            )
+            self._build_llm(base_dir, where)
         self._pending: dict[HouseholdAgent, _Gathered] = {}
         self._draws: _DrawnAhead | None = None  # the decision stream's uniforms of this year
         self._llm_outcomes: dict[HouseholdAgent, LLMOutcome] = {}
@@ -478,6 +468,30 @@ class FloodAdaptationModel(mesa.Model):
         )
 
     # ------------------------------------------------------------------------ set-up
+    def _build_llm(self, base_dir: Path, where: Callable[[tuple[str, ...]], str]) -> None:
+        """The language-model policy, its errors and warnings named by what set their keys."""
+        try:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always", ConfigWarning)
+                self.llm = LLMPolicy(
+                    self.config.decision.llm, base_dir, self.config.seed, self.registry
+                )
+        except LLMConfigError as err:
+            key = str(err).partition(":")[0]  # the message starts with its key
+            raise ConfigError(f"{where(tuple(key.split('.')))}: {err}") from None
+        for warning in said:  # named by what set the prompt, as the errors are
+            message = str(warning.message)
+            if issubclass(warning.category, ConfigWarning):
+                key = message.partition(":")[0]
+                message = f"{where(tuple(key.split('.')))}: {message}"
+            warnings.warn(message, warning.category, stacklevel=3)
+        # What gave the cache and the endpoint (the config file or a --set flag), named by
+        # the errors that stop the run later.
+        self._cache_origin, self._endpoint_origin = (
+            where(("decision", "llm", "cache")),
+            where(("decision", "llm", "base_url")),
+        )
+
     def _check_against_households(self, where: Callable[[tuple[str, ...]], str]) -> None:
         """Refuse or warn of settings that the registry and households built rule out.
 

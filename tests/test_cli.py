@@ -302,9 +302,11 @@ def test_an_empty_prompt_is_bad_input_and_one_without_skills_is_warned_of(capsys
     argv = ["validate", DEFAULT, *SMALL, *llm, "--set", f"decision.llm.prompt={blind}"]
     code, _, err = call(capsys, *argv)
     assert code == 0
+    # Named by what set the prompt, as the errors about it are (it lacked the prefix).
     assert err == (
-        f"floodsim: warning: decision.llm.prompt: {blind}: has no {{skills}} placeholder, so "
-        "the model is not shown the skills the household may choose this year\n"
+        f"floodsim: warning: --set decision.llm.prompt={blind}: decision.llm.prompt: {blind}: "
+        "has no {skills} placeholder, so the model is not shown the skills the household may "
+        "choose this year\n"
     )
 
 
