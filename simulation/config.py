@@ -37,7 +37,7 @@ from pydantic import (
     model_validator,
 )
 
-from simulation.agents.population import PopulationConfig
+from simulation.agents.population import MAX_GROUND_FT, PopulationConfig
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
 from simulation.config_base import LAX, SECRET_KEY_NAMES, ConfigModel, describe_validation_error
 from simulation.decisions.pmt import PMTConfig
@@ -180,10 +180,14 @@ class HazardConfig(Section):
     spatial_noise_sd: float = Field(
         0.0, ge=0, description="stochastic: sd (ft) of per-household noise on the level."
     )
-    events: dict[Annotated[int, Field(ge=1), LAX], float] = Field(
+    events: dict[
+        Annotated[int, Field(ge=1), LAX],
+        Annotated[float, Field(ge=-MAX_GROUND_FT, le=MAX_GROUND_FT)],
+    ] = Field(
         default_factory=dict,
         description="scripted: year (from 1, the first simulated year) -> water level (ft above "
-        "datum) or depth (ft), by `kind`. Years past the run's end never happen (a warning names "
+        "datum) or depth (ft), by `kind`, within +-100,000 ft (as a household table's ground). "
+        "Years past the run's end never happen (a warning names "
         "them). A table given in a child config, with --set or by an experiment replaces its "
         "base's whole (`{}` is a flood-free run), unlike a section, which merges key by key.",
     )

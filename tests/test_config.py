@@ -1297,3 +1297,11 @@ def test_a_renter_contents_ratio_no_curve_reads_is_named_as_ignored(tmp_path):
     read = [ratio, "damage.owner_contents_basis=structure", "damage.curves=jrc_north_america"]
     assert ignored_keys(load_config(DEFAULT, read)[0], "contents") == []
     assert ignored_keys(load_config(DEFAULT, [ratio])[0], "structure") == []  # USACE: read
+
+
+@pytest.mark.parametrize("value", ["1e308", "-2e5"])
+def test_a_scripted_level_beyond_any_ground_is_refused(value):
+    """1e308 ran, after a warning spelling out a 309-digit height, as a table's ground can't."""
+    override = f"hazard.events={{1: {value}}}"
+    message = load_error(DEFAULT, ["hazard.source=scripted", override], f"--set {override}")
+    assert ": hazard.events.1: Input should be " in message
