@@ -444,3 +444,16 @@ def test_make_source_unknown_kind_lists_kinds() -> None:
 def test_make_source_unknown_parameter_is_a_hazard_error() -> None:
     with pytest.raises(HazardError, match=r"hazard.scripted: .*'level'.*parameters: events, kind"):
         make_source("scripted", events={}, level=3.0)
+
+
+@pytest.mark.parametrize(
+    "nodata", ["-3.4028234663852886e+38", "-3.40282346639e+038", "1e38", "-1e308"]
+)
+def test_a_float32_nodata_value_marks_cells_beyond_the_bound_on_values(tmp_path, nodata):
+    """GDAL's and ArcGIS's usual NODATA_value lies beyond 1e15, which only values must keep to."""
+    text = GRID.replace("NODATA_value -9999", f"NODATA_value {nodata}").replace(
+        "2.0 -9999", f"2.0 {nodata}"
+    )
+    grid = read_ascii_grid(_write(tmp_path, text))
+    assert np.isnan(grid.values[1, 1])
+    assert np.nanmax(grid.values) == 5.5

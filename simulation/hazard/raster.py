@@ -201,7 +201,7 @@ def _header_int(header: dict[str, str], key: str, where: str) -> int:
     return value
 
 
-def _header_float(header: dict[str, str], key: str, where: str) -> float:
+def _header_float(header: dict[str, str], key: str, where: str, *, bounded: bool = True) -> float:
     raw = header[key]
     try:
         value = float(raw)
@@ -209,7 +209,7 @@ def _header_float(header: dict[str, str], key: str, where: str) -> float:
         value = math.nan
     if not math.isfinite(value):
         raise HazardError(f"{where}: header {key!r}: expected a finite number, got {raw!r}")
-    if abs(value) > MOST:
+    if bounded and abs(value) > MOST:
         raise HazardError(f"{where}: header {key!r}: {raw!r} is beyond {MOST:g}")
     return value
 
@@ -315,7 +315,13 @@ def read_ascii_grid(path: str | os.PathLike[str]) -> AsciiGrid:
         )
     xll = _corner(header, "x", cellsize, where)
     yll = _corner(header, "y", cellsize, where)
-    nodata = _header_float(header, "nodata_value", where) if "nodata_value" in header else None
+    # A NODATA_value marks cells, so it may lie beyond MOST: -3.4e38, float32's least, is the
+    # usual one (GDAL, ArcGIS).
+    nodata = (
+        _header_float(header, "nodata_value", where, bounded=False)
+        if "nodata_value" in header
+        else None
+    )
 
     body = lines[first_data:]
     values: np.ndarray | None = None
