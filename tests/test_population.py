@@ -711,3 +711,15 @@ def test_a_generated_run_loads_back_from_its_households_csv_at_the_bounds(tmp_pa
     path = tmp_path / "households.csv"
     population_table(population.states, population.cells).to_csv(path, index=False)
     assert load_population_table(path, PopulationConfig()).states == population.states
+
+
+@pytest.mark.parametrize("setting", ["income", "structure_value"])
+def test_a_draw_that_rounds_to_no_dollars_is_one_dollar(tmp_path: Path, setting: str) -> None:
+    """A run's households.csv loads back: $0 of income or of an owner's building would not."""
+    population = _generate(count=40, **{setting: {"median": 0.3, "sigma": 0.1}})
+    values = _column(population, setting)
+    owners = _column(population, "tenure") == "owner"
+    assert (values[owners if setting == "structure_value" else slice(None)] == 1.0).all()
+    path = tmp_path / "households.csv"
+    population_table(population.states, population.cells).to_csv(path, index=False)
+    assert load_population_table(path, PopulationConfig()).states == population.states

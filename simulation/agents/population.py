@@ -21,9 +21,10 @@ of the grid: for 1,000 or more households 37-40 % are in AE (mean ground about 6
 rest in X (mean ground about 12.8 ft). ``bfe_ft`` should be the 1 %-annual-chance level of the
 hazard source; for a Gumbel annual maximum that is ``loc + 4.600 * scale``.
 
-Generated values stay within what a household table takes (dollars up to :data:`MAX_DOLLARS`,
-ground within :data:`MAX_GROUND_FT` of the datum), so that a run's ``households.csv`` loads back:
-settings that generate more are refused, naming them.
+Generated values stay within what a household table takes, so that a run's ``households.csv``
+loads back: incomes and owners' building values are whole dollars of at least $1 (a draw that
+rounds to $0 is $1), dollars go up to :data:`MAX_DOLLARS` and ground lies within
+:data:`MAX_GROUND_FT` of the datum; settings that generate more are refused, naming them.
 
 Every generation draws the same number of variates for a given ``count`` (``2 * count``
 uniforms, then ``5 * count`` standard normals), whatever the other settings, so changing, say,
@@ -491,8 +492,12 @@ def generate_population(config: PopulationConfig, rng: np.random.Generator) -> P
     z_income, z_structure, z_contents, z_ground, z_floor = rng.standard_normal((5, n))
 
     owner = u_tenure < config.owner_share
-    income = np.round(_lognormal(config.income, z_income))
-    structure = np.where(owner, np.round(_lognormal(config.structure_value, z_structure)), 0.0)
+    # Whole dollars, at least one: a draw rounded to $0 (a wide sigma's tail) would be no income
+    # or no building, which a household table (the run's households.csv) refuses.
+    income = np.maximum(np.round(_lognormal(config.income, z_income)), 1.0)
+    structure = np.where(
+        owner, np.maximum(np.round(_lognormal(config.structure_value, z_structure)), 1.0), 0.0
+    )
     contents = np.where(
         owner,
         np.round(config.contents_ratio * structure),
