@@ -2033,6 +2033,8 @@ def _holds_a_boolean(values: object) -> bool:
     """Whether a sequence or array of values has a boolean among them (``[True, 0.5]``)."""
     if isinstance(values, (int, float)):
         return False
+    if isinstance(values, (list, tuple)):  # the array engine's: a few importances, one a group
+        return any(value.__class__ in BOOLEANS for value in values)
     if isinstance(values, np.ndarray) and values.dtype != object:
         return values.dtype == np.bool_
     return any(value.__class__ in BOOLEANS for value in np.asarray(values, dtype=object).flat)
