@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import os
+import re
 
-__all__ = ["MAX_TEXT_BYTES", "check_not_a_device", "not_a_file", "read_text"]
+__all__ = ["MAX_TEXT_BYTES", "check_not_a_device", "longer_row", "not_a_file", "read_text"]
 
 #: Largest text file read whole (configs, registries, curve files, targets, prompts). The
 #: largest shipped one is a few kilobytes; 64 MiB of YAML would take minutes to parse.
@@ -88,3 +89,19 @@ def not_a_file(path: str | os.PathLike[str], what: str) -> str:
     if target.is_char_device() or target.is_block_device():
         return f"a device, not a {what}"
     return f"{what} not found"
+
+
+_LONGER_ROW = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def longer_row(error: Exception) -> tuple[int, str] | None:
+    """The line and the problem of a CSV row longer than its header, from pandas' error.
+
+    Returns:
+        ``(line, "4 fields, but the header has 3")``, or ``None`` for another parser error.
+    """
+    found = _LONGER_ROW.search(" ".join(str(error).split()))
+    if found is None:
+        return None
+    expected, line, saw = found.groups()
+    return int(line), f"{saw} fields, but the header has {expected}"

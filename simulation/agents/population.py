@@ -83,7 +83,6 @@ from __future__ import annotations
 
 import csv
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -102,7 +101,7 @@ from simulation.agents.state import (
 )
 from simulation.config_base import ConfigModel
 from simulation.errors import InputError
-from simulation.input_files import not_a_file
+from simulation.input_files import longer_row, not_a_file
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -619,12 +618,10 @@ class _Table:
             )
             raise self.error(1, None, problem) from None
         except pd.errors.ParserError as exc:
+            if longer := longer_row(exc):
+                line, problem = longer
+                raise self.error(line, None, problem) from None
             detail = " ".join(str(exc).split())
-            found = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", detail)
-            if found:
-                expected, line, saw = found.groups()
-                problem = f"{saw} fields, but the header has {expected}"
-                raise self.error(int(line), None, problem) from None
             raise PopulationError(f"{path}: not a readable CSV table ({detail})") from None
         except UnicodeDecodeError as exc:
             raise PopulationError(f"{path}: not UTF-8 text ({exc.reason})") from None

@@ -21,7 +21,6 @@ those years are never read. The run warns once, when it has ended
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from simulation.decisions.base import Proposal
-from simulation.input_files import check_not_a_device
+from simulation.input_files import check_not_a_device, longer_row
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -161,10 +160,8 @@ def _read_table(path: Path) -> tuple[pd.DataFrame, list[int]]:
         msg = f"{path}: cannot read the table: {err.strerror or err}"
         raise ScriptError(msg) from None
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
-        longer = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(err))
-        if longer:  # as a household table says it
-            expected, line, saw = longer.groups()
-            msg = f"{path}: row {line}: {saw} fields, but the header has {expected}"
+        if longer := longer_row(err):  # as a household table says it
+            msg = f"{path}: row {longer[0]}: {longer[1]}"
         else:
             msg = f"{path}: cannot read the table: {err}"
         raise ScriptError(msg) from None
