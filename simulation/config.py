@@ -41,7 +41,7 @@ from simulation.agents.population import MAX_GROUND_FT, PopulationConfig
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
 from simulation.config_base import LAX, SECRET_KEY_NAMES, ConfigModel, describe_validation_error
 from simulation.decisions.pmt import PMTConfig
-from simulation.errors import InputError
+from simulation.errors import InputError, spoken_list
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
 from simulation.input_files import read_text
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
@@ -1268,11 +1268,7 @@ def warn_ignored_keys(
             given_by = origin if origin_of is None else origin_of(tuple(key.split(".")))
             by_origin.setdefault(given_by, []).append(key)
         for given_by, named_keys in by_origin.items():
-            named = (
-                named_keys[0]
-                if len(named_keys) == 1
-                else f"{', '.join(named_keys[:-1])} and {named_keys[-1]}"
-            )
+            named = spoken_list(named_keys)
             verb = "is" if len(named_keys) == 1 else "are"
             warnings.warn(
                 f"{given_by}: {named} {verb} ignored because {reason}",

@@ -16,9 +16,9 @@ import contextlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
-__all__ = ["RESULTS_NOTE", "InputError", "results_kept_in", "shown_value"]
+__all__ = ["RESULTS_NOTE", "InputError", "results_kept_in", "shown_value", "spoken_list"]
 
 #: The note an error carries once a batch or calibration has written results into its folder:
 #: the command then exits 1 (rerun with ``--resume`` once the cause is mended), not 2.
@@ -55,3 +55,15 @@ def shown_value(value: object) -> str:
     """
     text = repr(value)
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+
+
+def spoken_list(names: Sequence[str], most: int | None = None) -> str:
+    """``a``, ``a and b``, ``a, b and c``; past ``most`` names, the first ones and a count.
+
+    Args:
+        names: At least one name.
+        most: How many names to show at most (``None``: all).
+    """
+    if most is not None and len(names) > most:
+        return f"{', '.join(names[:most])} and {len(names) - most} more"
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

@@ -57,7 +57,7 @@ from simulation.config import (
     remove_outputs,
 )
 from simulation.cores import usable_cores
-from simulation.errors import InputError
+from simulation.errors import InputError, spoken_list
 from simulation.folder_lock import hold_folder
 from simulation.model import FloodAdaptationModel
 from simulation.output_kinds import run_directory_error
@@ -628,7 +628,9 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
             # did not have, or another default, and would not continue the same model.
             added = _keys_the_file_lacks(config, run_dir)
             which = (
-                f"; this code reads {_listed(added)}, which the file does not have" if added else ""
+                f"; this code reads {spoken_list(added, most=3)}, which the file does not have"
+                if added
+                else ""
             )
             changed = (
                 f"{changed} is not the config the run started with: edited since, or read "
@@ -843,13 +845,6 @@ def _dotted_keys(data: object, prefix: str = "") -> set[str]:
         keys.add(dotted)
         keys |= _dotted_keys(value, f"{dotted}.")
     return keys
-
-
-def _listed(keys: list[str], shown: int = 3) -> str:
-    """``a``, ``a and b``, ``a, b and c``, or the first ``shown`` and how many more."""
-    if len(keys) > shown:
-        return f"{', '.join(keys[:shown])} and {len(keys) - shown} more key(s)"
-    return keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} and {keys[-1]}"
 
 
 def _changed_since_start(config: RunConfig, run_dir: Path, manifest: dict[str, Any]) -> str | None:
