@@ -1100,3 +1100,16 @@ def test_a_retrieval_far_past_every_item_scores_as_cognitive_memory_without_a_hu
         expected = [h.score for h in memory.retrieve_scored(2, now)]
         assert found.scores[0][: int(found.counts[0])].tolist() == expected
     assert all(len(table) <= 20_001 for table in pool._powers.values())
+
+
+@pytest.mark.parametrize("held", ["written", "retrieved"])
+def test_a_memory_with_a_year_the_pool_cannot_hold_is_refused_when_copied(held):
+    """from_memories raised numpy's OverflowError for a year CognitiveMemory had kept."""
+    memory = CognitiveMemory("H0", working_capacity=2, episodic_capacity=3)
+    if held == "written":
+        memory.write("far ahead", 0.5, 2**31)
+    else:  # retrieval stamps the item's last access with the year asked about
+        memory.write("now", 0.5, 3)
+        assert len(memory.retrieve(2, 2**31)) == 1
+    with pytest.raises(ValueError, match=r"year must be within .* got 2147483648"):
+        MemoryPool.from_memories([memory])

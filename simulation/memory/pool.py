@@ -599,16 +599,21 @@ class MemoryPool:
         self._tags[index] = [self._intern_tags(tuple(i.tags)) for i in items]
         self._source[index] = [_SOURCE_CODES[i.source] for i in items]
         self._importance[index] = [i.importance for i in items]
-        self._year[index] = [i.year for i in items]
+        years = np.array([i.year for i in items])
+        accessed = np.array([i.last_access for i in items])
+        # A CognitiveMemory keeps any integer year; the columns here would wrap 2**31.
+        _check_years(years)
+        _check_years(accessed)
+        self._year[index] = years
         self._amount[index] = [np.nan if i.amount is None else i.amount for i in items]
         self._pinned[index] = [i.pinned for i in items]
         self._consolidated[index] = [i.consolidated for i in items]
-        self._last_access[index] = [i.last_access for i in items]
+        self._last_access[index] = accessed
         self._access_count[index] = [i.access_count for i in items]
         if self._tiered:
-            self._rehearsed[index] = [
-                _NOT_REHEARSED if i.rehearsed is None else i.rehearsed for i in items
-            ]
+            rehearsed = [_NOT_REHEARSED if i.rehearsed is None else i.rehearsed for i in items]
+            _check_years([year for year in rehearsed if year != _NOT_REHEARSED])
+            self._rehearsed[index] = rehearsed
         self._key[index] = self._ranking_keys(self._importance[index], self._since(index))
 
     def store_into(self, row: int, memory: CognitiveMemory) -> None:
