@@ -329,6 +329,12 @@ def test_centre_header_case_insensitive_and_wrapped_rows(tmp_path: Path) -> None
         (GRID + "6.0\n", "expected nrows x ncols = 3 x 4 = 12 values, found 13"),
         (GRID.replace("4.5", "4,5"), r"line 9: non-numeric value '4,5' \(grid row 3, column 2\)"),
         ("ncols 2\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n", "found 0"),
+        # Python's float() reads "1_0" as 10, and a first value that is no number was taken
+        # for a header key.
+        (GRID.replace("4.5", "4_5"), r"line 9: non-numeric value '4_5' \(grid row 3, column 2\)"),
+        (GRID.replace("0.0 0.5", "0x10 0.5"), r"line 7: non-numeric value '0x10' \(grid row 1, co"),
+        (GRID.replace("ncols 4", "ncols 0_4"), r"header 'ncols': expected a positive integer"),
+        (GRID.replace("cellsize 10.0", "cellsize 1_0"), r"header 'cellsize': expected a finite"),
         # NaN or infinite depths would read as dry or as the deepest flood: refused, like NaN
         # and infinite values in a config.
         (GRID.replace("4.5", "inf"), r"line 9: value 'inf' is not finite \(grid row 3, column 2\)"),

@@ -151,11 +151,19 @@ class AsciiGrid:
 
 
 def _is_number(token: str) -> bool:
+    # Python reads "1_0" as 10; numpy's parser and GIS tools do not: it is no number here.
+    if "_" in token:
+        return False
     try:
         float(token)
     except ValueError:
         return False
     return True
+
+
+def _looks_numeric(token: str) -> bool:
+    """Whether ``token`` starts as a number does: a header key starts with a letter."""
+    return token[0] in "+-.0123456789"
 
 
 def _parse_header(lines: list[str], where: str) -> tuple[dict[str, str], int]:
@@ -166,7 +174,7 @@ def _parse_header(lines: list[str], where: str) -> tuple[dict[str, str], int]:
         tokens = line.split()
         if not tokens:
             continue
-        if _is_number(tokens[0]):
+        if _looks_numeric(tokens[0]) or _is_number(tokens[0]):  # "nan" starts with a letter
             break
         key = tokens[0].lower()
         if key not in _HEADER_KEYS:
@@ -193,7 +201,7 @@ def _header_int(header: dict[str, str], key: str, where: str) -> int:
         raise HazardError(f"{where}: header {key!r}: missing")
     raw = header[key]
     try:
-        value = int(raw)
+        value = int(raw) if "_" not in raw else 0
     except ValueError:
         value = 0
     if value < 1:
@@ -203,10 +211,7 @@ def _header_int(header: dict[str, str], key: str, where: str) -> int:
 
 def _header_float(header: dict[str, str], key: str, where: str, *, bounded: bool = True) -> float:
     raw = header[key]
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
+    value = float(raw) if _is_number(raw) else math.nan
     if not math.isfinite(value):
         raise HazardError(f"{where}: header {key!r}: expected a finite number, got {raw!r}")
     if bounded and abs(value) > MOST:
