@@ -678,6 +678,9 @@ def test_a_population_table_has_the_table_columns_in_order() -> None:
         ("income", "2e12", r"column income: must be <= 1e\+12"),
         ("ground_elevation", "-1e308", r"column ground_elevation: must be >= -100000"),
         ("first_floor_height", "5000", r"column first_floor_height: must be <= 1000"),
+        # Looking up a household's raster cell overflowed, with numpy's warning.
+        ("x", "1e308", r"column x: must be <= 1e\+15, got '1e308'"),
+        ("y", "-2e15", r"column y: must be >= -1e\+15, got '-2e15'"),
     ],
 )
 def test_a_finite_value_far_beyond_any_home_is_refused(

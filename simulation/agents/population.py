@@ -53,7 +53,8 @@ column                 required  meaning
                                  within +-:data:`MAX_GROUND_FT`
 ``first_floor_height`` yes       first floor above ground, ft, 0 to
                                  :data:`MAX_FIRST_FLOOR_FT`
-``x``, ``y``           yes       map coordinates (units of the hazard rasters)
+``x``, ``y``           yes       map coordinates (units of the hazard rasters),
+                                 within +-:data:`MAX_COORDINATE`
 ``prior_flood_year``   no        calendar year of a flood the household reported
                                  (1000 to 9999); empty = none
 ``prior_flood_damage`` no        damage of that flood, dollars, >= 0; empty = not
@@ -109,6 +110,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FLOOD_ZONES",
     "GENERATED_FLOOD_MEMORY",
+    "MAX_COORDINATE",
     "MAX_DOLLARS",
     "MAX_FIRST_FLOOR_FT",
     "MAX_GRID_CELLS",
@@ -146,6 +148,9 @@ MAX_DOLLARS = 1e12
 MAX_GROUND_FT = 1e5
 #: The largest first-floor height above ground a table takes, ft.
 MAX_FIRST_FLOOR_FT = 1e3
+#: The largest map coordinate (``x``, ``y``) either way a table takes: a raster's own bound
+#: (``simulation.hazard.raster.MOST``). 1e308 overflowed the lookup of a household's cell.
+MAX_COORDINATE = 1e15
 
 #: Columns every household table must have.
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -819,8 +824,8 @@ def load_population_table(path: Path, config: PopulationConfig) -> Population:
     contents = table.numbers("contents_value", low=0.0, high=MAX_DOLLARS)
     ground = table.numbers("ground_elevation", low=-MAX_GROUND_FT, high=MAX_GROUND_FT)
     floor = table.numbers("first_floor_height", low=0.0, high=MAX_FIRST_FLOOR_FT)
-    x = table.numbers("x")
-    y = table.numbers("y")
+    x = table.numbers("x", low=-MAX_COORDINATE, high=MAX_COORDINATE)
+    y = table.numbers("y", low=-MAX_COORDINATE, high=MAX_COORDINATE)
 
     columns = table.frame.columns
     if ("grid_col" in columns) != ("grid_row" in columns):
