@@ -332,6 +332,34 @@ def _spells_by_hand(run_dir: Path, last_year: int) -> tuple[list[int], list[int]
     return ended, still_open
 
 
+def test_a_policy_held_before_the_run_counts_from_when_it_was_bought(tmp_path):
+    """Spells in force at the first traced year were cut short, or missed when not renewed."""
+
+    def trace(agent_id: str, year: int, skill: str, before: dict[str, Any]) -> bytes:
+        action = {"decision_skill": skill}
+        line = {"schema_version": 1, "run_id": "r", "year": year, "agent_id": agent_id}
+        checked = {"reasoning": {"constructs": {}}, "validation": {"valid": True}}
+        return orjson.dumps(line | {"state_before": before, "action": action} | checked)
+
+    held = {"has_insurance": True, "insured_years": 1}  # initial_insured_share's policy
+    lines = [
+        # Renewed twice, then lapsed: three years, the first before the run.
+        trace("H1", 1, "buy_insurance", held),
+        trace("H1", 2, "buy_insurance", {"has_insurance": True, "insured_years": 2}),
+        trace("H1", 3, "do_nothing", {"has_insurance": True, "insured_years": 3}),
+        # Not renewed: a one-year spell, ended.
+        trace("H2", 1, "do_nothing", held),
+        trace("H2", 2, "do_nothing", {}),
+        trace("H2", 3, "do_nothing", {}),
+        # Bought in the run and still held at its end.
+        trace("H3", 1, "do_nothing", {}),
+        trace("H3", 2, "buy_insurance", {}),
+        trace("H3", 3, "buy_insurance", {"has_insurance": True, "insured_years": 1}),
+    ]
+    (tmp_path / "household_traces.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    assert behaviour._policy_spells(tmp_path, last_year=3) == ([3, 1], [2])
+
+
 @pytest.mark.parametrize(
     ("ended", "still_open", "expected"),
     [

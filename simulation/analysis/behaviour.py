@@ -40,7 +40,12 @@ Statistics (the keys each one uses besides ``value`` and ``tolerance``):
     policy that is not renewed lapses. A spell is a run of consecutive insured years; it ends
     when the household's next traced year is not insured (a lapse, or a move away). A spell
     still open in the run's last year is right-censored: its policy was held at least that
-    long. The median is the Kaplan-Meier median (the first length at which the estimated share
+    long. A policy already in force at the household's first traced year (bought before the
+    run, ``households.initial_insured_share``) counts from when it was bought: its spell starts
+    ``state_before.insured_years`` earlier, and one not renewed that year ends there, so the
+    first cohort's spells are neither cut short nor, when they lapse at once, missed (at the
+    ``minimal`` level, whose traces have no ``state_before``, they start at the first year).
+    The median is the Kaplan-Meier median (the first length at which the estimated share
     of spells still in force is at most one half), as NFIP tenure studies follow each cohort of
     new policies until half have lapsed; leaving the open spells out would bias it short, since
     the longest spells are the likeliest to be still open. It is ``inf`` when more than half
@@ -354,15 +359,18 @@ def load_targets(path: str | Path) -> list[Target]:
 def _policy_spells(run_dir: Path, last_year: int) -> tuple[list[int], list[int]]:
     """Lengths of the ended and of the still open insured spells of every traced household."""
     years: dict[str, dict[int, bool]] = {}
+    held_before: dict[str, tuple[int, int]] = {}  # (first traced year, years insured before it)
     for record in iter_records(run_dir, "household_traces"):
+        agent_id, year = str(record["agent_id"]), int(record["year"])
         skill = (record.get("action") or {}).get("decision_skill")
-        years.setdefault(str(record["agent_id"]), {})[int(record["year"])] = (
-            skill in _INSURANCE_SKILLS
-        )
+        years.setdefault(agent_id, {})[year] = skill in _INSURANCE_SKILLS
+        if agent_id not in held_before or year < held_before[agent_id][0]:
+            held = (record.get("state_before") or {}).get("insured_years", 0)
+            held_before[agent_id] = (year, int(held))
     ended: list[int] = []
     still_open: list[int] = []
-    for insured_by_year in years.values():
-        length = 0
+    for agent_id, insured_by_year in years.items():
+        length = held_before[agent_id][1]  # a policy bought before its first traced year
         for year in sorted(insured_by_year):
             if insured_by_year[year]:
                 length += 1
