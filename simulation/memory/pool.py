@@ -399,7 +399,9 @@ class MemoryPool:
         # policies do without (43 MB at 100,000 full memories).
         columns.update(dict.fromkeys(self._tier_columns, np.int32))
         for name, dtype in columns.items():
-            grown = np.empty(capacity, dtype=dtype)
+            # Zeros, not np.empty: an empty store slot (-1) indexes the table's last row, read
+            # and then set aside; it must read the same in every run (calloc: no cost here).
+            grown = np.zeros(capacity, dtype=dtype)
             if size:
                 grown[:size] = getattr(self, "_" + name)[:size]
             setattr(self, "_" + name, grown)
