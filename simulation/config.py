@@ -1902,7 +1902,8 @@ def _named_keys(error: Any) -> Iterator[tuple[int | str, ...]]:
     repeat (``events: ...`` at ``hazard`` and ``hazard.events: ...`` at the top both name
     ``hazard.events``); then the key the check validates (its location); then every other name
     in the message, relative to the location and, when dotted, from the top
-    (``insurance.rate_per_1000`` in a check of ``insurer``). Words that name no key
+    (``insurance.rate_per_1000`` in a check of ``insurer``) and beside it (a field's check
+    names its siblings: ``distribution`` in ``hazard.mean``'s). Words that name no key
     (``must``, ``got``) give paths that no override sets.
     """
     loc = tuple(part for part in error["loc"] if part != "[key]")
@@ -1915,6 +1916,8 @@ def _named_keys(error: Any) -> Iterator[tuple[int | str, ...]]:
     for name in _MENTIONED_KEY.findall(message, match.end() if match else 0):
         parts = tuple(name.split("."))
         yield _below(loc, parts)
+        if len(loc) > 1:  # a field's check names its siblings (hazard.mean's "distribution")
+            yield loc[:-1] + parts
         if len(parts) > 1:
             yield parts
 

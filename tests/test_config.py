@@ -284,8 +284,10 @@ def test_a_bad_value_the_overrides_did_not_set_names_the_file(tmp_path):
     # A check across keys whose keys (insurance.rate_per_1000, min_rate) are the file's.
     config = write(tmp_path / "d.yaml", f"base: {DEFAULT}\ninsurer: {{min_rate: 5.0}}\n")
     assert ": insurer: the starting premium " in load_error(config, ["insurer.max_rate=11"])
-    # The faulted key (hazard.rasters) is not the one the override sets.
-    assert ": hazard.rasters: " in load_error(DEFAULT, ["hazard.source=raster"])
+    # A raster source the file chose, without grids: the file's fault, not the flag's.
+    config = write(tmp_path / "e.yaml", f"base: {DEFAULT}\nhazard: {{source: raster}}\n")
+    message = load_error(config, ["hazard.units=m"])
+    assert message.startswith(f"{config}: hazard.rasters: "), message
 
 
 def test_a_bad_seed_argument_names_it():
@@ -910,6 +912,9 @@ def test_a_key_refused_by_a_check_across_keys_names_what_set_it(tmp_path, text, 
             ["memory.retention.demote_below=2", "memory.retention.w_importance=0.9"],
             "memory.retention: demote_below must be in [0, 1], got 2.0",
         ),
+        # A field's check naming a sibling by its name alone: the file was named.
+        (["hazard.distribution=lognormal", "hazard.sigma=0.5"], "hazard.mean: required for"),
+        (["hazard.source=raster"], "hazard.rasters: a raster source needs at least one year"),
     ],
 )
 def test_a_flag_faulted_by_a_check_across_keys_is_named_in_place_of_the_file(overrides, problem):
