@@ -107,6 +107,14 @@ def _summary(metrics: pd.DataFrame) -> str:
     return table.to_string(index=False, float_format=lambda v: f"{v:.3f}")
 
 
+def _header(config: RunConfig, households: int) -> str:
+    """``floodsim run``'s first line: what runs, and on which engine."""
+    return (
+        f"floodsim: {config.name}, {_many(households, 'household')}, "
+        f"{_many(config.years, 'year')}, seed {config.seed}, {_engine(config)}"
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     from simulation.config import load_config, setting_origin  # noqa: PLC0415 - fast --help
     from simulation.runner import (  # noqa: PLC0415
@@ -139,6 +147,8 @@ def _run(args: argparse.Namespace) -> int:
         # Building the model validates every file the config names before any output exists.
         origin_of = setting_origin(args.config, args.set, args.seed)
         model = build_model(config, base_dir, args.config, origin_of)
+        if not args.quiet:  # before the years: a long run names its engine while it runs
+            print(_header(config, len(model.households)), flush=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FallbackWarning)  # said below, after the table
             result = run_simulation(
@@ -150,10 +160,8 @@ def _run(args: argparse.Namespace) -> int:
                 checkpoint_every=args.checkpoint_every,
             )
     if not args.quiet:
-        print(
-            f"floodsim: {config.name}, {_many(len(result.model.households), 'household')}, "
-            f"{_many(config.years, 'year')}, seed {config.seed}, {_engine(config)}"
-        )
+        if args.resume is not None:
+            print(_header(config, len(result.model.households)))
         print(_summary(result.metrics))
     fallbacks = fallback_summary(result.metrics, result.model.registry.default_skill)
     if fallbacks:

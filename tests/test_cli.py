@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import simulation
+import simulation.runner
 from simulation.cli import build_parser, main
 from simulation.config import load_config
 from simulation.runner import config_hash
@@ -117,6 +118,19 @@ def test_run_prints_the_summary_before_the_path(small_run):
     rows = lines[header + 1 : header + 6]
     assert [row.split()[0] for row in rows] == ["1", "2", "3", "4", "5"]
     assert header + 6 == len(lines) - 1  # the table ends right before the run directory
+
+
+def test_run_names_its_engine_before_the_first_year(tmp_path, monkeypatch, capsys):
+    """The line came once the run had ended: a long run did not say its engine while it ran."""
+
+    def stopped(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt  # as if Ctrl-C in year 1
+
+    monkeypatch.setattr(simulation.runner, "run_simulation", stopped)
+    settings = ["--set", "households.count=20", "--set", "years=2", "--out", str(tmp_path)]
+    main(["run", str(DEFAULT), *settings])
+    out = capsys.readouterr().out
+    assert out == "floodsim: default, 20 households, 2 years, seed 42, engine arrays\n"
 
 
 def test_manifest(small_run):
