@@ -360,6 +360,20 @@ def test_a_policy_held_before_the_run_counts_from_when_it_was_bought(tmp_path):
     assert behaviour._policy_spells(tmp_path, last_year=3) == ([3, 1], [2])
 
 
+def test_tenure_of_a_minimal_run_with_policies_at_the_start_is_refused(tmp_path):
+    """Minimal traces have no state_before: the first cohort's spells would start in year 1."""
+    settings = ["households.count=30", "years=4", "households.initial_insured_share={AE: 0.5}"]
+    target = Target(**{**GOOD, "statistic": "median_policy_tenure"})
+    for level in ("minimal", "standard"):
+        config, base = load_config(SCENARIO, [*settings, f"audit.level={level}"])
+        run = run_simulation(config, base, tmp_path / level, progress=False).run_dir
+        if level == "minimal":
+            with pytest.raises(BehaviourError, match="minimal traces do not say since when"):
+                run_statistic(run, target)
+        else:
+            assert run_statistic(run, target) > 0
+
+
 @pytest.mark.parametrize(
     ("ended", "still_open", "expected"),
     [

@@ -657,6 +657,24 @@ def test_targets_past_the_runs_name_the_calibrations_runs(tmp_path):
         load_calibration(path)
 
 
+@pytest.mark.parametrize(
+    ("settings", "refusal"),
+    [
+        ({"audit.level": "off"}, r"needs the household_traces audit stream \(audit.level is off\)"),
+        # Minimal traces do not say which households held their policy before the run.
+        (
+            {"households.initial_insured_share": {"AE": 0.3}},
+            r"hold policies at the start .* \(use audit.level standard\)$",
+        ),
+    ],
+)
+def test_tenure_at_an_audit_level_that_cannot_give_it_is_refused(tmp_path, settings, refusal):
+    data = tiny()
+    path = write(tmp_path, tiny(set={**data["set"], **settings}))
+    with pytest.raises(CalibrationError, match=f"set: target median_policy_tenure .*{refusal}"):
+        load_calibration(path)
+
+
 def test_an_integer_key_is_not_real_valued_even_at_whole_bounds(tmp_path):
     # Strict validation refuses 5.0 for an integer: the message still says why it cannot be fit.
     spec = {"start": 10, "low": 5, "high": 20}

@@ -43,8 +43,9 @@ Statistics (the keys each one uses besides ``value`` and ``tolerance``):
     long. A policy already in force at the household's first traced year (bought before the
     run, ``households.initial_insured_share``) counts from when it was bought: its spell starts
     ``state_before.insured_years`` earlier, and one not renewed that year ends there, so the
-    first cohort's spells are neither cut short nor, when they lapse at once, missed (at the
-    ``minimal`` level, whose traces have no ``state_before``, they start at the first year).
+    first cohort's spells are neither cut short nor, when they lapse at once, missed. The
+    ``minimal`` level's traces have no ``state_before``: a run at that level with policies at
+    the start cannot answer the target (:func:`tenure_audit_problem`).
     The median is the Kaplan-Meier median (the first length at which the estimated share
     of spells still in force is at most one half), as NFIP tenure studies follow each cohort of
     new policies until half have lapsed; leaving the open spells out would bias it short, since
@@ -104,7 +105,7 @@ from simulation.model import METRIC_COLUMNS
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -127,6 +128,7 @@ __all__ = [
     "plot_behaviour",
     "row_labels",
     "run_statistic",
+    "tenure_audit_problem",
 ]
 
 #: Statistics a target may use (see the module docstring).
@@ -384,6 +386,23 @@ def _policy_spells(run_dir: Path, last_year: int) -> tuple[list[int], list[int]]
     return ended, still_open
 
 
+def tenure_audit_problem(level: str, initial_insured_share: Mapping[str, float]) -> str | None:
+    """Why a run at audit ``level`` cannot give ``median_policy_tenure``, if it cannot.
+
+    ``off`` writes no traces; ``minimal`` writes no ``state_before``, so where households hold
+    policies at the start (any ``initial_insured_share`` above 0) it cannot tell their spells
+    from those bought in the first year.
+    """
+    if level == "off":
+        return "needs the household_traces audit stream (audit.level is off)"
+    if level == "minimal" and any(float(share) > 0 for share in initial_insured_share.values()):
+        return (
+            "households hold policies at the start (households.initial_insured_share), and "
+            "minimal traces do not say since when (use audit.level standard)"
+        )
+    return None
+
+
 def median_tenure(ended: list[int], still_open: list[int]) -> float:
     """Kaplan-Meier median of spell lengths, ``still_open`` ones right-censored.
 
@@ -424,6 +443,11 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
     if target.statistic == "median_policy_tenure":
         if stream_path(run.run_dir, "household_traces") is None:
             msg = f"{where}: median_policy_tenure needs the household_traces audit stream"
+            raise BehaviourError(msg)
+        level = str((run.manifest.get("audit") or {}).get("level", ""))
+        shares = (run.config.get("households") or {}).get("initial_insured_share") or {}
+        if (problem := tenure_audit_problem(level, shares)) is not None:
+            msg = f"{where}: median_policy_tenure: {problem}"
             raise BehaviourError(msg)
         return median_tenure(*_policy_spells(run.run_dir, int(metrics["year"].max())))
     if target.column not in metrics.columns:

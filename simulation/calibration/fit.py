@@ -121,6 +121,7 @@ from simulation.analysis.behaviour import (
     check_behaviour,
     draw_target_offsets,
     load_targets,
+    tenure_audit_problem,
 )
 from simulation.atomic import replace_file, temporary_name
 from simulation.config import (
@@ -403,11 +404,11 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
     _check_parameters(base, calibration.parameters, origin)
     _check_target_years(targets, base_config.years, origin)
     tenure = any(t.statistic == "median_policy_tenure" for t in targets)
-    if base_config.audit.level == "off" and tenure:
-        msg = (
-            f"{origin}: set: audit.level is off, but target median_policy_tenure needs the "
-            "household_traces stream (use audit.level: minimal)"
-        )
+    problem = tenure_audit_problem(
+        base_config.audit.level, base_config.households.initial_insured_share
+    )
+    if tenure and problem is not None:
+        msg = f"{origin}: set: target median_policy_tenure {problem}"
         raise CalibrationError(msg)
     return calibration, folder
 
