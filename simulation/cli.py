@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from simulation.config import RunConfig
+    from simulation.model import FloodAdaptationModel
 
 __all__ = ["main"]
 
@@ -107,11 +108,16 @@ def _summary(metrics: pd.DataFrame) -> str:
     return table.to_string(index=False, float_format=lambda v: f"{v:.3f}")
 
 
-def _header(config: RunConfig, households: int) -> str:
-    """``floodsim run``'s first line: what runs, and on which engine."""
-    return (
-        f"floodsim: {config.name}, {_many(households, 'household')}, "
-        f"{_many(config.years, 'year')}, seed {config.seed}, {_engine(config)}"
+def _announce(model: FloodAdaptationModel) -> None:
+    """Print ``floodsim run``'s first line, what runs on which engine, before its years.
+
+    Before, not after: a long run names its engine while it runs, a failed one still names it.
+    """
+    config = model.config
+    print(
+        f"floodsim: {config.name}, {_many(len(model.households), 'household')}, "
+        f"{_many(config.years, 'year')}, seed {config.seed}, {_engine(config)}",
+        flush=True,
     )
 
 
@@ -136,7 +142,10 @@ def _run(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FallbackWarning)  # said below, after the table
             result = resume_run(
-                Path(args.resume), progress=progress, checkpoint_every=args.checkpoint_every
+                Path(args.resume),
+                progress=progress,
+                checkpoint_every=args.checkpoint_every,
+                on_built=None if args.quiet else _announce,
             )
         config = result.model.config
     else:
@@ -147,8 +156,8 @@ def _run(args: argparse.Namespace) -> int:
         # Building the model validates every file the config names before any output exists.
         origin_of = setting_origin(args.config, args.set, args.seed)
         model = build_model(config, base_dir, args.config, origin_of)
-        if not args.quiet:  # before the years: a long run names its engine while it runs
-            print(_header(config, len(model.households)), flush=True)
+        if not args.quiet:
+            _announce(model)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FallbackWarning)  # said below, after the table
             result = run_simulation(
@@ -160,8 +169,6 @@ def _run(args: argparse.Namespace) -> int:
                 checkpoint_every=args.checkpoint_every,
             )
     if not args.quiet:
-        if args.resume is not None:
-            print(_header(config, len(result.model.households)))
         print(_summary(result.metrics))
     fallbacks = fallback_summary(result.metrics, result.model.registry.default_skill)
     if fallbacks:

@@ -544,7 +544,11 @@ def _clear_run_dir(run_dir: Path) -> None:
 
 
 def resume_run(
-    run_dir: str | Path, *, progress: bool | None = None, checkpoint_every: int | None = None
+    run_dir: str | Path,
+    *,
+    progress: bool | None = None,
+    checkpoint_every: int | None = None,
+    on_built: Callable[[FloodAdaptationModel], None] | None = None,
 ) -> RunResult:
     """Continue an interrupted run from its last checkpoint (or from the start without one).
 
@@ -556,6 +560,8 @@ def resume_run(
         progress: Show a progress bar (``None``: only on a terminal).
         checkpoint_every: Write a checkpoint every this many years from now on (``None``: as
             the run was started).
+        on_built: Called with the model once it is rebuilt and restored, before any year
+            runs (``floodsim run --resume`` names the run and its engine there).
 
     Returns:
         The run directory, the metrics table and the model, as :func:`run_simulation`.
@@ -572,7 +578,7 @@ def resume_run(
     # Held before the manifest is read: a run still going says "running" too.
     with hold_folder(run_dir, _busy(run_dir, resuming=True)):
         try:
-            return _resume_held(run_dir, progress, checkpoint_every)
+            return _resume_held(run_dir, progress, checkpoint_every, on_built)
         except KeyboardInterrupt as err:
             # Ctrl-C while the model is rebuilt, before the run notes its directory: the
             # directory is as resumable as it was, and the message should say so.
@@ -615,32 +621,17 @@ def _manifest_to_resume(run_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | None) -> RunResult:
+def _resume_held(
+    run_dir: Path,
+    progress: bool | None,
+    checkpoint_every: int | None,
+    on_built: Callable[[FloodAdaptationModel], None] | None,
+) -> RunResult:
     """:func:`resume_run`, once this process holds ``run_dir``."""
     manifest = _manifest_to_resume(run_dir)
     origin = str(run_dir / "config.resolved.yaml")
     config, _ = load_config(origin)
-    changed = _changed_since_start(config, run_dir, manifest)
-    if changed is not None:
-        started = _last_code(manifest)
-        if changed == "config.resolved.yaml" and started not in (None, code_digest()):
-            # An unedited file can differ too: this code may read it with a key the run's code
-            # did not have, or another default, and would not continue the same model.
-            added = _keys_the_file_lacks(config, run_dir)
-            which = (
-                f"; this code reads {spoken_list(added, most=3)}, which the file does not have"
-                if added
-                else ""
-            )
-            changed = (
-                f"{changed} is not the config the run started with: edited since, or read "
-                "with a config key or default that this floodsim code added or changed (code "
-                f"{str(started)[:12]} then, {code_digest()[:12]} now{which})"
-            )
-        else:
-            changed += " changed since the run started"
-        msg = f"{run_dir}: {changed}, so it cannot be resumed; start a new run instead"
-        raise RunError(msg)
+    _refuse_if_changed(config, run_dir, manifest)
     model = build_model(config, run_dir, origin)
     _write_households(model, run_dir)  # a run started before floodsim wrote it lacks it
     try:
@@ -653,6 +644,8 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
         raise RunError(msg) from None
     if checkpoint is not None:
         _check_stream_files(run_dir, config, streams)
+    if on_built is not None:
+        on_built(model)
     # Opening the streams cuts them to the checkpoint (to nothing without one): from here the
     # manifest vouches for no later year, whatever happens next.
     manifest["year_reached"] = checkpoint["year"] if checkpoint is not None else 0
@@ -676,6 +669,37 @@ def _resume_held(run_dir: Path, progress: bool | None, checkpoint_every: int | N
         _record_failure(run_dir, manifest, err, writer)
         raise
     return _drive(model, config, run_dir, manifest, writer, progress)
+
+
+def _refuse_if_changed(config: RunConfig, run_dir: Path, manifest: dict[str, Any]) -> None:
+    """Refuse to resume a run whose config or input files changed since it started.
+
+    Raises:
+        RunError: Naming what changed (and, for a config this code reads otherwise, the keys
+            the file lacks).
+    """
+    changed = _changed_since_start(config, run_dir, manifest)
+    if changed is None:
+        return
+    started = _last_code(manifest)
+    if changed == "config.resolved.yaml" and started not in (None, code_digest()):
+        # An unedited file can differ too: this code may read it with a key the run's code
+        # did not have, or another default, and would not continue the same model.
+        added = _keys_the_file_lacks(config, run_dir)
+        which = (
+            f"; this code reads {spoken_list(added, most=3)}, which the file does not have"
+            if added
+            else ""
+        )
+        changed = (
+            f"{changed} is not the config the run started with: edited since, or read "
+            "with a config key or default that this floodsim code added or changed (code "
+            f"{str(started)[:12]} then, {code_digest()[:12]} now{which})"
+        )
+    else:
+        changed += " changed since the run started"
+    msg = f"{run_dir}: {changed}, so it cannot be resumed; start a new run instead"
+    raise RunError(msg)
 
 
 def _last_code(manifest: dict[str, Any]) -> str | None:

@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 
 import simulation
-import simulation.runner
 from simulation.cli import build_parser, main
 from simulation.config import load_config
 from simulation.runner import config_hash
@@ -122,15 +121,21 @@ def test_run_prints_the_summary_before_the_path(small_run):
 
 def test_run_names_its_engine_before_the_first_year(tmp_path, monkeypatch, capsys):
     """The line came once the run had ended: a long run did not say its engine while it ran."""
+    from simulation.model import FloodAdaptationModel
 
-    def stopped(*args: Any, **kwargs: Any) -> None:
+    def stopped(*_: object) -> None:
         raise KeyboardInterrupt  # as if Ctrl-C in year 1
 
-    monkeypatch.setattr(simulation.runner, "run_simulation", stopped)
+    monkeypatch.setattr(FloodAdaptationModel, "step", stopped)
     settings = ["--set", "households.count=20", "--set", "years=2", "--out", str(tmp_path)]
-    main(["run", str(DEFAULT), *settings])
-    out = capsys.readouterr().out
-    assert out == "floodsim: default, 20 households, 2 years, seed 42, engine arrays\n"
+    line = "floodsim: default, 20 households, 2 years, seed 42, engine arrays\n"
+    assert main(["run", str(DEFAULT), *settings]) == 130
+    assert capsys.readouterr().out == line
+    (run_dir,) = tmp_path.iterdir()
+    assert main(["run", "--resume", str(run_dir)]) == 130  # a resumed run names it too
+    assert capsys.readouterr().out == line
+    assert main(["run", "--resume", str(run_dir), "--quiet"]) == 130
+    assert capsys.readouterr().out == ""
 
 
 def test_manifest(small_run):
