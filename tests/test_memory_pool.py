@@ -1008,7 +1008,7 @@ def test_a_promotion_in_a_year_before_0_restarts_decay_as_cognitive_memory(now):
     assert expected[0][0] == "archived"  # its decay restarted at the promotion
 
 
-@pytest.mark.parametrize("outside", [2**31, -(2**31), 2**40])
+@pytest.mark.parametrize("outside", [2**31, -(2**31), 2**40, 2**64])
 def test_a_year_the_pool_cannot_hold_is_refused_not_wrapped(outside):
     """The pool keeps 32-bit years: 2**31 was stored as -2**31 (CognitiveMemory kept it)."""
     pool = MemoryPool(["H0", "H1"], 2, 3, 0.7, 0.95)

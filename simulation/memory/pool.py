@@ -2090,16 +2090,17 @@ def _check_years(year: int | ArrayLike) -> None:
         low = high = year
     else:
         years = np.asarray(year)
-        if isinstance(year, BOOLEANS) or years.dtype.kind not in "iu":
-            if not years.size:
-                return
+        if not years.size:
+            return
+        if years.dtype.kind == "O" and all(y.__class__ is int for y in years.flat):
+            low, high = min(years.flat), max(years.flat)  # whole numbers beyond 64 bits
+        elif isinstance(year, BOOLEANS) or years.dtype.kind not in "iu":
             # 3e9 was stored as -1294967296, True as 1, as the columns took them.
             shown = year if years.ndim == 0 else years.ravel()[0]
             msg = f"year must be an integer, got {shown!r}"
             raise TypeError(msg)
-        if not years.size:
-            return
-        low, high = int(years.min()), int(years.max())
+        else:
+            low, high = int(years.min()), int(years.max())
     if low < _YEARS[0] or high > _YEARS[1]:
         outside = low if low < _YEARS[0] else high
         msg = (
