@@ -283,6 +283,23 @@ def test_targets_dated_to_a_flood_on_an_unscripted_hazard_are_warned_of_once(tmp
     assert about == [expected]
 
 
+def test_event_targets_without_a_year_on_an_unscripted_hazard_are_warned_of(tmp_path):
+    """Each run's most damaging flood was measured, earlier floods in its baseline, unsaid."""
+    config, base = load_config(SCENARIO.parent.parent / "default.yaml", SMALL)
+    stochastic = run_simulation(config, base, tmp_path, progress=False).run_dir
+    undated = {**GOOD, "name": "jump", "statistic": "event_jump"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_behaviour(stochastic, write_targets(tmp_path, [GOOD, undated]))
+    about = [str(w.message) for w in caught if w.category is UnscriptedFloodWarning]
+    expected = (
+        f"{stochastic}: hazard.source is stochastic, but jump measure the aftermath of each "
+        "run's most damaging flood, which the run's other floods blur (check a run of a "
+        "scripted hazard, such as configs/scenarios/single_flood.yaml, against them)"
+    )
+    assert about == [expected]
+
+
 def test_a_sweep_that_floods_stochastically_at_some_points_is_warned_of_them(tmp_path, run_dir):
     """A sweep may set hazard.source itself: every design point's runs are asked."""
     config, base = load_config(SCENARIO.parent.parent / "default.yaml", SMALL)
@@ -826,6 +843,7 @@ def test_a_replicate_without_the_event_does_not_void_a_duration(tmp_path, monkey
         behaviour, "run_statistic", lambda run_dir, target: per_run[target.name][run_dir.name]
     )
     monkeypatch.setattr(behaviour, "_mean_recovery", lambda runs, target: 9.0)
+    monkeypatch.setattr(behaviour, "_warn_unscripted_floods", lambda *_: None)  # no run dirs
     targets = write_targets(
         tmp_path,
         [

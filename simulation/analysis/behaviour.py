@@ -717,15 +717,16 @@ def check_behaviour(
 def _warn_unscripted_floods(
     path: str | Path, targets: list[Target], groups: list[tuple[int, str, list[Path]]]
 ) -> None:
-    """Warn once when targets name a flood year that the runs' hazard does not script.
+    """Warn once when event targets measure a flood that the runs' hazard does not script.
 
-    A stochastic hazard floods when its draws say: a replicate without a
-    damaging flood in that year has no value for the target (each says so), and one with
-    floods before it measures their aftermath too. The targets file's own comments say which
-    scenario its event targets assume; this says it before a screen of per-target warnings.
+    A stochastic hazard floods when its draws say: a replicate without a damaging flood in a
+    target's year has no value for the target (each says so), and one with floods before it
+    measures their aftermath too, as does a target without a year, whose flood is each run's
+    most damaging one. The targets file's own comments say which scenario its event targets
+    assume; this says it before a screen of per-target warnings.
     """
-    dated = [t.name for t in targets if t.flood_year is not None]
-    if not dated or not groups:
+    events = [t for t in targets if t.statistic.startswith("event_")]
+    if not events or not groups:
         return
     # One run per design point: a sweep may set hazard.source itself.
     sources = {
@@ -735,17 +736,32 @@ def _warn_unscripted_floods(
     if "stochastic" not in sources:  # scripted events and rasters flood in the years they name
         return
     where = " at some design points" if len(sources) > 1 else ""
-    years = sorted({t.flood_year for t in targets if t.flood_year is not None})
-    warnings.warn(
-        UnscriptedFloodWarning(
-            f"{path}: hazard.source is stochastic{where}, but {', '.join(dated)} measure the "
-            "aftermath "
-            f"of a damaging flood in year {', '.join(map(str, years))}: runs that do not flood "
-            "then give no value for them, and earlier floods blur the rest (check a run of a "
-            "scripted hazard, such as configs/scenarios/single_flood.yaml, against them)"
-        ),
-        stacklevel=3,
+    dated = [t.name for t in events if t.flood_year is not None]
+    undated = [t.name for t in events if t.flood_year is None]
+    check = (
+        "(check a run of a scripted hazard, such as configs/scenarios/single_flood.yaml, "
+        "against them)"
     )
+    if dated:
+        years = sorted({t.flood_year for t in events if t.flood_year is not None})
+        warnings.warn(
+            UnscriptedFloodWarning(
+                f"{path}: hazard.source is stochastic{where}, but {', '.join(dated)} measure the "
+                f"aftermath of a damaging flood in year {', '.join(map(str, years))}: runs that "
+                f"do not flood then give no value for them, and earlier floods blur the rest "
+                f"{check}"
+            ),
+            stacklevel=3,
+        )
+    if undated:
+        warnings.warn(
+            UnscriptedFloodWarning(
+                f"{path}: hazard.source is stochastic{where}, but {', '.join(undated)} measure "
+                "the aftermath of each run's most damaging flood, which the run's other floods "
+                f"blur {check}"
+            ),
+            stacklevel=3,
+        )
 
 
 def _warn_again(caught: list[warnings.WarningMessage], name: str, setting: str, runs: int) -> None:
