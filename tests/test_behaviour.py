@@ -521,7 +521,7 @@ def test_command_explains_a_target_without_a_value(run_dir, tmp_path, capsys):
 
 
 def test_command_explains_an_infinite_duration(run_dir, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(behaviour, "run_statistic", lambda *_: math.inf)
+    monkeypatch.setattr(behaviour, "_run_spells", lambda *_: ([], [5]))  # held past the run
     target = {**GOOD, "statistic": "median_policy_tenure", "value": 3.0, "tolerance": 1.0}
     path = write_targets(tmp_path, [target])
     args = parse(["check-behaviour", str(run_dir), "--targets", str(path), "--out", str(tmp_path)])
@@ -569,10 +569,17 @@ def test_sweep_reports_each_design_point(sweep_dir):
         runs = [sweep_dir / r["run_dir"] for r in state["runs"] if r["point"] == point]
         rows = table[table["point"] == point].set_index("name")
         for target in load_targets(TARGETS):
+            if target.statistic == "median_policy_tenure":  # the runs' spells together
+                ended, still_open = [], []
+                for run in runs:
+                    last = int(pd.read_csv(run / "model_years.csv")["year"].max())
+                    spells = behaviour._policy_spells(run, last)
+                    ended, still_open = ended + spells[0], still_open + spells[1]
+                expected = median_tenure(ended, still_open)
+                assert rows.loc[target.name, "value"] == expected
+                continue
             values = [run_statistic(run, target) for run in runs]
-            if target.statistic == "median_policy_tenure":  # a duration: the median over runs
-                assert rows.loc[target.name, "value"] == pytest.approx(np.median(values))
-            elif target.statistic != "event_recovery_years":  # that one reads the mean change
+            if target.statistic != "event_recovery_years":  # that one reads the mean change
                 assert rows.loc[target.name, "value"] == pytest.approx(np.mean(values))
     by_point = table.pivot(index="name", columns="point", values="value")
     assert not np.allclose(by_point[0], by_point[1], equal_nan=True)
@@ -716,16 +723,18 @@ def test_a_share_over_nobody_fails_its_target_saying_why(tmp_path):
     assert strict["passed"].tolist() == [False, True]
 
 
-def test_tenure_over_runs_is_their_median(run_dir, tmp_path, monkeypatch):
-    """One run whose policies mostly outlast it (an infinite median) leaves the value finite."""
+def test_tenure_over_runs_is_the_median_of_their_spells_together(run_dir, tmp_path, monkeypatch):
+    """Not the median of the runs' medians, which was 3.5 for runs of 3 and 4 years."""
     from simulation.analysis import behaviour
 
-    monkeypatch.setattr(behaviour, "_run_groups", lambda _: [(0, "", [run_dir] * 3)])
-    medians = iter([3.0, math.inf, 4.0])
-    monkeypatch.setattr(behaviour, "run_statistic", lambda *_: next(medians))
+    monkeypatch.setattr(behaviour, "_run_groups", lambda _: [(0, "", [run_dir] * 4)])
+    # Run medians 3, 4, 3 and infinite (a run whose one policy outlasts it).
+    spells = iter([([3, 3, 4], []), ([4, 4, 3], []), ([3, 3, 4], []), ([], [9])])
+    monkeypatch.setattr(behaviour, "_run_spells", lambda *_: next(spells))
     target = {**GOOD, "statistic": "median_policy_tenure", "value": 3.0, "tolerance": 1.0}
     row = check_behaviour(run_dir, write_targets(tmp_path, [target])).iloc[0]
-    assert (row["value"], row["min"], row["max"], row["n_runs"]) == (4.0, 3.0, math.inf, 3)
+    # Ten spells: five end at 3 years (of ten at risk), four at 4 (of five): half by year 3.
+    assert (row["value"], row["min"], row["max"], row["n_runs"]) == (3.0, 3.0, math.inf, 4)
     assert row["passed"]
 
 
@@ -737,8 +746,9 @@ def test_a_durations_spread_says_how_many_infinite_runs_it_leaves_out(
     from simulation.analysis.behaviour_commands import format_table
 
     monkeypatch.setattr(behaviour, "_run_groups", lambda _: [(0, "", [run_dir] * 5)])
-    medians = iter([3.0, math.inf, 5.0, math.inf, 7.0])
-    monkeypatch.setattr(behaviour, "run_statistic", lambda *_: next(medians))
+    # Run medians 3, infinite, 5, infinite and 7.
+    spells = iter([([3], []), ([], [8]), ([5], []), ([], [8]), ([7], [])])
+    monkeypatch.setattr(behaviour, "_run_spells", lambda *_: next(spells))
     target = {**GOOD, "statistic": "median_policy_tenure", "value": 5.0, "tolerance": 1.0}
     table = check_behaviour(run_dir, write_targets(tmp_path, [target]))
     row = table.iloc[0]
@@ -773,12 +783,12 @@ def test_an_interrupted_experiment_is_checked_on_its_complete_runs_labelled_as_s
         run["params"] = params
     write_record(tmp_path, runs)
 
-    def tenure(run_dir: Path, target: Target) -> float:
+    def spells(run_dir: Path, target: Target) -> tuple[list[int], list[int]]:
         if run_dir.name == "r0":
             raise BehaviourError(f"{run_dir}: target {target.name!r}: needs household_traces")
-        return 4.0
+        return [4], []
 
-    monkeypatch.setattr(behaviour, "run_statistic", tenure)
+    monkeypatch.setattr(behaviour, "_run_spells", spells)
     target = {**GOOD, "name": "tenure", "statistic": "median_policy_tenure", "value": 4.0}
     with (
         pytest.warns(IncompleteExperimentWarning) as incomplete,
@@ -838,10 +848,10 @@ def test_a_replicate_without_the_event_does_not_void_a_duration(tmp_path, monkey
         for n in range(2)
     ]
     write_record(tmp_path, runs)
-    per_run = {"recovery": {"r0": math.nan, "r1": 12.0}, "tenure": {"r0": math.nan, "r1": 4.0}}
-    monkeypatch.setattr(
-        behaviour, "run_statistic", lambda run_dir, target: per_run[target.name][run_dir.name]
-    )
+    recovery = {"r0": math.nan, "r1": 12.0}
+    monkeypatch.setattr(behaviour, "run_statistic", lambda run_dir, _: recovery[run_dir.name])
+    spells = {"r0": ([], []), "r1": ([4], [])}  # r0: nobody insured, no median
+    monkeypatch.setattr(behaviour, "_run_spells", lambda run_dir, _: spells[run_dir.name])
     monkeypatch.setattr(behaviour, "_mean_recovery", lambda runs, target: 9.0)
     monkeypatch.setattr(behaviour, "_warn_unscripted_floods", lambda *_: None)  # no run dirs
     targets = write_targets(
