@@ -372,6 +372,20 @@ def test_resuming_after_the_registry_was_edited_is_refused(tmp_path):
         calibrate(path, tmp_path / "out", resume=True, progress=False)
 
 
+def test_resuming_losses_other_code_computed_is_warned_of(tmp_path):
+    """A changed model or statistic would score the replayed points otherwise, unsaid."""
+    path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))
+    calibrate(path, tmp_path / "out", progress=False)
+    best = tmp_path / "out" / "best.yaml"
+    summary = yaml.safe_load(best.read_text(encoding="utf-8"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)  # the same code: nothing to say
+        calibrate(path, tmp_path / "out", resume=True, progress=False)
+    best.write_text(yaml.safe_dump({**summary, "code": "0" * 64}), encoding="utf-8")
+    with pytest.warns(ConfigWarning, match=r"other floodsim code computed \(code 000000000000 "):
+        calibrate(path, tmp_path / "out", resume=True, progress=False)
+
+
 def test_resuming_where_nothing_finished_starts_from_the_beginning(tmp_path, monkeypatch):
     """Even over a finished calibration: starting again with --overwrite clears its results."""
     path = write(tmp_path, tiny(parameters=DECAY, replicates=1, max_evaluations=2))

@@ -124,9 +124,11 @@ from simulation.analysis.behaviour import (
     tenure_audit_problem,
 )
 from simulation.atomic import replace_file, temporary_name
+from simulation.code_digest import code_digest
 from simulation.config import (
     CodeDefaultsWarning,
     ConfigError,
+    ConfigWarning,
     RunConfig,
     apply_overrides,
     check_file_kind,
@@ -593,6 +595,36 @@ class _Search:
             self.bar.set_postfix(best=f"{self.best.loss:.4g}", last=f"{evaluation.loss:.4g}")
         return evaluation.loss
 
+    def _check_summary(self, summary: object, fingerprint: str) -> None:
+        """Refuse an earlier attempt's ``best.yaml`` of other settings; warn of other code.
+
+        Raises:
+            CalibrationError: When it holds no summary or one of other settings.
+        """
+        if not isinstance(summary, dict):
+            msg = (
+                f"{self.origin}: --resume: {self.out / 'best.yaml'} holds no calibration "
+                "summary (it may have been cut short); start again without --resume"
+            )
+            raise CalibrationError(msg)
+        if summary.get("fingerprint") != fingerprint:
+            msg = (
+                f"{self.origin}: --resume: {self.out} holds a calibration of other settings "
+                "(the calibration file, its base config, the files that reads or the targets "
+                "changed; only max_evaluations and the executor may); start again without "
+                "--resume or choose another --out"
+            )
+            raise CalibrationError(msg)
+        if summary.get("code") not in (None, code_digest()):  # None: written before the key
+            warnings.warn(
+                f"{self.out}: --resume answers the earlier attempt's points from losses that "
+                f"other floodsim code computed (code {str(summary['code'])[:12]} then, "
+                f"{code_digest()[:12]} now): a changed model or statistic may score them "
+                "otherwise (start again without --resume to score every point with this code)",
+                ConfigWarning,
+                stacklevel=3,
+            )
+
     def resume_from(self, fingerprint: str) -> int:
         """Queue the earlier attempt's evaluations in ``self.out`` for replay; return how many.
 
@@ -615,20 +647,7 @@ class _Search:
         except (OSError, yaml.YAMLError) as err:
             msg = f"{self.origin}: --resume: {self.out / 'best.yaml'} cannot be read: {err}"
             raise CalibrationError(msg) from None
-        if not isinstance(summary, dict):
-            msg = (
-                f"{self.origin}: --resume: {self.out / 'best.yaml'} holds no calibration "
-                "summary (it may have been cut short); start again without --resume"
-            )
-            raise CalibrationError(msg)
-        if summary.get("fingerprint") != fingerprint:
-            msg = (
-                f"{self.origin}: --resume: {self.out} holds a calibration of other settings "
-                "(the calibration file, its base config, the files that reads or the targets "
-                "changed; only max_evaluations and the executor may); start again without "
-                "--resume or choose another --out"
-            )
-            raise CalibrationError(msg)
+        self._check_summary(summary, fingerprint)
         where = self.out / "evaluations.csv"
         try:
             # As text, parsed by float(): the losses and parameter values must come back to
@@ -912,6 +931,7 @@ def _write_outputs(
         },
         "experiment": best.folder.relative_to(out).as_posix(),
         "fingerprint": fingerprint,  # what --resume checks (see the module docstring)
+        "code": code_digest(),  # the floodsim code of the losses (--resume warns of another)
     }
     text = dump_yaml(summary, sort_keys=False, allow_unicode=True)
     replace_file(out / "best.yaml", text.encode("utf-8"))
