@@ -674,7 +674,10 @@ def test_targets_past_the_runs_name_the_calibrations_runs(tmp_path):
 @pytest.mark.parametrize(
     ("settings", "refusal"),
     [
-        ({"audit.level": "off"}, r"needs the household_traces audit stream \(audit.level is off\)"),
+        (
+            {"audit.level": "off"},
+            r"household_traces audit stream \(audit.level is off: use minimal",
+        ),
         # Minimal traces do not say which households held their policy before the run.
         (
             {"households.initial_insured_share": {"AE": 0.3}},
@@ -686,6 +689,16 @@ def test_tenure_at_an_audit_level_that_cannot_give_it_is_refused(tmp_path, setti
     data = tiny()
     path = write(tmp_path, tiny(set={**data["set"], **settings}))
     with pytest.raises(CalibrationError, match=f"set: target median_policy_tenure .*{refusal}"):
+        load_calibration(path)
+
+
+def test_tenure_at_minimal_with_a_fitted_share_of_starting_policies_is_refused(tmp_path):
+    """It loaded, and failed at the first point that gave households a policy at the start."""
+    share = {"start": 0.0, "low": 0.0, "high": 0.5}
+    path = write(
+        tmp_path, tiny(parameters={**PARAMETERS, "households.initial_insured_share.AE": share})
+    )
+    with pytest.raises(CalibrationError, match="minimal traces do not say since when"):
         load_calibration(path)
 
 

@@ -34,7 +34,8 @@ Statistics (the keys each one uses besides ``value`` and ``tolerance``):
     (default 0.1) of the jump: ``inf`` when the run ends first, NaN when there is no jump.
 ``median_policy_tenure``
     Median length in years of insured spells, from the ``household_traces`` audit stream (any
-    audit level but ``off``; with ``audit.sample`` below 1, the sampled households). A household
+    audit level but ``off``, and ``standard`` or ``full`` where households hold policies at the
+    start; with ``audit.sample`` below 1, the sampled households). A household
     is insured at the end of a year exactly when that year's executed skill
     (``action.decision_skill``) is ``buy_insurance`` or ``buy_contents_insurance``, since a
     policy that is not renewed lapses. A spell is a run of consecutive insured years; it ends
@@ -396,7 +397,7 @@ def tenure_audit_problem(level: str, initial_insured_share: Mapping[str, float])
     from those bought in the first year.
     """
     if level == "off":
-        return "needs the household_traces audit stream (audit.level is off)"
+        return "needs the household_traces audit stream (audit.level is off: use minimal or above)"
     if level == "minimal" and any(float(share) > 0 for share in initial_insured_share.values()):
         return (
             "households hold policies at the start (households.initial_insured_share), and "

@@ -406,9 +406,11 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
     _check_parameters(base, calibration.parameters, origin)
     _check_target_years(targets, base_config.years, origin)
     tenure = any(t.statistic == "median_policy_tenure" for t in targets)
-    problem = tenure_audit_problem(
-        base_config.audit.level, base_config.households.initial_insured_share
-    )
+    shares = dict(base_config.households.initial_insured_share)
+    for key, spec in calibration.parameters.items():  # a share the search may raise above 0
+        if key.startswith("households.initial_insured_share"):
+            shares[key] = max(float(spec.start), float(spec.high))
+    problem = tenure_audit_problem(base_config.audit.level, shares)
     if tenure and problem is not None:
         msg = f"{origin}: set: target median_policy_tenure {problem}"
         raise CalibrationError(msg)
