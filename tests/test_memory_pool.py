@@ -1015,6 +1015,7 @@ def test_a_year_the_pool_cannot_hold_is_refused_not_wrapped(outside):
     calls = {
         "write": lambda: pool.write([0], "x", 0.5, outside),
         "write per row": lambda: pool.write([0, 1], "x", 0.5, np.array([1, outside])),
+        "numpy and Python": lambda: pool.write([0, 1], "x", 0.5, [np.int64(1), outside]),
         "retrieve": lambda: pool.retrieve([0], 2, outside),
         "end_year": lambda: pool.end_year(outside),
     }

@@ -2092,8 +2092,8 @@ def _check_years(year: int | ArrayLike) -> None:
         years = np.asarray(year)
         if not years.size:
             return
-        if years.dtype.kind == "O" and all(y.__class__ is int for y in years.flat):
-            low, high = min(years.flat), max(years.flat)  # whole numbers beyond 64 bits
+        if years.dtype.kind == "O" and all(_whole(y) for y in years.flat):
+            low, high = int(min(years.flat)), int(max(years.flat))  # beyond 64 bits
         elif isinstance(year, BOOLEANS) or years.dtype.kind not in "iu":
             # 3e9 was stored as -1294967296, True as 1, as the columns took them.
             shown = year if years.ndim == 0 else years.ravel()[0]
@@ -2108,6 +2108,11 @@ def _check_years(year: int | ArrayLike) -> None:
             f"years), got {outside}"
         )
         raise ValueError(msg)
+
+
+def _whole(value: object) -> bool:
+    """Whether ``value`` is an integer but not a boolean (Python's or numpy's)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, BOOLEANS)
 
 
 def _repeats(rows: NDArray[np.int64], households: int) -> bool:
