@@ -63,8 +63,8 @@ Outputs, in ``out_dir`` (default ``outputs/calibration/<name>``):
 ``best.yaml``
     The best point as dotted-key overrides (``parameters``, usable as a run config's ``--set``
     values or an experiment's ``set``), its ``loss``, which evaluation it was, how many targets
-    pass, each target's simulated value, target, tolerance and result, and the ``fingerprint``
-    ``--resume`` checks.
+    pass, each target's simulated value, target, tolerance and result, the ``fingerprint``
+    ``--resume`` checks and the ``code`` digest it warns of when this code differs.
 ``calibration.png``
     Loss by evaluation (with the running best) and each target at the best point relative to
     its target ± tolerance.
