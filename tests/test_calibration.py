@@ -698,7 +698,8 @@ def test_tenure_at_minimal_with_a_fitted_share_of_starting_policies_is_refused(t
     path = write(
         tmp_path, tiny(parameters={**PARAMETERS, "households.initial_insured_share.AE": share})
     )
-    with pytest.raises(CalibrationError, match="minimal traces do not say since when"):
+    refusal = r": parameters: households.initial_insured_share.AE: target median_policy_tenure "
+    with pytest.raises(CalibrationError, match=refusal + ".* minimal traces do not say since"):
         load_calibration(path)
 
 

@@ -405,16 +405,30 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
     base, base_config = _base_config(calibration, folder, origin)
     _check_parameters(base, calibration.parameters, origin)
     _check_target_years(targets, base_config.years, origin)
-    tenure = any(t.statistic == "median_policy_tenure" for t in targets)
-    shares = dict(base_config.households.initial_insured_share)
-    for key, spec in calibration.parameters.items():  # a share the search may raise above 0
-        if key.startswith("households.initial_insured_share"):
-            shares[key] = max(float(spec.start), float(spec.high))
-    problem = tenure_audit_problem(base_config.audit.level, shares)
-    if tenure and problem is not None:
-        msg = f"{origin}: set: target median_policy_tenure {problem}"
-        raise CalibrationError(msg)
+    if any(t.statistic == "median_policy_tenure" for t in targets):
+        _check_tenure_level(calibration, base_config, origin)
     return calibration, folder
+
+
+def _check_tenure_level(
+    calibration: CalibrationConfig, base_config: RunConfig, origin: str
+) -> None:
+    """Refuse an audit level whose runs cannot give ``median_policy_tenure``.
+
+    Raises:
+        CalibrationError: Naming ``set`` (the level, or a share of policies at the start), or
+            the fitted parameter that may give households policies at the start.
+    """
+    level, shares = base_config.audit.level, base_config.households.initial_insured_share
+    problem = tenure_audit_problem(level, shares)
+    where = "set"
+    for key, spec in calibration.parameters.items():  # a share the search may raise above 0
+        if problem is None and key.startswith("households.initial_insured_share"):
+            problem = tenure_audit_problem(level, {key: max(spec.start, spec.high)})
+            where = f"parameters: {key}"
+    if problem is not None:
+        msg = f"{origin}: {where}: target median_policy_tenure {problem}"
+        raise CalibrationError(msg)
 
 
 def _absolute_paths(overrides: dict[str, Any], folder: Path) -> dict[str, Any]:
