@@ -44,6 +44,7 @@ from mesa.discrete_space import (
     OrthogonalMooreGrid,
     OrthogonalVonNeumannGrid,
 )
+from pydantic import BaseModel
 
 from simulation.agents.institutions import Government, Insurer
 from simulation.agents.population import (
@@ -106,7 +107,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from simulation.agents.population import Population
+    from simulation.agents.population import Population, PopulationConfig
     from simulation.agents.state import HouseholdState
     from simulation.audit.writer import AuditWriter
     from simulation.config import EventTemplate, RunConfig
@@ -662,7 +663,8 @@ class FloodAdaptationModel(mesa.Model):
             population = build_population(households, self.population_rng, base_dir)
         except PopulationError as err:
             if households.table is None:  # generated: the message names the settings
-                raise ConfigError(f"{where(('households',))}: households: {err}") from None
+                origin = _origin_of_settings(households, err.settings, where)
+                raise ConfigError(f"{origin}: households: {err}") from None
             raise ConfigError(
                 f"{where(('households', 'table'))}: households.table: {err}"
             ) from None
@@ -1651,6 +1653,26 @@ def _forget_agent_counters_with_their_models() -> None:
         weak = _CountersByModel(counters.default_factory)
         weak.update(counters)  # models built before keep counting where they were
         mesa.Agent._ids = weak
+
+
+def _origin_of_settings(
+    households: PopulationConfig,
+    settings: tuple[str, ...],
+    where: Callable[[tuple[str, ...]], str],
+) -> str:
+    """What gave ``households``' ``settings`` (keys, or sections of keys): a ``--set`` first.
+
+    A generated population fails on settings together (a median and its spread), so the
+    flag that set any key among them is named, else the file of the first.
+    """
+    keys: list[tuple[str, ...]] = []
+    for name in settings:
+        value = getattr(households, name)
+        fields = type(value).model_fields if isinstance(value, BaseModel) else {}
+        keys.extend([("households", name, field) for field in fields] or [("households", name)])
+    origins = [where(key) for key in keys]
+    flagged = next((origin for origin in origins if origin.startswith("--")), None)
+    return flagged or (origins[0] if origins else where(("households",)))
 
 
 def _clear_cell_caches() -> None:

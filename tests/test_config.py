@@ -290,6 +290,21 @@ def test_a_bad_value_the_overrides_did_not_set_names_the_file(tmp_path):
     assert message.startswith(f"{config}: hazard.rasters: "), message
 
 
+@pytest.mark.parametrize(
+    "override", ["households.income.median=2e12", "households.renter_contents.median=2e12", None]
+)
+def test_settings_that_generate_values_a_table_refuses_name_what_gave_them(tmp_path, override):
+    """The config file was named for a flag's generated incomes beyond $1e12."""
+    income = "" if override else ", income: {median: 2.0e12}"  # None: the file sets it
+    child = write(tmp_path / "child.yaml", f"base: {DEFAULT}\nhouseholds: {{count: 50{income}}}\n")
+    overrides = [override] if override else []
+    config, base_dir = load_config(child, overrides)
+    with pytest.raises(ConfigError) as info:
+        build_model(config, base_dir, str(child), setting_origin(str(child), overrides))
+    named = f"--set {override}" if override else str(child)
+    assert str(info.value).startswith(f"{named}: households: generated "), str(info.value)
+
+
 def test_a_bad_seed_argument_names_it():
     with pytest.raises(ConfigError, match=r"^--seed -1: seed: "):
         load_config(DEFAULT, seed=-1)

@@ -188,7 +188,16 @@ class PopulationError(InputError):
 
     The message starts with the file and names the row and column where they apply, e.g.
     ``"data/households.csv: row 7, column tenure: unknown tenure 'landlord' (owner, renter)"``.
+
+    Attributes:
+        settings: For generated households, the ``households`` keys whose values made the
+            problem (``("income",)``), so that the caller can name the file or flag that gave
+            them; empty for a table.
     """
+
+    def __init__(self, message: str, settings: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.settings = settings
 
 
 # --- configuration -----------------------------------------------------------------------------
@@ -519,13 +528,13 @@ def generate_population(config: PopulationConfig, rng: np.random.Generator) -> P
 
     _check_generated(
         (
-            ("income", income, "households.income"),
-            ("structure_value", structure, "households.structure_value"),
-            ("contents_value", contents, "households.renter_contents or contents_ratio"),
+            ("income", income, ("income",)),
+            ("structure_value", structure, ("structure_value",)),
+            ("contents_value", contents, ("renter_contents", "contents_ratio")),
         ),
         MAX_DOLLARS,
     )
-    _check_generated((("ground_elevation", ground, "households.ground"),), MAX_GROUND_FT)
+    _check_generated((("ground_elevation", ground, ("ground",)),), MAX_GROUND_FT)
 
     x = col * config.cell_size
     y = row * config.cell_size
@@ -554,7 +563,9 @@ def generate_population(config: PopulationConfig, rng: np.random.Generator) -> P
     return Population(states, (height, width), cells, seeds)
 
 
-def _check_generated(columns: Sequence[tuple[str, np.ndarray, str]], most: float) -> None:
+def _check_generated(
+    columns: Sequence[tuple[str, np.ndarray, tuple[str, ...]]], most: float
+) -> None:
     """Refuse generated values beyond ``most`` either way, as a household table refuses them.
 
     A run's households.csv must load back as a table; such values also overflowed the damage
@@ -568,11 +579,12 @@ def _check_generated(columns: Sequence[tuple[str, np.ndarray, str]], most: float
             continue
         farthest = float(values[np.argmax(np.abs(values))])
         if not abs(farthest) <= most:  # inf too
+            keys = " or ".join(f"households.{key}" for key in settings)
             msg = (
                 f"generated {column} reaches {farthest:.4g}, beyond the {most:g} a household "
-                f"table takes: change {settings}"
+                f"table takes: change {keys}"
             )
-            raise PopulationError(msg)
+            raise PopulationError(msg, settings)
 
 
 # --- tables ------------------------------------------------------------------------------------
