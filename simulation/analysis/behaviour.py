@@ -440,11 +440,11 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
         BlankStatisticError: When a ``mean_of_column`` target's column is blank in every
             year it reads (a share or mean over no household).
     """
+    if target.statistic == "median_policy_tenure":
+        return median_tenure(*_run_spells(Path(run_dir), target))
     run = load_run(run_dir)
     metrics = run.metrics
     where = f"{run.run_dir}: target {target.name!r}"
-    if target.statistic == "median_policy_tenure":
-        return median_tenure(*_tenure_spells(run, where))
     if target.column not in metrics.columns:
         msg = f"{where}: model_years has no column {target.column!r}"
         raise BehaviourError(msg)
@@ -493,12 +493,15 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
     return float(changes.loc[at])
 
 
-def _tenure_spells(run: Any, where: str) -> tuple[list[int], list[int]]:
-    """The ended and the still open insured spells of a loaded run (see ``_policy_spells``).
+def _run_spells(run_dir: Path, target: Target) -> tuple[list[int], list[int]]:
+    """The ended and the still open insured spells of a run (see ``_policy_spells``).
 
     Raises:
-        BehaviourError: When the run has no traces, or traces that cannot tell its spells.
+        BehaviourError: When the run has no traces, or traces that cannot tell its spells
+            (naming the run and ``target``).
     """
+    run = load_run(run_dir)
+    where = f"{run.run_dir}: target {target.name!r}"
     if stream_path(run.run_dir, "household_traces") is None:
         msg = f"{where}: median_policy_tenure needs the household_traces audit stream"
         raise BehaviourError(msg)
@@ -508,12 +511,6 @@ def _tenure_spells(run: Any, where: str) -> tuple[list[int], list[int]]:
         msg = f"{where}: median_policy_tenure: {problem}"
         raise BehaviourError(msg)
     return _policy_spells(run.run_dir, int(run.metrics["year"].max()))
-
-
-def _run_spells(run_dir: Path, target: Target) -> tuple[list[int], list[int]]:
-    """:func:`_tenure_spells` of the run at ``run_dir`` (what ``target`` is named by)."""
-    run = load_run(run_dir)
-    return _tenure_spells(run, f"{run.run_dir}: target {target.name!r}")
 
 
 def _mean_recovery(runs: list[Path], target: Target) -> float:
