@@ -238,8 +238,9 @@ def stream_path(run_dir: StrPath, name: str) -> Path | None:
     """The file of stream ``name`` in ``run_dir`` (``.jsonl`` or ``.jsonl.gz``), if any.
 
     Raises:
-        AuditReadError: If ``run_dir`` is not a folder or ``name`` is not one of :data:`STREAMS`
-            or ``llm_calls``.
+        AuditReadError: If ``run_dir`` is not a folder, ``name`` is not one of :data:`STREAMS`
+            or ``llm_calls``, or the stream's name is taken by something that is not a file (a
+            folder), which would otherwise read as a stream the run never wrote.
     """
     _check_name(name)
     folder = _run_dir(run_dir)
@@ -247,6 +248,9 @@ def stream_path(run_dir: StrPath, name: str) -> Path | None:
         path = folder / f"{name}{suffix}"
         if path.is_file():
             return path
+        if path.exists():
+            msg = f"{path}: not a file (a {name} stream is a file of JSON lines)"
+            raise AuditReadError(msg)
     return None
 
 
