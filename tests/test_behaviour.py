@@ -738,6 +738,35 @@ def test_tenure_over_runs_is_the_median_of_their_spells_together(run_dir, tmp_pa
     assert row["passed"]
 
 
+def test_runs_without_a_duration_are_counted_and_said(run_dir, tmp_path, monkeypatch):
+    """A run in which no one held a policy has no tenure: n_runs counts it, a warning says so."""
+    from simulation.analysis import behaviour
+
+    monkeypatch.setattr(behaviour, "_run_groups", lambda _: [(0, "", [run_dir] * 3)])
+    spells = iter([([3, 3], []), ([], []), ([3, 5, 5], [])])
+    monkeypatch.setattr(behaviour, "_run_spells", lambda *_: next(spells))
+    target = {**GOOD, "statistic": "median_policy_tenure", "value": 3.0, "tolerance": 1.0}
+    path = write_targets(tmp_path, [target])
+    with pytest.warns(UncomputedTargetWarning) as caught:
+        row = check_behaviour(run_dir, path).iloc[0]
+    (said,) = [str(w.message) for w in caught]
+    assert said == (
+        f"{run_dir}: target 't': no insured spell: no household held a policy "
+        "(1 of 3 run(s) have none: the value is that of the other 2)"
+    )
+    assert (row["value"], row["n_runs"], row["min"], row["max"]) == (3.0, 3, 3.0, 5.0)
+    # No run with a spell: the row has no value, and the warning says why rather than nothing.
+    monkeypatch.setattr(behaviour, "_run_spells", lambda *_: ([], []))
+    with pytest.warns(UncomputedTargetWarning, match=r"3 of 3 run\(s\) have none: so the tar"):
+        row = check_behaviour(run_dir, path).iloc[0]
+    assert math.isnan(row["value"])
+    assert not row["passed"]
+    # A calibration scores the penalty, without a word.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncomputedTargetWarning)
+        assert math.isnan(check_behaviour(run_dir, path, strict=True)["value"][0])
+
+
 def test_a_durations_spread_says_how_many_infinite_runs_it_leaves_out(
     run_dir, tmp_path, monkeypatch
 ):

@@ -73,9 +73,11 @@ together (replicates of one design point draw their spells from one process, and
 the runs' medians could be a length no spell has: 3.5 from runs of 3 and 4 years), with the
 spread, min and max of the runs' own medians (the spread over the finite ones). For the other
 statistics an infinite per-run value makes the mean
-infinite and the spread NaN. A run whose pre-flood baseline is shorter than ``baseline_years``
-warns (:class:`~simulation.analysis.event_study.ShortBaselineWarning`), once per target and
-design point, counting its runs.
+infinite and the spread NaN. A run that holds no duration of its own (no rise after the flood,
+no insured spell) is counted in ``n_runs`` but has no place in the spread, min and max; an
+:class:`UncomputedTargetWarning` counts such runs. A run whose pre-flood baseline is shorter
+than ``baseline_years`` warns (:class:`~simulation.analysis.event_study.ShortBaselineWarning`),
+once per target and design point, counting its runs.
 """
 
 from __future__ import annotations
@@ -703,6 +705,8 @@ def check_behaviour(
                 # A run without the event (no jump to recover from, no insured spell) has no
                 # duration of its own; it does not void what the other runs say.
                 known = [v for v in values if not math.isnan(v)]
+                if not strict:  # a calibration scores the penalty, without a word
+                    _warn_durationless(runs, values, answered, target, recovery=recovery)
                 mean, spread, low, high = (
                     _summary(known, censored=True) if known else (math.nan,) * 4
                 )
@@ -740,6 +744,46 @@ def check_behaviour(
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     table.attrs["source"] = str(path)
     return table
+
+
+def _warn_durationless(
+    runs: list[Path],
+    values: list[float],
+    answered: list[Path],
+    target: Target,
+    *,
+    recovery: bool,
+) -> None:
+    """Warn of runs that were read but hold no duration of their own (NaN), counting them.
+
+    They are in ``n_runs`` but not in the spread, min and max; when no run has a duration the
+    target has no value, and this says why.
+    """
+    read = set(answered)
+    blank = [
+        run for run, value in zip(runs, values, strict=True) if run in read and math.isnan(value)
+    ]
+    if not blank:
+        return
+    what = (
+        "no rise after the flood to recover from"
+        if recovery
+        else "no insured spell: no household held a policy"
+    )
+    valued = len(answered) - len(blank)
+    if not valued:
+        outcome = "so the target has no value and fails"
+    elif recovery:  # the recovery of the runs' mean change, to which every run read adds
+        outcome = "their own is left out of the spread, min and max"
+    else:
+        outcome = f"the value is that of the other {valued}"
+    warnings.warn(
+        UncomputedTargetWarning(
+            f"{blank[0]}: target {target.name!r}: {what} ({len(blank)} of {len(runs)} "
+            f"run(s) have none: {outcome})"
+        ),
+        stacklevel=3,
+    )
 
 
 def _warn_unscripted_floods(
