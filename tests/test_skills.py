@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulation.agents.state import HouseholdState
+from simulation.agents.state import STATE_FIELDS, HouseholdState
 from simulation.decisions.base import Option
 from simulation.skills import (
     CONTEXT_FIELDS,
@@ -468,12 +469,23 @@ def test_precondition_grammar(text: str, holds: bool) -> None:
         ("flood_zone > 3", "needs a numeric field and a number"),
         ("elevated == 1", "compared with int 1"),
         ("income = 5", "cannot parse"),
+        # Python's truth of a zone or a number: a skill silently always or never available.
+        ("not flood_zone", "needs a true/false field .*e.g. 'flood_zone == AE'"),
+        ("income", "compare float field 'income' instead, e.g. 'income > 0'"),
+        ("claims_paid", "compare int field 'claims_paid' instead"),
+        ("incme >= 5", r"unknown state field 'incme' \(fields: agent_id, .*, income, "),
         ("__import__('os')", "cannot parse"),
     ],
 )
 def test_precondition_errors(text: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         Precondition.parse(text)
+
+
+def test_the_registry_file_documents_every_field_a_precondition_can_read() -> None:
+    header = SHIPPED.read_text(encoding="utf-8").split("\nskills:")[0]
+    documented = set(re.findall(r"[a-z_]+", header))
+    assert sorted(STATE_FIELDS - documented) == []
 
 
 # ---- templates ---------------------------------------------------------------------------------

@@ -94,6 +94,10 @@ _FIELD_TYPES: dict[str, type] = {
     for name, hint in typing.get_type_hints(HouseholdState).items()
     if name in STATE_FIELDS
 }
+#: The state fields a bare or ``not`` precondition may test.
+_BOOLEAN_FIELDS: tuple[str, ...] = tuple(
+    sorted(name for name, kind in _FIELD_TYPES.items() if kind is bool)
+)
 # Values that stand in for context placeholders when format specs are checked at load; the
 # caller passes numbers (year an int, money and shares floats).
 _CONTEXT_SAMPLES: dict[str, object] = dict.fromkeys(CONTEXT_FIELDS, 0.0) | {"year": 0}
@@ -151,6 +155,11 @@ def _value_matches(field: str, value: object) -> bool:
 #: State fields whose values come from a fixed vocabulary: a misspelt value in a precondition
 #: would make its skill silently never (or always) available.
 _VOCABULARIES: dict[str, tuple[str, ...]] = {"tenure": TENURES, "flood_zone": FLOOD_ZONES}
+
+
+def _unknown_field(name: str) -> str:
+    """The error for a name that is not a household state field, listing the fields."""
+    return f"unknown state field {name!r} (fields: {', '.join(sorted(STATE_FIELDS))})"
 
 
 def _unknown_value(field: str, value: object) -> str:
@@ -227,9 +236,19 @@ class Precondition:
                 raise ValueError(msg)
             field, op, value = truth.group(2), "not" if truth.group(1) else "truthy", None
         if field not in STATE_FIELDS:
-            msg = f"unknown state field {field!r}"
-            raise ValueError(msg)
+            raise ValueError(_unknown_field(field))
         kind = _FIELD_TYPES[field]
+        if op in {"truthy", "not"} and kind is not bool:
+            # Python's truth of a zone or an income is "non-empty" or "non-zero": a skill gated
+            # on it would be silently always or never available.
+            vocabulary = _VOCABULARIES.get(field, ("VALUE",))
+            example = f"== {vocabulary[0]}" if kind is str else "> 0"
+            msg = (
+                f"{shown_value(stripped)}: a bare or 'not' test needs a true/false field "
+                f"({', '.join(_BOOLEAN_FIELDS)}); compare {kind.__name__} field {field!r} "
+                f"instead, e.g. '{field} {example}'"
+            )
+            raise ValueError(msg)
         if op in _ORDERING and not (kind in {int, float} and _is_number(value)):
             msg = f"{op} needs a numeric field and a number, got {kind.__name__} field {field!r}"
             msg += f" and {value!r}"
@@ -553,7 +572,7 @@ class _Builder:
     def state_fields(self, label: str, key: str, names: list[str]) -> frozenset[str]:
         for i, name in enumerate(names):
             if name not in STATE_FIELDS:
-                raise self.fail(label, f"{key}[{i}]", f"unknown state field {name!r}")
+                raise self.fail(label, f"{key}[{i}]", _unknown_field(name))
         return frozenset(names)
 
     def skill(self, index: int, raw: object) -> Skill:
@@ -569,7 +588,7 @@ class _Builder:
         for name, value in spec.effects.items():
             key = f"effects.{name}"
             if name not in STATE_FIELDS:
-                raise self.fail(label, key, f"unknown state field {name!r}")
+                raise self.fail(label, key, _unknown_field(name))
             if name not in allowed:
                 raise self.fail(label, key, f"field {name!r} is not in allowed_state_changes")
             if not _value_matches(name, value):
@@ -1268,8 +1287,7 @@ class _Columns:
 
     def holds(self, condition: Precondition) -> np.ndarray:
         """Where ``condition`` holds, as :meth:`Precondition.check` decides it."""
-        if condition.op in ("truthy", "not"):
-            # bool() of each value, not a numpy cast: a string field is truthy when non-empty.
+        if condition.op in ("truthy", "not"):  # of a true/false field (Precondition.parse)
             truth = np.fromiter(map(bool, self.values(condition.field)), bool, len(self._states))
             return truth if condition.op == "truthy" else ~truth
         return np.asarray(_OPS[condition.op](self.array(condition.field), condition.value), bool)
@@ -1293,10 +1311,8 @@ class _ArrayColumns:
 
     def holds(self, condition: Precondition) -> np.ndarray:
         """Where ``condition`` holds, as :meth:`Precondition.check` decides it."""
-        if condition.op in ("truthy", "not"):
-            values = self.array(condition.field)
-            # bool() of each value: a string field is truthy when non-empty.
-            truth = values != "" if values.dtype.kind in "UO" else values.astype(bool)
+        if condition.op in ("truthy", "not"):  # of a true/false field (Precondition.parse)
+            truth = self.array(condition.field).astype(bool)
             return truth if condition.op == "truthy" else ~truth
         return np.asarray(_OPS[condition.op](self.array(condition.field), condition.value), bool)
 
