@@ -390,7 +390,10 @@ class InsurerConfig(Section):
     min_rate: float = Field(2.0, gt=0, description="Lowest rate per $1,000.")
     max_rate: float = Field(12.0, gt=0, description="Highest rate per $1,000.")
     target_loss_ratio: float = Field(
-        0.8, gt=0, description="Claims over premiums the insurer aims for over `window` years."
+        0.8,
+        gt=0,
+        description="Claims over premiums the insurer aims for over `window` years (each "
+        "year's claims against the premiums bought the year before, for that year's cover).",
     )
     window: int = Field(5, ge=1, description="Years of losses and premiums averaged.")
     max_change: float = Field(
@@ -402,8 +405,9 @@ class InsurerConfig(Section):
     tolerance: float = Field(
         0.25,
         ge=0,
-        description="Dead band: the rate moves only when the loss ratio is more than this "
-        "relative distance from the target (insurers file rate changes, not yearly drifts).",
+        description="Dead band relative to the target: the rate moves only when the loss "
+        "ratio lies outside target x (1 ± tolerance), e.g. 0.6 to 1.0 for 0.8 and 0.25 "
+        "(insurers file rate changes, not yearly drifts).",
     )
 
     @model_validator(mode="after")
