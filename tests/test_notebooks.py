@@ -231,6 +231,44 @@ def test_batch_experiment_notebook_compares_the_levels_of_any_swept_key(
     assert {axes["legend"] for axes in figure_axes(nb)} == {"band: min-max over replicates"}
 
 
+def test_batch_experiment_notebook_compares_levels_in_the_sweeps_order_as_the_report_does(
+    monkeypatch, tmp_path
+):
+    """Against the level the sweep lists first, run against run: the sign paired.csv gives."""
+    from simulation.analysis.experiment_report import paired_table
+
+    grid = "{insurance.rate_per_1000: [4.0, 2.0]}"
+    folder = _experiment(
+        tmp_path, grid, replicates=3, fixed="households.count: 60, years: 6, audit.level: off"
+    )
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(folder))
+    monkeypatch.delenv("FLOODSIM_SWEPT_KEY", raising=False)
+    nb = execute("batch_experiment.ipynb")
+    check_clean(nb)
+    text = text_of(nb)
+    frame = pd.read_parquet(folder / "model_years.parquet")
+    row = paired_table(frame, ["insurance.rate_per_1000"]).query(
+        "outcome == 'insured_share' and within == 'all'"
+    )
+    (difference,) = row["mean difference"] * 100
+    assert difference != 0  # else the sign would not be tested
+    means = re.search(
+        r"Mean take-up with rate_per_1000 2\.0: ([0-9.]+)%, with 4\.0: ([0-9.]+)% "
+        r"\(difference ([-+][0-9.]+) percentage points over 3 runs each\)",
+        text,
+    )
+    assert means is not None
+    paired = re.search(
+        r"Paired by replicate: rate_per_1000 2\.0 minus 4\.0: ([-+][0-9.]+) percentage points "
+        r"\(sd [0-9.]+ over 3 pairs; (\d) higher, (\d) lower\)",
+        text,
+    )
+    assert paired is not None
+    assert float(paired.group(1)) == pytest.approx(difference, abs=0.051)
+    assert float(means.group(3)) == pytest.approx(difference, abs=0.11)
+    assert int(paired.group(2)) + int(paired.group(3)) <= 3
+
+
 def test_batch_experiment_notebook_compares_a_null_level_as_a_level(monkeypatch, tmp_path):
     """An unlimited budget (null) is a setting of its own, not a row left out of the table."""
     grid = "{government.budget: [null, 1000000]}"
@@ -240,7 +278,9 @@ def test_batch_experiment_notebook_compares_a_null_level_as_a_level(monkeypatch,
     check_clean(nb)
     text = text_of(nb)
     assert "compared by government.budget" in text
-    assert re.search(r"Mean take-up with budget null: [0-9.]+%, with 1000000(\.0)?: ", text)
+    # The reference is the level the sweep lists first, as floodsim report's: here null.
+    assert re.search(r"Mean take-up with budget 1000000(\.0)?: [0-9.]+%, with null: ", text)
+    assert re.search(r"Paired by replicate: budget 1000000(\.0)? minus null: ", text)
     assert "over 1 runs each" in text
     # The table names the level null too, as the text and the experiment file do: not NaN.
     assert "<th>null</th>" in text
