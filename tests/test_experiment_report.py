@@ -138,6 +138,9 @@ def test_a_latin_hypercube_key_gets_each_runs_averages_against_its_value(tmp_pat
     page = index.read_text(encoding="utf-8")
     assert f"({samples} values)" in page
     assert "Spearman rank correlation" in page
+    # Its points share no values to pair runs by: the page says why there is no paired.csv.
+    assert f"No swept key has 2 to {MAX_LINES} values whose runs pair" in page
+    assert not (index.parent / "paired.csv").exists()
 
     frame = pd.read_parquet(folder / "model_years.parquet")
     per_run = frame.groupby("run_id")[[key, "insured_share"]].mean()
@@ -159,6 +162,16 @@ def test_without_a_sweep_each_outcome_is_drawn_over_the_replicates(tmp_path):
     assert "the mean over the 3 replicates" in page
     assert "Sensitivity" not in page
     assert not (index.parent / "sensitivity.csv").exists()
+
+
+def test_a_sweep_without_numbers_says_why_it_has_no_sensitivity_table(tmp_path):
+    """The README lists sensitivity.csv among a report's files: its absence is explained."""
+    folder = batch(tmp_path, sweep={"grid": {"engine": ["objects", "arrays"]}}, replicates=1)
+    index = write_experiment_report(folder)
+    page = index.read_text(encoding="utf-8")
+    assert "No swept key has numbers to rank (engine), so there is no rank correlation" in page
+    assert not (index.parent / "sensitivity.csv").exists()
+    assert (index.parent / "paired.csv").is_file()
 
 
 def test_run_averages_of_a_key_without_numbers_label_its_values():

@@ -380,9 +380,16 @@ def _table_html(table: pd.DataFrame) -> str:
     )
 
 
-def _sensitivity_html(sensitivity: pd.DataFrame) -> str:
+def _sensitivity_html(sensitivity: pd.DataFrame, keys: list[str]) -> str:
     if sensitivity.empty:
-        return ""
+        # Said, not silent: the README lists sensitivity.csv among a report's files.
+        return (
+            "<h2>Sensitivity</h2>\n<p>No swept key has numbers to rank "
+            f"({html.escape(', '.join(keys))}), so there is no rank correlation and no "
+            "sensitivity.csv.</p>"
+            if keys
+            else ""
+        )
     return f"""<h2>Sensitivity</h2>
 <p>Spearman rank correlation, over all runs, between a swept key's value and an outcome's
 average over the years (-1 to 1), over the runs where the key has a number: a null value
@@ -391,9 +398,16 @@ sensitivity.csv holds the same table.</p>
 {_table_html(sensitivity)}"""
 
 
-def _paired_html(paired: pd.DataFrame) -> str:
+def _paired_html(paired: pd.DataFrame, keys: list[str]) -> str:
     if paired.empty:
-        return ""
+        return (
+            f"<h2>Paired comparisons</h2>\n<p>No swept key has 2 to {MAX_LINES} values whose "
+            "runs pair with a run of its first value (the same seed and the same values of the "
+            "other swept keys, which a Latin hypercube's points do not share), so there is no "
+            "paired.csv.</p>"
+            if keys
+            else ""
+        )
     every = paired[paired["within"] == "all"].drop(columns="within")
     shown = every.assign(
         value=[_setting(cell) for cell in every["value"]],
@@ -435,6 +449,7 @@ def _html(
     sensitivity: pd.DataFrame,
     paired: pd.DataFrame,
     captions: dict[str, str],
+    keys: list[str],
 ) -> str:
     rows = "\n".join(
         f"    <tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts
@@ -447,8 +462,8 @@ def _html(
 <p>Each outcome's average over a run's years: the mean and standard deviation over the point's
 runs (points.csv holds the same table).</p>
 {_table_html(table)}
-{_sensitivity_html(sensitivity)}
-{_paired_html(paired)}
+{_sensitivity_html(sensitivity, keys)}
+{_paired_html(paired, keys)}
 <h2>Figures</h2>
 {figures}"""
     return page_html(f"floodsim experiment report: {name}", body)
@@ -490,7 +505,7 @@ def write_experiment_report(experiment_dir: str | Path, out_dir: str | Path | No
             paired.to_csv(target / "paired.csv", index=False)
         index = target / "index.html"
         captions = {file_name: caption for file_name, (_, caption) in figures.items()}
-        page = _html(name, _facts(record, frame), table, sensitivity, paired, captions)
+        page = _html(name, _facts(record, frame), table, sensitivity, paired, captions, keys)
         index.write_text(page, encoding="utf-8")
     except OSError as err:
         msg = f"{target}: cannot write the report ({err.strerror or err})"
