@@ -844,6 +844,13 @@ LOAD_ERRORS = [
         "a share of income (0.05 is 5 %), at most 1, got 5",
     ),
     (
+        "cost share written as a percentage",
+        _set("elevate_house", "institutional_constraints", {"max_cost_share_of_income": 50}),
+        "skill 'elevate_house'",
+        "institutional_constraints.max_cost_share_of_income",
+        "a share of income (0.5 is 50 %), below 10, got 50 (remove the key for no limit)",
+    ),
+    (
         "importance above one",
         _set("do_nothing", "memory.importance", 1.5),
         "skill 'do_nothing'",

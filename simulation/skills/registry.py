@@ -94,6 +94,9 @@ _FIELD_TYPES: dict[str, type] = {
     for name, hint in typing.get_type_hints(HouseholdState).items()
     if name in STATE_FIELDS
 }
+#: ``max_cost_share_of_income`` must be below this: an out-of-pocket cost may exceed a year's
+#: income (a loan), but ten years' is a percentage written for a share, or no limit.
+_MAX_COST_SHARE = 10.0
 #: The state fields a bare or ``not`` precondition may test.
 _BOOLEAN_FIELDS: tuple[str, ...] = tuple(
     sorted(name for name, kind in _FIELD_TYPES.items() if kind is bool)
@@ -566,6 +569,14 @@ class _Builder:
             elif name == "max_cost_share_of_income" and insures:
                 problem = (
                     "an insurance skill's cost is its premium: use max_premium_share_of_income"
+                )
+                raise self.fail(label, key, problem)
+            elif name == "max_cost_share_of_income" and value >= _MAX_COST_SHARE:
+                # A cost above a year's income can be financed (1.5 is allowed), but not one
+                # of ten years' or more: that is a percentage (50 for 50 %), or no limit at all.
+                problem = (
+                    f"a share of income (0.5 is 50 %), below {_MAX_COST_SHARE:g}, got {value:g} "
+                    "(remove the key for no limit)"
                 )
                 raise self.fail(label, key, problem)
 
