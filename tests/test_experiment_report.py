@@ -79,6 +79,8 @@ def test_a_grid_gets_each_outcome_by_each_swept_key_and_the_points_table(grid):
     # Each zone's take-up apart too: a policy can move both and leave the town's unchanged.
     for zone in ("ae", "x"):
         assert f'src="insured_share_{zone}_by_memory.decay_rate.png"' in page
+    # A caption opens with a capital and keeps the zones' names as they are written.
+    assert "Insured share in the floodplain (AE, A, VE, V), each year, for each value" in page
 
     frame = pd.read_parquet(grid / "model_years.parquet")
     table = pd.read_csv(index.parent / "points.csv")

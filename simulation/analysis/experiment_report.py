@@ -249,6 +249,11 @@ def _difference(runs: pd.Series, references: pd.Series) -> dict[str, Any]:
     }
 
 
+def _sentence(label: str) -> str:
+    """``label`` opening a sentence: its first letter raised, the rest as written (AE stays AE)."""
+    return label[:1].upper() + label[1:]
+
+
 def _shown(value: Any) -> str:
     """A swept value as the experiment file writes it (``null``, ``true``, ``0.8``)."""
     return "null" if pd.isna(value) else _values(_plain(value))
@@ -277,7 +282,7 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
                 frame, "point", outcome, title=f"{outcome} over {runs} replicates", ylabel=label
             )
             caption = (
-                f"{label.capitalize()}, each year: the mean over the {runs} replicates, with a "
+                f"{_sentence(label)}, each year: the mean over the {runs} replicates, with a "
                 "band from the lowest to the highest."
             )
             figures[f"{outcome}.png"] = (figure, caption)
@@ -299,7 +304,7 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
                     band="min-max over runs" if others else "min-max over replicates",
                 )
                 caption = (
-                    f"{label.capitalize()}, each year, for each value of {key}: the mean over "
+                    f"{_sentence(label)}, each year, for each value of {key}: the mean over "
                     f"its runs{across}, with a band from the lowest run to the highest."
                 )
                 figures[f"{outcome}_by_{key}.png"] = (figure, caption)
@@ -322,7 +327,7 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
         for outcome, label in OUTCOMES.items():
             figure = plots.plot_sweep_facets(frame, by, within, outcome, ylabel=label)
             caption = (
-                f"{label.capitalize()}, each year, for each value of {by}, in a panel per value "
+                f"{_sentence(label)}, each year, for each value of {by}, in a panel per value "
                 f"of {within}: the mean over the design point's replicates, with a band from "
                 "the lowest to the highest."
             )
