@@ -41,7 +41,7 @@ from simulation.agents.population import MAX_GROUND_FT, PopulationConfig
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
 from simulation.config_base import LAX, SECRET_KEY_NAMES, ConfigModel, describe_validation_error
 from simulation.decisions.pmt import PMTConfig
-from simulation.errors import InputError, spoken_list
+from simulation.errors import InputError, shown_value, spoken_list
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
 from simulation.input_files import read_text
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
@@ -1599,13 +1599,17 @@ def apply_overrides(
             raise ConfigError(msg)
         try:
             value = load_yaml(raw) if raw.strip() else ""
-        except yaml.YAMLError:
+        except yaml.YAMLError as err:
             # A key pasted where the variable's name goes is never echoed (as in validation).
-            shown = "(value not shown)" if key.rpartition(".")[2] in SECRET_KEY_NAMES else repr(raw)
-            msg = (
-                f"{prefix}{where}{key}: cannot parse value {shown} (a value is read as YAML: "
-                "put text holding ': ', braces or brackets in quotes)"
+            secret = key.rpartition(".")[2] in SECRET_KEY_NAMES
+            shown = "(value not shown)" if secret else shown_value(raw)
+            why = (
+                f": {err.problem}"  # read, but not a value floodsim can hold (a huge integer)
+                if isinstance(err, yaml.constructor.ConstructorError) and err.problem
+                else " (a value is read as YAML: put text holding ': ', braces or brackets in "
+                "quotes)"
             )
+            msg = f"{prefix}{where}{key}: cannot parse value {shown}{why}"
             raise ConfigError(msg) from None
         parts = key.split(".")
         if cwd is not None:

@@ -43,6 +43,22 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        # Python refuses to convert more than 4,300 digits (CVE-2020-10735) with a ValueError,
+        # which no loader's caller expects of a YAML file: a YAML error names where it is.
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"an integer of {len(str(node.value))} characters, too long to read",
+                node.start_mark,
+            ) from None
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+
 
 class _Dumper(yaml.SafeDumper):
     """``yaml.SafeDumper`` that quotes the strings :func:`load_yaml` would read as floats."""

@@ -70,3 +70,25 @@ def test_a_run_named_like_a_number_can_be_run_again_from_its_resolved_config(tmp
     resolved = run_dir / "config.resolved.yaml"
     assert load_yaml(resolved.read_text(encoding="utf-8"))["name"] == "2e3"
     assert main(["run", str(resolved), "--quiet", "--out", str(tmp_path)]) == 0
+
+
+def test_an_integer_too_long_for_python_is_a_yaml_error_with_its_line():
+    """Python refuses to read more than 4,300 digits: a ValueError no loader's caller expects."""
+    with pytest.raises(yaml.YAMLError) as caught:
+        load_yaml("name: x\nyears: 1" + "0" * 5000 + "\n")
+    assert describe_yaml_error(caught.value) == (
+        "line 2, column 8: an integer of 5001 characters, too long to read"
+    )
+    assert load_yaml("years: 1" + "0" * 4000) == {"years": 10**4000}  # below the limit: read
+
+
+@pytest.mark.parametrize("where", ["file", "--set"])
+def test_a_config_with_a_huge_integer_is_refused_on_one_line(tmp_path, capsys, where):
+    huge = "1" + "0" * 5000
+    path = tmp_path / "big.yaml"
+    path.write_text(f"base: {DEFAULT}\n" + (f"years: {huge}\n" if where == "file" else ""))
+    argv = ["validate", str(path)] + (["--set", f"years={huge}"] if where == "--set" else [])
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith("an integer of 5001 characters, too long to read")
+    assert len(line) < 300
