@@ -85,6 +85,7 @@ __all__ = [
     "input_digests",
     "resolve_for_run_dir",
     "resume_run",
+    "run_config_intact",
     "run_simulation",
     "same_config",
 ]
@@ -225,6 +226,21 @@ def same_config(config: RunConfig, recorded: object) -> bool:
     not depend on when it was started.
     """
     return recorded == config_hash(config) or recorded == config_hash(config, execution_keys=True)
+
+
+def run_config_intact(run_dir: Path, manifest: dict[str, Any]) -> bool:
+    """Whether ``run_dir``'s ``config.resolved.yaml`` is still the config its manifest records.
+
+    A run directory is runnable, and read, from that file: one edited since the run would
+    describe other results than those beside it.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a check, not a run: the file's remarks are moot
+            config, _ = load_config(run_dir / "config.resolved.yaml")
+    except (ConfigError, OSError):
+        return False
+    return same_config(resolve_for_run_dir(config, run_dir), manifest.get("config_hash"))
 
 
 def input_digests(config: RunConfig, base_dir: Path) -> dict[str, str]:

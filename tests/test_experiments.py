@@ -272,6 +272,47 @@ def test_resume_reruns_a_complete_run_whose_model_years_csv_was_damaged(
 
 
 @pytest.mark.parametrize(
+    "damage",
+    [
+        lambda run: (run / "household_traces.jsonl").unlink(),  # deleted to free the disk
+        lambda run: (run / "household_traces.jsonl").write_bytes(b""),
+        lambda run: (run / "config.resolved.yaml").write_text(
+            (run / "config.resolved.yaml")
+            .read_text(encoding="utf-8")
+            .replace("years: 3", "years: 4", 1),
+            encoding="utf-8",
+        ),
+    ],
+    ids=["stream-deleted", "stream-emptied", "config-edited"],
+)
+def test_resume_reruns_a_complete_run_whose_audit_or_config_changed_since(
+    serial_result, tmp_path, capsys, damage
+):
+    """It was kept as complete: an audit trail without the stream its manifest lists, or a
+    config.resolved.yaml that no longer describes the run beside it."""
+    out = tmp_path / "copy"
+    shutil.copytree(serial_result.out_dir, out)
+    run = out / "runs" / "p000-r001"
+    damage(run)
+    path = write_experiment(tmp_path)
+    code = main(
+        ["batch", str(path), "--out", str(out), "--executor", "serial", "--resume", "--quiet"]
+    )
+    assert code == 0, capsys.readouterr().err
+    assert "3 kept from an earlier attempt" in capsys.readouterr().out
+    before = serial_result.out_dir / "runs" / "p000-r001"
+    # Run again: its files are a run's again (the traces' timestamps aside).
+    assert (run / "config.resolved.yaml").read_bytes() == (
+        before / "config.resolved.yaml"
+    ).read_bytes()
+    traces = (run / "household_traces.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(traces) == len((before / "household_traces.jsonl").read_text().splitlines()) > 0
+    assert pd.read_parquet(out / "model_years.parquet").equals(
+        pd.read_parquet(serial_result.out_dir / "model_years.parquet")
+    )
+
+
+@pytest.mark.parametrize(
     ("damage", "kept"),
     [
         (lambda records: records[2].pop("run_id"), 3),  # that run cannot be matched: it reruns

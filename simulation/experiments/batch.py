@@ -8,7 +8,8 @@ The output folder of an experiment holds:
     directory. It is rewritten atomically after every finished run, so an interrupted batch
     can be resumed (``--resume`` keeps complete runs whose config and input files are
     unchanged, and reruns the others: failed, missing, changed, stopped by Ctrl-C, or missing
-    their manifest or a readable ``model_years.csv``, whatever their record says). Once
+    their manifest, a readable ``model_years.csv``, an audit stream the manifest lists or the
+    ``config.resolved.yaml`` it records, whatever their record says). Once
     the batch ends, ``wall_s`` is the wall-clock time the latest attempt took, from planning to
     the combined metrics (``null`` while it runs; for reporting, nothing depends on it).
     Tools read it back through :func:`simulation.experiments.record.read_record`.
@@ -291,15 +292,42 @@ def _kept_manifest(
         return None
     # Imported here: the batch's own process needs Mesa only to check runs it might keep.
     from simulation.config import RunConfig  # noqa: PLC0415
-    from simulation.runner import input_digests, resolve_for_run_dir, same_config  # noqa: PLC0415
+    from simulation.runner import (  # noqa: PLC0415
+        input_digests,
+        resolve_for_run_dir,
+        run_config_intact,
+        same_config,
+    )
 
     config = RunConfig.model_validate(run.config)
     same = (
         same_config(resolve_for_run_dir(config, folder), manifest.get("config_hash"))
         and manifest.get("input_sha256") == input_digests(config, folder)
+        and _streams_present(run_dir, manifest)
         and _metrics_intact(run_dir / "model_years.csv", config.years)
+        and run_config_intact(run_dir, manifest)
     )
     return manifest if same else None
+
+
+def _streams_present(run_dir: Path, manifest: dict[str, Any]) -> bool:
+    """Whether every audit stream the manifest lists is a file, and one with lines not empty.
+
+    A stream deleted to free the disk (or emptied) would be kept as if whole: the run's
+    audit trail, and every analysis of it, would miss it. Its lines are not counted: that
+    would read every run's streams on every resume.
+    """
+    audit = manifest.get("audit")
+    streams = audit.get("streams") if isinstance(audit, dict) else None
+    if not isinstance(streams, dict):
+        return True  # a run that writes no audit (level off) lists none
+    for entry in streams.values():
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            return False
+        path = run_dir / entry["file"]
+        if not path.is_file() or (entry.get("lines") and path.stat().st_size == 0):
+            return False
+    return True
 
 
 def _metrics_intact(path: Path, years: int) -> bool:
