@@ -561,6 +561,23 @@ def test_a_key_both_set_and_swept_is_refused_before_anything_runs(tmp_path, caps
     assert main(["validate", str(path)]) == 0
 
 
+def test_a_key_set_twice_dotted_and_in_its_section_is_refused(tmp_path, capsys):
+    """One of the two would win without a word."""
+    path = write_experiment(tmp_path, "sweep: {grid: {government.initial_subsidy: [0.2, 0.5]}}\n")
+    fixed = "memory.decay_rate: 0.8, memory: {decay_rate: 0.9}, audit.level"
+    path.write_text(path.read_text().replace("audit.level", fixed))
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {path}: set: memory.decay_rate: given twice, also in memory; "
+        "give it once\n"
+    )
+    # Other keys of the same section are no clash.
+    path.write_text(
+        path.read_text().replace("memory.decay_rate: 0.8", "memory.working_capacity: 5")
+    )
+    assert main(["validate", str(path)]) == 0
+
+
 @pytest.mark.parametrize(
     ("values", "twice"),
     [("[0.8, 0.9, 0.8]", "0.8"), ("[1, 1.0]", "1.0"), ("[{3: 9.5}, {3: 9.5}]", "{3: 9.5}")],

@@ -237,6 +237,12 @@ class ExperimentConfig(Section):
             if "name" in keys:
                 msg = f"{where}: name: runs are named after the experiment's `name`"
                 raise ValueError(msg)
+        for key in self.set:
+            # memory.decay_rate beside memory: {decay_rate: ...}: one would silently win.
+            others = {other: value for other, value in self.set.items() if other != key}
+            if (holder := _set_key(others, key)) is not None:
+                msg = f"set: {key}: given twice, also in {holder}; give it once"
+                raise ValueError(msg)
         for key in self.swept_keys:
             if (fixed := _set_key(self.set, key)) is not None:
                 what = "swept too" if fixed == key else f"holds {key}, which is swept too"
