@@ -634,6 +634,13 @@ def test_target_loss():
         ({"set": {"seed": 3}}, "set.seed"),
         ({"set": {"name": "other"}}, "set.name"),
         ({"set": {"decision.pmt.beta_tp": 3.0}}, "set.decision.pmt.beta_tp"),
+        # A section holding a fitted key: the search's value silently won.
+        ({"set": {"decision": {"pmt": {"beta_tp": 3.0}}}}, "set.decision"),
+        # A key given dotted and in its section: one of the two silently won.
+        (
+            {"set": {"memory.decay_rate": 0.8, "memory": {"decay_rate": 0.9}}},
+            "set.memory.decay_rate",
+        ),
         ({"set": {"households.count": 40, "years": 12}}, "targets"),  # reads year 15
     ],
     ids=[
@@ -650,6 +657,8 @@ def test_target_loss():
         "seed-in-set",
         "name-in-set",
         "fixed-and-fitted",
+        "fixed-in-a-section-and-fitted",
+        "set-twice",
         "targets-past-the-run",
     ],
 )

@@ -147,6 +147,8 @@ from simulation.experiments.design import (
     ExperimentConfig,
     override_executor_config,
     plan_runs,
+    set_key_holding,
+    set_twice,
 )
 from simulation.folder_lock import hold_folder
 from simulation.output_kinds import CALIBRATION, other_kind_error
@@ -390,10 +392,14 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
     if "name" in calibration.set:
         msg = f"{origin}: set.name: the runs take the calibration's `name`"
         raise CalibrationError(msg)
-    both = sorted(set(calibration.set) & set(calibration.parameters))
-    if both:
-        msg = f"{origin}: set.{both[0]}: also a fitted parameter; fix it or fit it, not both"
+    if (twice := set_twice(calibration.set)) is not None:
+        msg = f"{origin}: set.{twice[0]}: given twice, also in {twice[1]}; give it once"
         raise CalibrationError(msg)
+    for key in calibration.parameters:
+        if (fixed := set_key_holding(calibration.set, key)) is not None:
+            what = "also a fitted parameter" if fixed == key else f"holds {key}, a fitted parameter"
+            msg = f"{origin}: set.{fixed}: {what}; fix it or fit it, not both"
+            raise CalibrationError(msg)
     folder = path.resolve().parent
     calibration = calibration.model_copy(update={"set": _absolute_paths(calibration.set, folder)})
     targets = _load_targets(calibration, folder, origin)

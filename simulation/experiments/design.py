@@ -69,6 +69,8 @@ __all__ = [
     "override_executor_config",
     "plan_runs",
     "replicate_seeds",
+    "set_key_holding",
+    "set_twice",
 ]
 
 
@@ -237,14 +239,11 @@ class ExperimentConfig(Section):
             if "name" in keys:
                 msg = f"{where}: name: runs are named after the experiment's `name`"
                 raise ValueError(msg)
-        for key in self.set:
-            # memory.decay_rate beside memory: {decay_rate: ...}: one would silently win.
-            others = {other: value for other, value in self.set.items() if other != key}
-            if (holder := _set_key(others, key)) is not None:
-                msg = f"set: {key}: given twice, also in {holder}; give it once"
-                raise ValueError(msg)
+        if (twice := set_twice(self.set)) is not None:
+            msg = f"set: {twice[0]}: given twice, also in {twice[1]}; give it once"
+            raise ValueError(msg)
         for key in self.swept_keys:
-            if (fixed := _set_key(self.set, key)) is not None:
+            if (fixed := set_key_holding(self.set, key)) is not None:
                 what = "swept too" if fixed == key else f"holds {key}, which is swept too"
                 msg = f"set: {fixed}: {what}; fix it in set or sweep it, not both"
                 raise ValueError(msg)
@@ -267,11 +266,24 @@ class ExperimentConfig(Section):
 _ABSENT = object()
 
 
-def _set_key(fixed: dict[str, Any], key: str) -> str | None:
-    """The key of ``set`` that gives the swept ``key`` a value too, if one does.
+def set_twice(fixed: dict[str, Any]) -> tuple[str, str] | None:
+    """A dotted key of ``set`` that another of its keys gives a value too, and that other key.
+
+    ``memory.decay_rate`` beside ``memory: {decay_rate: 0.9}``: one would win without a word.
+    """
+    for key in fixed:
+        others = {other: value for other, value in fixed.items() if other != key}
+        if (holder := set_key_holding(others, key)) is not None:
+            return key, holder
+    return None
+
+
+def set_key_holding(fixed: dict[str, Any], key: str) -> str | None:
+    """The key of ``set`` that gives ``key`` (a swept or fitted one) a value too, if one does.
 
     ``set`` may give the key itself (``memory.decay_rate``) or a section holding it
-    (``memory: {decay_rate: 0.9}``): the sweep would overwrite either without a word.
+    (``memory: {decay_rate: 0.9}``): the sweep or the search would overwrite either without a
+    word.
     """
     parts = key.split(".")
     for cut in range(len(parts), 0, -1):
