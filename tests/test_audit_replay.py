@@ -421,6 +421,25 @@ def test_a_complete_runs_stream_cut_short_is_refused(tmp_path: Path, gz: bool) -
         rebuild_memory(run, "H1", 3)
 
 
+def test_a_complete_runs_stream_cut_mid_line_is_refused_without_a_warning_beside(
+    tmp_path: Path,
+) -> None:
+    """The cut last line was warned of as an interrupted run's, then the run called complete."""
+    manifest = _manifest()
+    manifest["status"] = "complete"
+    partial = orjson.dumps(UPDATES[-1])[:50]
+    run = make_run(
+        tmp_path,
+        manifest=manifest,
+        streams={"memory_updates": UPDATES[:-1]},
+        tails={"memory_updates": partial},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AuditReadError, match=r"ends after \d+ lines but the run completed"):
+            rebuild_memory(run, "H1", 3)
+
+
 # --------------------------------------------------------------------------- replay errors
 @pytest.mark.parametrize("level", ["minimal", "off"])
 def test_levels_without_memory_streams_are_refused(tmp_path: Path, level: str) -> None:
