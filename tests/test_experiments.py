@@ -561,6 +561,16 @@ def test_a_key_both_set_and_swept_is_refused_before_anything_runs(tmp_path, caps
     assert main(["validate", str(path)]) == 0
 
 
+@pytest.mark.parametrize("key", ["''", "a..b", "'x=1'", "memory."])
+def test_a_swept_key_that_is_no_dotted_key_is_refused_in_the_sweeps_words(tmp_path, capsys, key):
+    """It was refused as a --set flag: "sweep: '=1': expected KEY=VALUE with a dotted KEY"."""
+    path = write_experiment(tmp_path, f"sweep: {{grid: {{{key}: [1]}}}}\n")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"floodsim: error: {path}: sweep: grid: ")
+    assert err.endswith(" is not a dotted config key (e.g. memory.decay_rate)\n")
+
+
 def test_a_key_set_twice_dotted_and_in_its_section_is_refused(tmp_path, capsys):
     """One of the two would win without a word."""
     path = write_experiment(tmp_path, "sweep: {grid: {government.initial_subsidy: [0.2, 0.5]}}\n")

@@ -26,7 +26,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import orjson
@@ -53,6 +53,9 @@ from simulation.config_base import LAX
 from simulation.cores import MAX_WORKERS
 from simulation.runner import build_model
 from simulation.yaml_errors import dump_yaml
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "EXPERIMENT_KEYS",
@@ -105,6 +108,17 @@ def _listed_twice(values: list[Any]) -> Any:
     return None
 
 
+def _check_dotted(keys: Iterable[str], where: str) -> None:
+    """Refuse a swept key that is not a dotted config key (empty, ``a..b``, ``x=1``).
+
+    Each becomes a ``KEY=VALUE`` override: such a key would be reported in a --set flag's words.
+    """
+    for key in keys:
+        if "=" in key or not all(part.strip() for part in key.split(".")):
+            msg = f"{where}: {key!r} is not a dotted config key (e.g. memory.decay_rate)"
+            raise ValueError(msg)
+
+
 class SweepConfig(Section):
     """What varies between design points (``sweep:``)."""
 
@@ -120,6 +134,8 @@ class SweepConfig(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> SweepConfig:
+        _check_dotted(self.grid, "grid")
+        _check_dotted(self.lhs, "lhs")
         for key, values in self.grid.items():
             if not values:
                 msg = f"grid.{key}: needs at least one value"
