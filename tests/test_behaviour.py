@@ -830,7 +830,8 @@ def test_an_interrupted_experiment_is_checked_on_its_complete_runs_labelled_as_s
         f"(to finish them: floodsim batch <experiment file> --out {tmp_path} --resume)"
     )
     assert said[UncomputedTargetWarning].endswith(
-        "(1 of 2 run(s) give no value for this target: its value is that of the other 1)"
+        '(1 of 2 run(s) at [government.budget=null, audit.sample=["H1","H2"]] give no value '
+        "for this target: its value is that of the other 1)"
     )
     row = table.iloc[0]
     assert (row["value"], row["n_runs"], row["passed"]) == (4.0, 2, True)

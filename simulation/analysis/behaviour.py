@@ -694,9 +694,11 @@ def check_behaviour(
                     if spared and answered
                     else "so it fails"
                 )
+                # The first run's reason stands for the others: a sweep's points say which.
+                at = f" at [{setting}]" if setting else ""
                 warnings.warn(
                     UncomputedTargetWarning(
-                        f"{problems[0]} ({len(problems)} of {len(runs)} run(s) give no value "
+                        f"{problems[0]} ({len(problems)} of {len(runs)} run(s){at} give no value "
                         f"for this target: {outcome})"
                     ),
                     stacklevel=2,
@@ -706,7 +708,7 @@ def check_behaviour(
                 # duration of its own; it does not void what the other runs say.
                 known = [v for v in values if not math.isnan(v)]
                 if not strict:  # a calibration scores the penalty, without a word
-                    _warn_durationless(runs, values, answered, target, recovery=recovery)
+                    _warn_durationless(runs, values, answered, target, setting, recovery=recovery)
                 mean, spread, low, high = (
                     _summary(known, censored=True) if known else (math.nan,) * 4
                 )
@@ -751,6 +753,7 @@ def _warn_durationless(
     values: list[float],
     answered: list[Path],
     target: Target,
+    setting: str,
     *,
     recovery: bool,
 ) -> None:
@@ -780,7 +783,7 @@ def _warn_durationless(
     warnings.warn(
         UncomputedTargetWarning(
             f"{blank[0]}: target {target.name!r}: {what} ({len(blank)} of {len(runs)} "
-            f"run(s) have none: {outcome})"
+            f"run(s){f' at [{setting}]' if setting else ''} have none: {outcome})"
         ),
         stacklevel=3,
     )
