@@ -29,6 +29,7 @@ from simulation.folder_lock import hold_folder
 from simulation.runner import config_hash
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+SCENARIO = DEFAULT.parent / "scenarios" / "single_flood.yaml"
 EXPERIMENTS = DEFAULT.parent / "experiments"
 
 
@@ -561,6 +562,37 @@ def test_a_key_both_set_and_swept_is_refused_before_anything_runs(tmp_path, caps
     assert main(["validate", str(path)]) == 0
 
 
+@pytest.mark.parametrize(
+    ("fixed", "holder"),
+    [
+        ("{hazard.events: {4: 9.5}, hazard.events.4: 3.0}", "hazard.events"),  # 9.5 was lost
+        ("{hazard.events.4: 3.0, hazard.events: {6: 9.5}}", "hazard.events"),  # 3.0 was lost
+        ("{hazard.events.4: 3.0, hazard: {events: {6: 9.5}}}", "hazard"),
+    ],
+)
+def test_a_year_set_beside_its_events_table_is_refused(tmp_path, capsys, fixed, holder):
+    """A table's years are numbers, the dotted key's text: the check did not see them."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"name: t\nbase: {SCENARIO}\nset: {fixed}\n", encoding="utf-8")
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {path}: set: hazard.events.4: also given by {holder}; give it once\n"
+    )
+    path.write_text(
+        f"name: t\nbase: {SCENARIO}\nset: {{hazard.events.4: 3.0, hazard.events.6: 9.5}}\n"
+    )
+    assert main(["validate", str(path)]) == 0
+    # A year swept while set fixes it in the table is the clash set-and-swept names.
+    path.write_text(
+        f"name: t\nbase: {SCENARIO}\nset: {{hazard.events: {{4: 9.5}}}}\n"
+        "sweep: {grid: {hazard.events.4: [3.0, 9.0]}}\n"
+    )
+    assert main(["validate", str(path)]) == 2
+    assert (
+        "set: hazard.events: holds hazard.events.4, which is swept too" in capsys.readouterr().err
+    )
+
+
 @pytest.mark.parametrize("key", ["''", "a..b", "'x=1'", "memory."])
 def test_a_swept_key_that_is_no_dotted_key_is_refused_in_the_sweeps_words(tmp_path, capsys, key):
     """It was refused as a --set flag: "sweep: '=1': expected KEY=VALUE with a dotted KEY"."""
@@ -578,8 +610,7 @@ def test_a_key_set_twice_dotted_and_in_its_section_is_refused(tmp_path, capsys):
     path.write_text(path.read_text().replace("audit.level", fixed))
     assert main(["validate", str(path)]) == 2
     assert capsys.readouterr().err == (
-        f"floodsim: error: {path}: set: memory.decay_rate: given twice, also in memory; "
-        "give it once\n"
+        f"floodsim: error: {path}: set: memory.decay_rate: also given by memory; give it once\n"
     )
     # Other keys of the same section are no clash.
     path.write_text(

@@ -393,7 +393,7 @@ def load_calibration(path: str | Path) -> tuple[CalibrationConfig, Path]:
         msg = f"{origin}: set.name: the runs take the calibration's `name`"
         raise CalibrationError(msg)
     if (twice := set_twice(calibration.set)) is not None:
-        msg = f"{origin}: set.{twice[0]}: given twice, also in {twice[1]}; give it once"
+        msg = f"{origin}: set.{twice[0]}: also given by {twice[1]}; give it once"
         raise CalibrationError(msg)
     for key in calibration.parameters:
         if (fixed := set_key_holding(calibration.set, key)) is not None:

@@ -34,6 +34,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from simulation.config import (
     EXPERIMENT_KEYS,
+    WHOLE_TABLES,
     ConfigError,
     ConfigWarning,
     RunConfig,
@@ -256,7 +257,7 @@ class ExperimentConfig(Section):
                 msg = f"{where}: name: runs are named after the experiment's `name`"
                 raise ValueError(msg)
         if (twice := set_twice(self.set)) is not None:
-            msg = f"set: {twice[0]}: given twice, also in {twice[1]}; give it once"
+            msg = f"set: {twice[0]}: also given by {twice[1]}; give it once"
             raise ValueError(msg)
         for key in self.swept_keys:
             if (fixed := set_key_holding(self.set, key)) is not None:
@@ -285,11 +286,20 @@ _ABSENT = object()
 def set_twice(fixed: dict[str, Any]) -> tuple[str, str] | None:
     """A dotted key of ``set`` that another of its keys gives a value too, and that other key.
 
-    ``memory.decay_rate`` beside ``memory: {decay_rate: 0.9}``: one would win without a word.
+    ``memory.decay_rate`` beside ``memory: {decay_rate: 0.9}``: one would win without a word;
+    so would a year beside its whole table (``hazard.events.4`` beside ``hazard.events``).
     """
     for key in fixed:
         others = {other: value for other, value in fixed.items() if other != key}
         if (holder := set_key_holding(others, key)) is not None:
+            return key, holder
+        # A year table is replaced whole: beside it, one year given dotted is kept or lost
+        # depending on which of the two comes first.
+        parts = tuple(key.split("."))
+        table = next(
+            (t for t in WHOLE_TABLES if parts[: len(t)] == t and len(parts) > len(t)), None
+        )
+        if table is not None and (holder := set_key_holding(others, ".".join(table))):
             return key, holder
     return None
 
@@ -305,10 +315,22 @@ def set_key_holding(fixed: dict[str, Any], key: str) -> str | None:
     for cut in range(len(parts), 0, -1):
         value = fixed.get(".".join(parts[:cut]), _ABSENT)
         for part in parts[cut:]:
-            value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
+            value = _entry(value, part)
         if value is not _ABSENT:
             return ".".join(parts[:cut])
     return None
+
+
+def _entry(section: Any, part: str) -> Any:
+    """``section[part]``, or :data:`_ABSENT`.
+
+    A year table's number key (``{4: 9.5}``) is the dotted key's ``"4"``, as overrides read it.
+    """
+    if not isinstance(section, dict):
+        return _ABSENT
+    if part in section:
+        return section[part]
+    return next((v for k, v in section.items() if str(k).strip() == part), _ABSENT)
 
 
 def override_executor(
