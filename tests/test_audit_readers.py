@@ -115,13 +115,16 @@ def test_stream_path_rejects_unknown_stream_and_missing_folder(tmp_path: Path) -
         stream_path(manifest, "household_traces")
 
 
-def test_a_folder_named_as_a_stream_is_not_reported_as_absent(run_dir: Path) -> None:
+def test_a_folder_named_as_a_stream_is_not_reported_as_absent(run_dir: Path, gz: bool) -> None:
     # Read as absent, a stream the run wrote would pass for one its audit level never writes.
     (run_dir / "memory_updates.jsonl.gz").mkdir()
     with pytest.raises(AuditReadError, match=r"memory_updates\.jsonl\.gz: not a file"):
         stream_path(run_dir, "memory_updates")
     with pytest.raises(AuditReadError, match="not a file"):
         list(iter_records(run_dir, "memory_updates"))
+    # Beside the stream's real file, a folder of the other name is no matter.
+    (run_dir / "household_traces.jsonl" if gz else run_dir / "household_traces.jsonl.gz").mkdir()
+    assert stream_path(run_dir, "household_traces") is not None
 
 
 def test_iter_records_round_trips_every_line(run_dir: Path) -> None:

@@ -244,13 +244,12 @@ def stream_path(run_dir: StrPath, name: str) -> Path | None:
     """
     _check_name(name)
     folder = _run_dir(run_dir)
-    for suffix in (".jsonl", ".jsonl.gz"):
-        path = folder / f"{name}{suffix}"
-        if path.is_file():
-            return path
-        if path.exists():
-            msg = f"{path}: not a file (a {name} stream is a file of JSON lines)"
-            raise AuditReadError(msg)
+    paths = [folder / f"{name}{suffix}" for suffix in (".jsonl", ".jsonl.gz")]
+    if found := next((path for path in paths if path.is_file()), None):
+        return found
+    if taken := next((path for path in paths if path.exists()), None):
+        msg = f"{taken}: not a file (a {name} stream is a file of JSON lines)"
+        raise AuditReadError(msg)
     return None
 
 
