@@ -470,7 +470,8 @@ def test_precondition_grammar(text: str, holds: bool) -> None:
         ("elevated == 1", "compared with int 1"),
         ("income = 5", "cannot parse"),
         # Python's truth of a zone or a number: a skill silently always or never available.
-        ("not flood_zone", "needs a true/false field .*e.g. 'flood_zone == AE'"),
+        ("not flood_zone", "needs a true/false field .*e.g. 'flood_zone != AE'"),
+        ("not claims_paid", "e.g. 'claims_paid <= 0'"),
         ("income", "compare float field 'income' instead, e.g. 'income > 0'"),
         ("claims_paid", "compare int field 'claims_paid' instead"),
         ("incme >= 5", r"unknown state field 'incme' \(fields: agent_id, .*, income, "),

@@ -245,7 +245,12 @@ class Precondition:
             # Python's truth of a zone or an income is "non-empty" or "non-zero": a skill gated
             # on it would be silently always or never available.
             vocabulary = _VOCABULARIES.get(field, ("VALUE",))
-            example = f"== {vocabulary[0]}" if kind is str else "> 0"
+            # The example keeps the test's sense: "not income" is "income <= 0".
+            example = (
+                f"{'!=' if op == 'not' else '=='} {vocabulary[0]}"
+                if kind is str
+                else f"{'<=' if op == 'not' else '>'} 0"
+            )
             msg = (
                 f"{shown_value(stripped)}: a bare or 'not' test needs a true/false field "
                 f"({', '.join(_BOOLEAN_FIELDS)}); compare {kind.__name__} field {field!r} "
