@@ -269,6 +269,28 @@ def test_batch_experiment_notebook_compares_levels_in_the_sweeps_order_as_the_re
     assert int(paired.group(2)) + int(paired.group(3)) <= 3
 
 
+def test_batch_experiment_notebook_does_not_compare_a_latin_hypercubes_levels_one_by_one(
+    monkeypatch, tmp_path
+):
+    """Each of its runs has a level of its own: the first point's draw is no reference."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: lhs\nbase: {ROOT / 'configs' / 'default.yaml'}\n"
+        "set: {households.count: 30, years: 3, audit.level: off}\nreplicates: 1\nseed: 1\n"
+        "sweep: {lhs: {memory.decay_rate: [0.8, 0.99]}, samples: 10}\n",
+        encoding="utf-8",
+    )
+    folder = run_experiment(path, tmp_path / "out", executor="serial", progress=False).out_dir
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(folder))
+    monkeypatch.delenv("FLOODSIM_SWEPT_KEY", raising=False)
+    nb = execute("batch_experiment.ipynb")
+    check_clean(nb)
+    text = text_of(nb)
+    assert "decay_rate takes 10 values, more than the 8 compared level by level" in text
+    assert "Mean take-up with decay_rate" not in text
+    assert "Paired by replicate" not in text
+
+
 def test_batch_experiment_notebook_compares_a_null_level_as_a_level(monkeypatch, tmp_path):
     """An unlimited budget (null) is a setting of its own, not a row left out of the table."""
     grid = "{government.budget: [null, 1000000]}"
