@@ -6,6 +6,7 @@ import argparse
 import errno
 import math
 import os
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -297,6 +298,106 @@ def test_resuming_an_earlier_attempt_it_cannot_continue_is_refused(tmp_path, cha
     with pytest.raises(CalibrationError, match=refusal):
         calibrate(path, tmp_path / "out", resume=True, progress=False)
     assert _outputs(tmp_path / "out") == before
+
+
+@pytest.fixture(scope="module")
+def three_done(tmp_path_factory) -> tuple[Path, Path]:
+    """A finished calibration of three evaluations (its file and its output folder)."""
+    folder = tmp_path_factory.mktemp("three")
+    path = write(folder, tiny(parameters=DECAY, replicates=1, max_evaluations=3))
+    calibrate(path, folder / "out", progress=False)
+    return path, folder / "out"
+
+
+def _cut(text: bytes) -> bytes:
+    return text[:-12]
+
+
+def _swap(text: bytes) -> bytes:
+    head, *rows = text.splitlines(keepends=True)
+    return head + rows[1] + rows[0] + b"".join(rows[2:])
+
+
+def _twice(text: bytes) -> bytes:
+    return text + text.splitlines(keepends=True)[1]
+
+
+def _rename(text: bytes) -> bytes:
+    return text.replace(b",loss,", b",Loss,", 1)
+
+
+def _nan_loss(text: bytes) -> bytes:
+    head, first, *rest = text.splitlines(keepends=True)
+    cells = first.split(b",")
+    cells[2] = b"nan"
+    return head + b",".join(cells) + b"".join(rest)
+
+
+@pytest.mark.parametrize(
+    ("damage", "refusal"),
+    [
+        (_cut, r"its last row is cut short"),
+        (_swap, r"its rows are out of order"),
+        (_twice, r"evaluation 0 appears twice"),
+        (_rename, r"has no column 'loss'$"),
+        (_nan_loss, r"line 2: loss 'nan' is not a finite number"),
+    ],
+    ids=["cut", "swapped", "twice", "renamed", "nan-loss"],
+)
+def test_resuming_from_a_damaged_evaluations_csv_says_what_is_wrong(
+    three_done, tmp_path, damage, refusal
+):
+    """A cut last row was read with its missing values as 0 or blank; the others were named as
+    a missing evaluation or a raw KeyError."""
+    path, done = three_done
+    out = tmp_path / "out"
+    shutil.copytree(done, out)
+    (out / "evaluations.csv").write_bytes(damage((out / "evaluations.csv").read_bytes()))
+    with pytest.raises(CalibrationError, match=refusal) as caught:
+        calibrate(path, out, resume=True, progress=False)
+    assert "\n" not in str(caught.value)
+
+
+def test_resuming_without_best_yaml_does_not_replace_the_evaluations(three_done, tmp_path):
+    """It started again and overwrote them, though a changed calibration file had made them
+    another calibration's."""
+    path, done = three_done
+    out = tmp_path / "out"
+    shutil.copytree(done, out)
+    (out / "best.yaml").unlink()
+    before = (out / "evaluations.csv").read_bytes()
+    with pytest.raises(CalibrationError, match=r"best\.yaml is missing, .* with --overwrite"):
+        calibrate(path, out, resume=True, progress=False)
+    assert (out / "evaluations.csv").read_bytes() == before
+    (out / "best.yaml").write_text("a: [\n  {{{: [\n", encoding="utf-8")
+    with pytest.raises(
+        CalibrationError, match=r"best\.yaml cannot be read: line \d+, column"
+    ) as caught:
+        calibrate(path, out, resume=True, progress=False)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_folder_where_a_summary_goes_is_refused_before_anything_runs(three_done, tmp_path):
+    """Found when the figure was drawn, after the search: every --resume met it again."""
+    path, done = three_done
+    out = tmp_path / "out"
+    shutil.copytree(done, out)
+    (out / "calibration.png").unlink()
+    (out / "calibration.png").mkdir()
+    for flags in ({"resume": True}, {"overwrite": True}):
+        with pytest.raises(CalibrationError, match=r"calibration\.png: a folder where the"):
+            calibrate(path, out, progress=False, **flags)
+
+
+def test_a_target_of_zero_tolerance_is_refused_by_a_calibration(tmp_path):
+    """The loss counts misses in tolerances: it was scaled by 1, the least weight of all."""
+    targets = yaml.safe_load(TARGETS.read_text(encoding="utf-8"))
+    targets["targets"][0]["tolerance"] = 0
+    (tmp_path / "targets.yaml").write_text(yaml.safe_dump(targets), encoding="utf-8")
+    path = write(tmp_path, tiny(targets=str(tmp_path / "targets.yaml")))
+    name = targets["targets"][0]["name"]
+    with pytest.raises(CalibrationError, match=rf"target '{name}': tolerance 0 cannot scale"):
+        load_calibration(path)
 
 
 def test_a_folder_another_calibration_is_writing_is_refused_untouched(tmp_path):

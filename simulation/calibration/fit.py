@@ -33,7 +33,7 @@ Method: simulated method of moments.
 
         L(θ) = Σ_targets ((mean_sim - target) / tolerance)²
 
-    i.e. squared distance in tolerances (a target with zero tolerance is scaled by 1). A
+    i.e. squared distance in tolerances (a target of zero tolerance is refused at load). A
     statistic that is not finite (NaN: no jump to recover from, no insured spell, or a share
     over nobody, as when every household has moved away; inf:
     take-up never recovers within the run, or most policies outlast it) contributes
@@ -83,7 +83,9 @@ Resuming (``resume=True``, ``floodsim calibrate FILE --resume``):
     fingerprint of everything else (the calibration file's other keys, the base config with
     ``set`` applied, the files that config reads and the targets file), and an attempt of
     other settings is refused. A folder without an earlier attempt's ``best.yaml`` starts from
-    the beginning, and the runs an unfinished evaluation left there are removed. The summaries
+    the beginning, and the runs an unfinished evaluation left there are removed, unless its
+    ``evaluations.csv`` holds more than the first evaluation (only a deleted ``best.yaml`` does
+    that): those are refused to replace without ``--overwrite``. The summaries
     (``evaluations.csv`` and ``best.yaml``, whose ``stopped`` then reads ``running``) are
     written after every evaluation, so a process killed outright (SIGKILL, the out-of-memory
     killer, a job's hard time limit) loses only the evaluation it was simulating;
@@ -97,6 +99,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import math
 import shutil
 import warnings
@@ -153,7 +156,7 @@ from simulation.experiments.design import (
 from simulation.folder_lock import hold_folder
 from simulation.output_kinds import CALIBRATION, other_kind_error
 from simulation.runner import config_hash, input_digests
-from simulation.yaml_errors import dump_yaml
+from simulation.yaml_errors import describe_yaml_error, dump_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -462,10 +465,21 @@ def _load_targets(calibration: CalibrationConfig, folder: Path, origin: str) -> 
         msg = f"{origin}: targets: {targets_path}: file not found"
         raise CalibrationError(msg)
     try:
-        return load_targets(targets_path)
+        targets = load_targets(targets_path)
     except BehaviourError as err:
         msg = f"{origin}: targets: {err}"
         raise CalibrationError(msg) from None
+    for target in targets:
+        if target.tolerance <= 0:
+            # The loss counts a miss in tolerances: a target to be met exactly would have no
+            # scale, and any scale given it instead would weigh it against the others unsaid.
+            msg = (
+                f"{origin}: targets: target {target.name!r}: tolerance {target.tolerance:g} "
+                "cannot scale the calibration's loss (a miss is counted in tolerances): give "
+                "the distance the fit should aim within"
+            )
+            raise CalibrationError(msg)
+    return targets
 
 
 def _check_target_years(targets: list[Target], years: int, origin: str) -> None:
@@ -661,25 +675,45 @@ class _Search:
         try:
             summary = yaml.safe_load((self.out / "best.yaml").read_text(encoding="utf-8"))
         except FileNotFoundError:
+            if _rows(self.out / "evaluations.csv") > 1:
+                # best.yaml follows evaluations.csv after every evaluation: only the first can
+                # be without it (killed between the two). Without it nothing says the others
+                # are of these settings, and starting again would replace them unasked.
+                msg = (
+                    f"{self.origin}: --resume: {self.out / 'best.yaml'} is missing, so the "
+                    f"evaluations in {self.out / 'evaluations.csv'} cannot be checked against "
+                    "this calibration; start again with --overwrite (or put best.yaml back)"
+                )
+                raise CalibrationError(msg) from None
             # Interrupted before its first evaluation finished: nothing to keep. The runs that
             # evaluation left would be refused as another experiment's results when it is
             # simulated again, and scored as a failed point.
             _clear_results(self.out)
             return 0
-        except (OSError, yaml.YAMLError) as err:
+        except yaml.YAMLError as err:
+            msg = (
+                f"{self.origin}: --resume: {self.out / 'best.yaml'} cannot be read: "
+                f"{describe_yaml_error(err)}"
+            )
+            raise CalibrationError(msg) from None
+        except OSError as err:
             msg = f"{self.origin}: --resume: {self.out / 'best.yaml'} cannot be read: {err}"
             raise CalibrationError(msg) from None
         self._check_summary(summary, fingerprint)
+        evaluations = self._read_evaluations(self.out / "evaluations.csv")
         where = self.out / "evaluations.csv"
-        try:
-            # As text, parsed by float(): the losses and parameter values must come back to
-            # the same floats, which pandas' own float parsing does not promise.
-            table = pd.read_csv(where, dtype=str, keep_default_na=False)
-            names = [str(name) for name in table.columns[len(self.keys) + 2 : -1]]
-            evaluations = [self._recorded(row, names) for row in table.to_dict(orient="records")]
-        except (OSError, ValueError, KeyError, pd.errors.ParserError) as err:
-            msg = f"{self.origin}: --resume: {where} cannot be read: {err}"
-            raise CalibrationError(msg) from None
+        for position, evaluation in enumerate(evaluations):
+            if evaluation.index != position:
+                indices = [e.index for e in evaluations]
+                problem = (
+                    f"evaluation {evaluation.index} appears twice"
+                    if indices.count(evaluation.index) > 1
+                    else f"evaluation {position} is missing"
+                    if position not in indices
+                    else "its rows are out of order"
+                )
+                msg = f"{self.origin}: --resume: {where}: {problem}"
+                raise CalibrationError(msg)
         budget = self.calibration.max_evaluations
         if len(evaluations) > budget:
             # The search would stop before reaching the recorded best, whose runs are the
@@ -689,10 +723,6 @@ class _Search:
                 f"{len(evaluations)} evaluations the earlier attempt in {self.out} finished"
             )
             raise CalibrationError(msg)
-        for position, evaluation in enumerate(evaluations):
-            if evaluation.index != position:
-                msg = f"{self.origin}: --resume: {where}: evaluation {position} is missing"
-                raise CalibrationError(msg)
         if not evaluations:
             msg = f"{self.origin}: --resume: {where} holds no evaluations"
             raise CalibrationError(msg)
@@ -708,6 +738,44 @@ class _Search:
         self.recorded = best.folder
         self.replay.extend(evaluations)
         return len(evaluations)
+
+    def _read_evaluations(self, where: Path) -> list[_Evaluation]:
+        """The rows of an earlier attempt's ``evaluations.csv``, each checked whole.
+
+        Raises:
+            CalibrationError: For a file that cannot be read, lacks a column, ends inside a row
+                (it is written whole, ending with a newline) or records a loss that is not a
+                finite number (every loss, a penalty's too, is one).
+        """
+        try:
+            # As text, parsed by float(): the losses and parameter values must come back to
+            # the same floats, which pandas' own float parsing does not promise.
+            text = where.read_bytes()
+            table = pd.read_csv(io.BytesIO(text), dtype=str, keep_default_na=False)
+        except (OSError, ValueError, pd.errors.ParserError) as err:
+            msg = f"{self.origin}: --resume: {where} cannot be read: {err}"
+            raise CalibrationError(msg) from None
+        fail = f"{self.origin}: --resume: {where}"
+        missing = [c for c in ("evaluation", *self.keys, "loss", "invalid") if c not in table]
+        if missing:
+            msg = f"{fail}: has no column {', '.join(map(repr, missing))}"
+            raise CalibrationError(msg)
+        if text and not text.endswith(b"\n"):
+            msg = f"{fail}: its last row is cut short (the file was cut after it was written)"
+            raise CalibrationError(msg)
+        names = [str(name) for name in table.columns[len(self.keys) + 2 : -1]]
+        evaluations = []
+        for number, row in enumerate(table.to_dict(orient="records"), start=2):
+            try:
+                evaluation = self._recorded(row, names)
+            except ValueError as err:
+                msg = f"{fail}: line {number} cannot be read: {err}"
+                raise CalibrationError(msg) from None
+            if not math.isfinite(evaluation.loss):
+                msg = f"{fail}: line {number}: loss {row['loss']!r} is not a finite number"
+                raise CalibrationError(msg)
+            evaluations.append(evaluation)
+        return evaluations
 
     def _recorded(self, row: dict[str, Any], names: list[str]) -> _Evaluation:
         """One row of ``evaluations.csv`` as an evaluation (its table: each target's value)."""
@@ -979,6 +1047,12 @@ def _check_output_folder(out: Path, *, resume: bool, overwrite: bool) -> None:
         raise ValueError(msg)
     if error := other_kind_error(out, CALIBRATION):
         raise CalibrationError(error)
+    for name in _SUMMARIES:
+        if (out / name).exists() and not (out / name).is_file():
+            # Found only when written, after the first evaluation; and --resume would meet it
+            # again every time.
+            msg = f"{out / name}: a folder where the calibration writes a file: remove it"
+            raise CalibrationError(msg)
     if resume or overwrite:
         return
     held = [name for name in (*_SUMMARIES, "evaluations") if (out / name).exists()]
@@ -988,6 +1062,15 @@ def _check_output_folder(out: Path, *, resume: bool, overwrite: bool) -> None:
             "continue it, or --overwrite to replace them"
         )
         raise CalibrationError(msg)
+
+
+def _rows(path: Path) -> int:
+    """The data rows of a CSV file (0 when it is missing)."""
+    try:
+        with path.open("rb") as file:
+            return max(sum(1 for _ in file) - 1, 0)
+    except FileNotFoundError:
+        return 0
 
 
 def _clear_results(out: Path) -> None:
