@@ -212,9 +212,28 @@ def _drop_row(index: int) -> Callable[[bytes], bytes]:
     return drop
 
 
+def _set_cell(column: str, value: str, row: int = 3) -> Callable[[bytes], bytes]:
+    """Set ``column`` of data row ``row`` (1 = the first year) to ``value``."""
+
+    def edit(raw: bytes) -> bytes:
+        rows = raw.decode().splitlines(keepends=True)
+        at = rows[0].rstrip("\n").split(",").index(column)
+        cells = rows[row].rstrip("\n").split(",")
+        cells[at] = value
+        rows[row] = ",".join(cells) + "\n"
+        return "".join(rows).encode()
+
+    return edit
+
+
 @pytest.mark.parametrize(
     ("damage", "problem"),
     [
+        # Values no run writes: read as data, a share of -0.5 had turned a target from failed
+        # to passed.
+        (_set_cell("insured_share_ae", "-0.5"), r"'insured_share_ae' holds a negative value \(-0"),
+        (_set_cell("insured_share", "1e300"), "'insured_share' holds a share above 1"),
+        (_set_cell("damaged_households", "2.5"), "'damaged_households' holds a count that is not"),
         (lambda raw: raw[: len(raw) // 2], "cut short: its last row has no newline"),
         (lambda raw: raw.replace(b"\n3,", b"\n,", 1), "a year is missing or not a whole"),
         (lambda raw: raw.replace(b",4.0,", b",1e400,", 1), "column 'premium_rate' holds an infin"),
@@ -229,6 +248,7 @@ def _drop_row(index: int) -> Callable[[bytes], bytes]:
         (_drop_row(-1), "holds years 1 to 5, but the run's manifest says it completed years 1 to"),
     ],
     ids=[
+        *("negative", "share-above-1", "count-not-whole"),
         *("cut-short", "year-missing", "infinite", "text", "joined", "short", "renamed"),
         *("repeat", "first-gone", "last-gone"),
     ],

@@ -234,7 +234,8 @@ def read_metrics_csv(path: Path) -> pd.DataFrame:
     Raises:
         RunDirError: Naming the file, for one that cannot be read, is cut short (no newline
             after its last row), has a header that is not a row of metric names or a row
-            longer than it, holds text or an infinite value where a metric's number goes, or
+            longer than it, holds text or an infinite value where a metric's number goes, a
+            value no run writes (negative, a share above 1, a count that is not whole), or
             years that are not whole numbers following one another.
     """
     try:
@@ -274,12 +275,44 @@ def _damage(raw: bytes, metrics: pd.DataFrame) -> Iterator[str]:
                 yield f"column {name!r} holds text where a number goes"
         elif pd.api.types.is_float_dtype(values) and np.isinf(values).any():
             yield f"column {name!r} holds an infinite value"
+        elif (problem := _out_of_range(str(name), values)) is not None:
+            yield f"column {name!r} holds {problem}"
     if "year" in metrics and pd.api.types.is_numeric_dtype(metrics["year"]):
         years = metrics["year"]
         if not (years % 1 == 0).all():
             yield "a year is missing or not a whole number"
         elif (np.diff(years.to_numpy()) != 1).any():
             yield "its years do not follow one another (a row repeated, missing or moved)"
+
+
+def _out_of_range(name: str, values: pd.Series) -> str | None:
+    """What no run writes in metric ``name`` (NaN aside: a share of nobody is blank), if any.
+
+    Every metric counts, sums or averages something that is not negative, a share or a mean
+    appraisal lies within 0 and 1, and a count of households, claims or decisions is whole.
+    """
+    if (values < 0).any():
+        return f"a negative value ({values[values < 0].iloc[0]:g})"
+    if ("share" in name or name == "mean_tp") and (values > 1).any():
+        return f"a share above 1 ({values[values > 1].iloc[0]:g})"
+    if name in _COUNT_METRICS or name.startswith("decisions_"):
+        known = values.dropna()
+        if not (known % 1 == 0).all():
+            return f"a count that is not a whole number ({known[known % 1 != 0].iloc[0]:g})"
+    return None
+
+
+#: Metrics that count households, claims or proposals: whole numbers.
+_COUNT_METRICS = frozenset(
+    {
+        "active_households",
+        "flooded_households",
+        "damaged_households",
+        "claims_filed",
+        "claims_paid",
+        "invalid_proposals",
+    }
+)
 
 
 def _as_numbers(values: pd.Series) -> pd.Series | None:
