@@ -311,6 +311,7 @@ DROP = object()  # a change that leaves the field out
     [
         ({"year": [1, 2]}, "year is not an integer (got [1, 2])"),
         ({"year": True}, "year is not an integer (got True)"),
+        ({"year": -7}, "year is below 0 (got -7)"),  # by the schema's minimum: it was read
         ({"agent_id": None}, "agent_id is not a string (got None)"),
         ({"run_id": 7}, "run_id is not a string (got 7)"),
         ({"year": DROP}, "year is missing"),

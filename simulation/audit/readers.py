@@ -488,6 +488,7 @@ class _Field(NamedTuple):
     classes: frozenset[type] | None  # None: any
     kinds: str  # the types, as words
     values: tuple[Any, ...] | None  # an enum's or a const's values; None: any
+    minimum: float | None = None  # a number's least value; None: any
 
 
 @functools.cache
@@ -511,6 +512,7 @@ def _top_level(stream: str | None) -> tuple[_Field, ...]:
                 None if kinds is None else frozenset(c for k in kinds for c in _JSON_CLASSES[k]),
                 " or ".join(_JSON_NAMES[k] for k in kinds or ()),
                 None if values is None else tuple(values),
+                spec.get("minimum"),
             )
         )
     return tuple(fields)
@@ -524,7 +526,7 @@ def _shape_problem(record: dict[str, Any], stream: str | None) -> str | None:
     refused where it is read rather than failing later with a traceback. The fields inside them
     are not checked: a whole schema check costs hundreds of microseconds a line.
     """
-    for name, required, classes, kinds, values in _top_level(stream):
+    for name, required, classes, kinds, values, minimum in _top_level(stream):
         value = record.get(name, _MISSING)
         if value is _MISSING:
             if required:
@@ -534,6 +536,8 @@ def _shape_problem(record: dict[str, Any], stream: str | None) -> str | None:
         elif values is not None and value not in values:
             allowed = repr(values[0]) if len(values) == 1 else f"one of {list(values)}"
             return f"{name} is not {allowed} (got {_shown(value)})"
+        elif minimum is not None and value is not None and value < minimum:  # a year before the run
+            return f"{name} is below {minimum} (got {_shown(value)})"
     return None
 
 
