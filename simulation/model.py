@@ -97,6 +97,7 @@ from simulation.hazard import (
     load_curves,
 )
 from simulation.memory import CognitiveMemory
+from simulation.metric_columns import COUNT_METRICS, METRIC_COLUMNS
 from simulation.skills import RegistryError, SkillRegistry, Validation
 from simulation.skills.registry import VALID
 from simulation.skills.templates import render
@@ -123,46 +124,8 @@ __all__ = [
     "HouseholdAgent",
 ]
 
-#: Columns of ``model_years.csv``, in order.
-METRIC_COLUMNS = (
-    "year",
-    "active_households",
-    "insured_share",
-    "insured_share_ae",
-    "insured_share_x",
-    "elevated_share",
-    "relocated_share",
-    "flooded_households",
-    "damaged_households",
-    "total_damage",
-    "claims_filed",
-    "claims_paid",
-    "claims_paid_amount",
-    "premium_rate",
-    "subsidy_share",
-    "mean_tp",
-    "mean_working",
-    "mean_episodic",
-    "decisions_buy_insurance",
-    "decisions_elevate_house",
-    "decisions_relocate",
-    "decisions_do_nothing",
-    "invalid_proposals",
-)
-
 #: The metrics that count households, claims or decisions (integers in model_years).
-_COUNT_DTYPES = dict.fromkeys(
-    (
-        "active_households",
-        "flooded_households",
-        "damaged_households",
-        "claims_filed",
-        "claims_paid",
-        *(c for c in METRIC_COLUMNS if c.startswith("decisions_")),
-        "invalid_proposals",
-    ),
-    "int64",
-)
+_COUNT_DTYPES = dict.fromkeys(COUNT_METRICS, "int64")
 
 # Household fields read for many households at once (map() with these runs in C).
 _X, _Y, _GROUND_ELEVATION = attrgetter("x"), attrgetter("y"), attrgetter("ground_elevation")

@@ -36,6 +36,7 @@ from simulation.audit.readers import (
 from simulation.audit.readers import stream_path as find_stream
 from simulation.errors import InputError
 from simulation.input_files import not_a_file
+from simulation.metric_columns import COUNT_METRICS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -295,24 +296,11 @@ def _out_of_range(name: str, values: pd.Series) -> str | None:
         return f"a negative value ({values[values < 0].iloc[0]:g})"
     if ("share" in name or name == "mean_tp") and (values > 1).any():
         return f"a share above 1 ({values[values > 1].iloc[0]:g})"
-    if name in _COUNT_METRICS or name.startswith("decisions_"):
+    if name in COUNT_METRICS:
         known = values.dropna()
         if not (known % 1 == 0).all():
             return f"a count that is not a whole number ({known[known % 1 != 0].iloc[0]:g})"
     return None
-
-
-#: Metrics that count households, claims or proposals: whole numbers.
-_COUNT_METRICS = frozenset(
-    {
-        "active_households",
-        "flooded_households",
-        "damaged_households",
-        "claims_filed",
-        "claims_paid",
-        "invalid_proposals",
-    }
-)
 
 
 def _as_numbers(values: pd.Series) -> pd.Series | None:
