@@ -593,6 +593,35 @@ def test_a_year_set_beside_its_events_table_is_refused(tmp_path, capsys, fixed, 
     )
 
 
+@pytest.mark.parametrize(
+    ("fixed", "sweep", "inner"),
+    [
+        ("{hazard.events.4: 9.5}", "{hazard.events: [{2: 8.0}, {3: 8.0}]}", "hazard.events.4"),
+        ("{memory.decay_rate: 0.9}", "{memory: [{decay_rate: 0.8}, {decay_rate: 0.85}]}", None),
+    ],
+    ids=["year-in-a-swept-table", "key-in-a-swept-section"],
+)
+def test_a_set_key_inside_a_swept_table_or_section_value_is_refused(
+    tmp_path, capsys, fixed, sweep, inner
+):
+    """Applied after set, each point's value replaced it: year 4 was gone from every run."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"name: t\nbase: {SCENARIO}\nset: {fixed}\nsweep: {{grid: {sweep}}}\n")
+    assert main(["validate", str(path)]) == 2
+    inner = inner or "memory.decay_rate"
+    outer = inner.rsplit(".", 1)[0]
+    assert capsys.readouterr().err == (
+        f"floodsim: error: {path}: set: {inner}: inside {outer}, which is swept (each point's "
+        f"{outer} replaces it); fix it in set or sweep it, not both\n"
+    )
+    # A section's other keys are kept: values merge into a section key by key.
+    path.write_text(
+        f"name: t\nbase: {SCENARIO}\nset: {{memory.working_capacity: 5}}\n"
+        "sweep: {grid: {memory: [{decay_rate: 0.8}, {decay_rate: 0.85}]}}\n"
+    )
+    assert main(["validate", str(path)]) == 0
+
+
 @pytest.mark.parametrize("key", ["''", "a..b", "'x=1'", "memory."])
 def test_a_swept_key_that_is_no_dotted_key_is_refused_in_the_sweeps_words(tmp_path, capsys, key):
     """It was refused as a --set flag: "sweep: '=1': expected KEY=VALUE with a dotted KEY"."""

@@ -264,6 +264,14 @@ class ExperimentConfig(Section):
                 what = "swept too" if fixed == key else f"holds {key}, which is swept too"
                 msg = f"set: {fixed}: {what}; fix it in set or sweep it, not both"
                 raise ValueError(msg)
+            if (
+                inner := _overwritten_inside(self.set, key, self.sweep.grid.get(key, []))
+            ) is not None:
+                msg = (
+                    f"set: {inner}: inside {key}, which is swept (each point's {key} replaces "
+                    "it); fix it in set or sweep it, not both"
+                )
+                raise ValueError(msg)
         runs = self.sweep.points * self.replicates
         if runs > MAX_RUNS:
             replicates = f"{self.replicates:,} replicate{'s' if self.replicates > 1 else ''}"
@@ -281,6 +289,26 @@ class ExperimentConfig(Section):
 
 
 _ABSENT = object()
+
+
+def _overwritten_inside(fixed: dict[str, Any], key: str, values: list[Any]) -> str | None:
+    """A dotted key of ``set`` inside the swept ``key`` that every point's value replaces.
+
+    The sweep is applied after ``set``: a year table is replaced whole, a section key by key,
+    so a key of ``set`` inside a swept table, or inside a swept section whose values give it
+    too, would be gone from the runs without a word.
+    """
+    whole = tuple(key.split(".")) in WHOLE_TABLES
+    for inner in fixed:
+        if not inner.startswith(f"{key}."):
+            continue
+        rest = inner[len(key) + 1 :].split(".")
+        for value in values:
+            for part in rest:
+                value = _entry(value, part)  # noqa: PLW2901 - walked down the dotted key
+            if whole or value is not _ABSENT:
+                return inner
+    return None
 
 
 def set_twice(fixed: dict[str, Any]) -> tuple[str, str] | None:
