@@ -341,8 +341,9 @@ def _nan_loss(text: bytes) -> bytes:
         (_twice, r"evaluation 0 appears twice"),
         (_rename, r"has no column 'loss'$"),
         (_nan_loss, r"line 2: loss 'nan' is not a finite number"),
+        (lambda text: text[: text.rindex(b"\n", 0, -1) + 1], "holds 2 evaluations but best"),
     ],
-    ids=["cut", "swapped", "twice", "renamed", "nan-loss"],
+    ids=["cut", "swapped", "twice", "renamed", "nan-loss", "last-row-removed"],
 )
 def test_resuming_from_a_damaged_evaluations_csv_says_what_is_wrong(
     three_done, tmp_path, damage, refusal

@@ -714,6 +714,15 @@ class _Search:
                 )
                 msg = f"{self.origin}: --resume: {where}: {problem}"
                 raise CalibrationError(msg)
+        counted = summary.get("evaluations")
+        if isinstance(counted, int) and len(evaluations) < counted:
+            # Written before best.yaml after every evaluation, evaluations.csv is never
+            # behind it: rows were removed since.
+            msg = (
+                f"{self.origin}: --resume: {where} holds {len(evaluations)} evaluations but "
+                f"best.yaml counts {counted}: rows were removed since it was written"
+            )
+            raise CalibrationError(msg)
         budget = self.calibration.max_evaluations
         if len(evaluations) > budget:
             # The search would stop before reaching the recorded best, whose runs are the
