@@ -286,9 +286,28 @@ def test_batch_experiment_notebook_does_not_compare_a_latin_hypercubes_levels_on
     nb = execute("batch_experiment.ipynb")
     check_clean(nb)
     text = text_of(nb)
-    assert "decay_rate takes 10 values, more than the 8 compared level by level" in text
+    assert (
+        "decay_rate takes 10 values, more than the 8 compared level by level: see the table "
+        "above, and the rank correlation in floodsim report's sensitivity.csv." in text
+    )
     assert "Mean take-up with decay_rate" not in text
     assert "Paired by replicate" not in text
+
+
+def test_batch_experiment_notebook_does_not_point_a_key_without_numbers_to_a_rank(
+    monkeypatch, tmp_path
+):
+    """Nine event tables have no rank: sensitivity.csv has no row for them."""
+    tables = ", ".join(f"{{{year}: 9.0}}" for year in range(1, 10))
+    fixed = "households.count: 30, years: 3, audit.level: off, hazard.source: scripted"
+    folder = _experiment(tmp_path, f"{{hazard.events: [{tables}]}}", replicates=1, fixed=fixed)
+    monkeypatch.setenv("FLOODSIM_EXPERIMENT_DIR", str(folder))
+    monkeypatch.delenv("FLOODSIM_SWEPT_KEY", raising=False)
+    nb = execute("batch_experiment.ipynb")
+    check_clean(nb)
+    text = text_of(nb)
+    assert "takes 9 values, more than the 8 compared level by level: see the table above." in text
+    assert "sensitivity.csv" not in text
 
 
 def test_batch_experiment_notebook_compares_a_null_level_as_a_level(monkeypatch, tmp_path):
