@@ -695,10 +695,10 @@ def check_behaviour(
                     else "so it fails"
                 )
                 # The first run's reason stands for the others: a sweep's points say which.
-                at = f" at [{setting}]" if setting else ""
                 warnings.warn(
                     UncomputedTargetWarning(
-                        f"{problems[0]} ({len(problems)} of {len(runs)} run(s){at} give no value "
+                        f"{problems[0]} ({len(problems)} of {len(runs)} run(s)"
+                        f"{_at_point(setting)} give no value "
                         f"for this target: {outcome})"
                     ),
                     stacklevel=2,
@@ -748,6 +748,11 @@ def check_behaviour(
     return table
 
 
+def _at_point(setting: str) -> str:
+    """`` at [key=value, ...]`` naming a sweep's design point in a warning; ``""`` without one."""
+    return f" at [{setting}]" if setting else ""
+
+
 def _warn_durationless(
     runs: list[Path],
     values: list[float],
@@ -783,7 +788,7 @@ def _warn_durationless(
     warnings.warn(
         UncomputedTargetWarning(
             f"{blank[0]}: target {target.name!r}: {what} ({len(blank)} of {len(runs)} "
-            f"run(s){f' at [{setting}]' if setting else ''} have none: {outcome})"
+            f"run(s){_at_point(setting)} have none: {outcome})"
         ),
         stacklevel=3,
     )

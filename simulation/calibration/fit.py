@@ -690,18 +690,13 @@ class _Search:
             # simulated again, and scored as a failed point.
             _clear_results(self.out)
             return 0
-        except yaml.YAMLError as err:
-            msg = (
-                f"{self.origin}: --resume: {self.out / 'best.yaml'} cannot be read: "
-                f"{describe_yaml_error(err)}"
-            )
-            raise CalibrationError(msg) from None
-        except OSError as err:
-            msg = f"{self.origin}: --resume: {self.out / 'best.yaml'} cannot be read: {err}"
+        except (OSError, yaml.YAMLError) as err:
+            why = describe_yaml_error(err) if isinstance(err, yaml.YAMLError) else err
+            msg = f"{self.origin}: --resume: {self.out / 'best.yaml'} cannot be read: {why}"
             raise CalibrationError(msg) from None
         self._check_summary(summary, fingerprint)
-        evaluations = self._read_evaluations(self.out / "evaluations.csv")
         where = self.out / "evaluations.csv"
+        evaluations = self._read_evaluations(where)
         for position, evaluation in enumerate(evaluations):
             if evaluation.index != position:
                 indices = [e.index for e in evaluations]
