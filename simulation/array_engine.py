@@ -30,13 +30,19 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from simulation.agents.state import SFHA_ZONES, STATE_FIELDS, HouseholdState, ZoneColumn
+from simulation.agents.state import (
+    FIELD_KINDS,
+    SFHA_ZONES,
+    STATE_FIELDS,
+    HouseholdState,
+    ZoneColumn,
+    refuse_state_value,
+)
 from simulation.array_audit import ArrayAudit
 from simulation.audit.writer import DYNAMIC_FIELDS, StateChanges
 from simulation.cycle import (
@@ -112,16 +118,9 @@ class _Proposals(NamedTuple):
         self.costs[done] = costs[np.arange(len(skills)), skills]
 
 
-# The dtype kinds a state field's column may have, by the field's annotation: a number field
-# takes any numbers (a bool counts as 0 or 1, as in Python arithmetic on the object path).
+# The dtype kinds a state field's column may have, by the field's kind: a number field takes
+# any numbers (a bool counts as 0 or 1, as in Python arithmetic on the object path).
 _COLUMN_KINDS = {"bool": "b", "int": "iub", "float": "fiub", "str": "U"}
-_FIELD_TYPES = {f.name: str(f.type) for f in fields(HouseholdState)}
-_VALUE_TYPES: dict[str, tuple[type, ...]] = {
-    "bool": (bool, np.bool_),
-    "int": (int, np.integer),
-    "float": (int, float, np.integer, np.floating),
-    "str": (str,),
-}
 
 
 def _state_column(name: str, values: list[Any], states: list[HouseholdState]) -> np.ndarray:
@@ -131,32 +130,23 @@ def _state_column(name: str, values: list[Any], states: list[HouseholdState]) ->
     otherwise turn a column of flags into integers or objects, and fail far away as an index
     error, or count a string as true; an integer set on every household's number field would
     make an integer column that a year's damage cannot be added to. Checked on the column,
-    once, when the engine is built.
+    once, when the engine is built; the refusal is the object path's
+    (:func:`~simulation.agents.state.check_state_values`).
 
     Raises:
         TypeError: Naming the household, the field and the value, for a value of another type.
         ValueError: For a number field holding NaN or an infinity.
     """
     column = np.array(values)
-    kind = _FIELD_TYPES[name]
+    kind = FIELD_KINDS[name]
     if column.dtype.kind not in _COLUMN_KINDS[kind]:
-        fits = _VALUE_TYPES[kind]
-        for state, value in zip(states, values, strict=True):
-            if not isinstance(value, fits):
-                msg = (
-                    f"household {state.agent_id}: state.{name}: expected {kind}, got "
-                    f"{type(value).__name__} {value!r}"
-                )
-                raise TypeError(msg)
+        refuse_state_value(name, states)
     if kind == "int":
         return column.astype(np.int64, copy=False)
     if kind == "float":
         column = column.astype(np.float64, copy=False)
         if not np.isfinite(column).all():
-            state = states[int(np.flatnonzero(~np.isfinite(column))[0])]
-            value = getattr(state, name)
-            msg = f"household {state.agent_id}: state.{name}: {value!r} is not finite"
-            raise ValueError(msg)
+            refuse_state_value(name, states)
     return column
 
 

@@ -59,6 +59,7 @@ from simulation.agents.state import (
     TENURES,
     ZoneColumn,
     by_zone,
+    check_state_values,
     per_zone,
 )
 from simulation.array_engine import ArrayEngine
@@ -769,7 +770,7 @@ class FloodAdaptationModel(mesa.Model):
         if self._runs_on_arrays():
             self._step_arrays()
             return
-        self.sync()
+        self._check_states()
         year = self.steps
         audit = self.audit
         if audit is not None:
@@ -817,6 +818,20 @@ class FloodAdaptationModel(mesa.Model):
         if audit is not None:
             audit.end_year()
         self.running = year < self.config.years
+
+    def _check_states(self) -> None:
+        """Refuse, before the object path's year begins, a state value set to another type.
+
+        Raises:
+            TypeError: For a state field holding a value of another type, naming the household.
+            ValueError: For a number field holding NaN or an infinity.
+        """
+        self.sync()
+        try:
+            check_state_values([h.state for h in self.households])
+        except (TypeError, ValueError):
+            self.steps -= 1  # not begun, as on the array engine (_step_arrays)
+            raise
 
     def _step_arrays(self) -> None:
         """:meth:`step` on the array engine (``engine: arrays``): the same year, all at once."""

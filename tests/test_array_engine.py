@@ -949,11 +949,12 @@ def test_audit_lines_made_in_batches_are_the_same_lines(tmp_path, monkeypatch):
         ("income", math.nan, ValueError, "state.income: nan is not finite"),
     ],
 )
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
 def test_a_state_changed_between_years_to_a_value_of_another_type_is_refused(
-    field, value, error, said
+    field, value, error, said, engine
 ):
-    """Not an IndexError from deep in the pool, nor a string counted as true."""
-    config, base = load_config(DEFAULT, ["households.count=20", "years=3", "engine=arrays"])
+    """Not an IndexError from deep in the pool, nor a string counted as true; alike on both."""
+    config, base = load_config(DEFAULT, ["households.count=20", "years=3", f"engine={engine}"])
     model = build_model(config, base)
     model.step()
     household = model.households[3]
