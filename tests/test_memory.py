@@ -1117,6 +1117,12 @@ def test_per_call_retrieval_options_are_checked_as_settings_are(method, options,
         (lambda mem: mem.add_working("x", "0.5"), r"importance must be a number .*, got '0.5'"),
         (lambda mem: mem.add_experience("x", "0.5"), r"importance must be a number .*'0.5'"),
         (lambda mem: mem.add_episodic("x", None), r"importance must be a number .*, got None"),
+        (lambda mem: mem.add_working("x", 0.5, 2, tags=5), r"tags must be a string or a list .*5"),
+        (lambda mem: mem.add_working("x", 0.5, 2, [1, 2]), r"tags must be strings, got 1 in"),
+        (lambda mem: mem.add_working("x", 0.5, 2, {"a": 1}), r"tags must be .*got a mapping"),
+        (lambda mem: mem.add_seed("x", 0.5, 2, tags=5), r"tags must be a string or a list .*5"),
+        (lambda mem: mem.update_after_flood("100", 2), r"damage must be .*, got '100'$"),
+        (lambda mem: mem.update_after_decision(None, 2), r"decision must be a skill id .*None$"),
     ],
 )
 def test_mistyped_filters_and_importances_raise_a_clear_type_error(call, match):
@@ -1125,6 +1131,28 @@ def test_mistyped_filters_and_importances_raise_a_clear_type_error(call, match):
     with pytest.raises(TypeError, match=match):
         call(mem)
     assert mem.counts()["working"] == 0
+
+
+def test_a_write_refused_for_its_tags_leaves_no_trace_and_tags_read_back():
+    """No sequence number, clock or reflection progress spent; a snapshot loads again."""
+    mem = CognitiveMemory("H1")
+    mem.update_after_flood(1_000.0, 1)
+    before = mem.to_dict()
+    with pytest.raises(TypeError, match="tags"):
+        mem.write("x", 0.9, 7, tags=[1, 2])
+    assert mem.to_dict() == before
+    mem.write("y", 0.4, 2, tags=("a", "b"))
+    mem.add_seed("z", 0.2, 2, tags="a")
+    assert CognitiveMemory.from_dict(mem.to_dict()).to_dict() == mem.to_dict()
+    assert [item.tags for item in mem.working] == [("a", "b"), ("seed", "a")]
+
+
+def test_a_year_window_that_holds_no_year_is_refused():
+    mem = CognitiveMemory("H1")
+    mem.update_after_flood(1_000.0, 1)
+    with pytest.raises(ValueError, match=r"min_year \(5\) is after max_year \(1\)"):
+        mem.retrieve(3, 2, min_year=5, max_year=1)
+    assert len(mem.retrieve(3, 2, min_year=1, max_year=1)) == 1
 
 
 @pytest.mark.parametrize("strategy", ["spec", "weighted"])

@@ -348,6 +348,7 @@ class CognitiveMemory:
         if source not in SOURCES:
             msg = f"source must be one of {sorted(SOURCES)}, got {source!r}"
             raise ValueError(msg)
+        tags = _tag_tuple(tags)  # before the sequence number: a refused write leaves no trace
         seq = self._next_seq
         self._next_seq = seq + 1
         if year > self._clock:
@@ -362,7 +363,7 @@ class CognitiveMemory:
             content,
             float(importance),
             year,
-            ((tags,) if isinstance(tags, str) else tuple(tags)) if tags else (),
+            tags,
             source,
             pinned,
             evidence,
@@ -507,8 +508,7 @@ class CognitiveMemory:
         pinned: bool = False,
     ) -> WriteResult:
         """Like :meth:`add_seed`, returning the :class:`WriteResult` (for the audit trail)."""
-        given = (tags,) if isinstance(tags, str) else tags or ()
-        all_tags = ("seed", *(t for t in given if t != "seed"))
+        all_tags = ("seed", *(t for t in _tag_tuple(tags) if t != "seed"))
         return self.write(
             content, importance, year, all_tags, store="auto", source="seed", pinned=pinned
         )
@@ -518,10 +518,15 @@ class CognitiveMemory:
 
         Raises:
             ValueError: If ``damage`` is negative, infinite or NaN.
+            TypeError: If ``damage`` is not a number.
         """
-        if not 0.0 <= damage < math.inf or damage.__class__ in BOOLEANS:  # NaN fails it too
+        try:
+            if not 0.0 <= damage < math.inf or damage.__class__ in BOOLEANS:  # NaN fails too
+                msg = f"damage must be a finite number >= 0, got {damage!r}"
+                raise ValueError(msg)
+        except TypeError:  # a string or None: say which argument
             msg = f"damage must be a finite number >= 0, got {damage!r}"
-            raise ValueError(msg)
+            raise TypeError(msg) from None
         return self.write(
             f"Year {year}: A flood occurred causing ${damage:,.0f} in damages",
             0.9,
@@ -533,7 +538,14 @@ class CognitiveMemory:
         ).item
 
     def update_after_decision(self, decision: str, year: int) -> MemoryItem:
-        """Remember a decision: working memory, importance 0.3 for do_nothing else 0.7."""
+        """Remember a decision: working memory, importance 0.3 for do_nothing else 0.7.
+
+        Raises:
+            TypeError: If ``decision`` is not a string (a skill id such as ``buy_insurance``).
+        """
+        if not isinstance(decision, str):  # None would be remembered as "I decided to None"
+            msg = f"decision must be a skill id (a string), got {decision!r}"
+            raise TypeError(msg)
         return self.write(
             f"Year {year}: I decided to {decision}",
             0.3 if decision == "do_nothing" else 0.7,
@@ -1276,6 +1288,34 @@ def _year(value: Any, name: str) -> int:
     return year
 
 
+def _tag_tuple(tags: Iterable[str] | None) -> tuple[str, ...]:
+    """``tags`` as a tuple of strings: one string is one tag, ``None`` or empty none.
+
+    A tag that is not a string would be written and then refused by ``from_dict`` on reading
+    the memory's own snapshot; a mapping would be kept as its keys, its values lost.
+
+    Raises:
+        TypeError: For tags that are not a string or an iterable of strings, naming ``tags``.
+    """
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        return (tags,) if tags else ()
+    if isinstance(tags, Mapping):
+        msg = f"tags must be a string or a list of strings, got a mapping {tags!r}"
+        raise TypeError(msg)
+    try:
+        tagged = tuple(tags)
+    except TypeError:
+        msg = f"tags must be a string or a list of strings, got {tags!r}"
+        raise TypeError(msg) from None
+    for tag in tagged:
+        if not isinstance(tag, str):
+            msg = f"tags must be strings, got {tag!r} in {tags!r}"
+            raise TypeError(msg)
+    return tagged
+
+
 def _check_weights(spec: bool, **weights: float | None) -> None:
     """Refuse the weights given to one retrieval as ``RetrievalSettings`` refuses its own.
 
@@ -1373,6 +1413,9 @@ def _make_filter(
         min_year = _year(min_year, "min_year")
     if max_year is not None:
         max_year = _year(max_year, "max_year")
+        if min_year is not None and min_year > max_year:  # no item could match: say why
+            msg = f"min_year ({min_year}) is after max_year ({max_year}): no year is in both"
+            raise ValueError(msg)
 
     def keep(item: MemoryItem) -> bool:
         if tag_set is not None and tag_set.isdisjoint(item.tags):
