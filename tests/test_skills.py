@@ -170,8 +170,38 @@ def test_check_unknown_skill(registry: SkillRegistry) -> None:
     assert "memory tool" in error
 
 
-def test_check_rejects_non_finite_cost(registry: SkillRegistry) -> None:
-    assert not registry.check("buy_insurance", make_state(), float("nan")).valid
+@pytest.mark.parametrize("cost", [math.nan, math.inf, -5.0])
+def test_check_rejects_a_cost_that_is_not_a_finite_amount(
+    registry: SkillRegistry, cost: float
+) -> None:
+    """A negative out-of-pocket cost is a caller's mistake, not a free option."""
+    assert registry.check("buy_insurance", make_state(), cost).errors == (
+        f"invalid cost {cost!r}: a cost is a finite number >= 0",
+    )
+    assert "buy_insurance" not in [
+        o.skill_id
+        for o in registry.valid_options(
+            make_state(), {skill: cost if skill == "buy_insurance" else 0.0 for skill in SKILLS}
+        )
+    ]
+
+
+@pytest.mark.parametrize("cost", ["5", None, True])
+def test_check_refuses_a_cost_that_is_not_a_number(registry: SkillRegistry, cost: object) -> None:
+    with pytest.raises(TypeError, match=f"^cost must be a number of dollars, got {cost!r}$"):
+        registry.check("buy_insurance", make_state(), cost)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("value", "said"), [(math.nan, "nan"), (math.inf, "inf")])
+def test_a_memory_importance_that_is_not_finite_is_named_so(
+    shipped_data: dict[str, Any], value: float, said: str
+) -> None:
+    data = copy.deepcopy(shipped_data)
+    _skill(data, "buy_insurance")["memory"]["importance"] = value
+    with pytest.raises(
+        RegistryError, match=f"memory.importance: input should be a finite number, got {said}$"
+    ):
+        SkillRegistry.from_mapping(data, "inline")
 
 
 # ---- options() ---------------------------------------------------------------------------------

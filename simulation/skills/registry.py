@@ -35,6 +35,7 @@ import operator
 import re
 import typing
 from dataclasses import dataclass
+from numbers import Real
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -397,8 +398,9 @@ VALID = Validation(valid=True)
 
 
 class _Spec(BaseModel):
-    # Strict: YAML "yes"/"1" must not silently become booleans or numbers.
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # Strict: YAML "yes"/"1" must not silently become booleans or numbers; and a number is
+    # finite (YAML's .nan would otherwise be refused as if it were out of range).
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 _ID = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -895,8 +897,15 @@ class SkillRegistry:
 
         Returns:
             The validation; every failed rule adds one error (eligibility, each precondition,
-            each constraint), e.g. ``"precondition failed: not relocated"``.
+            each constraint, a cost that is negative, infinite or NaN), e.g.
+            ``"precondition failed: not relocated"``.
+
+        Raises:
+            TypeError: For a ``cost`` that is not a number (a string would fail far inside).
         """
+        if not isinstance(cost, Real) or isinstance(cost, (bool, np.bool_)):
+            msg = f"cost must be a number of dollars, got {cost!r}"
+            raise TypeError(msg)
         skill = self._skills.get(skill_id)
         if skill is None:
             hint = " (it is a memory tool)" if skill_id in self._tools else ""
@@ -912,8 +921,8 @@ class SkillRegistry:
             for condition in skill.preconditions
             if not condition.check(state)
         )
-        if not math.isfinite(cost):
-            errors.append(f"invalid cost {cost!r}")
+        if not 0.0 <= cost < math.inf:  # NaN fails it too
+            errors.append(f"invalid cost {cost!r}: a cost is a finite number >= 0")
         else:
             for name, limit in skill.institutional_constraints.items():
                 problem = _affordability_problem(name, limit, cost, state.income)
@@ -1033,7 +1042,7 @@ class SkillRegistry:
         of_tenure: dict[str, np.ndarray] = {}  # each tenure compared once, for every skill
         for j, (tenures, preconditions, limits) in enumerate(self._terms):
             cost = costs[:, j]
-            admitted = np.isfinite(cost)
+            admitted = (cost >= 0.0) & (cost < np.inf)  # NaN fails both, as in check
             if tenures is not None:
                 eligible = np.zeros(len(cost), dtype=bool)
                 for tenure in tenures:
@@ -1256,7 +1265,7 @@ def _compile_admits(terms: _Admission) -> Callable[[HouseholdState, float], bool
     """One predicate with exactly :meth:`SkillRegistry.check`'s verdict, minus the error text."""
     tenures, limits = terms.tenures, terms.limits
     tests = tuple(_compile_precondition(p) for p in terms.preconditions)
-    isfinite = math.isfinite
+    inf = math.inf
 
     def admits(state: HouseholdState, cost: float) -> bool:
         if tenures is not None and state.tenure not in tenures:
@@ -1264,7 +1273,7 @@ def _compile_admits(terms: _Admission) -> Callable[[HouseholdState, float], bool
         for test in tests:
             if not test(state):
                 return False
-        if not isfinite(cost):
+        if not 0.0 <= cost < inf:  # negative, infinite or NaN, as in check
             return False
         if cost > 0 and limits:
             income = state.income
