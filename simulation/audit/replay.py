@@ -563,7 +563,10 @@ def rebuild_memory(
     agent_id = str(agent_id)
     years = ((manifest or {}).get("counts") or {}).get("years")
     asked = as_integer(year)  # a year read off a pandas table is a numpy integer
-    if asked is None or asked < 0 or (isinstance(years, int) and asked > years):
+    if asked is None:  # 2.0 or True: not "outside the run", which would send one looking there
+        msg = f"{folder}: year must be an integer, got {type(year).__name__} {year!r}"
+        raise AuditReadError(msg)
+    if asked < 0 or (isinstance(years, int) and asked > years):
         span = f"0 to {years}" if isinstance(years, int) else "0 or more"
         msg = f"{folder}: year must be {span}, got {year!r}"
         raise AuditReadError(msg)
