@@ -548,16 +548,38 @@ def test_an_unknown_stream_is_refused_not_empty(run_dir, bare_run_dir):
             metrics.read_stream_frame(folder, "traces")
 
 
-def test_a_household_the_traces_lack_is_refused_not_an_empty_table(run_dir, tmp_path):
-    with pytest.raises(InputError, match=r"household 'H99999' does not appear in household_"):
-        metrics.household_decisions(run_dir, "H99999")
+_READ_FROM = [
+    (metrics.household_decisions, "household_traces"),
+    (metrics.household_retrievals, "household_traces"),
+    (metrics.flood_events, "memory_updates"),
+]
+
+
+@pytest.mark.parametrize(("table", "stream"), _READ_FROM, ids=["decisions", "retrievals", "floods"])
+def test_a_household_the_streams_lack_is_refused_not_an_empty_table(
+    run_dir, tmp_path, table, stream
+):
+    """A typo, or a household the sample left out, is not a household that did nothing."""
+    with pytest.raises(InputError, match=f"household 'H99999' does not appear in {stream}$"):
+        table(run_dir, "H99999")
     sampled = simulate(tmp_path, "audit.sample=0.3", "households.count=20", "years=2")
     traced = set(metrics.household_decisions(sampled)["agent_id"])
     left_out = min({f"H{i:05d}" for i in range(1, 21)} - traced)  # ids run from H00001
     with pytest.raises(
-        InputError, match=r"does not appear in household_traces \(audited sample: 0\.3\)$"
+        InputError, match=f"does not appear in {stream} \\(audited sample: 0\\.3\\)$"
     ):
-        metrics.household_decisions(sampled, left_out)
+        table(sampled, left_out)
+
+
+def test_a_household_that_remembers_no_flood_has_an_empty_table(run_dir):
+    every = metrics.flood_events(run_dir)
+    dry = min(set(metrics.household_decisions(run_dir)["agent_id"]) - set(every["agent_id"]))
+    floods = metrics.flood_events(run_dir, dry)
+    assert floods.empty
+    pd.testing.assert_series_equal(floods.dtypes, every.dtypes)
+
+
+def test_an_id_that_is_not_a_string_is_refused_by_each_household_table(run_dir):
     for table in (metrics.household_decisions, metrics.household_retrievals, metrics.flood_events):
         with pytest.raises(InputError, match=r"agent_id must be a household's id .* got 1$"):
             table(run_dir, 1)

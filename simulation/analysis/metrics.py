@@ -664,14 +664,22 @@ def flood_events(run_dir: str | Path, agent_id: str | None = None) -> pd.DataFra
     Returns:
         Columns ``agent_id``, ``year``, ``damage`` ($; 0 for a flood that stayed below the
         floor), ``importance`` and ``content`` (the memory text), sorted by agent and year;
-        empty when the stream is missing. ``frame[frame.damage > 0]`` are damaging floods.
+        empty when the stream is missing, or for a household that remembers no flood.
+        ``frame[frame.damage > 0]`` are damaging floods.
+
+    Raises:
+        AuditReadError: For an ``agent_id`` with no line in ``memory_updates``: a mistyped
+            id, or a household the audit's sample left out (the message gives the sample).
     """
     _household(agent_id, "flood_events")
     rows = []
+    seen = False
     for record in _records(run_dir, "memory_updates"):
+        if agent_id is not None:
+            if record.get("agent_id") != agent_id:
+                continue
+            seen = True
         if record.get("update_type") != "flood":
-            continue
-        if agent_id is not None and record.get("agent_id") != agent_id:
             continue
         item = record.get("memory_item") or {}
         rows.append(
@@ -683,6 +691,8 @@ def flood_events(run_dir: str | Path, agent_id: str | None = None) -> pd.DataFra
                 item.get("content"),
             )
         )
+    if agent_id is not None and not seen:
+        _refuse_absent(run_dir, agent_id, "memory_updates")
     dtypes = {"agent_id": "object", "year": "int64", "damage": "float64"}
     frame = _typed(rows, {**dtypes, "importance": "float64", "content": "object"})
     return frame.sort_values(["agent_id", "year"], ignore_index=True)
@@ -730,12 +740,25 @@ def household_decisions(run_dir: str | Path, agent_id: str | None = None) -> pd.
                 len(retrieved) if isinstance(retrieved, list) else None,
             )
         )
-    if agent_id is not None and not rows and _written(run_dir, "household_traces"):
-        hint = sample_hint(run_dir, None)  # the resolved config's sample, run complete or not
-        msg = f"{run_dir}: household {agent_id!r} does not appear in household_traces{hint}"
-        raise AuditReadError(msg)
+    if agent_id is not None and not rows:
+        _refuse_absent(run_dir, agent_id, "household_traces")
     table = _typed(rows, _DECISION_DTYPES)
     return _one_or_every(table, agent_id, ["year"])
+
+
+def _refuse_absent(run_dir: str | Path, agent_id: str, stream: str) -> None:
+    """Refuse a household with no line in ``stream``, when the run wrote it (else return).
+
+    An empty table would read as a household that did nothing; a typo, or a household left
+    out by ``audit.sample``, is likelier.
+
+    Raises:
+        AuditReadError: Naming the household, the stream and the run's audit sample.
+    """
+    if _written(run_dir, stream):
+        hint = sample_hint(run_dir, None)  # the resolved config's sample, run complete or not
+        msg = f"{run_dir}: household {agent_id!r} does not appear in {stream}{hint}"
+        raise AuditReadError(msg)
 
 
 def _flag(value: Any) -> bool:
@@ -762,19 +785,29 @@ def household_retrievals(run_dir: str | Path, agent_id: str | None = None) -> pd
         recorded), ``item_year`` (the year the memory was formed) and ``content``; every
         household's has ``agent_id`` first and is sorted by it, then by year and rank. Empty
         when the run has neither traces with memory nor tool invocations.
+
+    Raises:
+        AuditReadError: For an ``agent_id`` that does not appear in the stream read (traces,
+            or tool invocations): a mistyped id, or a household the audit's sample left out.
     """
     _household(agent_id, "household_retrievals")
     # The traces carry retrievals at levels standard and full, tool invocations at those levels
     # too; at level minimal (traces without memory) and off there is nothing to show.
     first = next(_records(run_dir, "household_traces"), None) or {}
     if isinstance(first.get("memory"), dict):
+        stream = "household_traces"
         table = retrievals(run_dir, source="traces")
     elif stream_path(run_dir, "tool_invocations") is not None:
+        stream = "tool_invocations"
         table = retrievals(run_dir, source="tool_invocations")
     else:
         return _one_or_every(_typed([], _RETRIEVAL_DTYPES), agent_id, ["year", "rank"])
     if agent_id is not None:
         table = table[table["agent_id"] == agent_id]
+        if table.empty:  # a household that retrieved nothing still has lines in the stream
+            owners = (record.get("agent_id") for record in _records(run_dir, stream))
+            if agent_id not in owners:
+                _refuse_absent(run_dir, agent_id, stream)
     # Only what the table shows of each item: every household's items would otherwise be
     # held whole. Item ids start with their owner's id, so one table serves every household.
     wanted = set(table["id"])
