@@ -23,6 +23,8 @@ from simulation.analysis.behaviour import (
     STATISTICS,
     TABLE_COLUMNS,
     BehaviourError,
+    BlankStatisticError,
+    BlankYearsWarning,
     IncompleteExperimentWarning,
     ShortWindowWarning,
     Target,
@@ -920,3 +922,58 @@ def test_a_flood_in_the_runs_last_year_says_why_its_jump_has_no_value(tmp_path):
     assert "target 'after': needs year 3 after the flood" in said[1]
     assert table["value"].isna().all()
     assert not table["passed"].any()
+
+
+def _with_blank_years(run_dir: Path, folder: Path, column: str, years: list[int]) -> Path:
+    """A copy of ``run_dir`` whose ``column`` is blank (a share over nobody) in ``years``."""
+    copy = folder / run_dir.name
+    shutil.copytree(run_dir, copy)
+    metrics = pd.read_csv(copy / "model_years.csv")
+    metrics.loc[metrics["year"].isin(years), column] = math.nan
+    metrics.to_csv(copy / "model_years.csv", index=False)
+    return copy
+
+
+def test_a_mean_over_years_some_of_them_blank_says_it_leaves_them_out(run_dir, tmp_path):
+    run = _with_blank_years(run_dir, tmp_path, "insured_share_ae", [3, 4])
+    target = Target(**{**GOOD, "column": "insured_share_ae", "years": (1, 10)})
+    with pytest.warns(BlankYearsWarning, match=r"'t': 2 of 10 year\(s\) are blank .* the run"):
+        value = run_statistic(run, target)
+    metrics = pd.read_csv(run_dir / "model_years.csv").set_index("year")["insured_share_ae"]
+    assert value == pytest.approx(metrics.loc[[1, 2, *range(5, 11)]].mean())
+
+
+def test_blank_years_are_warned_of_once_per_target_counting_runs(run_dir, tmp_path, monkeypatch):
+    blank = _with_blank_years(run_dir, tmp_path, "insured_share_ae", [2, 3, 4])
+    monkeypatch.setattr(behaviour, "_run_groups", lambda _: [(0, "", [run_dir, blank, blank])])
+    path = write_targets(tmp_path, [{**GOOD, "column": "insured_share_ae", "tolerance": 1.0}])
+    with pytest.warns(BlankYearsWarning) as caught:
+        check_behaviour(run_dir, path)
+    (said,) = [str(w.message) for w in caught]
+    assert said == (
+        "target 't': 3 of 20 year(s) are blank (NaN, a share or mean over no household) in "
+        "2 of 3 run(s) (the most in any one run): the mean is over the years with a value"
+    )
+
+
+def test_an_event_change_over_a_blank_column_is_no_value_said_so(run_dir, tmp_path, monkeypatch):
+    """Not NaN without a word: the target fails, and the warning says why."""
+    blank = _with_blank_years(run_dir, tmp_path, "insured_share_ae", list(range(1, 21)))
+    jump = {**GOOD, "statistic": "event_jump", "column": "insured_share_ae", "tolerance": 1.0}
+    with pytest.raises(BlankStatisticError, match="insured_share_ae is blank"):
+        run_statistic(blank, Target(**jump))
+    monkeypatch.setattr(behaviour, "_run_groups", lambda _: [(0, "", [run_dir, blank])])
+    with pytest.warns(
+        UncomputedTargetWarning, match=r"is blank \(NaN\) 1 year\(s\) after the flood .*1 of 2"
+    ):
+        row = check_behaviour(run_dir, write_targets(tmp_path, [jump])).iloc[0]
+    assert math.isnan(row["value"])
+    assert not row["passed"]
+
+
+def test_replicates_that_agree_have_their_value_as_mean_and_no_spread():
+    """Not a mean above its own max by one unit in the last place, with a spread of 7e-17."""
+    assert _summary([0.353125] * 4) == (0.353125, 0.0, 0.353125, 0.353125)
+    mean, spread, low, high = _summary([0.1, 0.2, 0.4])
+    assert low <= mean <= high
+    assert spread == pytest.approx(np.std([0.1, 0.2, 0.4], ddof=1))

@@ -473,3 +473,47 @@ def test_an_outcome_without_a_value_in_any_run_says_so():
     assert [t.get_text() for t in figure.axes[0].texts] == ["no run has a value of insured_share_x"]
     rows = [{**row, "insured_share_x": 0.1} for row in rows]
     assert not plots.plot_sweep(pd.DataFrame(rows), "a", value="insured_share_x").axes[0].texts
+
+
+def test_paired_comparisons_count_the_pairs_that_have_a_difference():
+    """A run blank in an outcome (a share over nobody) pairs with nothing there."""
+    frame = _two_key_frame(0.05)
+    blank = (frame["seed"] == 12) & (frame["a"] == 2.0) & (frame["b"] == "x")
+    frame.loc[blank, "insured_share_x"] = np.nan
+    table = paired_table(frame, ["a", "b"])
+    every = table[(table["key"] == "a") & (table["within"] == "all")].set_index("outcome")
+    assert every.loc["insured_share_x", "pairs"] == 3
+    assert every.loc["insured_share", "pairs"] == 4
+    # The reference mean is that of the same three pairs: (0.1 + 0.3 + 0.7) / 3.
+    assert every.loc["insured_share_x", "mean difference"] == pytest.approx(0.0)
+    assert every.loc["insured_share_x", "relative"] == pytest.approx(0.0)
+
+
+def test_a_correlation_of_nothing_is_written_as_zero_not_minus_zero(tmp_path):
+    key = "households.bfe_ft"
+    frame = pd.DataFrame(
+        {
+            "run_id": [f"p{i:03d}-r000" for i in range(7)],
+            "point": range(7),
+            "year": [1] * 7,
+            key: [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],
+            # No trend: the correlation comes out as -2e-17, rounded to -0.0.
+            **{o: [0.2, 0.0, 0.0, 0.2, 0.0, 0.3, 0.0] for o in OUTCOMES},
+        }
+    )
+    table = sensitivity_table(frame, [key])
+    assert (table[list(OUTCOMES)] == 0).all().all()
+    table.to_csv(tmp_path / "sensitivity.csv", index=False)
+    assert "-0.0" not in (tmp_path / "sensitivity.csv").read_text(encoding="utf-8")
+
+
+def test_a_sweeps_legend_counts_the_runs_with_a_value():
+    rows = [
+        {"run_id": f"{a}-{r}", "year": year, "a": a, "insured_share_x": np.nan if r else 0.1}
+        for a in (1.0, 2.0)
+        for r in range(3)
+        for year in (1, 2)
+    ]
+    figure = plots.plot_sweep(pd.DataFrame(rows), "a", value="insured_share_x")
+    labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert labels == ["a = 1.0 (n = 1)", "a = 2.0 (n = 1)"]

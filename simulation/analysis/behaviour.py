@@ -18,7 +18,9 @@ Statistics (the keys each one uses besides ``value`` and ``tolerance``):
 ``mean_of_column``
     Mean of ``column`` over the years in ``years`` (every year when omitted). Years past a
     run's last year are not there to average: the mean is over the years the run has, with a
-    :class:`ShortWindowWarning`.
+    :class:`ShortWindowWarning`. A year whose value is blank (NaN: a share or mean over no
+    household, as when everyone in a group has moved away) is left out of the mean, with a
+    :class:`BlankYearsWarning`; a column blank in every year gives the run no value.
 ``event_jump``
     The event-study change of ``column`` at ``years_since = 1`` (the first full year after the
     flood) from the mean of the ``baseline_years`` (default 3) years before ``flood_year``
@@ -83,6 +85,7 @@ once per target and design point, counting its runs.
 from __future__ import annotations
 
 import math
+import statistics
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -120,6 +123,7 @@ __all__ = [
     "TABLE_COLUMNS",
     "BehaviourError",
     "BlankStatisticError",
+    "BlankYearsWarning",
     "IncompleteExperimentWarning",
     "ShortWindowWarning",
     "Target",
@@ -220,6 +224,28 @@ class ShortWindowWarning(UserWarning):
         )
         self.years = (first, end)
         self.last_year = last_year
+
+
+class BlankYearsWarning(UserWarning):
+    """A ``mean_of_column`` target's column is blank (NaN) in some of the years it averages.
+
+    A share or mean over nobody is blank (everyone in the group moved away): the mean is over
+    the years with a value, which describes fewer years than the target names.
+
+    Args:
+        where: What the warning is about (a run's target, or a target over runs).
+        blank: How many years of the window are blank (in the run with the most).
+        years: How many years the window holds.
+        runs: Whose years are blank (``"the run"`` for one run).
+    """
+
+    def __init__(self, where: str, blank: int, years: int, runs: str = "the run"):
+        super().__init__(
+            f"{where}: {blank} of {years} year(s) are blank (NaN, a share or mean over no "
+            f"household) in {runs}: the mean is over the years with a value"
+        )
+        self.blank = blank
+        self.years = years
 
 
 # The keys each statistic reads besides those every target has (see the module docstring).
@@ -457,7 +483,8 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
             if target.years[1] > last:
                 warnings.warn(ShortWindowWarning(where, target.years, last), stacklevel=2)
             values = metrics[metrics["year"].between(*target.years)]
-        if len(values) and values[target.column].isna().all():
+        blank = int(values[target.column].isna().sum())
+        if blank and blank == len(values):
             # A share or mean over nobody is blank, not 0 (README): no target can pass on it.
             span = "every year" if target.years is None else "every year of its range"
             msg = (
@@ -465,6 +492,8 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
                 "household, such as zone X's share in a town without zone X"
             )
             raise BlankStatisticError(msg)
+        if blank:
+            warnings.warn(BlankYearsWarning(where, blank, len(values)), stacklevel=2)
         return float(values[target.column].mean()) if len(values) else math.nan
     try:
         table = event_study(
@@ -492,7 +521,15 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
             f"(flood in year {flood}, last year {last})"
         )
         raise BehaviourError(msg)
-    return float(changes.loc[at])
+    change = float(changes.loc[at])
+    if math.isnan(change):
+        # The column is blank at that year or across the baseline (a share over nobody).
+        msg = (
+            f"{where}: {target.column} is blank (NaN) {at} year(s) after the flood or in "
+            "every baseline year: a share or mean over no household"
+        )
+        raise BlankStatisticError(msg)
+    return change
 
 
 def _run_spells(run_dir: Path, target: Target) -> tuple[list[int], list[int]]:
@@ -589,12 +626,17 @@ def _summary(values: list[float], *, censored: bool = False) -> tuple[float, flo
     finite = np.isfinite(array)
     if np.isnan(array).any():
         return math.nan, math.nan, math.nan, math.nan
+    low, high = float(array.min()), float(array.max())
     if censored:
-        spread = float(array[finite].std(ddof=1)) if finite.sum() > 1 else math.nan
-        return float(np.median(array)), spread, float(array.min()), float(array.max())
-    mean = float(array.mean()) if finite.all() else float(array[~finite][0])
-    spread = float(array.std(ddof=1)) if len(array) > 1 and finite.all() else math.nan
-    return mean, spread, float(array.min()), float(array.max())
+        spread = statistics.stdev(array[finite].tolist()) if finite.sum() > 1 else math.nan
+        return float(np.median(array)), spread, low, high
+    if not finite.all():
+        return float(array[~finite][0]), math.nan, low, high
+    # fmean and stdev sum exactly: replicates that agree have their value as mean and a
+    # spread of 0, not a mean one unit in the last place above their max and 7e-17.
+    mean = min(max(statistics.fmean(values), low), high)
+    spread = statistics.stdev(array.tolist()) if len(array) > 1 else math.nan
+    return mean, spread, low, high
 
 
 def _run_statistics(
@@ -683,6 +725,7 @@ def check_behaviour(
                 # Each run warns on its own; one warning per target and point says it all.
                 warnings.simplefilter("always", ShortBaselineWarning)
                 warnings.simplefilter("always", ShortWindowWarning)
+                warnings.simplefilter("always", BlankYearsWarning)
                 values, answered, problems, spells = _run_statistics(runs, target, strict=strict)
             _warn_again(caught, target.name, setting, len(runs))
             recovery = target.statistic == "event_recovery_years"
@@ -846,12 +889,14 @@ def _warn_unscripted_floods(
 
 def _warn_again(caught: list[warnings.WarningMessage], name: str, setting: str, runs: int) -> None:
     """Re-issue what one target's statistics warned: short baselines and windows once, counted."""
-    short, windows = [], []
+    short, windows, blanks = [], [], []
     for w in caught:
         if isinstance(w.message, ShortBaselineWarning):
             short.append(w.message)  # one run's statistic
         elif isinstance(w.message, ShortWindowWarning):
             windows.append(w.message)
+        elif isinstance(w.message, BlankYearsWarning):
+            blanks.append(w.message)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     where = f" [{setting}]" if setting else ""
@@ -864,6 +909,17 @@ def _warn_again(caught: list[warnings.WarningMessage], name: str, setting: str, 
                 (first, end),
                 last,
                 f"{len(windows)} of {runs} run(s) end",
+            ),
+            stacklevel=3,
+        )
+    if blanks:
+        most = max(blanks, key=lambda w: w.blank)
+        warnings.warn(
+            BlankYearsWarning(
+                f"target {name!r}{where}",
+                most.blank,
+                most.years,
+                f"{len(blanks)} of {runs} run(s) (the most in any one run)",
             ),
             stacklevel=3,
         )

@@ -122,7 +122,9 @@ def points_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     Returns:
         One row per point, in point order: ``point``, each key, ``runs``, then
         ``<outcome> mean`` and ``<outcome> sd`` for each of :data:`OUTCOMES` (the sd of one run
-        is NaN).
+        is NaN). A run's outcome is its average over the years that have a value; a year blank
+        (NaN, a share over no household) is left out, and a run blank in every year is left
+        out of that outcome's mean and sd, while ``runs`` counts every run of the point.
     """
     per_run = _per_run(frame, keys)
     grouped = per_run.groupby("point", sort=True)
@@ -168,7 +170,9 @@ def sensitivity_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         # Rounded: a correlation of exactly 0 comes out as 1e-17 or so. Two runs always rank
         # in line or against each other (1 or -1): a correlation needs three.
         correlations = {
-            o: round(runs[key].corr(runs[o], min_periods=_MIN_RANKED_RUNS), 12) for o in OUTCOMES
+            # + 0.0: a correlation rounded from -1e-17 is -0.0, which the csv would write.
+            o: round(runs[key].corr(runs[o], min_periods=_MIN_RANKED_RUNS), 12) + 0.0
+            for o in OUTCOMES
         }
         rows.append({"key": key, "runs": len(runs), **correlations})
     return pd.DataFrame(rows, columns=["key", "runs", *OUTCOMES])
@@ -236,11 +240,15 @@ def paired_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def _difference(runs: pd.Series, references: pd.Series) -> dict[str, Any]:
-    """The paired columns of :func:`paired_table` for one comparison."""
+    """The paired columns of :func:`paired_table` for one comparison.
+
+    ``pairs`` counts the pairs with a difference: a run blank in an outcome (a share over no
+    household) pairs with nothing there.
+    """
     difference = runs - references
-    base = references.mean()
+    base = references[difference.notna()].mean()
     return {
-        "pairs": len(difference),
+        "pairs": int(difference.notna().sum()),
         "mean difference": difference.mean(),
         "sd": difference.std(),
         "relative": difference.mean() / base if base else math.nan,

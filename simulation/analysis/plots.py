@@ -556,7 +556,8 @@ def _draw_sweep(
     groups = list(frame.groupby(by, sort=True, dropna=False))
     for position, (level, group) in enumerate(groups):
         index = position if levels is None else _position(levels, level)
-        stats = group.groupby("year")[value].agg(["mean", "min", "max", "size"])
+        # count, not size: a run blank in every year (a share over nobody) draws nothing.
+        stats = group.groupby("year")[value].agg(["mean", "min", "max", "count"])
         (line,) = ax.plot(
             stats.index,
             stats["mean"],
@@ -565,7 +566,7 @@ def _draw_sweep(
             # Levels whose runs are alike (a budget that never binds, and no budget) draw the
             # same line: a style of its own each keeps the one drawn first in sight.
             ls=_SWEEP_STYLES[index % len(_SWEEP_STYLES)],
-            label=f"{by} = {'null' if pd.isna(level) else level} (n = {int(stats['size'].max())})",
+            label=f"{by} = {'null' if pd.isna(level) else level} (n = {int(stats['count'].max())})",
         )
         ax.fill_between(
             stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.2, lw=0
