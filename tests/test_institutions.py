@@ -174,3 +174,30 @@ def test_mean_damage_at_exactly_the_heavy_loss_level_raises_the_subsidy():
     gov = Government(mesa.Model(seed=1), config)
     assert gov.review(1_999.99) is None
     assert gov.review(2_000.0) == (0.5, 0.55)
+
+
+def test_the_quiet_year_count_restarts_after_each_relaxation():
+    """One step every relax_after quiet years, not one every year once the first is due."""
+    config = GovernmentConfig(initial_subsidy=0.5, min_subsidy=0.1, step=0.1, relax_after=2)
+    gov = Government(mesa.Model(seed=1), config)
+    assert [gov.review(0.0) for _ in range(4)] == [None, (0.5, 0.4), None, (0.4, 0.3)]
+
+
+def test_a_heavy_loss_level_of_zero_leaves_a_dry_year_quiet():
+    """Every damaging year is heavy at level 0; a year without damage is not."""
+    config = GovernmentConfig(heavy_loss_per_household=0.0, step=0.05, relax_after=1)
+    gov = Government(mesa.Model(seed=1), config)
+    assert gov.review(0.01) == (0.5, 0.55)
+    assert gov.review(0.0) == (0.55, 0.5)
+
+
+def test_a_falling_rate_is_capped_at_max_change_a_year():
+    insurer = Insurer(mesa.Model(seed=1), InsurerConfig(window=1, max_change=0.18), rate=10.0)
+    assert insurer.review(1_000.0, 0.0) == (10.0, 8.2)  # a loss ratio of 0 would be rate 0
+
+
+def test_a_loss_ratio_at_the_edge_of_the_tolerance_changes_nothing():
+    config = InsurerConfig(window=1, target_loss_ratio=0.5, tolerance=0.5)
+    insurer = Insurer(mesa.Model(seed=1), config, rate=4.0)
+    assert insurer.review(100.0, 75.0) is None  # 0.75 is 1.5 times the target: on the edge
+    assert insurer.review(100.0, 76.0) is not None
