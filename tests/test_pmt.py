@@ -693,3 +693,52 @@ def test_a_draw_past_the_rounded_total_goes_to_the_last_possible_option():
     assert _pick([0.1] * 10 + [0.0], 0.9999999999999999) == 9
     assert _pick([0.1] * 10 + [0.0, 0.0], 0.9999999999999999) == 9
     assert _pick([0.5, 0.5, 0.0], 0.25) == 0
+
+
+def test_a_zero_chance_option_is_never_drawn_and_intervals_are_half_open():
+    """Option n takes draws in [its cumulative start, its end): a draw on an edge goes on."""
+    assert _pick([0.0, 1.0], 0.0) == 1
+    assert _pick([0.25, 0.75], 0.25) == 1
+    assert _pick([0.25, 0.75], 0.2499999) == 0
+
+
+def test_the_threat_explanation_counts_its_cues() -> None:
+    _, one = threat_appraisal([MAJOR_FLOOD], "AE")
+    assert "raised by 1 remembered cue, strongest" in one
+    minor = memory("flood", ("flood",), amount=5_000.0, seq=2)
+    _, two = threat_appraisal([MAJOR_FLOOD, minor], "AE")
+    assert "raised by 2 remembered cues, strongest" in two
+
+
+def test_coping_is_held_at_one() -> None:
+    config = PMTConfig(response_efficacy={"buy_insurance": 1.0}, self_efficacy=1.0)
+    option = Option("buy_insurance", 0.0)
+    assert coping_appraisal(option, household(claims_paid=5), config) == 1.0
+
+
+def _justify(option: Option, **state: object) -> str:
+    decided = PMTPolicy().decide(household(**state), [], (option,), {}, np.random.default_rng(0))
+    assert decided.skill_id == option.skill_id
+    return decided.justification
+
+
+def test_an_insured_household_that_does_nothing_lets_its_policy_lapse() -> None:
+    choice = Option("do_nothing", 0.0)
+    assert "let my policy lapse" in _justify(choice, has_insurance=True)
+    assert "do nothing this year" in _justify(choice)
+    assert "lapse" not in _justify(choice)
+
+
+@pytest.mark.parametrize(
+    ("share", "verdict"),
+    [
+        (0.05, "is affordable"),
+        (0.0501, "is a stretch"),
+        (0.2, "is a stretch"),
+        (0.2001, "is costly"),
+    ],
+)
+def test_the_cost_is_worded_by_its_share_of_income(share: float, verdict: str) -> None:
+    cost = share * INCOME
+    said = _justify(Option("buy_insurance", cost))
+    assert f"at ${cost:,.0f} ({share:.1%} of income) {verdict}" in said
