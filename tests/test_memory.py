@@ -297,6 +297,16 @@ def test_tiered_retention_demotes_and_promotes():
     assert faded in mem.episodic
 
 
+def test_a_memory_exactly_at_the_demotion_line_stays_episodic():
+    """Demoted below ``demote_below``, not at it: 0.5 * 0.5**1 is exactly 0.25."""
+    tiered = RetentionSettings(policy="tiered", demote_below=0.25, promote_after=2)
+    mem = CognitiveMemory("H1", decay_rate=0.5, retention=tiered)
+    flood = mem.add_episodic("Year 0: a flood", 0.5, 0)
+    assert mem.end_year(1).evictions == ()
+    assert mem.episodic == (flood,)
+    assert [e.to for e in mem.end_year(2).evictions] == ["archive"]
+
+
 def test_a_promoted_memory_stays_episodic_as_long_as_a_new_one_would():
     """Rehearsal restarts the decay clock: no need to recall the memory again every year."""
     tiered = RetentionSettings(policy="tiered", demote_below=0.5, promote_after=2)

@@ -308,6 +308,13 @@ def test_rows_after_a_household_relocated_are_named_once_when_the_run_ends(tmp_p
         model.step()
     with pytest.warns(IgnoredScriptRowsWarning, match=r"2 rows were ignored .*: row 5 .*, row 6 "):
         model.warn_unused_inputs()
+    model = scripted_model(tmp_path, relocating_rows(owner, renter))
+    for _ in range(3):
+        model.step()
+    with pytest.warns(
+        IgnoredScriptRowsWarning, match=r"1 row was ignored .*: row 5 \(.*, year 3\)$"
+    ):
+        model.warn_unused_inputs()
 
 
 def test_the_warning_comes_after_the_run_directory_is_complete(tmp_path):
