@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from simulation.agents.state import HouseholdState
 from simulation.audit import STREAMS, load_schema
 from simulation.audit import writer as audit_writer
 from simulation.audit.writer import (
@@ -34,9 +35,11 @@ from simulation.audit.writer import (
     eviction_parts,
 )
 from simulation.config import load_config
-from simulation.decisions.base import level_of
+from simulation.decisions.base import Proposal, level_of
 from simulation.memory import MemoryItem, ScoredMemory
+from simulation.model import Decision
 from simulation.runner import build_model, run_simulation
+from simulation.skills.registry import Validation
 
 DEFAULT = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
 
@@ -516,3 +519,59 @@ def test_a_writer_whose_thread_failed_still_closes_its_files(tmp_path):
     assert writer.traces is not None
     assert writer.traces.file is None
     assert not [t for t in threading.enumerate() if t.name.startswith("floodsim-audit")]
+
+
+def _decision(proposed: str, executed: str, validation: Validation, cost: float) -> Decision:
+    return Decision(1, Proposal(proposed), executed, validation, [], cost=cost)
+
+
+def test_no_stream_is_written_at_level_off_even_for_a_language_model():
+    assert audit_writer.stream_names("off", llm=True) == ()
+    assert audit_writer.stream_names("minimal", llm=True)[-1] == audit_writer.LLM_STREAM
+    assert audit_writer.LLM_STREAM not in audit_writer.stream_names("minimal", llm=False)
+
+
+def test_a_state_lists_only_the_fields_changed_from_their_start():
+    state = HouseholdState("H1", "owner", 5e4, 2e5, 5e4, "AE", 1.0, 1.0, has_insurance=True)
+    assert audit_writer.changed_state(state) == {"has_insurance": True}
+
+
+def test_a_standard_action_names_a_rejected_proposal_and_a_cost_to_the_cent():
+    stood = _decision("buy_insurance", "buy_insurance", Validation(valid=True), 1234.5678)
+    assert audit_writer._action(stood, "standard") == {
+        "decision_skill": "buy_insurance",
+        "cost": 1234.57,
+    }
+    rejected = _decision("elevate_house", "do_nothing", Validation(valid=False), 0.0)
+    assert audit_writer._action(rejected, "standard") == {
+        "decision_skill": "do_nothing",
+        "proposed_skill": "elevate_house",
+    }
+
+
+def test_a_validation_with_warnings_alone_gives_them_below_full():
+    warned = _decision("relocate", "relocate", Validation(True, (), ("a stretch",)), 0.0)
+    assert audit_writer._validation(warned, full=False) == {
+        "valid": True,
+        "errors": [],
+        "warnings": ["a stretch"],
+    }
+
+
+def test_a_written_item_keeps_an_amount_of_zero_and_its_pin():
+    item = MemoryItem("H1", 1, "Year 1: a flood", 0.9, 1, ("flood",), "flood", True, (), 0.0)
+    record = audit_writer._item(item)
+    assert (record["amount"], record["pinned"]) == (0.0, True)
+    assert "pinned" not in audit_writer._item(
+        MemoryItem("H1", 2, "x", 0.5, 1, (), "other", False, (), None)
+    )
+
+
+def test_the_full_level_gives_probabilities_to_6_decimals_and_constructs_to_4(full_run):
+    traces = lines(full_run.run_dir / "household_traces.jsonl")
+    probabilities = [p for t in traces for p in t["reasoning"]["probabilities"].values()]
+    values = [c["value"] for t in traces for c in t["reasoning"]["constructs"].values()]
+    assert all(p == round(p, 6) for p in probabilities)
+    assert any(p != round(p, 4) for p in probabilities)
+    assert all(v == round(v, 4) for v in values)
+    assert any(v != round(v, 3) for v in values)
