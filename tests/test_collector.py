@@ -181,14 +181,20 @@ def test_stepping_the_model_creates_no_reference_cycles(
     overrides = ["households.count=150", "years=6", f"audit.level={level}", f"engine={engine}"]
     config, base = load_config(DEFAULT, overrides)
     model = build_model(config, base)
+    audit = None
     if level != "off":
-        model.attach_audit(AuditWriter(tmp_path, "cycles", config.audit, config.seed))
-    model.step()  # first-year set-up (caches, lazily built tables) is not garbage
-    gc.collect()
-    with tuned_collector():
-        for _ in range(5):
-            model.step()
-        assert gc.collect() == 0
+        audit = AuditWriter(tmp_path, "cycles", config.audit, config.seed)
+        model.attach_audit(audit)
+    try:
+        model.step()  # first-year set-up (caches, lazily built tables) is not garbage
+        gc.collect()
+        with tuned_collector():
+            for _ in range(5):
+                model.step()
+            assert gc.collect() == 0
+    finally:
+        if audit is not None:
+            audit.close()  # its files, which garbage collection would otherwise close later
 
 
 def test_building_a_model_leaves_the_collector_as_it_was() -> None:
