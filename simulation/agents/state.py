@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
@@ -197,7 +197,11 @@ _ACCEPTED: dict[str, tuple[type, ...]] = {
     "float": (int, float, np.integer, np.floating),
     "str": (str,),
 }
-_VALUE_OF = {name: attrgetter(name) for name in FIELD_KINDS}
+# Each kind's fields, and a getter of their values as a tuple (every kind has two or more).
+_FIELDS_OF: dict[str, tuple[str, ...]] = {
+    kind: tuple(name for name, of in FIELD_KINDS.items() if of == kind) for kind in _ACCEPTED
+}
+_VALUES_OF = {kind: attrgetter(*names) for kind, names in _FIELDS_OF.items()}
 
 
 def check_state_values(states: Sequence[HouseholdState]) -> None:
@@ -207,23 +211,23 @@ def check_state_values(states: Sequence[HouseholdState]) -> None:
     ``state.income = float("nan")``) would otherwise be counted as true, or spread NaN
     through the year's damage and metrics. Both engines check every household when a year
     starts: the array engine as it builds its columns, the object path with this, one pass
-    over each field's types (about 0.5 ms a year at 1,000 households).
+    over each kind of field's values (about 0.6 ms a year at 1,000 households).
 
     Raises:
         TypeError: Naming the household, the field and the value, for a value of another type.
         ValueError: For a number field holding NaN or an infinity.
     """
-    for name, kind in FIELD_KINDS.items():
-        value_of = _VALUE_OF[name]
+    for kind, values_of in _VALUES_OF.items():
+        values = list(chain.from_iterable(map(values_of, states)))
         accepted = _ACCEPTED[kind]
-        if not all(issubclass(held, accepted) for held in set(map(type, map(value_of, states)))):
-            refuse_state_value(name, states)
-        if kind == "float":
+        fits = all(issubclass(held, accepted) for held in set(map(type, values)))
+        if fits and kind == "float":
             try:
-                finite = math.isfinite(sum(map(value_of, states)))
+                fits = math.isfinite(sum(values))
             except OverflowError:  # an integer too large for a float
-                finite = False
-            if not finite:  # or a sum past the largest float, which refuses nobody
+                fits = False
+        if not fits:  # or a sum past the largest float, which refuses nobody
+            for name in _FIELDS_OF[kind]:
                 refuse_state_value(name, states)
 
 

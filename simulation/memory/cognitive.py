@@ -348,7 +348,15 @@ class CognitiveMemory:
         if source not in SOURCES:
             msg = f"source must be one of {sorted(SOURCES)}, got {source!r}"
             raise ValueError(msg)
-        tags = _tag_tuple(tags)  # before the sequence number: a refused write leaves no trace
+        # Before the sequence number: a refused write leaves no trace. The model's writes pass
+        # a tuple of strings, checked here without a call (an ABC check per write cost 4 %).
+        if tags.__class__ is tuple:
+            for tag in tags:
+                if tag.__class__ is not str:
+                    tags = _tag_tuple(tags)
+                    break
+        else:
+            tags = _tag_tuple(tags)
         seq = self._next_seq
         self._next_seq = seq + 1
         if year > self._clock:
