@@ -135,13 +135,16 @@ def _state_column(name: str, values: list[Any], states: list[HouseholdState]) ->
 
     Raises:
         TypeError: Naming the household, the field and the value, for a value of another type.
-        ValueError: For a number field holding NaN or an infinity.
+        ValueError: For a number field holding NaN or an infinity, or an integer field one
+            beyond 64 bits.
     """
     column = np.array(values)
     kind = FIELD_KINDS[name]
     if column.dtype.kind not in _COLUMN_KINDS[kind]:
         refuse_state_value(name, states)
     if kind == "int":
+        if column.dtype.kind == "u":  # from 2**63 on, which int64 would wrap to negatives
+            refuse_state_value(name, states)
         return column.astype(np.int64, copy=False)
     if kind == "float":
         column = column.astype(np.float64, copy=False)

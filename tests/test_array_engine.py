@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from unittest import mock
 
+import numpy as np
 import orjson
 import pandas as pd
 import pytest
@@ -966,6 +967,31 @@ def test_a_state_changed_between_years_to_a_value_of_another_type_is_refused(
     setattr(household.state, field, before)
     model.run_model()
     assert model.metrics()["year"].tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_numpys_bools_count_as_numbers_as_pythons_do(engine):
+    config, base = load_config(DEFAULT, ["households.count=20", "years=3", f"engine={engine}"])
+    model = build_model(config, base)
+    model.step()
+    model.households[0].state.claims_paid = np.True_
+    model.households[1].state.last_damage = np.False_
+    model.step()
+    assert model.steps == 2
+
+
+@pytest.mark.parametrize("value", [2**63, 2**70])
+def test_an_integer_beyond_64_bits_is_refused_by_the_array_engine_naming_it(value):
+    """Not an OverflowError with the year counted, nor a count wrapped to a negative."""
+    config, base = load_config(DEFAULT, ["households.count=20", "years=3", "engine=arrays"])
+    model = build_model(config, base)
+    model.step()
+    household = model.households[0]
+    household.state.claims_paid = value
+    said = f"^household {household.state.agent_id}: state.claims_paid: {value} is beyond 64 bits$"
+    with pytest.raises(ValueError, match=said):
+        model.step()
+    assert model.steps == 1
 
 
 def test_numbers_set_between_years_take_their_fields_type_as_on_the_object_path():

@@ -971,6 +971,25 @@ def test_an_event_change_over_a_blank_column_is_no_value_said_so(run_dir, tmp_pa
     assert not row["passed"]
 
 
+@pytest.mark.parametrize("change", ["absolute", "relative"])
+def test_an_event_change_over_a_blank_baseline_is_no_value_either_way(run_dir, tmp_path, change):
+    """A calibration scores it as a penalty rather than stop: a point can empty a group."""
+    blank = _with_blank_years(run_dir, tmp_path, "insured_share_ae", [7, 8, 9])
+    jump = {
+        **GOOD,
+        "statistic": "event_jump",
+        "column": "insured_share_ae",
+        "flood_year": 10,
+        "change": change,
+    }
+    with pytest.raises(BlankStatisticError, match="insured_share_ae is blank"):
+        run_statistic(blank, Target(**jump))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncomputedTargetWarning)
+        strict = check_behaviour(blank, write_targets(tmp_path, [jump]), strict=True)
+    assert math.isnan(strict["value"][0])
+
+
 def test_replicates_that_agree_have_their_value_as_mean_and_no_spread():
     """Not a mean above its own max by one unit in the last place, with a spread of 7e-17."""
     assert _summary([0.353125] * 4) == (0.353125, 0.0, 0.353125, 0.353125)

@@ -190,13 +190,16 @@ STATE_FIELDS: frozenset[str] = frozenset(f.name for f in fields(HouseholdState))
 FIELD_KINDS: dict[str, str] = {f.name: str(f.type) for f in fields(HouseholdState)}
 
 # The types a field of each kind may hold: a number field takes any number (a bool counts as 0
-# or 1, as in Python arithmetic), and numpy's scalars count as Python's.
+# or 1, as in Python arithmetic), and numpy's scalars count as Python's (numpy's bool too, as
+# the array engine's columns take it).
 _ACCEPTED: dict[str, tuple[type, ...]] = {
     "bool": (bool, np.bool_),
-    "int": (int, np.integer),
-    "float": (int, float, np.integer, np.floating),
+    "int": (int, np.integer, np.bool_),
+    "float": (int, float, np.integer, np.floating, np.bool_),
     "str": (str,),
 }
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
 # Each kind's fields, and a getter of their values as a tuple (every kind has two or more).
 _FIELDS_OF: dict[str, tuple[str, ...]] = {
     kind: tuple(name for name, of in FIELD_KINDS.items() if of == kind) for kind in _ACCEPTED
@@ -236,7 +239,9 @@ def refuse_state_value(name: str, states: Iterable[HouseholdState]) -> None:
 
     Raises:
         TypeError: For a value of another type than the field's (:data:`FIELD_KINDS`).
-        ValueError: For a number field holding NaN, an infinity or an integer beyond floats.
+        ValueError: For a number field holding NaN, an infinity or an integer beyond floats,
+            or an integer field one beyond 64 bits (which the array engine's columns hold;
+            the object path computes with Python's integers, and only the array engine asks).
     """
     kind = FIELD_KINDS[name]
     accepted = _ACCEPTED[kind]
@@ -256,3 +261,6 @@ def refuse_state_value(name: str, states: Iterable[HouseholdState]) -> None:
             if not finite:
                 msg = f"household {state.agent_id}: state.{name}: {value!r} is not finite"
                 raise ValueError(msg)
+        elif kind == "int" and not _INT64_MIN <= value <= _INT64_MAX:
+            msg = f"household {state.agent_id}: state.{name}: {value!r} is beyond 64 bits"
+            raise ValueError(msg)

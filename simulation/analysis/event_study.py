@@ -151,7 +151,9 @@ def _run_changes(
     if before.empty:
         return None
     baseline = float(before.mean())
-    if relative and not baseline > 0:
+    if relative and baseline <= 0:
+        # No level to be relative to. A blank baseline (NaN: a share over no household) is
+        # kept, as without ``relative``: its changes are blank, not a missing pre-flood year.
         return None
     changes = series.loc[flood_year - baseline_years :] - baseline
     if relative:
