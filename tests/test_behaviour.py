@@ -990,6 +990,18 @@ def test_an_event_change_over_a_blank_baseline_is_no_value_either_way(run_dir, t
     assert math.isnan(strict["value"][0])
 
 
+def test_a_recovery_over_a_blank_column_says_it_is_blank_not_that_nothing_rose(run_dir, tmp_path):
+    blank = _with_blank_years(run_dir, tmp_path, "insured_share_ae", list(range(1, 21)))
+    recovery = {
+        **GOOD,
+        "statistic": "event_recovery_years",
+        "column": "insured_share_ae",
+        "flood_year": 10,
+    }
+    with pytest.raises(BlankStatisticError, match=r"insured_share_ae is blank .* every year after"):
+        run_statistic(blank, Target(**recovery))
+
+
 def test_replicates_that_agree_have_their_value_as_mean_and_no_spread():
     """Not a mean above its own max by one unit in the last place, with a spread of 7e-17."""
     assert _summary([0.353125] * 4) == (0.353125, 0.0, 0.353125, 0.353125)

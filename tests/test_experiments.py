@@ -1429,3 +1429,28 @@ def test_a_folder_another_batch_is_writing_is_refused_before_anything_runs(tmp_p
         "folder; wait for it to end, or give another --out\n"
     )
     assert not any(out.iterdir())
+
+
+def test_an_audit_level_off_that_yaml_read_as_false_is_off_in_a_sweep_and_in_set(tmp_path):
+    """A grid of [off, minimal] was a column of a bool and a string no table could combine."""
+    path = write_experiment(tmp_path, "sweep: {grid: {audit.level: [off, minimal]}}\n")
+    path.write_text(
+        path.read_text(encoding="utf-8").replace(", audit.level: minimal}", "}"),
+        encoding="utf-8",
+    )
+    result = run_experiment(path, tmp_path / "out", executor="serial", progress=False)
+    combined = pd.read_parquet(result.out_dir / "model_years.parquet")
+    assert sorted(set(combined["audit.level"])) == ["minimal", "off"]
+    fixed = write_experiment(tmp_path / "fixed", "")
+    fixed.write_text(
+        fixed.read_text(encoding="utf-8").replace("audit.level: minimal", "audit.level: off"),
+        encoding="utf-8",
+    )
+    experiment, _, _ = load_experiment(fixed)
+    assert experiment.set["audit.level"] == "off"
+    nested = tmp_path / "nested.yaml"
+    nested.write_text(
+        fixed.read_text(encoding="utf-8").replace("audit.level: off", "audit: {level: off}"),
+        encoding="utf-8",
+    )
+    assert load_experiment(nested)[0].set["audit"] == {"level": "off"}

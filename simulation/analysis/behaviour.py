@@ -508,6 +508,12 @@ def run_statistic(run_dir: str | Path, target: Target) -> float:
         raise BehaviourError(msg) from None
     changes = table.set_index("years_since")["mean"]
     if target.statistic == "event_recovery_years":
+        if changes[changes.index >= 1].isna().all():  # not "no rise": nothing to see one in
+            msg = (
+                f"{where}: {target.column} is blank (NaN) in every year after the flood or in "
+                "every baseline year: a share or mean over no household"
+            )
+            raise BlankStatisticError(msg)
         return recovery_years(changes, target.fraction)
     at = 1 if target.statistic == "event_jump" else int(target.years_since or 0)
     if at not in changes.index:

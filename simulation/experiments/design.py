@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import orjson
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from simulation.config import (
     EXPERIMENT_KEYS,
@@ -89,6 +89,21 @@ MAX_RUNS = 1_000_000
 FOLDER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
+def _level_off(key: str, value: Any) -> Any:
+    """``value`` of ``key`` with the audit level ``off`` that YAML 1.1 read as false put back.
+
+    A run config's ``audit.level: off`` is mended by its own section (``AuditConfig``); an
+    experiment's ``set`` and ``grid`` would otherwise record, label and combine the runs' level
+    as ``false`` (a grid of ``[off, minimal]`` is a column of a bool and a string, which the
+    combined table cannot hold).
+    """
+    if key == "audit.level" and value is False:
+        return "off"
+    if key == "audit" and isinstance(value, dict) and value.get("level") is False:
+        return {**value, "level": "off"}
+    return value
+
+
 def _listed_twice(values: list[Any]) -> Any:
     """The first value ``values`` holds twice, else ``None`` (lists and mappings included).
 
@@ -132,6 +147,11 @@ class SweepConfig(Section):
         description="Dotted config key -> [low, high]; `samples` Latin-hypercube points.",
     )
     samples: int = Field(0, ge=0, description="Latin-hypercube points (with `lhs`).")
+
+    @field_validator("grid", mode="after")
+    @classmethod
+    def _grid_levels_off(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        return {key: [_level_off(key, value) for value in values] for key, values in grid.items()}
 
     @model_validator(mode="after")
     def _consistent(self) -> SweepConfig:
@@ -244,6 +264,11 @@ class ExperimentConfig(Section):
         default_factory=ExecutorConfig,
         description="Where the runs execute: serial, a process pool or a Dask cluster.",
     )
+
+    @field_validator("set", mode="after")
+    @classmethod
+    def _set_level_off(cls, fixed: dict[str, Any]) -> dict[str, Any]:
+        return {key: _level_off(key, value) for key, value in fixed.items()}
 
     @model_validator(mode="after")
     def _experiment_owns_seed_and_name(self) -> ExperimentConfig:
