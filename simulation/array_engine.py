@@ -1217,10 +1217,10 @@ class _Held:
     A notebook may keep a household's state or memory across steps (``memory =
     household.memory``). Reading the household again brings its objects up to date
     (:meth:`ArrayEngine.store`), but a kept memory would show the empty memory the engine left
-    (the pool has its items) and a kept state the values of the last read. Each object the
-    engine holds is given a subclass of its class whose attribute reads call ``model.sync()``
-    first, which gives it its class back (:func:`_release`): the object path's objects, never
-    held, pay nothing.
+    (the pool has its items) and a kept state the values of the last read, and a value set on
+    it would be overwritten by the engine's. Each object the engine holds is given a subclass
+    of its class whose attribute reads and writes call ``model.sync()`` first, which gives it
+    its class back (:func:`_release`): the object path's objects, never held, pay nothing.
     """
 
     def __init__(self, model: FloodAdaptationModel):
@@ -1242,10 +1242,23 @@ class _Held:
             sync()  # gives obj its class back (_release)
             return object.__getattribute__(obj, name)
 
+        def __setattr__(obj: Any, name: str, value: Any) -> None:  # noqa: N807
+            # A write through a kept object (state = household.state; a step; state.income =
+            # ...) lands on the object brought up to date, which the next year reloads: set
+            # before the sync, store() would overwrite it with the engine's value.
+            sync()
+            _release(obj)  # already, unless the model let the engine go without storing
+            setattr(obj, name, value)
+
         return type(
             f"Held{cls.__name__}",
             (cls,),
-            {"__slots__": (), "__getattribute__": __getattribute__, _UNHELD: cls},
+            {
+                "__slots__": (),
+                "__getattribute__": __getattribute__,
+                "__setattr__": __setattr__,
+                _UNHELD: cls,
+            },
         )
 
 
@@ -1253,7 +1266,7 @@ def _release(obj: Any) -> None:
     """Give ``obj`` back the class it had before :meth:`_Held.hold` (without reading it)."""
     original = type(obj).__dict__.get(_UNHELD)
     if original is not None:
-        obj.__class__ = original
+        object.__setattr__(obj, "__class__", original)  # not the held class's __setattr__
 
 
 class _Gathered:

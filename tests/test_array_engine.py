@@ -970,6 +970,24 @@ def test_a_state_changed_between_years_to_a_value_of_another_type_is_refused(
 
 
 @pytest.mark.parametrize("engine", ["objects", "arrays"])
+def test_a_value_set_on_a_state_kept_from_before_the_steps_counts_in_the_next_year(engine):
+    """Not overwritten by the engine's value, nor let past the check on values."""
+    config, base = load_config(DEFAULT, ["households.count=20", "years=4", f"engine={engine}"])
+    model = build_model(config, base)
+    household = model.households[0]
+    state = household.state  # kept, as a notebook does, across the steps below
+    model.step()
+    state.income = 1.0
+    model.step()
+    assert household.state is state
+    assert state.income == 1.0
+    state.income = math.nan
+    with pytest.raises(ValueError, match=r"state\.income: nan is not finite"):
+        model.step()
+    assert model.steps == 2
+
+
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
 def test_numpys_bools_count_as_numbers_as_pythons_do(engine):
     config, base = load_config(DEFAULT, ["households.count=20", "years=3", f"engine={engine}"])
     model = build_model(config, base)
