@@ -29,6 +29,10 @@ from simulation.cli import main
 from simulation.config import CodeDefaultsWarning, ConfigWarning
 from simulation.folder_lock import hold_folder
 
+# The shipped targets average years 5-30 and these calibrations run 16 years to stay quick: the
+# warning that says so is tested once (test_powell_within_budget) and would be noise elsewhere.
+pytestmark = pytest.mark.filterwarnings("ignore::simulation.analysis.behaviour.ShortWindowWarning")
+
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "configs" / "scenarios" / "single_flood.yaml"
 TARGETS = ROOT / "configs" / "targets" / "stylized_facts.yaml"
