@@ -517,3 +517,14 @@ def test_a_sweeps_legend_counts_the_runs_with_a_value():
     figure = plots.plot_sweep(pd.DataFrame(rows), "a", value="insured_share_x")
     labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
     assert labels == ["a = 1.0 (n = 1)", "a = 2.0 (n = 1)"]
+
+
+def test_paired_values_are_written_as_the_experiment_gives_them(tmp_path):
+    """A whole number of one key is not written 6.0 because another key's values are 0.8."""
+    frame = _two_key_frame(0.05).assign(b=lambda f: f["b"].map({"x": 3, "y": 6}))
+    table = paired_table(frame, ["a", "b"])
+    table.to_csv(tmp_path / "paired.csv", index=False)
+    written = pd.read_csv(tmp_path / "paired.csv", dtype=str)
+    every = written[written["within"] == "all"].drop_duplicates("key").set_index("key")
+    assert every.loc["b", ["value", "reference"]].tolist() == ["6", "3"]
+    assert every.loc["a", ["value", "reference"]].tolist() == ["2.0", "1.0"]

@@ -228,15 +228,20 @@ def paired_table(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                 rows.extend(
                     {
                         "key": key,
-                        "value": value,
-                        "reference": levels[key][0],
+                        "value": None if pd.isna(value) else _plain(value),
+                        "reference": None if pd.isna(levels[key][0]) else _plain(levels[key][0]),
                         "within": within,
                         "outcome": outcome,
                         **_difference(subset[outcome], subset[f"{outcome} ref"]),
                     }
                     for outcome in OUTCOMES
                 )
-    return pd.DataFrame(rows, columns=columns)
+    table = pd.DataFrame(rows, columns=columns)
+    # Each key's values as the experiment file gives them: one column of several keys' values
+    # would otherwise turn a sweep's whole years into floats (6.0) beside another's 0.8.
+    for column in ("value", "reference"):
+        table[column] = pd.Series([row[column] for row in rows], dtype=object)
+    return table
 
 
 def _difference(runs: pd.Series, references: pd.Series) -> dict[str, Any]:
