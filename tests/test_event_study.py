@@ -139,6 +139,13 @@ def test_event_study_errors():
         event_study(frame, 5, column="nope")
     with pytest.raises(ValueError, match="baseline_years"):
         event_study(frame, 5, baseline_years=0)
+    # Not int(): year 2.7 would be studied as year 2, and 1.5 baseline years as 1.
+    for flood, baseline, said in ((5.5, 3, "flood_year"), (5, 1.5, "baseline_years")):
+        with pytest.raises(ValueError, match=f"{said} must be a whole number"):
+            event_study(frame, flood, baseline_years=baseline)
+    with pytest.raises(ValueError, match="baseline_years must be a whole number >= 1, got True"):
+        event_study(frame, 5, baseline_years=True)
+    assert event_study(frame, np.int64(5)).attrs["flood_year"] == 5  # a year off a table
     with pytest.raises(ValueError, match="before the flood"):
         event_study(synthetic("a", 0.4, 0.2, flood=1), flood_year=1)
 

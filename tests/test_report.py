@@ -19,6 +19,7 @@ from simulation.analysis import metrics, plots, report
 from simulation.analysis.commands import register
 from simulation.analysis.event_study import event_study
 from simulation.analysis.report import FIGURES, ReportError, write_report
+from simulation.audit.readers import AuditReadError, memory_counts, retrievals
 from simulation.cli import main
 from simulation.config import load_config
 from simulation.errors import InputError
@@ -800,3 +801,18 @@ def test_a_zone_without_households_gets_no_line_or_legend_entry(tmp_path):
     labels = [line.get_label() for line in top.lines]
     assert labels == ["insured, all zones", "insured, floodplain (AE, A, VE, V)"]
     assert [t.get_text() for t in top.get_legend().get_texts()] == labels
+
+
+def test_a_minimal_run_refuses_what_its_traces_do_not_hold(tmp_path):
+    """Its traces name every audited household but hold no memory: not empty tables."""
+    minimal = simulate(tmp_path, "audit.level=minimal", "households.count=20", "years=2")
+    for table, named in ((retrievals, "retrievals"), (memory_counts, "memory_counts")):
+        with pytest.raises(AuditReadError, match=f"{named}: the household_traces .* no memory"):
+            table(minimal, source="traces")
+    with pytest.raises(InputError, match=r"'H99999' does not appear in household_traces$"):
+        metrics.household_retrievals(minimal, "H99999")
+    assert metrics.household_retrievals(minimal, "H00001").empty  # traced, nothing retrieved
+    off = simulate(tmp_path / "off", "audit.level=off", "households.count=20", "years=2")
+    frame = metrics.read_stream_frame(off, "household_traces")
+    assert frame.empty
+    assert list(frame.columns) == ["schema_version", "run_id", "year", "agent_id"]

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from simulation.memory.settings import as_integer
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -197,9 +199,9 @@ def event_study(
             in which a run damaged no household, or no run with a year before the flood (with
             ``relative``: and a positive baseline).
     """
-    if baseline_years < 1:
-        msg = f"event_study: baseline_years must be at least 1, got {baseline_years}"
-        raise ValueError(msg)
+    baseline_years = _whole("baseline_years", baseline_years, 1)
+    if flood_year is not None:
+        flood_year = _whole("flood_year", flood_year, None)
     data = _as_frame(frames)
     for needed in ("year", column):
         if needed not in data.columns:
@@ -256,6 +258,22 @@ def event_study(
         relative=relative,
     )
     return table
+
+
+def _whole(name: str, value: object, least: int | None) -> int:
+    """``value`` as an int, refused unless whole (and at least ``least``); not ``int()``.
+
+    ``int()`` would run 1.5 baseline years as 1, or a flood in year 2.7 as year 2.
+
+    Raises:
+        ValueError: Naming ``name`` and the value.
+    """
+    whole = as_integer(value)
+    if whole is None or (least is not None and whole < least):
+        at_least = f" >= {least}" if least is not None else ""
+        msg = f"event_study: {name} must be a whole number{at_least}, got {value!r}"
+        raise ValueError(msg)
+    return whole
 
 
 def _years(floods: set[int]) -> str:

@@ -23,6 +23,7 @@ import pandas as pd
 import yaml
 
 from simulation.audit.readers import (
+    BASE_COLUMNS,
     AuditReadError,
     experiment_folder_error,
     iter_records,
@@ -574,7 +575,9 @@ def read_stream_frame(run_dir: str | Path, name: str) -> pd.DataFrame:
     :func:`simulation.audit.readers.read_stream` does.
     """
     if not _written(run_dir, name):
-        return pd.DataFrame()
+        # The columns every line has, as read_stream gives an empty stream: frame["year"]
+        # works on an unaudited run too.
+        return pd.DataFrame(columns=list(BASE_COLUMNS))
     return read_stream(run_dir, name)
 
 
@@ -746,6 +749,14 @@ def household_decisions(run_dir: str | Path, agent_id: str | None = None) -> pd.
     return _one_or_every(table, agent_id, ["year"])
 
 
+def _refuse_untraced(run_dir: str | Path, agent_id: str, first: dict[str, Any]) -> None:
+    """Refuse ``agent_id`` unless a trace names it (``first``: the first trace, read already)."""
+    if first.get("agent_id") != agent_id:
+        owners = (record.get("agent_id") for record in _records(run_dir, "household_traces"))
+        if agent_id not in owners:
+            _refuse_absent(run_dir, agent_id, "household_traces")
+
+
 def _refuse_absent(run_dir: str | Path, agent_id: str, stream: str) -> None:
     """Refuse a household with no line in ``stream``, when the run wrote it (else return).
 
@@ -801,6 +812,8 @@ def household_retrievals(run_dir: str | Path, agent_id: str | None = None) -> pd
         stream = "tool_invocations"
         table = retrievals(run_dir, source="tool_invocations")
     else:
+        if agent_id is not None and first:  # minimal traces name every audited household
+            _refuse_untraced(run_dir, agent_id, first)
         return _one_or_every(_typed([], _RETRIEVAL_DTYPES), agent_id, ["year", "rank"])
     if agent_id is not None:
         table = table[table["agent_id"] == agent_id]

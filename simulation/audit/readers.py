@@ -801,6 +801,28 @@ def _traces_with_memory(run_dir: StrPath) -> bool:
     return first is not None and isinstance(first.get("memory"), dict)
 
 
+def _refuse_traces_without_memory(run_dir: StrPath, table: str, instead: str) -> None:
+    """Refuse ``source="traces"`` where the traces carry no ``memory`` block (level minimal).
+
+    An empty table would read as households that retrieved nothing or held no memory.
+
+    Raises:
+        AuditReadError: Naming the source that does answer; also for missing traces.
+    """
+    first = next(iter_records(run_dir, "household_traces"), None)
+    if first is not None and not isinstance(first.get("memory"), dict):
+        other = (
+            f"use source={instead!r}"
+            if stream_path(run_dir, instead) is not None
+            else "levels standard and full record it"
+        )
+        msg = (
+            f"{run_dir}: {table}: the household_traces of this run carry no memory (audit "
+            f"level minimal); {other}"
+        )
+        raise AuditReadError(msg)
+
+
 @naming_damaged_lines
 def decisions_per_year(run_dir: StrPath) -> pd.DataFrame:
     """How many audited households chose each skill in each year (from ``household_traces``).
@@ -882,6 +904,7 @@ def retrievals(
     if source == "auto":
         source = "traces" if _traces_with_memory(run_dir) else "tool_invocations"
     if source == "traces":
+        _refuse_traces_without_memory(run_dir, "retrievals", "tool_invocations")
         rows = _retrieval_rows_from_traces(iter_records(run_dir, "household_traces"))
     elif source == "tool_invocations":
         rows = _retrieval_rows_from_tools(iter_records(run_dir, "tool_invocations"))
@@ -889,7 +912,8 @@ def retrievals(
         msg = f"source must be 'auto', 'traces' or 'tool_invocations', got {source!r}"
         raise AuditReadError(msg)
     table = pd.DataFrame(list(rows), columns=_RETRIEVAL_COLUMNS)
-    return table.astype({"year": "int64", "rank": "int64", "score": "float64"})
+    # store: object at every level, not str where it is recorded and object where it is not.
+    return table.astype({"year": "int64", "rank": "int64", "score": "float64", "store": object})
 
 
 @naming_damaged_lines
@@ -918,6 +942,7 @@ def memory_counts(
     if source == "auto":
         source = "traces" if _traces_with_memory(run_dir) else "consolidation"
     if source == "traces":
+        _refuse_traces_without_memory(run_dir, "memory_counts", "consolidation")
         rows = [
             (r["year"], r["agent_id"], m["working_count"], m["episodic_count"], "decision")
             for r in iter_records(run_dir, "household_traces")
