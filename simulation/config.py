@@ -39,7 +39,13 @@ from pydantic import (
 
 from simulation.agents.population import MAX_GROUND_FT, PopulationConfig
 from simulation.agents.state import FloodZone  # noqa: TC001 - pydantic resolves it at run time
-from simulation.config_base import LAX, SECRET_KEY_NAMES, ConfigModel, describe_validation_error
+from simulation.config_base import (
+    LAX,
+    SECRET_KEY_NAMES,
+    ConfigModel,
+    describe_validation_error,
+    url_holds_credentials,
+)
 from simulation.decisions.pmt import PMTConfig
 from simulation.errors import InputError, shown_value, spoken_list
 from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
@@ -851,6 +857,14 @@ class LLMConfig(Section):
         except ValidationError:
             msg = "must be an http:// or https:// URL, e.g. http://localhost:11434/v1"
             raise ValueError(msg) from None
+        if url_holds_credentials(value):
+            # The resolved config is written into the run directory, and errors echo URLs.
+            msg = (
+                "holds a password or a key (the value is not shown): the config is written "
+                "into the run directory; put the key in a variable (export OPENAI_API_KEY=...) "
+                "and name it in decision.llm.api_key_env"
+            )
+            raise ValueError(msg)
         return value
 
 
@@ -1969,7 +1983,11 @@ def _shown_override(override: str) -> str:
 
     key, _, raw = override.partition("=")
     parts = tuple(key.strip().split("."))
-    if parts[-1] in SECRET_KEY_NAMES or secret_inside(load_yaml(raw) if raw.strip() else ""):
+    if (
+        parts[-1] in SECRET_KEY_NAMES
+        or url_holds_credentials(raw.strip())
+        or secret_inside(load_yaml(raw) if raw.strip() else "")
+    ):
         return f"--set {'.'.join(parts)}=(value not shown)"
     return f"--set {override}"
 

@@ -9,8 +9,10 @@ on them. :func:`describe_validation_error` is the one line in which a refusal of
 
 from __future__ import annotations
 
+import re
 import types
 from typing import Annotated, Any, Union, get_args, get_origin
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
     BaseModel,
@@ -23,10 +25,36 @@ from pydantic import (
 
 from simulation.errors import shown_value
 
-__all__ = ["LAX", "SECRET_KEY_NAMES", "ConfigModel", "describe_validation_error"]
+__all__ = [
+    "LAX",
+    "SECRET_KEY_NAMES",
+    "ConfigModel",
+    "describe_validation_error",
+    "url_holds_credentials",
+]
 
 #: Keys that hold the *name* of a secret: their values are never echoed in an error.
 SECRET_KEY_NAMES = frozenset({"api_key_env"})
+#: Query parameters of a URL whose values are credentials (``?api_key=...``, ``&token=...``).
+_CREDENTIAL_PARAMETER = re.compile(r"key|token|secret|passw|sig|auth", re.IGNORECASE)
+
+
+def url_holds_credentials(value: object) -> bool:
+    """Whether ``value`` is a URL holding a password or a credential-named query parameter.
+
+    Such a URL is never echoed in an error, and ``decision.llm.base_url`` refuses it: the config
+    is written into the run directory, and a key belongs in the variable ``api_key_env`` names.
+    """
+    if not isinstance(value, str):
+        return False
+    try:
+        parts = urlsplit(value)
+        password = parts.password
+    except ValueError:  # an invalid port or bracket: not a URL to hold anything
+        return False
+    names = (name for name, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return password is not None or any(_CREDENTIAL_PARAMETER.search(n) for n in names)
+
 
 #: Marks a type that takes what YAML and JSON give where strict mode would not: a tuple from a
 #: list (YAML has no tuples) and an integer mapping key from a digit string (JSON keys are
@@ -132,6 +160,7 @@ def describe_validation_error(error: ValidationError, origin: str) -> str:
         and first["type"] != "missing"
         and not isinstance(first["input"], dict)
         and not (first["loc"] and first["loc"][-1] in SECRET_KEY_NAMES)  # may be a pasted key
+        and not url_holds_credentials(first["input"])
     ):
         message = f"{message} (got {shown_value(first['input'])})"
     more = len(errors) - 1

@@ -341,6 +341,36 @@ def test_a_key_pasted_as_api_key_env_is_refused_and_never_shown(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:hunter2secret@localhost:11434/v1",
+        "https://api.example.org/v1?api_key=hunter2secret",
+        "https://api.example.org/v1?x=1&token=hunter2secret",
+    ],
+)
+@pytest.mark.parametrize("given", ["file", "flag"])
+def test_a_base_url_holding_a_key_is_refused_and_never_shown(capsys, tmp_path, url, given):
+    """The resolved config is written into the run directory: a key in the URL would be too."""
+    body = "decision:\n  policy: llm\n" + (
+        f"  llm:\n    base_url: '{url}'\n" if given == "file" else ""
+    )
+    config = small_config(tmp_path, body)
+    flags = ["--set", f"decision.llm.base_url={url}"] if given == "flag" else []
+    code, out, err = call(capsys, "run", config, "--out", tmp_path / "out", *flags)
+    line = assert_bad_input(code, out, err)
+    assert "decision.llm.base_url: holds a password or a key" in line
+    assert "hunter2secret" not in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_base_url_with_other_query_parameters_is_accepted(capsys, tmp_path):
+    url = "https://example.openai.azure.com/v1?api-version=2024-02-01"
+    body = f"decision:\n  policy: llm\n  llm:\n    base_url: '{url}'\n"
+    code, _, err = call(capsys, "validate", small_config(tmp_path, body))
+    assert (code, err) == (0, ""), err
+
+
 @pytest.mark.parametrize("name", ["OPENAI_API_KEY", KEY_ENV, "HF_TOKEN", "LLM_KEY_2024", "key2"])
 def test_variable_names_are_accepted_as_api_key_env(capsys, tmp_path, name):
     body = f"decision:\n  policy: llm\n  llm:\n    api_key_env: {name}\n"
