@@ -105,6 +105,8 @@ __all__ = [
 
 
 _HTTP_URL = TypeAdapter(HttpUrl)
+#: A year key of hazard.events or hazard.rasters, read as their fields read it (lax).
+_YEAR_KEY = TypeAdapter(int)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Prefixes of common providers' API keys and tokens (OpenAI, Anthropic, Groq, Hugging Face,
 #: GitHub, xAI, AWS, Google, Slack).
@@ -267,11 +269,15 @@ class HazardConfig(Section):
     @field_validator("events", "rasters", mode="before")
     @classmethod
     def _each_year_once(cls, value: object) -> object:
-        # 2 and "2" are one year: pydantic would keep whichever came last, without a word.
+        # 2, "2", "02" and "2.0" are one year: pydantic would keep whichever came last,
+        # without a word. Each key is read as pydantic reads it, to compare.
         if isinstance(value, dict):
             seen: dict[str, object] = {}
             for key in value:
-                year = str(key).strip()
+                try:
+                    year = str(_YEAR_KEY.validate_python(key))
+                except ValidationError:  # not a year: refused by the field itself, by name
+                    year = str(key).strip()
                 if year in seen:
                     msg = f"year {year} is given twice ({seen[year]!r} and {key!r})"
                     raise ValueError(msg)

@@ -212,6 +212,12 @@ CASES: tuple[Case, ...] = (
     # ------------------------------------------------------------------------ skill registry
     run("missing_registry.yaml", None, ": registry: ", "skill_regsitry.yaml", "not found"),
     run("scripted_year_twice.yaml", None, ": hazard.events: ", "year 2 is given twice"),
+    run(
+        "scripted_year_twice_padded.yaml",
+        None,
+        ": hazard.events: ",
+        "year 2 is given twice (2 and '02')",
+    ),
     run("empty_registry_path.yaml", None, ": registry: ", "at least 1 character", "(got '')"),
     run(
         "registry_unknown_field.yaml",

@@ -554,6 +554,8 @@ def test_a_line_of_spaces_is_skipped_as_a_blank_line_is(tmp_path: Path, blank: s
         ("prior_flood_damage", ["5", "6"], r"row 1, column prior_flood_year"),
         ("grid_col", ["0", "1"], r"row 1, column grid_row: missing"),
         ("grid_col,grid_row", ["0,0", "-1,0"], r"row 3, column grid_col: must be >= 0"),
+        # Not wrapped to a negative index by the cast past the grid's size check.
+        ("grid_col,grid_row", ["0,0", "1e19,0"], r"row 3, column grid_col: must be <= 999999"),
     ],
 )
 def test_bad_optional_columns(
@@ -565,6 +567,13 @@ def test_bad_optional_columns(
     ]
     message = _table_error(_write_csv(tmp_path, lines))
     assert re.search(expected, message), message
+
+
+def test_a_long_cell_of_an_ignored_column_is_read(tmp_path: Path) -> None:
+    """Python's csv limits a field to 131,072 characters; pandas, which read it, does not."""
+    lines = [f"{HEADER},notes", f"{GOOD_ROWS[0]},{'a' * 200_000}", f"{GOOD_ROWS[1]},short"]
+    population = load_population_table(_write_csv(tmp_path, lines), PopulationConfig())
+    assert len(population.states) == 2
 
 
 def test_row_longer_than_header(tmp_path: Path) -> None:

@@ -139,6 +139,9 @@ __all__ = [
 #: every cell of a grid, empty or not, at about 1.5 KB each: a million cells take 1.5 GB and
 #: ten seconds, and one mistyped ``grid_col`` of 100,000 would take every byte of the machine.
 MAX_GRID_CELLS = 1_000_000
+# The longest field the table's second pass (_short_row) reads: 2**31 - 1, csv's C long on
+# every platform.
+_FIELD_LIMIT = 2**31 - 1
 
 #: The largest dollar value a household table takes (income, values, a reported flood's
 #: damage): finite values far beyond any home's, such as 1e308, overflowed the damage arithmetic
@@ -596,6 +599,9 @@ def _short_row(path: Path, width: int) -> tuple[int, int] | None:
     Blank lines, spaces only included (an editor's last line), are not short rows: they are
     skipped like empty rows.
     """
+    # pandas read the file whole; csv's default limit of 131,072 characters a field would
+    # fail on a long cell of a column floodsim ignores (notes, a geometry).
+    csv.field_size_limit(max(csv.field_size_limit(), _FIELD_LIMIT))
     with path.open(encoding="utf-8-sig", newline="") as fh:
         for row, record in enumerate(csv.reader(fh), start=1):
             blank = len(record) == 1 and not record[0].strip()
@@ -846,8 +852,10 @@ def load_population_table(path: Path, config: PopulationConfig) -> Population:
         )
         raise table.error(1, missing, f"missing: {given} is given, so both are needed")
     if "grid_col" in columns:
-        col = table.numbers("grid_col", low=0.0, integer=True).astype(np.int64)
-        row = table.numbers("grid_row", low=0.0, integer=True).astype(np.int64)
+        # Bounded before the cast: an index of 2**63 or more would wrap past the grid check.
+        last = float(MAX_GRID_CELLS - 1)
+        col = table.numbers("grid_col", low=0.0, high=last, integer=True).astype(np.int64)
+        row = table.numbers("grid_row", low=0.0, high=last, integer=True).astype(np.int64)
         shape = (int(row.max()) + 1, int(col.max()) + 1)
         _check_grid_size(table, col, row, shape)
     else:
