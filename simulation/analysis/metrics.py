@@ -749,12 +749,10 @@ def household_decisions(run_dir: str | Path, agent_id: str | None = None) -> pd.
     return _one_or_every(table, agent_id, ["year"])
 
 
-def _refuse_untraced(run_dir: str | Path, agent_id: str, first: dict[str, Any]) -> None:
-    """Refuse ``agent_id`` unless a trace names it (``first``: the first trace, read already)."""
-    if first.get("agent_id") != agent_id:
-        owners = (record.get("agent_id") for record in _records(run_dir, "household_traces"))
-        if agent_id not in owners:
-            _refuse_absent(run_dir, agent_id, "household_traces")
+def _refuse_unnamed(run_dir: str | Path, agent_id: str, stream: str) -> None:
+    """Refuse ``agent_id`` unless a line of ``stream`` names it (read only until one does)."""
+    if agent_id not in (record.get("agent_id") for record in _records(run_dir, stream)):
+        _refuse_absent(run_dir, agent_id, stream)
 
 
 def _refuse_absent(run_dir: str | Path, agent_id: str, stream: str) -> None:
@@ -813,14 +811,12 @@ def household_retrievals(run_dir: str | Path, agent_id: str | None = None) -> pd
         table = retrievals(run_dir, source="tool_invocations")
     else:
         if agent_id is not None and first:  # minimal traces name every audited household
-            _refuse_untraced(run_dir, agent_id, first)
+            _refuse_unnamed(run_dir, agent_id, "household_traces")
         return _one_or_every(_typed([], _RETRIEVAL_DTYPES), agent_id, ["year", "rank"])
     if agent_id is not None:
         table = table[table["agent_id"] == agent_id]
         if table.empty:  # a household that retrieved nothing still has lines in the stream
-            owners = (record.get("agent_id") for record in _records(run_dir, stream))
-            if agent_id not in owners:
-                _refuse_absent(run_dir, agent_id, stream)
+            _refuse_unnamed(run_dir, agent_id, stream)
     # Only what the table shows of each item: every household's items would otherwise be
     # held whole. Item ids start with their owner's id, so one table serves every household.
     wanted = set(table["id"])

@@ -529,12 +529,12 @@ class CognitiveMemory:
             TypeError: If ``damage`` is not a number.
         """
         try:
-            if not 0.0 <= damage < math.inf or damage.__class__ in BOOLEANS:  # NaN fails too
-                msg = f"damage must be a finite number >= 0, got {damage!r}"
-                raise ValueError(msg)
+            bad = not 0.0 <= damage < math.inf or damage.__class__ in BOOLEANS  # NaN fails too
         except TypeError:  # a string or None: say which argument
+            bad = None
+        if bad is not False:
             msg = f"damage must be a finite number >= 0, got {damage!r}"
-            raise TypeError(msg) from None
+            raise ValueError(msg) if bad else TypeError(msg)
         return self.write(
             f"Year {year}: A flood occurred causing ${damage:,.0f} in damages",
             0.9,

@@ -903,7 +903,9 @@ class SkillRegistry:
         Raises:
             TypeError: For a ``cost`` that is not a number (a string would fail far inside).
         """
-        if not isinstance(cost, Real) or isinstance(cost, (bool, np.bool_)):
+        if cost.__class__ is not float and (  # the model's costs: no ABC check
+            not isinstance(cost, Real) or isinstance(cost, (bool, np.bool_))
+        ):
             msg = f"cost must be a number of dollars, got {cost!r}"
             raise TypeError(msg)
         skill = self._skills.get(skill_id)
