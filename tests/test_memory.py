@@ -297,6 +297,18 @@ def test_tiered_retention_demotes_and_promotes():
     assert faded in mem.episodic
 
 
+@pytest.mark.parametrize("name", ["retrieval", "retention", "reflection"])
+def test_a_snapshots_settings_missing_a_field_are_refused_not_defaulted(name):
+    """Rebuilding converts nothing: a field left out would take its default unseen."""
+    mem = CognitiveMemory("H1")
+    mem.update_after_flood(1_000.0, 1)
+    data = mem.to_dict()
+    dropped = next(iter(data[name]))
+    del data[name][dropped]
+    with pytest.raises(ValueError, match=f"^memory snapshot of H1: {name}: missing {dropped}$"):
+        CognitiveMemory.from_dict(data)
+
+
 def test_a_memory_exactly_at_the_demotion_line_stays_episodic():
     """Demoted below ``demote_below``, not at it: 0.5 * 0.5**1 is exactly 0.25."""
     tiered = RetentionSettings(policy="tiered", demote_below=0.25, promote_after=2)

@@ -25,9 +25,9 @@ import heapq
 import itertools
 import math
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from simulation.memory.item import SOURCES, MemoryItem, ScoredMemory
 from simulation.memory.reflection import RuleBasedReflector
@@ -1149,9 +1149,9 @@ class CognitiveMemory:
             data["episodic_capacity"],
             data["consolidation_threshold"],
             data["decay_rate"],
-            retrieval=RetrievalSettings(**data["retrieval"]),
-            retention=RetentionSettings(**data["retention"]),
-            reflection=ReflectionSettings(**data["reflection"]),
+            retrieval=_snapshot_settings(RetrievalSettings, data, "retrieval"),
+            retention=_snapshot_settings(RetentionSettings, data, "retention"),
+            reflection=_snapshot_settings(ReflectionSettings, data, "reflection"),
             relevance=relevance,
             reflector=reflector,
             texts=texts,
@@ -1294,6 +1294,25 @@ def _year(value: Any, name: str) -> int:
         msg = f"{name} must be an integer, got {value!r}"
         raise TypeError(msg)
     return year
+
+
+_S = TypeVar("_S")
+
+
+def _snapshot_settings(kind: type[_S], data: Mapping[str, Any], name: str) -> _S:
+    """The settings of snapshot ``data[name]``, which must give every field ``to_dict`` wrote.
+
+    A field left out would take its default: the memory rebuilt would not be the one written.
+
+    Raises:
+        ValueError: Naming the memory, the mapping and the fields missing.
+    """
+    given = data[name]
+    missing = [f.name for f in fields(kind) if f.name not in given]
+    if missing:
+        msg = f"memory snapshot of {data['agent_id']}: {name}: missing {', '.join(missing)}"
+        raise ValueError(msg)
+    return kind(**given)
 
 
 def _tag_tuple(tags: Iterable[str] | None) -> tuple[str, ...]:
