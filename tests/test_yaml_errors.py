@@ -92,3 +92,50 @@ def test_a_config_with_a_huge_integer_is_refused_on_one_line(tmp_path, capsys, w
     (line,) = capsys.readouterr().err.splitlines()
     assert line.endswith("an integer of 5001 characters, too long to read")
     assert len(line) < 300
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("010", 10), ("09", 9), ("-007", -7), ("00", 0), ("1_000", 1000), ("0x1F", 31), ("0b101", 5)],
+)
+def test_integers_read_as_yaml_1_2_reads_them(text, value):
+    """YAML 1.1 read `010` as octal 8 while `09` stayed text; a researcher means ten and nine."""
+    loaded = load_yaml(f"x: {text}")["x"]
+    assert type(loaded) is int
+    assert loaded == value
+
+
+@pytest.mark.parametrize("text", ["1:30", "1:30.5", "-2:00"])
+def test_base_60_numbers_stay_text(text):
+    """YAML 1.1 read `1:30` as 90: `--set years=1:30` ran 90 years."""
+    assert load_yaml(f"x: {text}") == {"x": text}
+
+
+@pytest.mark.parametrize("text", ["0x_", "0b__"])
+def test_a_base_prefix_without_digits_is_a_yaml_error_that_says_so(text):
+    with pytest.raises(yaml.YAMLError) as caught:
+        load_yaml(f"x: {text}")
+    assert describe_yaml_error(caught.value) == (
+        f"line 1, column 4: '{text}' has no digits after its base prefix"
+    )
+
+
+@pytest.mark.parametrize("text", ["010", "09", "-08", "1:30", "1:30.5", "0x3", "1_0", "5e-1"])
+def test_strings_either_yaml_version_reads_as_numbers_are_written_quoted(text):
+    """What floodsim writes reads back equal in floodsim and in a notebook's yaml.safe_load."""
+    dumped = dump_yaml({"name": text})
+    assert load_yaml(dumped) == {"name": text}
+    assert yaml.safe_load(dumped) == {"name": text}
+
+
+def test_a_zero_padded_years_runs_that_many_years_and_base_60_is_refused(tmp_path, capsys):
+    path = tmp_path / "padded.yaml"
+    path.write_text(f"base: {DEFAULT}\nyears: 010\nhouseholds:\n  count: 20\n")
+    assert main(["run", str(path), "--quiet", "--out", str(tmp_path / "runs")]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert load_yaml((run_dir / "config.resolved.yaml").read_text(encoding="utf-8"))["years"] == 10
+    capsys.readouterr()
+    assert main(["validate", str(path), "--set", "years=1:30"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "years" in line
+    assert "1:30" in line
