@@ -48,7 +48,13 @@ from simulation.config_base import (
 )
 from simulation.decisions.pmt import PMTConfig
 from simulation.errors import InputError, shown_value, spoken_list
-from simulation.hazard import HazardSource, RasterSource, ScriptedSource, StochasticSource
+from simulation.hazard import (
+    HazardSource,
+    RasterSource,
+    ScriptedSource,
+    StochasticSource,
+    is_curve_file,
+)
 from simulation.input_files import read_text
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
 from simulation.memory.pool import MAX_SLOTS, store_widths
@@ -336,7 +342,8 @@ class DamageConfig(Section):
         "usace_one_story_no_basement",
         min_length=1,
         description="Shipped curve set (usace_one_story_no_basement, jrc_north_america) or a "
-        "YAML file of the same shape (relative to the config file): one set of "
+        "YAML file of the same shape (relative to the config file; its name ends in .yaml or "
+        ".yml, or holds a /, as in ./survey_curves.txt): one set of "
         "simulation/hazard/curves_data.yaml, bare or under one name, with `source` (text), "
         "`units: feet_above_first_floor`, `structure` and `contents` (each `depth`, in ft above "
         "the first floor and rising, and `damage_fraction`, in [0, 1] and non-decreasing) and "
@@ -1572,11 +1579,6 @@ def rebase_paths(data: dict[str, Any], folder: Path) -> None:
     hazard = data.get("hazard")
     if isinstance(hazard, dict) and isinstance(hazard.get("rasters"), dict):
         hazard["rasters"] = {year: absolute(p) for year, p in hazard["rasters"].items()}
-
-
-def is_curve_file(curves: str) -> bool:
-    """Whether ``damage.curves`` names a file (``*.yaml``, or a path) rather than a shipped set."""
-    return curves.lower().endswith((".yaml", ".yml")) or "/" in curves
 
 
 def apply_overrides(

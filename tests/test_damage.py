@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +20,6 @@ from simulation.hazard import (
     curve_set_from_mapping,
     load_curves,
 )
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 USACE_DEPTHS = np.arange(-2.0, 17.0)
 USACE_STRUCTURE_PCT = [
@@ -303,3 +300,15 @@ def test_depths_near_the_float_limit_are_checked_without_overflow(tmp_path: Path
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # np.diff's overflow warning was printed
         assert load_curves(path).structure.depths.tolist() == [-1e308, 1e308]
+
+
+def test_a_bare_name_is_not_looked_up_in_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Otherwise a config would load or fail by where it is run, and its run id not follow edits."""
+    (tmp_path / "survey.txt").write_text(yaml.safe_dump(_valid_set()))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(HazardError, match=r"^unknown curve set 'survey.txt'; .* with a /\)$"):
+        load_curves("survey.txt")
+    assert load_curves("./survey.txt").source == "test tables"
+    assert load_curves(Path("survey.txt")).source == "test tables"

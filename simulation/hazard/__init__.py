@@ -18,6 +18,7 @@ from simulation.hazard.curves import (
     available_curve_sets,
     compute_damage,
     curve_set_from_mapping,
+    is_curve_file,
     load_curves,
 )
 from simulation.hazard.raster import AsciiGrid, read_ascii_grid
@@ -51,6 +52,7 @@ __all__ = [
     "available_curve_sets",
     "compute_damage",
     "curve_set_from_mapping",
+    "is_curve_file",
     "load_curves",
     "make_source",
     "read_ascii_grid",

@@ -42,6 +42,7 @@ __all__ = [
     "available_curve_sets",
     "compute_damage",
     "curve_set_from_mapping",
+    "is_curve_file",
     "load_curves",
 ]
 
@@ -373,15 +374,21 @@ def load_curves(name_or_path: str | os.PathLike[str] = DEFAULT_CURVE_SET) -> Dam
     tables = _shipped_tables()
     if not isinstance(name_or_path, Path) and text in tables:
         return curve_set_from_mapping(tables[text], _SHIPPED_FILE, key=text)
-    path = Path(name_or_path)
-    looks_like_path = path.suffix.lower() in {".yaml", ".yml"} or len(path.parts) > 1
-    if looks_like_path or path.exists():
-        return _read_curve_file(path)
+    # A name is never looked up as a file in the current folder as well: the same config would
+    # then load a set or be refused depending on where it is run, and a run's id, which hashes
+    # the files a config names (see is_curve_file), would not follow an edit to that file.
+    if isinstance(name_or_path, Path) or is_curve_file(text):
+        return _read_curve_file(Path(name_or_path))
     msg = (
         f"unknown curve set {text!r}; available: {', '.join(available_curve_sets())} "
-        "(or give a path to a .yaml curve file)"
+        "(or give a curve file: a name ending in .yaml or .yml, or a path with a /)"
     )
     raise HazardError(msg)
+
+
+def is_curve_file(curves: str) -> bool:
+    """Whether ``damage.curves`` names a file (``*.yaml``, or a path) rather than a shipped set."""
+    return curves.lower().endswith((".yaml", ".yml")) or "/" in curves
 
 
 def compute_damage(
