@@ -998,10 +998,12 @@ def test_numpys_bools_count_as_numbers_as_pythons_do(engine):
     assert model.steps == 2
 
 
-@pytest.mark.parametrize("value", [2**63, 2**70])
-def test_an_integer_beyond_64_bits_is_refused_by_the_array_engine_naming_it(value):
-    """Not an OverflowError with the year counted, nor a count wrapped to a negative."""
-    config, base = load_config(DEFAULT, ["households.count=20", "years=3", "engine=arrays"])
+@pytest.mark.parametrize("engine", ["objects", "arrays"])
+@pytest.mark.parametrize("value", [2**63, 2**70, -(2**63) - 1])
+def test_an_integer_beyond_64_bits_is_refused_by_both_engines_naming_it(value, engine):
+    """Not an OverflowError with the year counted, nor a count wrapped to a negative, and not
+    a world the object path runs while the array engine refuses it."""
+    config, base = load_config(DEFAULT, ["households.count=20", "years=3", f"engine={engine}"])
     model = build_model(config, base)
     model.step()
     household = model.households[0]

@@ -208,7 +208,7 @@ _VALUES_OF = {kind: attrgetter(*names) for kind, names in _FIELDS_OF.items()}
 
 
 def check_state_values(states: Sequence[HouseholdState]) -> None:
-    """Refuse a state field holding a value of another type, or a number field NaN or infinite.
+    """Refuse a state field holding a value of another type, or one its kind cannot hold.
 
     A value set on a household between years (``state.has_insurance = 1`` or ``"no"``,
     ``state.income = float("nan")``) would otherwise be counted as true, or spread NaN
@@ -218,7 +218,8 @@ def check_state_values(states: Sequence[HouseholdState]) -> None:
 
     Raises:
         TypeError: Naming the household, the field and the value, for a value of another type.
-        ValueError: For a number field holding NaN or an infinity.
+        ValueError: For a number field holding NaN or an infinity, or an integer field one
+            beyond 64 bits.
     """
     for kind, values_of in _VALUES_OF.items():
         values = list(chain.from_iterable(map(values_of, states)))
@@ -229,6 +230,8 @@ def check_state_values(states: Sequence[HouseholdState]) -> None:
                 fits = math.isfinite(sum(values))
             except OverflowError:  # an integer too large for a float
                 fits = False
+        elif fits and kind == "int":  # as the array engine's int64 columns hold them
+            fits = _INT64_MIN <= min(values) and max(values) <= _INT64_MAX
         if not fits:  # or a sum past the largest float, which refuses nobody
             for name in _FIELDS_OF[kind]:
                 refuse_state_value(name, states)
@@ -240,8 +243,8 @@ def refuse_state_value(name: str, states: Iterable[HouseholdState]) -> None:
     Raises:
         TypeError: For a value of another type than the field's (:data:`FIELD_KINDS`).
         ValueError: For a number field holding NaN, an infinity or an integer beyond floats,
-            or an integer field one beyond 64 bits (which the array engine's columns hold;
-            the object path computes with Python's integers, and only the array engine asks).
+            or an integer field one beyond 64 bits, which the array engine's columns cannot
+            hold (the object path refuses it too, so that both engines run the same worlds).
     """
     kind = FIELD_KINDS[name]
     accepted = _ACCEPTED[kind]
