@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from simulation.analysis.event_study import (
     EVENT_COLUMNS,
+    RunsLeftOutWarning,
     ShortBaselineWarning,
     detect_flood_year,
     event_study,
@@ -70,7 +71,10 @@ def test_relative_changes_are_fractions_of_each_runs_baseline():
 
 def test_relative_changes_leave_out_runs_without_a_pre_flood_level():
     frame = pd.concat([synthetic("a", 0.0, 0.1), synthetic("b", 0.5, 0.1)])
-    table = event_study(frame, flood_year=5, relative=True).set_index("years_since")
+    said = r"^event_study: 1 of 2 run\(s\) left out, having no baseline \(a: no positive baseline"
+    with pytest.warns(RunsLeftOutWarning, match=said) as caught:
+        table = event_study(frame, flood_year=5, relative=True).set_index("years_since")
+    assert caught[0].message.left_out == {"a": "no positive baseline (year 5)"}
     assert table.loc[1, "n_runs"] == 1
     assert table.loc[1, "mean"] == pytest.approx(0.2)
     with pytest.raises(ValueError, match="with a positive level"):
@@ -110,6 +114,30 @@ def test_an_early_flood_warns_that_the_baseline_is_short():
         table = event_study(frame, flood_year=3, baseline_years=4)
     assert table["years_since"].min() == -2  # the years the runs have
     assert table.set_index("years_since").loc[1, "mean"] == pytest.approx(0.2)
+
+
+def test_a_run_flooded_in_its_first_year_is_left_out_with_a_warning_naming_it():
+    """It has no year before the flood; the mean of the others must not pass for all runs'."""
+    runs = [synthetic("early", 0.4, 0.9, flood=1)]
+    runs += [synthetic(f"r{i}", 0.4, 0.2, flood=5) for i in range(4)]
+    with pytest.warns(RunsLeftOutWarning) as caught:
+        table = event_study(pd.concat(runs)).set_index("years_since")
+    (warning,) = [w.message for w in caught if isinstance(w.message, RunsLeftOutWarning)]
+    assert str(warning) == (
+        "event_study: 1 of 5 run(s) left out, having no baseline "
+        "(early: no year before the flood (year 1))"
+    )
+    assert warning.runs == 5
+    assert table.loc[1, "mean"] == pytest.approx(0.2)
+    assert table.loc[1, "n_runs"] == 4
+
+
+def test_a_warning_of_many_left_out_runs_names_three():
+    runs = [synthetic(f"e{i}", 0.4, 0.2, flood=1) for i in range(5)]
+    with pytest.warns(
+        RunsLeftOutWarning, match=r"e2: no year before the flood \(year 1\); and 2 more\)$"
+    ):
+        event_study([*runs, synthetic("late", 0.4, 0.2, flood=5)])
 
 
 def test_a_full_baseline_does_not_warn(recwarn):

@@ -6,12 +6,12 @@ The method is a difference from a pre-flood baseline, computed per run and then 
    mean of ``column`` over the ``baseline_years`` years just before the flood year
    (``flood_year - baseline_years`` .. ``flood_year - 1``; years missing from the run are
    skipped, with a :class:`ShortBaselineWarning`, and a run with none of them has no baseline
-   and is left out).
+   and is left out, with a :class:`RunsLeftOutWarning`).
 2. The run's *change* at ``years_since = year - flood_year`` is ``column(year) - baseline``
    (in the column's units: for a share, percentage points / 100), or with ``relative`` that
    difference divided by the baseline (0.09: 9 % above the pre-flood level, the unit of
    studies that regress the log of policies). A run whose baseline is 0 has no relative change
-   and is left out.
+   and is left out (warned of as well).
 3. Across runs, each ``years_since`` gets the mean change, its standard deviation, its 10 % and
    90 % quantiles and the number of runs that reach that year.
 
@@ -24,6 +24,7 @@ full year after the flood, the point the empirical literature calls the take-up 
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from typing import TYPE_CHECKING
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENT_COLUMNS",
+    "RunsLeftOutWarning",
     "ShortBaselineWarning",
     "detect_flood_year",
     "event_study",
@@ -144,19 +146,39 @@ class ShortBaselineWarning(UserWarning):
         self.flood_years = flood_years
 
 
+class RunsLeftOutWarning(UserWarning):
+    """Some runs have no usable baseline and are left out of the event study.
+
+    Args:
+        message: The warning text.
+        left_out: Each left-out run's id and the reason (``"no year before the flood"``, or
+            for ``relative`` changes ``"no positive baseline"``).
+        runs: How many runs were given.
+    """
+
+    def __init__(self, message: str, *, left_out: dict[str, str], runs: int) -> None:
+        super().__init__(message)
+        self.left_out = left_out
+        self.runs = runs
+
+
+_NO_PRE_FLOOD_YEAR = "no year before the flood"
+_NO_POSITIVE_BASELINE = "no positive baseline"
+
+
 def _run_changes(
     run: pd.DataFrame, flood_year: int, column: str, baseline_years: int, *, relative: bool
-) -> pd.Series | None:
-    """One run's change from its pre-flood baseline, by years_since (None: no usable baseline)."""
+) -> pd.Series | str:
+    """One run's change from its pre-flood baseline, by years_since, or why it has none."""
     series = run.set_index("year")[column].astype(float).sort_index()
     before = series.loc[flood_year - baseline_years : flood_year - 1]
     if before.empty:
-        return None
+        return _NO_PRE_FLOOD_YEAR
     baseline = float(before.mean())
     if relative and baseline <= 0:
         # No level to be relative to. A blank baseline (NaN: a share over no household) is
         # kept, as without ``relative``: its changes are blank, not a missing pre-flood year.
-        return None
+        return _NO_POSITIVE_BASELINE
     changes = series.loc[flood_year - baseline_years :] - baseline
     if relative:
         changes /= baseline
@@ -210,6 +232,7 @@ def event_study(
     per_run: dict[str, pd.Series] = {}
     floods: set[int] = set()
     short: list[int] = []  # years in each shortened baseline
+    left_out: dict[str, str] = {}  # run id: why it has no baseline
     for run_id, run in data.groupby(_RUN_KEY, sort=False):
         if run["year"].duplicated().any():
             msg = (
@@ -224,7 +247,9 @@ def event_study(
             _check_flooded(run, year)
         floods.add(year)
         changes = _run_changes(run, year, column, baseline_years, relative=relative)
-        if changes is not None:
+        if isinstance(changes, str):
+            left_out[str(run_id)] = f"{changes} (year {year})"
+        else:
             per_run[str(run_id)] = changes
             averaged = int((changes.index < 0).sum())  # the pre-flood years the run has
             if averaged < baseline_years:
@@ -233,13 +258,8 @@ def event_study(
         needs = " with a positive level" if relative else ""
         msg = f"event_study: no run has a year before the flood{needs} (year {_years(floods)})"
         raise ValueError(msg)
-    if short:
-        warnings.warn(
-            short_baseline_warning(
-                "event_study: ", len(short), len(per_run), min(short), baseline_years, floods
-            ),
-            stacklevel=2,
-        )
+    for warning in _warnings(left_out, short, len(per_run), baseline_years, floods):
+        warnings.warn(warning, stacklevel=2)
     wide = pd.DataFrame(per_run)  # rows: years_since, columns: runs
     table = pd.DataFrame(
         {
@@ -258,6 +278,34 @@ def event_study(
         relative=relative,
     )
     return table
+
+
+def _warnings(
+    left_out: dict[str, str], short: list[int], used: int, baseline_years: int, floods: set[int]
+) -> list[UserWarning]:
+    """What :func:`event_study` warns of: runs left out, then baselines shorter than asked."""
+    found: list[UserWarning] = []
+    if left_out:
+        runs = len(left_out) + used
+        shown = "; ".join(
+            f"{run_id}: {why}" for run_id, why in itertools.islice(left_out.items(), 3)
+        )
+        more = f"; and {len(left_out) - 3} more" if len(left_out) > 3 else ""
+        found.append(
+            RunsLeftOutWarning(
+                f"event_study: {len(left_out)} of {runs} run(s) left out, having no baseline "
+                f"({shown}{more})",
+                left_out=left_out,
+                runs=runs,
+            )
+        )
+    if short:
+        found.append(
+            short_baseline_warning(
+                "event_study: ", len(short), used, min(short), baseline_years, floods
+            )
+        )
+    return found
 
 
 def _whole(name: str, value: object, least: int | None) -> int:
