@@ -231,7 +231,7 @@ def check_state_values(states: Sequence[HouseholdState]) -> None:
             except OverflowError:  # an integer too large for a float
                 fits = False
         elif fits and kind == "int":  # as the array engine's int64 columns hold them
-            fits = _INT64_MIN <= min(values) and max(values) <= _INT64_MAX
+            fits = min(values) >= _INT64_MIN and max(values) <= _INT64_MAX
         if not fits:  # or a sum past the largest float, which refuses nobody
             for name in _FIELDS_OF[kind]:
                 refuse_state_value(name, states)
