@@ -789,6 +789,27 @@ LOAD_ERRORS = [
         "an empty tag, got ''",
     ),
     (
+        "template of zero-width spaces",
+        _set("elevate_house", "memory.template", "\u200b\ufeff \u200b"),
+        "skill 'elevate_house'",
+        "memory.template",
+        "empty: the memory would hold no text",
+    ),
+    (
+        "tag of a zero-width space",
+        _set("buy_insurance", "memory.tags", ["\u200b", "insurance"]),
+        "skill 'buy_insurance'",
+        "memory.tags[0]",
+        "an empty tag, got '\\u200b'",
+    ),
+    (
+        "tag given twice",
+        _set("buy_insurance", "memory.tags", ["insurance", "decision", "insurance"]),
+        "skill 'buy_insurance'",
+        "memory.tags[2]",
+        "'insurance' is given twice (first as tags[0])",
+    ),
+    (
         "attribute placeholder",
         _set("relocate", "memory.template", "Year {year.__class__}"),
         "skill 'relocate'",

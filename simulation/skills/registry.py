@@ -34,6 +34,7 @@ import math
 import operator
 import re
 import typing
+import unicodedata
 from dataclasses import dataclass
 from numbers import Real
 from types import MappingProxyType
@@ -138,6 +139,15 @@ class RegistryError(InputError):
 # --------------------------------------------------------------------------------------------
 # Runtime objects
 # --------------------------------------------------------------------------------------------
+
+
+def _visible(text: str) -> bool:
+    """Whether ``text`` shows anything: not only spaces, line breaks or zero-width characters.
+
+    ``str.strip`` keeps a zero-width space (U+200B) or a byte-order mark, which render as
+    nothing in an audit line or a prompt.
+    """
+    return any(not unicodedata.category(char).startswith(("Z", "C")) for char in text)
 
 
 def _is_number(value: object) -> bool:
@@ -634,11 +644,16 @@ class _Builder:
 
     def memory(self, label: str, spec: _MemorySpec) -> MemoryTemplate:
         # Blank text would be remembered, retrieved and audited as it is, every time, unseen.
-        if not spec.template.strip():
+        if not _visible(spec.template):
             raise self.fail(label, "memory.template", "empty: the memory would hold no text")
         for index, tag in enumerate(spec.tags):
-            if not tag.strip():
+            if not _visible(tag):
                 raise self.fail(label, f"memory.tags[{index}]", f"an empty tag, got {tag!r}")
+            if tag in spec.tags[:index]:
+                # A tag counts once in retrieval's tag match; twice, it is most likely a slip
+                # for another tag.
+                problem = f"{tag!r} is given twice (first as tags[{spec.tags.index(tag)}])"
+                raise self.fail(label, f"memory.tags[{index}]", problem)
         try:
             names = template_fields(spec.template)
         except TemplateError as exc:
@@ -662,7 +677,7 @@ class _Builder:
             sample = render(spec.template, samples)
         except TemplateError as exc:
             raise self.fail(label, "memory.template", str(exc)) from None
-        if not sample.strip():  # "{tenure:.0}": placeholders only, each cut to nothing
+        if not _visible(sample):  # "{tenure:.0}": placeholders only, each cut to nothing
             problem = f"renders as blank text ({sample!r}): the memory would hold no text"
             raise self.fail(label, "memory.template", problem)
         return MemoryTemplate(spec.template, spec.importance, tuple(spec.tags), spec.store)
