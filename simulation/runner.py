@@ -81,6 +81,7 @@ __all__ = [
     "RunResult",
     "build_model",
     "config_hash",
+    "default_run_id",
     "fallback_summary",
     "input_digests",
     "resolve_for_run_dir",
@@ -274,6 +275,24 @@ def _input_files(config: RunConfig) -> dict[str, str]:
     return files
 
 
+def default_run_id(config: RunConfig, base_dir: str | Path) -> str:
+    """The id :func:`run_simulation` gives a run of ``config`` by default, without running it.
+
+    ``<name>-s<seed>-<first 8 hex digits of the run digest>`` (see :func:`_run_digest`).
+
+    Args:
+        config: A validated config.
+        base_dir: The folder its relative paths are relative to (the config file's folder).
+    """
+    base_dir = Path(base_dir)
+    config_digest = config_hash(resolve_for_run_dir(config, base_dir))
+    return _run_id(config, config_digest, input_digests(config, base_dir))
+
+
+def _run_id(config: RunConfig, config_digest: str, inputs: dict[str, str]) -> str:
+    return f"{config.name}-s{config.seed}-{_run_digest(config_digest, inputs)[:8]}"
+
+
 def _run_digest(digest: str, inputs: dict[str, str]) -> str:
     """What makes two runs the same run: a digest of the config's hash and its inputs' digests.
 
@@ -408,7 +427,7 @@ def run_simulation(
     out_root, base_dir = Path(out_root), Path(base_dir)
     resolved = resolve_for_run_dir(config, base_dir)
     digest, inputs = config_hash(resolved), input_digests(config, base_dir)
-    run_id = run_id or f"{config.name}-s{config.seed}-{_run_digest(digest, inputs)[:8]}"
+    run_id = run_id or _run_id(config, digest, inputs)
     # Read before an earlier run of this id is removed: a config re-run from its own run
     # directory names the registry copy in it.
     registry = (base_dir / config.registry).read_bytes()

@@ -26,7 +26,7 @@ import pytest
 import simulation
 from simulation.cli import build_parser, main
 from simulation.config import load_config
-from simulation.runner import config_hash
+from simulation.runner import config_hash, default_run_id
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "configs" / "default.yaml"
@@ -1543,6 +1543,13 @@ def test_the_readmes_commands_take_the_flags_and_files_they_show(argv, capsys, m
         return
     code, _, err = call(capsys, *checked)
     assert code == 0, err
+
+
+def test_the_readmes_run_directory_is_the_one_make_run_writes():
+    """Its report, audit, notebook and resume lines are copied as they stand: the registry or
+    the default config edited changes the id, and the README must follow."""
+    shown = set(re.findall(r"default-s\d+-[0-9a-f]{8}", (ROOT / "README.md").read_text("utf-8")))
+    assert shown == {default_run_id(*load_config(ROOT / "configs" / "default.yaml"))}
 
 
 def test_the_readme_shows_every_subcommand():
