@@ -106,6 +106,9 @@ def run_single_run(
 def check_clean(nb: nbformat.NotebookNode) -> None:
     assert not [out for out in outputs(nb) if out["output_type"] == "error"]
     assert all(cell.execution_count for cell in nb.cells if cell.cell_type == "code")
+    # A warning the notebook does not explain reads as a fault to whoever runs it.
+    warned = [out["text"] for out in outputs(nb) if out.get("name") == "stderr"]
+    assert not [text for text in warned if "Warning" in text], warned
     # The kernel is the interpreter running the tests (the project's venv), not another Python.
     assert f"KERNEL-PYTHON: {sys.executable}" in text_of(nb)
 
