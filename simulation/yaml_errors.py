@@ -6,6 +6,7 @@ targets).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -15,6 +16,7 @@ __all__ = ["describe_decode_error", "describe_yaml_error", "dump_yaml", "load_ya
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _DIGITS_READABLE = 4300  # sys.get_int_max_str_digits()'s default
+_BITS_READABLE = int(_DIGITS_READABLE / math.log10(2))  # the largest such number's bits
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -45,26 +47,45 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        # Read as YAML 1.2 does (see _INT below): digits are decimal, with or without leading
+        # Read as YAML 1.2 does (see _INT_12 below): digits are decimal, with or without leading
         # zeros; 0x and 0b keep their bases. Python refuses to convert more than 4,300 digits
         # (CVE-2020-10735) with a ValueError, which no loader's caller expects of a YAML file:
-        # a YAML error names where it is.
+        # a YAML error names where it is. A hex or binary number is read whatever its length,
+        # but would fail the first message that shows it, so it is held to the same bound.
         text = str(self.construct_scalar(node)).replace("_", "")
         sign = -1 if text.startswith("-") else 1
-        digits = text.lstrip("+-")
+        digits = text[1:] if text[:1] in ("-", "+") else text
         base = {"0x": 16, "0b": 2}.get(digits[:2].lower(), 10)
         try:
-            return sign * int(digits[2:] if base != 10 else digits, base)
+            value = sign * int(digits[2:] if base != 10 else digits, base)
         except ValueError:
-            problem = (
-                f"an integer of {len(str(node.value))} characters, too long to read"
-                if len(digits) > _DIGITS_READABLE
-                else f"{node.value!r} has no digits after its base prefix"
-            )
+            if len(digits) > _DIGITS_READABLE:
+                problem = f"an integer of {len(str(node.value))} characters, too long to read"
+            elif base != 10 and not digits[2:]:
+                problem = f"{node.value!r} has no digits after its base prefix"
+            else:  # only with an explicit !!int tag: the implicit rule reads only numbers
+                problem = f"{node.value!r} is not an integer"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
+        if value.bit_length() > _BITS_READABLE:
+            problem = f"an integer of {len(str(node.value))} characters, too long to read"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+        return value
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        # PyYAML's own would read an explicit `!!float 1:30` as base 60 (90.0).
+        text = str(self.construct_scalar(node)).replace("_", "")
+        special = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}
+        if text.lower() in special:
+            return special[text.lower()]
+        try:
+            return float(text)
+        except ValueError:
+            problem = f"{node.value!r} is not a number"
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
 
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _UniqueKeyLoader.construct_yaml_float)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -78,34 +99,28 @@ _FLOAT = "tag:yaml.org,2002:float"
 # - `010` is octal (8) while `09` is text, so `years: 010` ran 8 years and a curve's depths
 #   `005, 010` became 5 and 8;
 # - `1:30` is base 60 (90), so `--set years=1:30` ran 90 years;
-# - a number whose exponent has no point before it or no sign (5e-1, 1e6) is text, so a
-#   registry refused `max_cost_share_of_income: 5e-1` as "not a number".
-# The loader reads them as YAML 1.2 does: digits are decimal, `1:30` is text (which a number
-# field then refuses), and those exponents are floats. 0x and 0b and `1_000` still read as
-# numbers. The dumper quotes every string either rule set would read as a number, so what it
-# writes loads back equal through load_yaml and through plain yaml.safe_load alike.
-_DECIMAL_INT = re.compile(r"^[-+]?[0-9][0-9_]*$")
-_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$")
-_SIGNED_DIGITS = list("-+0123456789")
+# - a number whose exponent has no point before it or no sign (5e-1, 1e6), or a signed one
+#   with no digit before its point (-.5), is text, so a registry refused
+#   `max_cost_share_of_income: 5e-1` as "not a number".
+# The loader reads numbers as YAML 1.2's core schema does: digits are decimal, `1:30` is text
+# (which a number field then refuses), and those are floats. 0x and 0b, and `1_000` (YAML 1.1's
+# digit separator) still read as numbers. The dumper quotes every string either rule set would
+# read as a number, so what it writes loads back equal through load_yaml and yaml.safe_load.
+_INT_12 = re.compile(r"^[-+]?(?:0b[0-1_]+|0x[0-9a-fA-F_]+|[0-9][0-9_]*)$")
+_FLOAT_12 = re.compile(
+    r"^(?:[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_NUMBER_STARTS = list("-+.0123456789")
 
 _UniqueKeyLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_UniqueKeyLoader.add_implicit_resolver(
-    _INT, re.compile(r"^[-+]?(?:0b[0-1_]+|0x[0-9a-fA-F_]+|[0-9][0-9_]*)$"), _SIGNED_DIGITS
-)
-_UniqueKeyLoader.add_implicit_resolver(
-    _FLOAT,
-    re.compile(
-        r"^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+.0123456789"),
-)
-_Dumper.add_implicit_resolver(_INT, _DECIMAL_INT, _SIGNED_DIGITS)
-for _cls in (_UniqueKeyLoader, _Dumper):
-    _cls.add_implicit_resolver(_FLOAT, _EXPONENT_FLOAT, list("-+.0123456789"))
+for _cls in (_UniqueKeyLoader, _Dumper):  # the dumper keeps YAML 1.1's rules besides
+    _cls.add_implicit_resolver(_INT, _INT_12, _NUMBER_STARTS)
+    _cls.add_implicit_resolver(_FLOAT, _FLOAT_12, _NUMBER_STARTS)
 
 
 def load_yaml(text: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -82,9 +83,9 @@ def test_an_integer_too_long_for_python_is_a_yaml_error_with_its_line():
     assert load_yaml("years: 1" + "0" * 4000) == {"years": 10**4000}  # below the limit: read
 
 
+@pytest.mark.parametrize("huge", ["1" + "0" * 5000, "0x" + "f" * 4999], ids=["decimal", "hex"])
 @pytest.mark.parametrize("where", ["file", "--set"])
-def test_a_config_with_a_huge_integer_is_refused_on_one_line(tmp_path, capsys, where):
-    huge = "1" + "0" * 5000
+def test_a_config_with_a_huge_integer_is_refused_on_one_line(tmp_path, capsys, where, huge):
     path = tmp_path / "big.yaml"
     path.write_text(f"base: {DEFAULT}\n" + (f"years: {huge}\n" if where == "file" else ""))
     argv = ["validate", str(path)] + (["--set", f"years={huge}"] if where == "--set" else [])
@@ -105,6 +106,43 @@ def test_integers_read_as_yaml_1_2_reads_them(text, value):
     assert loaded == value
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("-.5", -0.5), ("+.5", 0.5), (".5", 0.5), ("1_000.5", 1000.5), ("+.inf", math.inf)],
+)
+def test_floats_read_as_yaml_1_2_reads_them(text, value):
+    """YAML 1.1 read `-.5` as text: `--set hazard.loc=-.5` was refused as not a number."""
+    loaded = load_yaml(f"x: {text}")["x"]
+    assert type(loaded) is float
+    assert loaded == value
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("!!int 1:30", "'1:30' is not an integer"),
+        ("!!int abc", "'abc' is not an integer"),
+        ("!!float 1:30", "'1:30' is not a number"),
+        ("!!float abc", "'abc' is not a number"),
+    ],
+)
+def test_an_explicitly_tagged_number_follows_the_same_rules(text, problem):
+    """`!!float 1:30` was still 90.0, and `!!int abc` said it had no digits after 0x."""
+    with pytest.raises(yaml.YAMLError) as caught:
+        load_yaml(f"x: {text}")
+    assert describe_yaml_error(caught.value) == f"line 1, column 4: {problem}"
+
+
+def test_a_hex_integer_too_long_to_show_is_refused_as_a_decimal_one_is():
+    """It was read, then crashed the first message that showed it with a traceback."""
+    assert load_yaml("x: 0x" + "f" * 3500)["x"] == 16**3500 - 1  # below the bound: read
+    with pytest.raises(yaml.YAMLError) as caught:
+        load_yaml("x: 0x" + "f" * 3600)
+    assert describe_yaml_error(caught.value) == (
+        "line 1, column 4: an integer of 3602 characters, too long to read"
+    )
+
+
 @pytest.mark.parametrize("text", ["1:30", "1:30.5", "-2:00"])
 def test_base_60_numbers_stay_text(text):
     """YAML 1.1 read `1:30` as 90: `--set years=1:30` ran 90 years."""
@@ -120,7 +158,9 @@ def test_a_base_prefix_without_digits_is_a_yaml_error_that_says_so(text):
     )
 
 
-@pytest.mark.parametrize("text", ["010", "09", "-08", "1:30", "1:30.5", "0x3", "1_0", "5e-1"])
+@pytest.mark.parametrize(
+    "text", ["010", "09", "-08", "1:30", "1:30.5", "0x3", "1_0", "5e-1", "-.5", "+.5"]
+)
 def test_strings_either_yaml_version_reads_as_numbers_are_written_quoted(text):
     """What floodsim writes reads back equal in floodsim and in a notebook's yaml.safe_load."""
     dumped = dump_yaml({"name": text})
