@@ -58,7 +58,7 @@ from simulation.hazard import (
 from simulation.input_files import read_text
 from simulation.memory import ReflectionSettings, RetentionSettings, RetrievalSettings
 from simulation.memory.pool import MAX_SLOTS, store_widths
-from simulation.skills.templates import TemplateError, render, template_fields
+from simulation.skills.templates import TemplateError, render, shows_text, template_fields
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
@@ -520,7 +520,7 @@ class EventTemplate(Section):
     @classmethod
     def _template_has_text(cls, template: str) -> str:
         # Blank text would be remembered, retrieved and audited as it is, every event, unseen.
-        if not template.strip():
+        if not shows_text(template):
             msg = "empty: the memory would hold no text"
             raise ValueError(msg)
         return template
@@ -529,8 +529,11 @@ class EventTemplate(Section):
     @classmethod
     def _tags_have_text(cls, tags: tuple[str, ...]) -> tuple[str, ...]:
         for index, tag in enumerate(tags):
-            if not tag.strip():
+            if not shows_text(tag):
                 msg = f"tag {index} is empty"
+                raise ValueError(msg)
+            if tag in tags[:index]:  # as in a skill's memory (simulation.skills.registry)
+                msg = f"tag {index} ({tag!r}) is given twice (first as tag {tags.index(tag)})"
                 raise ValueError(msg)
         return tags
 
@@ -2070,7 +2073,7 @@ def check_event_templates(
             sample = render(template, {field: _EVENT_SAMPLES[field] for field in used})
         except TemplateError as err:
             raise ConfigError(f"{where(name)}: events.{name}.template: {err}") from None
-        if not sample.strip():  # "{action:.0}": placeholders only, each cut to nothing
+        if not shows_text(sample):  # "{action:.0}": placeholders only, each cut to nothing
             msg = (
                 f"{where(name)}: events.{name}.template: renders as blank text ({sample!r}): "
                 "the memory would hold no text"

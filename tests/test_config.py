@@ -504,6 +504,21 @@ def test_base_llm_cache_and_prompt_stay_relative_to_the_base(tmp_path):
             "events.claim_paid.tags",
             "tag 1 is empty",
         ),
+        (
+            'events:\n  claim_paid: {template: "\\u200b\\u034f", importance: 0.7}\n',
+            "",
+            "empty: the memory",
+        ),
+        (
+            'events:\n  claim_paid: {template: x, importance: 0.7, tags: ["\\u3164"]}\n',
+            "events.claim_paid.tags",
+            "tag 0 is empty",
+        ),
+        (
+            "events:\n  claim_paid: {template: x, importance: 0.7, tags: [claim, paid, claim]}\n",
+            "events.claim_paid.tags",
+            "tag 2 ('claim') is given twice (first as tag 0)",
+        ),
     ],
     ids=[
         "unknown-top-level",
@@ -525,6 +540,9 @@ def test_base_llm_cache_and_prompt_stay_relative_to_the_base(tmp_path):
         "template-unclosed-brace",
         "template-blank",
         "tag-blank",
+        "template-of-zero-width-characters",
+        "tag-of-a-hangul-filler",
+        "tag-given-twice",
     ],
 )
 def test_config_error_names_file_and_key(tmp_path, text, key, detail):

@@ -29,6 +29,7 @@ from simulation.skills import (
     load_registry,
     render,
     render_many,
+    shows_text,
     template_fields,
 )
 
@@ -796,6 +797,13 @@ LOAD_ERRORS = [
         "empty: the memory would hold no text",
     ),
     (
+        "template of a combining mark and a blank braille pattern",
+        _set("elevate_house", "memory.template", "\u034f\u2800\ufe0f"),
+        "skill 'elevate_house'",
+        "memory.template",
+        "empty: the memory would hold no text",
+    ),
+    (
         "tag of a zero-width space",
         _set("buy_insurance", "memory.tags", ["\u200b", "insurance"]),
         "skill 'buy_insurance'",
@@ -1174,3 +1182,22 @@ def test_a_skill_memory_store_is_read_and_checked() -> None:
     data["skills"][0]["memory"]["store"] = "wroking"
     with pytest.raises(RegistryError, match=r"skill 'do_nothing': memory\.store: .*'wroking'"):
         SkillRegistry.from_mapping(data, "inline")
+
+
+@pytest.mark.parametrize(
+    ("text", "shows"),
+    [
+        ("", False),
+        (" \t\n", False),
+        ("\u200b\ufeff", False),  # zero-width space, byte-order mark
+        ("\u034f\ufe0f", False),  # a combining mark and a variation selector on their own
+        ("\u3164\u2800", False),  # a Hangul filler, the blank Braille pattern
+        ("\u00a0", False),  # no-break space
+        ("a", True),
+        ("\u200b7", True),
+        ("洪水", True),
+        ("$", True),
+    ],
+)
+def test_shows_text_tells_blank_looking_text_from_text(text, shows):
+    assert shows_text(text) is shows

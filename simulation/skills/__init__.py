@@ -22,7 +22,13 @@ from simulation.skills.registry import (
     Validation,
     load_registry,
 )
-from simulation.skills.templates import TemplateError, render, render_many, template_fields
+from simulation.skills.templates import (
+    TemplateError,
+    render,
+    render_many,
+    shows_text,
+    template_fields,
+)
 
 __all__ = [
     "ANY_AGENT",
@@ -41,5 +47,6 @@ __all__ = [
     "load_registry",
     "render",
     "render_many",
+    "shows_text",
     "template_fields",
 ]

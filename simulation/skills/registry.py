@@ -34,7 +34,6 @@ import math
 import operator
 import re
 import typing
-import unicodedata
 from dataclasses import dataclass
 from numbers import Real
 from types import MappingProxyType
@@ -48,7 +47,13 @@ from simulation.agents.state import FLOOD_ZONES, STATE_FIELDS, TENURES, Househol
 from simulation.decisions.base import Option
 from simulation.errors import InputError, shown_value
 from simulation.input_files import read_text
-from simulation.skills.templates import TemplateError, render, render_many, template_fields
+from simulation.skills.templates import (
+    TemplateError,
+    render,
+    render_many,
+    shows_text,
+    template_fields,
+)
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
 
 if TYPE_CHECKING:
@@ -139,15 +144,6 @@ class RegistryError(InputError):
 # --------------------------------------------------------------------------------------------
 # Runtime objects
 # --------------------------------------------------------------------------------------------
-
-
-def _visible(text: str) -> bool:
-    """Whether ``text`` shows anything: not only spaces, line breaks or zero-width characters.
-
-    ``str.strip`` keeps a zero-width space (U+200B) or a byte-order mark, which render as
-    nothing in an audit line or a prompt.
-    """
-    return any(not unicodedata.category(char).startswith(("Z", "C")) for char in text)
 
 
 def _is_number(value: object) -> bool:
@@ -644,10 +640,10 @@ class _Builder:
 
     def memory(self, label: str, spec: _MemorySpec) -> MemoryTemplate:
         # Blank text would be remembered, retrieved and audited as it is, every time, unseen.
-        if not _visible(spec.template):
+        if not shows_text(spec.template):
             raise self.fail(label, "memory.template", "empty: the memory would hold no text")
         for index, tag in enumerate(spec.tags):
-            if not _visible(tag):
+            if not shows_text(tag):
                 raise self.fail(label, f"memory.tags[{index}]", f"an empty tag, got {tag!r}")
             if tag in spec.tags[:index]:
                 # A tag counts once in retrieval's tag match; twice, it is most likely a slip
@@ -677,7 +673,7 @@ class _Builder:
             sample = render(spec.template, samples)
         except TemplateError as exc:
             raise self.fail(label, "memory.template", str(exc)) from None
-        if not _visible(sample):  # "{tenure:.0}": placeholders only, each cut to nothing
+        if not shows_text(sample):  # "{tenure:.0}": placeholders only, each cut to nothing
             problem = f"renders as blank text ({sample!r}): the memory would hold no text"
             raise self.fail(label, "memory.template", problem)
         return MemoryTemplate(spec.template, spec.importance, tuple(spec.tags), spec.store)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,14 @@ from simulation.errors import InputError, shown_value
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
-__all__ = ["MAX_SPEC_NUMBER", "TemplateError", "render", "render_many", "template_fields"]
+__all__ = [
+    "MAX_SPEC_NUMBER",
+    "TemplateError",
+    "render",
+    "render_many",
+    "shows_text",
+    "template_fields",
+]
 
 _FORMATTER = string.Formatter()
 # A memory is a sentence: a width or precision above this only pads it ("{year:>999999999}"
@@ -31,6 +39,23 @@ _NUMBERS = re.compile(r"\d+")
 
 class TemplateError(InputError):
     """A template uses a forbidden placeholder, is malformed or lacks a value when rendered."""
+
+
+# Unicode calls these letters or symbols, yet they show nothing: the Hangul fillers and the
+# blank Braille pattern.
+_BLANK_LOOKING = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def shows_text(text: str) -> bool:
+    """Whether ``text`` shows anything: a letter, digit, punctuation mark or symbol.
+
+    ``str.strip`` keeps what renders as nothing in an audit line or a prompt: a zero-width
+    space (U+200B), a byte-order mark, a combining mark or variation selector on its own, or
+    a Hangul filler. A memory or tag of such characters only is blank.
+    """
+    return any(
+        unicodedata.category(char)[0] in "LNPS" and char not in _BLANK_LOOKING for char in text
+    )
 
 
 @lru_cache(maxsize=1024)
