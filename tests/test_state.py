@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulation.agents.state import FLOOD_ZONES, ZoneColumn, per_zone
+from simulation.agents.state import FLOOD_ZONES, ZoneColumn, check_state_values, per_zone
 
 zone_lists = st.lists(st.sampled_from(FLOOD_ZONES), max_size=40)
 zone_values = st.dictionaries(
@@ -47,3 +47,8 @@ def test_a_zone_without_a_value_or_default_is_a_key_error_only_where_a_household
 def test_a_name_that_is_no_flood_zone_is_refused() -> None:
     with pytest.raises(KeyError, match="Z"):
         ZoneColumn.of(["AE", "Z"])
+
+
+def test_no_states_have_nothing_to_refuse() -> None:
+    """The 64-bit bound's min() and max() must not be asked of an empty sequence."""
+    assert check_state_values([]) is None

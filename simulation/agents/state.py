@@ -230,7 +230,7 @@ def check_state_values(states: Sequence[HouseholdState]) -> None:
                 fits = math.isfinite(sum(values))
             except OverflowError:  # an integer too large for a float
                 fits = False
-        elif fits and kind == "int":  # as the array engine's int64 columns hold them
+        elif fits and kind == "int" and values:  # as the array engine's int64 columns hold them
             fits = min(values) >= _INT64_MIN and max(values) <= _INT64_MAX
         if not fits:  # or a sum past the largest float, which refuses nobody
             for name in _FIELDS_OF[kind]:
