@@ -132,6 +132,15 @@ def test_a_run_flooded_in_its_first_year_is_left_out_with_a_warning_naming_it():
     assert table.loc[1, "n_runs"] == 4
 
 
+def test_the_flood_years_said_are_those_of_the_runs_studied():
+    """A left-out run's early flood is neither the table's flood year nor a short baseline's."""
+    runs = [synthetic("early", 0.4, 0.2, flood=1), synthetic("a", 0.4, 0.2, flood=3)]
+    short = r"the flood \(year 3\) comes too early"
+    with pytest.warns(RunsLeftOutWarning), pytest.warns(ShortBaselineWarning, match=short):
+        table = event_study(pd.concat(runs), baseline_years=4)
+    assert table.attrs["flood_year"] == 3
+
+
 def test_a_warning_of_many_left_out_runs_names_three():
     runs = [synthetic(f"e{i}", 0.4, 0.2, flood=1) for i in range(5)]
     with pytest.warns(

@@ -230,7 +230,8 @@ def event_study(
             msg = f"event_study: model_years has no column {needed!r}"
             raise ValueError(msg)
     per_run: dict[str, pd.Series] = {}
-    floods: set[int] = set()
+    floods: set[int] = set()  # the flood years of the runs studied
+    unused_floods: set[int] = set()  # and of those left out
     short: list[int] = []  # years in each shortened baseline
     left_out: dict[str, str] = {}  # run id: why it has no baseline
     for run_id, run in data.groupby(_RUN_KEY, sort=False):
@@ -245,18 +246,21 @@ def event_study(
         else:
             year = int(flood_year)
             _check_flooded(run, year)
-        floods.add(year)
         changes = _run_changes(run, year, column, baseline_years, relative=relative)
         if isinstance(changes, str):
             left_out[str(run_id)] = f"{changes} (year {year})"
+            unused_floods.add(year)
         else:
             per_run[str(run_id)] = changes
+            floods.add(year)
             averaged = int((changes.index < 0).sum())  # the pre-flood years the run has
             if averaged < baseline_years:
                 short.append(averaged)
     if not per_run:
         needs = " with a positive level" if relative else ""
-        msg = f"event_study: no run has a year before the flood{needs} (year {_years(floods)})"
+        msg = (
+            f"event_study: no run has a year before the flood{needs} (year {_years(unused_floods)})"
+        )
         raise ValueError(msg)
     for warning in _warnings(left_out, short, len(per_run), baseline_years, floods):
         warnings.warn(warning, stacklevel=2)
