@@ -1651,19 +1651,35 @@ def apply_overrides(
             else:
                 node[part] = child = dict(child)
             node = child
+        last: object = parts[-1]
         if tuple(parts[:-1]) in WHOLE_TABLES:
             # One year's entry (`hazard.events.5=12.0`): the year written in the file (5, an
-            # integer) and the one a dotted key gives ("5") are one year, replaced in place.
-            year = parts[-1].strip()
-            parts[-1] = next((k for k in node if str(k).strip() == year), parts[-1])
-        current = node.get(parts[-1])
+            # integer) and the one a dotted key gives ("5", or "05" or "0x5" as the file's
+            # YAML would read them) are one year, replaced in place.
+            year = _year_key(last)
+            last = next((k for k in node if _year_key(k) == year), year)
+        current = node.get(last)
         if isinstance(value, dict) and isinstance(current, dict):
             # A mapping merges key by key, as a ``base:`` file's sections do: the keys it
             # leaves out keep the config's values, not the model's defaults (a year-keyed
             # table such as ``hazard.events`` is replaced whole, as there).
             value = _deep_merge(current, value, tuple(parts))
-        node[parts[-1]] = value
+        node[last] = value
     return result
+
+
+def _year_key(key: object) -> object:
+    """A year table's key as a YAML file would read it: ``"010"`` and ``"0xA"`` are year 10.
+
+    Anything that is not a whole number stays as it is (stripped), for the field to refuse.
+    """
+    if not isinstance(key, str):
+        return key
+    try:
+        read = load_yaml(key)
+    except yaml.YAMLError:
+        read = None
+    return read if type(read) is int else key.strip()
 
 
 def _absolute_at(parts: list[str], value: Any, cwd: Path) -> Any:

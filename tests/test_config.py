@@ -226,7 +226,7 @@ def test_set_paths_are_made_absolute_against_the_given_folder(tmp_path):
             "script": str(here / "sub" / "d.csv"),
             "llm": {"cache": str(here / "c.sqlite"), "prompt": str(here / "p.txt")},
         },
-        "hazard": {"rasters": {1: str(here / "a.asc"), "2": "/abs/b.asc"}},
+        "hazard": {"rasters": {1: str(here / "a.asc"), 2: "/abs/b.asc"}},
     }
     assert apply_overrides({}, ["registry=r.yaml"], "o") == {"registry": "r.yaml"}  # set:
 
@@ -399,12 +399,27 @@ def test_a_set_events_table_replaces_the_config_table(tmp_path, override, expect
         (["hazard.events.4=12.0"], {2: 9.5, 4: 12.0}),  # the file's year 4, not a second one
         (["hazard.events.6=3.0"], {2: 9.5, 4: 7.0, 6: 3.0}),
         (["hazard.events.4=12.0", "hazard.events.4=1.5"], {2: 9.5, 4: 1.5}),
+        # The file's YAML would read these keys as year 4 too.
+        (["hazard.events.04=12.0"], {2: 9.5, 4: 12.0}),
+        (["hazard.events.0x4=12.0"], {2: 9.5, 4: 12.0}),
+        (["hazard.events.+4=12.0"], {2: 9.5, 4: 12.0}),
     ],
 )
 def test_a_set_year_of_an_events_table_sets_that_year_only(tmp_path, overrides, expected):
     config_path = write(tmp_path / "c.yaml", f"base: {DEFAULT}\n{SCRIPTED}")
     config, _ = load_config(config_path, overrides)
     assert config.hazard.events == expected
+
+
+def test_a_set_year_replaces_a_zero_padded_year_of_the_file(tmp_path):
+    """`010:` in a file is year 10 (YAML 1.2), so `hazard.events.010` and `.10` are that year."""
+    config_path = write(
+        tmp_path / "c.yaml",
+        f"base: {DEFAULT}\nyears: 12\nhazard: {{source: scripted, events: {{010: 5.0, 3: 4.0}}}}\n",
+    )
+    for key in ("010", "10", "1_0"):
+        config, _ = load_config(config_path, [f"hazard.events.{key}=9.5"])
+        assert config.hazard.events == {3: 4.0, 10: 9.5}
 
 
 def test_a_child_rasters_table_replaces_its_base_table(tmp_path):
