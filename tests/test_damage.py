@@ -312,3 +312,9 @@ def test_a_bare_name_is_not_looked_up_in_the_current_folder(
         load_curves("survey.txt")
     assert load_curves("./survey.txt").source == "test tables"
     assert load_curves(Path("survey.txt")).source == "test tables"
+
+    class Named:  # any os.PathLike, not only a pathlib.Path
+        def __fspath__(self) -> str:
+            return "survey.txt"
+
+    assert load_curves(Named()).source == "test tables"

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import yaml
@@ -29,9 +30,6 @@ import yaml
 from simulation.errors import InputError
 from simulation.input_files import read_text
 from simulation.yaml_errors import describe_decode_error, describe_yaml_error, load_yaml
-
-if TYPE_CHECKING:
-    import os
 
 __all__ = [
     "CURVE_UNITS",
@@ -370,15 +368,17 @@ def load_curves(name_or_path: str | os.PathLike[str] = DEFAULT_CURVE_SET) -> Dam
         HazardError: For an unknown name (listing the available ones), a missing or unreadable
             file, or an invalid table.
     """
+    if isinstance(name_or_path, os.PathLike):  # a path object is never a shipped set's name
+        return _read_curve_file(Path(name_or_path))
     text = str(name_or_path)
     tables = _shipped_tables()
-    if not isinstance(name_or_path, Path) and text in tables:
+    if text in tables:
         return curve_set_from_mapping(tables[text], _SHIPPED_FILE, key=text)
     # A name is never looked up as a file in the current folder as well: the same config would
     # then load a set or be refused depending on where it is run, and a run's id, which hashes
     # the files a config names (see is_curve_file), would not follow an edit to that file.
-    if isinstance(name_or_path, Path) or is_curve_file(text):
-        return _read_curve_file(Path(name_or_path))
+    if is_curve_file(text):
+        return _read_curve_file(Path(text))
     msg = (
         f"unknown curve set {text!r}; available: {', '.join(available_curve_sets())} "
         "(or give a curve file: a name ending in .yaml or .yml, or a path with a /)"
