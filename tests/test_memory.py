@@ -19,6 +19,7 @@ from simulation.memory import (
     RuleBasedReflector,
     ScoredMemory,
 )
+from simulation.memory.reflection import flood_experience
 from simulation.memory.relevance import tokenize
 
 # --------------------------------------------------------------- seed 000 section 7.1 (unit)
@@ -1248,3 +1249,87 @@ def test_a_retrieval_of_nothing_checks_its_options_too(options, error):
     with pytest.raises(error):
         mem.retrieve_scored(0, 2, **options)
     assert mem.retrieve_scored(0, 2) == []
+
+
+# ------------------------------------------------- rules no earlier test held (mutation tests)
+
+
+def test_lowering_the_threshold_after_a_consolidation_moves_items_left_below_it():
+    mem = CognitiveMemory("H")
+    mem.add_working("big", 0.8, 1)
+    mem.add_working("small", 0.5, 1)
+    assert mem.consolidate() == 1  # 'big' moves, 'small' stays below 0.7
+    mem.consolidation_threshold = 0.4
+    assert mem.consolidate() == 1  # 'small' is due now
+    assert [i.content for i in mem.episodic] == ["big", "small"]
+
+
+def test_a_working_item_just_above_the_previous_best_is_consolidated_when_due():
+    mem = CognitiveMemory("H")
+    mem.add_working("a", 0.5, 1)
+    mem.add_working("b", 0.55, 1)
+    mem.consolidation_threshold = 0.55
+    assert mem.consolidate() == 1
+    assert [i.content for i in mem.episodic] == ["b"]
+
+
+class _FixedImportanceReflector:
+    def reflect(self, items, year):
+        return [ReflectionDraft("belief", (items[0].id,), (), importance=0.25)]
+
+
+def test_a_drafts_importance_is_the_stored_reflections_importance():
+    """A custom or language-model reflector's importance is not replaced by the default."""
+    mem = CognitiveMemory(
+        "H",
+        reflection=ReflectionSettings(enabled=True, threshold=0.5),
+        reflector=_FixedImportanceReflector(),
+    )
+    mem.add_episodic("x", 0.9, 1)
+    assert [i.importance for i in mem.end_year(1).reflections] == [0.25]
+
+
+def test_a_tag_filter_keeps_items_carrying_any_one_of_the_tags():
+    mem = CognitiveMemory("H")
+    mem.add_episodic("flooded", 0.9, 1, tags=("flood",))
+    mem.add_episodic("claimed", 0.8, 1, tags=("claim",))
+    mem.add_episodic("other", 0.8, 1, tags=("policy",))
+    got = mem.retrieve(top_k=5, current_year=1, tags=["flood", "claim"])
+    assert sorted(got) == ["claimed", "flooded"]
+
+
+def test_a_snapshot_whose_next_seq_equals_an_items_seq_is_refused():
+    """The next write would reuse that item's id, in the audit trail and evidence links."""
+    mem = CognitiveMemory("H")
+    mem.add_working("a", 0.5, 1)
+    mem.add_working("b", 0.5, 1)
+    data = mem.to_dict()
+    data["next_seq"] = 1  # items 0 and 1 exist
+    with pytest.raises(ValueError, match="next_seq"):
+        CognitiveMemory.from_dict(data)
+
+
+def test_a_snapshot_with_working_memory_one_over_capacity_is_refused():
+    mem = CognitiveMemory("H", working_capacity=3)
+    for n in range(3):
+        mem.add_working(f"w{n}", 0.5, 1)
+    data = mem.to_dict()
+    data["working_capacity"] = 2
+    with pytest.raises(ValueError, match="over its capacity"):
+        CognitiveMemory.from_dict(data)
+
+
+def test_a_recency_decay_of_zero_is_refused():
+    """Weighted retrieval reads a 0 as unset and would fall back to decay_rate unsaid."""
+    with pytest.raises(ValueError, match="recency_decay"):
+        RetrievalSettings(strategy="weighted", recency_decay=0.0)
+
+
+def test_a_flood_without_damage_is_not_counted_as_damaging_in_a_reflection():
+    content, _ = flood_experience(5, [1, 3], [0.0, 1000.0], [], [])
+    assert "1 damaged my home, $1,000 in total" in content
+
+
+def test_a_reflection_says_when_it_knows_only_some_payouts():
+    content, _ = flood_experience(5, [], [], [False, False], [500.0, None])
+    assert "insurance paid 2 of my 2 claims ($500 that I know of)" in content
