@@ -166,6 +166,13 @@ def test_without_a_sweep_each_outcome_is_drawn_over_the_replicates(tmp_path):
     assert not (index.parent / "sensitivity.csv").exists()
 
 
+def test_an_experiment_of_one_run_is_not_said_to_have_replicates(tmp_path):
+    folder = batch(tmp_path, sweep={}, replicates=1)
+    page = write_experiment_report(folder).read_text(encoding="utf-8")
+    assert "each year, in the one run of the experiment." in page
+    assert "1 replicates" not in page
+
+
 def test_a_sweep_without_numbers_says_why_it_has_no_sensitivity_table(tmp_path):
     """The README lists sensitivity.csv among a report's files: its absence is explained."""
     folder = batch(tmp_path, sweep={"grid": {"engine": ["objects", "arrays"]}}, replicates=1)
@@ -377,6 +384,8 @@ def test_facets_draw_each_design_point_apart_in_a_panel_per_value_of_the_other_k
     }
     assert means == {"b = x": [0.505, 0.505], "b = y": [0.605, 0.705]}
     assert left.get_shared_y_axes().joined(left, right)
+    # The figure's title names both keys, not the last panel's value.
+    assert figure.get_suptitle() == "insured_share by a, a panel per b"
 
 
 def test_a_small_latin_hypercube_of_two_keys_gets_no_panels_of_one_line_each(tmp_path):

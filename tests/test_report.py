@@ -755,6 +755,19 @@ def test_a_one_year_run_draws_its_shares_as_points(tmp_path):
     assert all(line.get_marker() in ("None", None, "") for ax in several.axes for line in ax.lines)
 
 
+def test_a_one_year_run_draws_its_memory_and_its_sweep_lines_as_points(tmp_path):
+    """Lines through one year drew nothing but a legend (helper 80)."""
+    run_dir = simulate(tmp_path, "years=1")
+    composition = metrics.memory_composition(run_dir)
+    sizes = plots.plot_memory(composition, working_capacity=10).axes[0]
+    stored = [line for line in sizes.lines if line.get_label() in ("working", "episodic")]
+    assert len(stored) == 2
+    assert all(line.get_marker() == "o" for line in stored)
+    frame = metrics.load_run(run_dir).metrics.assign(run_id="r", point=0)
+    (line,) = plots.plot_sweep(frame, "point").axes[0].lines
+    assert line.get_marker() == "o"
+
+
 def test_plot_sweep_draws_one_line_and_band_per_level(run):
     frame = pd.concat(
         [run.metrics.assign(decay_rate=rate, seed=seed) for rate in (0.8, 0.95) for seed in (1, 2)],

@@ -415,7 +415,7 @@ def plot_event_study(table: pd.DataFrame, *, title: str | None = None) -> Figure
         ax.set_ylabel(f"change in {column} vs pre-flood mean")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(visible=True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize="small")
+    ax.legend(loc="best", fontsize="small")  # not over the post-flood peak
     where = f", flood in year {flood_year}" if flood_year is not None else ""
     ax.set_title(title or f"Event study: {column}{where}", fontweight="bold")
     return fig

@@ -290,13 +290,16 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
     figures: dict[str, tuple[Figure, str]] = {}
     runs = frame["run_id"].nunique()
     if not keys:
+        replicates = f"{runs} replicates" if runs > 1 else "its one replicate"
         for outcome, label in OUTCOMES.items():
             figure = plots.plot_sweep(
-                frame, "point", outcome, title=f"{outcome} over {runs} replicates", ylabel=label
+                frame, "point", outcome, title=f"{outcome} over {replicates}", ylabel=label
             )
             caption = (
                 f"{_sentence(label)}, each year: the mean over the {runs} replicates, with a "
                 "band from the lowest to the highest."
+                if runs > 1
+                else f"{_sentence(label)}, each year, in the one run of the experiment."
             )
             figures[f"{outcome}.png"] = (figure, caption)
         return figures

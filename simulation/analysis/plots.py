@@ -119,7 +119,7 @@ def plot_adaptation(metrics: pd.DataFrame, *, run_id: str | None = None) -> Figu
     bottom.set_ylim(0, max(0.01, peak * 1.2))
     for ax in (top, bottom):
         ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-        ax.legend(loc="upper left", fontsize="small")
+        ax.legend(loc="best", fontsize="small")  # a rise in the first years stays in sight
         _year_axis(ax)
     top.set_xlabel("")
     fig.suptitle(_title("Adaptation over time", run_id), fontweight="bold")
@@ -203,8 +203,12 @@ def plot_memory(
         bars = None
     else:
         sizes, bars = fig.subplots(2, 1, sharex=True)
-    sizes.plot(stores.index, stores["mean_working"], lw=2, color="tab:blue", label="working")
-    sizes.plot(stores.index, stores["mean_episodic"], lw=2, color="tab:orange", label="episodic")
+    marker = "o" if len(stores.index) == 1 else None  # a line through one year is invisible
+    for column, colour, label in (
+        ("mean_working", "tab:blue", "working"),
+        ("mean_episodic", "tab:orange", "episodic"),
+    ):
+        sizes.plot(stores.index, stores[column], lw=2, marker=marker, color=colour, label=label)
     if working_capacity is not None:
         sizes.axhline(working_capacity, color="tab:blue", ls=":", lw=1, label="working capacity")
     sizes.set_ylabel("items per household (mean)")
@@ -524,8 +528,9 @@ def plot_sweep_facets(
         _draw_sweep(ax, group, by, value, levels)
         shown = f"{within} = {'null' if pd.isna(level) else level}"
         # Wrapped at its spaces: a long value (a mapping) would run into the next panel's.
-        title = textwrap.fill(shown, _PANEL_TITLE_CHARS, break_long_words=False)
-        ax.set_title(title, fontsize="medium")
+        ax.set_title(
+            textwrap.fill(shown, _PANEL_TITLE_CHARS, break_long_words=False), fontsize="medium"
+        )
     axes[0].set_ylabel(ylabel or value)
     axes[-1].legend(
         loc="upper left",
@@ -562,6 +567,8 @@ def _draw_sweep(
             stats.index,
             stats["mean"],
             lw=2,
+            # A line through one year is invisible: a one-year run is drawn as points.
+            marker="o" if len(stats.index) == 1 else None,
             color=f"C{index % 10}",
             # Levels whose runs are alike (a budget that never binds, and no budget) draw the
             # same line: a style of its own each keeps the one drawn first in sight.
