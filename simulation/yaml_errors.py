@@ -16,7 +16,7 @@ __all__ = ["describe_decode_error", "describe_yaml_error", "dump_yaml", "load_ya
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _DIGITS_READABLE = 4300  # sys.get_int_max_str_digits()'s default
-_BITS_READABLE = int(_DIGITS_READABLE / math.log10(2))  # the largest such number's bits
+_READABLE_BELOW = 10**_DIGITS_READABLE
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -52,7 +52,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         # (CVE-2020-10735) with a ValueError, which no loader's caller expects of a YAML file:
         # a YAML error names where it is. A hex or binary number is read whatever its length,
         # but would fail the first message that shows it, so it is held to the same bound.
-        text = str(self.construct_scalar(node)).replace("_", "")
+        scalar = str(self.construct_scalar(node))
+        if not _INT_12.fullmatch(scalar):  # an explicit !!int: int() would take " 12 " or "--5"
+            problem = f"{node.value!r} is not an integer"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+        text = scalar.replace("_", "")
         sign = -1 if text.startswith("-") else 1
         digits = text[1:] if text[:1] in ("-", "+") else text
         base = {"0x": 16, "0b": 2}.get(digits[:2].lower(), 10)
@@ -61,27 +65,26 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         except ValueError:
             if len(digits) > _DIGITS_READABLE:
                 problem = f"an integer of {len(str(node.value))} characters, too long to read"
-            elif base != 10 and not digits[2:]:
+            else:  # 0x_: the rule's digits may all be separators
                 problem = f"{node.value!r} has no digits after its base prefix"
-            else:  # only with an explicit !!int tag: the implicit rule reads only numbers
-                problem = f"{node.value!r} is not an integer"
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
-        if value.bit_length() > _BITS_READABLE:
+        if abs(value) >= _READABLE_BELOW:
             problem = f"an integer of {len(str(node.value))} characters, too long to read"
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
         return value
 
     def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
-        # PyYAML's own would read an explicit `!!float 1:30` as base 60 (90.0).
-        text = str(self.construct_scalar(node)).replace("_", "")
-        special = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}
-        if text.lower() in special:
-            return special[text.lower()]
-        try:
-            return float(text)
-        except ValueError:
+        # PyYAML's own would read an explicit `!!float 1:30` as base 60 (90.0), and float()
+        # would take "infinity" or " 12 ": an explicit tag follows the implicit rule, in which
+        # a decimal integer is a float too (`!!float 3` is 3.0).
+        scalar = str(self.construct_scalar(node))
+        if not (_FLOAT_12.fullmatch(scalar) or _DECIMAL.fullmatch(scalar)):
             problem = f"{node.value!r} is not a number"
-            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+        text = scalar.replace("_", "").lower()
+        if text.endswith((".inf", ".nan")):
+            return {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf}.get(text, math.nan)
+        return float(text)
 
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
@@ -112,6 +115,7 @@ _FLOAT_12 = re.compile(
     r"|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+"
     r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
 )
+_DECIMAL = re.compile(r"^[-+]?[0-9][0-9_]*$")
 _NUMBER_STARTS = list("-+.0123456789")
 
 _UniqueKeyLoader.yaml_implicit_resolvers = {

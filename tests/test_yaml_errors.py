@@ -124,6 +124,13 @@ def test_floats_read_as_yaml_1_2_reads_them(text, value):
         ("!!int abc", "'abc' is not an integer"),
         ("!!float 1:30", "'1:30' is not a number"),
         ("!!float abc", "'abc' is not a number"),
+        # int() and float() take more than the rule reads: a sign twice, spaces, other digits.
+        ("!!int --5", "'--5' is not an integer"),
+        ("!!int 0x-5", "'0x-5' is not an integer"),
+        ("!!int ' 12 '", "' 12 ' is not an integer"),
+        ("!!int \u0661\u0662", "'\u0661\u0662' is not an integer"),
+        ("!!float infinity", "'infinity' is not a number"),
+        ("!!float nan", "'nan' is not a number"),
     ],
 )
 def test_an_explicitly_tagged_number_follows_the_same_rules(text, problem):
@@ -131,6 +138,21 @@ def test_an_explicitly_tagged_number_follows_the_same_rules(text, problem):
     with pytest.raises(yaml.YAMLError) as caught:
         load_yaml(f"x: {text}")
     assert describe_yaml_error(caught.value) == f"line 1, column 4: {problem}"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("!!int 0x1F", 31), ("!!float 3", 3.0), ("!!float -.5", -0.5)]
+)
+def test_an_explicitly_tagged_number_the_rule_reads_is_read(text, value):
+    loaded = load_yaml(f"x: {text}")["x"]
+    assert loaded == value
+    assert type(loaded) is type(value)
+
+
+def test_the_largest_integer_python_shows_is_read_and_written_back():
+    """4,300 nines: a bound by bits refused it, and so what dump_yaml wrote."""
+    largest = 10**4300 - 1
+    assert load_yaml(dump_yaml({"x": largest})) == {"x": largest}
 
 
 def test_a_hex_integer_too_long_to_show_is_refused_as_a_decimal_one_is():
