@@ -92,6 +92,8 @@ __all__ = [
     "SocialConfig",
     "apply_overrides",
     "array_engine_limits",
+    "canonical_key",
+    "canonical_keys",
     "check_event_templates",
     "check_file_kind",
     "create_output_folder",
@@ -107,6 +109,7 @@ __all__ = [
     "setting_origin",
     "warn_code_defaults",
     "warn_ignored_keys",
+    "year_key",
 ]
 
 
@@ -1656,8 +1659,8 @@ def apply_overrides(
             # One year's entry (`hazard.events.5=12.0`): the year written in the file (5, an
             # integer) and the one a dotted key gives ("5", or "05" or "0x5" as the file's
             # YAML would read them) are one year, replaced in place.
-            year = _year_key(last)
-            last = next((k for k in node if _year_key(k) == year), year)
+            year = year_key(last)
+            last = next((k for k in node if year_key(k) == year), year)
         current = node.get(last)
         if isinstance(value, dict) and isinstance(current, dict):
             # A mapping merges key by key, as a ``base:`` file's sections do: the keys it
@@ -1668,7 +1671,7 @@ def apply_overrides(
     return result
 
 
-def _year_key(key: object) -> object:
+def year_key(key: object) -> object:
     """A year table's key as a YAML file would read it: ``"010"`` and ``"0xA"`` are year 10.
 
     Anything that is not a whole number stays as it is (stripped), for the field to refuse.
@@ -1680,6 +1683,37 @@ def _year_key(key: object) -> object:
     except yaml.YAMLError:
         read = None
     return read if type(read) is int else key.strip()
+
+
+def canonical_key(key: str) -> str:
+    """A dotted key with a year of a year table written as a plain number.
+
+    ``hazard.events.02`` and ``hazard.events.0x2`` are ``hazard.events.2``, the year
+    :func:`apply_overrides` sets for any of them; other keys are returned as they are. An
+    experiment's or calibration's keys are compared as text, so they are read this way first.
+    """
+    table, _, year = key.rpartition(".")
+    if tuple(table.split(".")) in WHOLE_TABLES and type(read := year_key(year)) is int:
+        return f"{table}.{read}"
+    return key
+
+
+def canonical_keys(keys: Mapping[str, Any]) -> dict[str, Any]:
+    """``keys`` with every key :func:`canonical_key`, refusing two that are one key.
+
+    Raises:
+        ValueError: Naming both spellings (``hazard.events.02 and hazard.events.2 ...``).
+    """
+    seen: dict[str, str] = {}
+    result: dict[str, Any] = {}
+    for key, value in keys.items():
+        canonical = canonical_key(key)
+        if canonical in seen:
+            msg = f"{seen[canonical]} and {key} are one key ({canonical}); give it once"
+            raise ValueError(msg)
+        seen[canonical] = key
+        result[canonical] = value
+    return result
 
 
 def _absolute_at(parts: list[str], value: Any, cwd: Path) -> Any:
@@ -1871,15 +1905,17 @@ def _setting_override(
 ) -> int | None:
     """The index of the override that gave the value at ``loc`` (see :func:`_flag_setting`)."""
     loc = tuple(part for part in loc if part != "[key]")
+    # A year is compared as the text its key reads as (`--set hazard.events.03=x` sets year 3).
+    said = tuple(str(year_key(part)) for part in loc)
     for index in reversed(range(len(overrides))):
         key, _, raw = overrides[index].partition("=")
-        parts = tuple(key.strip().split("."))
-        if loc[: len(parts)] == parts:
+        parts = tuple(str(year_key(part)) for part in key.strip().split("."))
+        if said[: len(parts)] == parts:
             value: Any = load_yaml(raw) if raw.strip() else ""  # parsed once already
             node = _value_at(value, loc[len(parts) :])
             if node is not _ABSENT and (own_value or not isinstance(node, dict)):
                 return index
-        elif loc and parts[: len(loc)] == loc and error_type in _UNKNOWN_KEY:
+        elif said and parts[: len(said)] == said and error_type in _UNKNOWN_KEY:
             return index  # it made up the unknown section
     return None
 

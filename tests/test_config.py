@@ -411,6 +411,14 @@ def test_a_set_year_of_an_events_table_sets_that_year_only(tmp_path, overrides, 
     assert config.hazard.events == expected
 
 
+@pytest.mark.parametrize("key", ["3", "03"])
+def test_a_bad_value_of_a_set_year_names_the_flag_not_the_file(tmp_path, key):
+    config_path = write(tmp_path / "c.yaml", f"base: {DEFAULT}\n{SCRIPTED}")
+    override = f"hazard.events.{key}=.nan"
+    message = load_error(config_path, [override], named=f"--set {override}")
+    assert message.startswith(f"--set {override}: hazard.events.3: ")
+
+
 def test_a_set_year_replaces_a_zero_padded_year_of_the_file(tmp_path):
     """`010:` in a file is year 10 (YAML 1.2), so `hazard.events.010` and `.10` are that year."""
     config_path = write(

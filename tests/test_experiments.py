@@ -594,6 +594,44 @@ def test_a_year_set_beside_its_events_table_is_refused(tmp_path, capsys, fixed, 
 
 
 @pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (
+            "set: {hazard.events.4: 7.0, hazard.events.04: 8.0}\n",  # 7.0 was lost
+            "set: hazard.events.4 and hazard.events.04 are one key (hazard.events.4)",
+        ),
+        (
+            "sweep: {grid: {hazard.events.4: [5.0, 6.0], hazard.events.0x4: [1.0, 2.0]}}\n",
+            "sweep.grid: hazard.events.4 and hazard.events.0x4 are one key (hazard.events.4)",
+        ),
+        (
+            "set: {hazard.events: {4: 9.5}}\nsweep: {grid: {hazard.events.04: [3.0, 9.0]}}\n",
+            "set: hazard.events: holds hazard.events.4, which is swept too",
+        ),
+        (
+            'set: {hazard.events: {"04": 9.5}}\nsweep: {grid: {hazard.events.4: [3.0, 9.0]}}\n',
+            "set: hazard.events: holds hazard.events.4, which is swept too",
+        ),
+    ],
+)
+def test_a_year_is_one_key_however_it_is_spelled(tmp_path, capsys, body, said):
+    """04 and 0x4 are year 4 to the runs (YAML reads them so): the checks compare text."""
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"name: t\nbase: {SCENARIO}\n{body}", encoding="utf-8")
+    assert main(["validate", str(path)]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_a_swept_year_is_labelled_as_the_runs_read_it(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: t\nbase: {SCENARIO}\nsweep: {{grid: {{hazard.events.0x4: [3.0, 9.0]}}}}\n"
+    )
+    experiment, *_ = load_experiment(path)
+    assert experiment.swept_keys == ["hazard.events.4"]
+
+
+@pytest.mark.parametrize(
     ("fixed", "sweep", "inner"),
     [
         ("{hazard.events.4: 9.5}", "{hazard.events: [{2: 8.0}, {3: 8.0}]}", "hazard.events.4"),

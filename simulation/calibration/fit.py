@@ -112,7 +112,7 @@ import numpy as np
 import orjson
 import pandas as pd
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from tqdm import tqdm
 
 from simulation.analysis.behaviour import (
@@ -134,6 +134,7 @@ from simulation.config import (
     ConfigWarning,
     RunConfig,
     apply_overrides,
+    canonical_keys,
     check_file_kind,
     create_output_folder,
     describe_validation_error,
@@ -238,6 +239,16 @@ class CalibrationConfig(ConfigModel):
         default_factory=ExecutorConfig,
         description="Where each evaluation's runs execute: serial, a process pool or Dask.",
     )
+
+    @field_validator("set", mode="after")
+    @classmethod
+    def _set_keys(cls, fixed: dict[str, Any]) -> dict[str, Any]:
+        return canonical_keys(fixed)  # hazard.events.02 is hazard.events.2
+
+    @field_validator("parameters", mode="after")
+    @classmethod
+    def _parameter_keys(cls, parameters: dict[str, ParameterSpec]) -> dict[str, ParameterSpec]:
+        return canonical_keys(parameters)
 
 
 @dataclass(frozen=True, slots=True)

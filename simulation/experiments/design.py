@@ -40,6 +40,7 @@ from simulation.config import (
     RunConfig,
     Section,
     apply_overrides,
+    canonical_keys,
     check_event_templates,
     check_file_kind,
     describe_validation_error,
@@ -49,6 +50,7 @@ from simulation.config import (
     rebase_paths,
     resolve_base,
     warn_code_defaults,
+    year_key,
 )
 from simulation.config_base import LAX
 from simulation.cores import MAX_WORKERS
@@ -151,7 +153,13 @@ class SweepConfig(Section):
     @field_validator("grid", mode="after")
     @classmethod
     def _grid_levels_off(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        grid = canonical_keys(grid)
         return {key: [_level_off(key, value) for value in values] for key, values in grid.items()}
+
+    @field_validator("lhs", mode="after")
+    @classmethod
+    def _lhs_keys(cls, lhs: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        return canonical_keys(lhs)
 
     @model_validator(mode="after")
     def _consistent(self) -> SweepConfig:
@@ -268,6 +276,7 @@ class ExperimentConfig(Section):
     @field_validator("set", mode="after")
     @classmethod
     def _set_level_off(cls, fixed: dict[str, Any]) -> dict[str, Any]:
+        fixed = canonical_keys(fixed)  # hazard.events.02 is hazard.events.2
         return {key: _level_off(key, value) for key, value in fixed.items()}
 
     @model_validator(mode="after")
@@ -377,13 +386,15 @@ def set_key_holding(fixed: dict[str, Any], key: str) -> str | None:
 def _entry(section: Any, part: str) -> Any:
     """``section[part]``, or :data:`_ABSENT`.
 
-    A year table's number key (``{4: 9.5}``) is the dotted key's ``"4"``, as overrides read it.
+    A year table's number key (``{4: 9.5}``, or ``{"04": 9.5}``) is the dotted key's ``"4"``,
+    as overrides read it.
     """
     if not isinstance(section, dict):
         return _ABSENT
     if part in section:
         return section[part]
-    return next((v for k, v in section.items() if str(k).strip() == part), _ABSENT)
+    year = year_key(part)
+    return next((v for k, v in section.items() if year_key(k) == year), _ABSENT)
 
 
 def override_executor(
