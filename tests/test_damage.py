@@ -318,3 +318,25 @@ def test_a_bare_name_is_not_looked_up_in_the_current_folder(
             return "survey.txt"
 
     assert load_curves(Named()).source == "test tables"
+
+
+# --- rules no earlier test held (helper 82's mutants) ---------------------------------------
+
+
+def test_curve_depths_are_read_only_as_fractions_are() -> None:
+    """One curve serves every household: an edit in place would shift the whole run's damage."""
+    curves = load_curves("usace_one_story_no_basement")
+    with pytest.raises(ValueError, match="read-only"):
+        curves.structure.depths[0] = 5.0
+
+
+def test_a_misspelled_curve_set_key_is_refused() -> None:
+    """`contents_basys` ignored would apply the contents curve to the wrong value."""
+    data = {**_valid_set(), "contents_basys": "structure"}
+    with pytest.raises(HazardError, match=r"c\.yaml: contents_basys: unknown key"):
+        curve_set_from_mapping(data, "c.yaml")
+
+
+def test_a_blank_citation_is_refused_naming_the_file() -> None:
+    with pytest.raises(HazardError, match=r"^c\.yaml: source: expected a non-empty citation"):
+        curve_set_from_mapping({**_valid_set(), "source": "   "}, "c.yaml")

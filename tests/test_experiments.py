@@ -8,15 +8,19 @@ import socket
 from multiprocessing import connection
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pandas as pd
 import pytest
+from pydantic import ValidationError
+from scipy.stats import qmc
 
 from simulation.analysis import metrics
 from simulation.analysis.metrics import RunDirError, combine_runs
 from simulation.cli import main
 from simulation.config import ConfigError, IgnoredKeyWarning, RunConfig, load_config
 from simulation.experiments import (
+    SweepConfig,
     batch,
     executors,
     load_experiment,
@@ -24,6 +28,7 @@ from simulation.experiments import (
     replicate_seeds,
     run_experiment,
 )
+from simulation.experiments.design import design_points
 from simulation.experiments.executors import RunTask, execute_run
 from simulation.folder_lock import hold_folder
 from simulation.runner import config_hash
@@ -1492,3 +1497,59 @@ def test_an_audit_level_off_that_yaml_read_as_false_is_off_in_a_sweep_and_in_set
         encoding="utf-8",
     )
     assert load_experiment(nested)[0].set["audit"] == {"level": "off"}
+
+
+# --- rules no earlier test held (helper 82's mutants) ---------------------------------------
+
+
+def test_replicate_seeds_are_the_first_uint32_word_of_each_seed_sequence_child():
+    """Published seeds must name the same runs in every release."""
+    expected = [
+        int(child.generate_state(1, dtype=np.uint32)[0])
+        for child in np.random.SeedSequence(1).spawn(3)
+    ]
+    assert replicate_seeds(1, 3) == expected == [1641411168, 1454127163, 2749604155]
+
+
+def test_the_lhs_design_is_scipys_latin_hypercube_seeded_with_the_experiment_seed():
+    sweep = SweepConfig.model_validate(
+        {"lhs": {"a.x": [3.0, 8.0], "b.y": [2.0, 6.0]}, "samples": 4}
+    )
+    sampler = qmc.LatinHypercube(d=2, seed=np.random.default_rng(7))
+    expected = qmc.scale(sampler.random(4), [3.0, 2.0], [8.0, 6.0])
+    got = [[point["a.x"], point["b.y"]] for point in design_points(sweep, 7)]
+    np.testing.assert_allclose(got, expected)
+
+
+def test_the_lhs_design_puts_one_sample_in_each_stratum_of_every_range():
+    sweep = SweepConfig.model_validate(
+        {"lhs": {"a.x": [0.0, 10.0], "b.y": [-1.0, 1.0]}, "samples": 10}
+    )
+    for seed in range(5):
+        points = design_points(sweep, seed)
+        for key, (low, high) in sweep.lhs.items():
+            strata = sorted(int((point[key] - low) / (high - low) * 10) for point in points)
+            assert strata == list(range(10)), (seed, key)
+
+
+def test_a_sweep_counts_the_grid_product_times_the_samples():
+    both = {"grid": {"a.x": [1, 2, 3]}, "lhs": {"b.y": [0.0, 1.0]}, "samples": 4}
+    assert SweepConfig.model_validate(both).points == 12
+    assert SweepConfig.model_validate({"lhs": {"b.y": [0.0, 1.0]}, "samples": 4}).points == 4
+    assert SweepConfig.model_validate({}).points == 1
+
+
+@pytest.mark.parametrize(
+    ("sweep", "said"),
+    [
+        ({"lhs": {"a.x": [5.0, 5.0]}, "samples": 2}, r"low \(5.0\) must be below high \(5.0\)"),
+        ({"lhs": {"a.x": [0.0, 1.0]}}, "samples: must be >= 1 when lhs ranges are given"),
+        (
+            {"grid": {"a.x": [1.0, 2.0]}, "lhs": {"a.x": [0.0, 3.0]}, "samples": 2},
+            "a.x: swept by both grid and lhs",
+        ),
+    ],
+)
+def test_a_sweep_that_cannot_be_run_as_labelled_is_refused(sweep, said):
+    with pytest.raises(ValidationError, match=said):
+        SweepConfig.model_validate(sweep)

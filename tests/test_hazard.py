@@ -463,3 +463,37 @@ def test_a_float32_nodata_value_marks_cells_beyond_the_bound_on_values(tmp_path,
     grid = read_ascii_grid(_write(tmp_path, text))
     assert np.isnan(grid.values[1, 1])
     assert np.nanmax(grid.values) == 5.5
+
+
+# --- rules no earlier test held (helper 82's mutants) ---------------------------------------
+
+
+@pytest.mark.parametrize("name", ["scale", "spatial_noise_sd"])
+def test_a_boolean_stochastic_parameter_is_refused(name: str) -> None:
+    """`scale: true` would otherwise be 1.0."""
+    kwargs = {"loc": 10.0, "scale": 2.0, name: True}
+    with pytest.raises(HazardError, match=f"stochastic.{name}: expected"):
+        StochasticSource("gumbel", **kwargs)
+
+
+def test_a_boolean_scripted_year_is_refused() -> None:
+    with pytest.raises(HazardError, match="year True is not an integer"):
+        ScriptedSource({True: 12.0})
+
+
+def test_a_negative_year_given_as_text_reads_as_the_integer() -> None:
+    assert ScriptedSource({"-1": 12.0, 3: 1.0}).events == {-1: 12.0, 3: 1.0}
+
+
+def test_sites_refuse_arrays_that_are_not_one_dimensional() -> None:
+    with pytest.raises(HazardError, match=r"Sites\.x: expected a 1-D array"):
+        Sites(x=np.zeros((2, 2)), y=np.zeros((2, 2)), ground_elevation=np.zeros((2, 2)))
+
+
+def test_rows_wrapped_evenly_across_lines_take_the_headers_shape(tmp_path: Path) -> None:
+    """Six values three to a line: read in the file's layout, every cell would be misplaced."""
+    path = tmp_path / "g.asc"
+    path.write_text("ncols 2\nnrows 3\nxllcorner 0\nyllcorner 0\ncellsize 1\n1 2 3\n4 5 6\n")
+    grid = read_ascii_grid(path)
+    assert grid.values.shape == (3, 2)
+    np.testing.assert_array_equal(grid.values, [[1, 2], [3, 4], [5, 6]])
