@@ -141,6 +141,15 @@ def test_the_flood_years_said_are_those_of_the_runs_studied():
     assert table.attrs["flood_year"] == 3
 
 
+def test_a_short_baseline_warning_names_the_floods_of_the_short_runs_only():
+    runs = [synthetic("a", 0.4, 0.2, flood=2), synthetic("b", 0.4, 0.2, flood=10)]
+    with pytest.warns(
+        ShortBaselineWarning, match=r"the flood \(year 2\) comes too early"
+    ) as caught:
+        event_study(pd.concat(runs), baseline_years=3)
+    assert caught[0].message.flood_years == (2,)
+
+
 def test_a_warning_of_many_left_out_runs_names_three():
     runs = [synthetic(f"e{i}", 0.4, 0.2, flood=1) for i in range(5)]
     with pytest.warns(

@@ -233,6 +233,7 @@ def event_study(
     floods: set[int] = set()  # the flood years of the runs studied
     unused_floods: set[int] = set()  # and of those left out
     short: list[int] = []  # years in each shortened baseline
+    short_floods: set[int] = set()  # and those runs' flood years
     left_out: dict[str, str] = {}  # run id: why it has no baseline
     for run_id, run in data.groupby(_RUN_KEY, sort=False):
         if run["year"].duplicated().any():
@@ -256,13 +257,14 @@ def event_study(
             averaged = int((changes.index < 0).sum())  # the pre-flood years the run has
             if averaged < baseline_years:
                 short.append(averaged)
+                short_floods.add(year)
     if not per_run:
         needs = " with a positive level" if relative else ""
         msg = (
             f"event_study: no run has a year before the flood{needs} (year {_years(unused_floods)})"
         )
         raise ValueError(msg)
-    for warning in _warnings(left_out, short, len(per_run), baseline_years, floods):
+    for warning in _warnings(left_out, short, len(per_run), baseline_years, short_floods):
         warnings.warn(warning, stacklevel=2)
     wide = pd.DataFrame(per_run)  # rows: years_since, columns: runs
     table = pd.DataFrame(
