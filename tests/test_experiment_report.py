@@ -173,6 +173,18 @@ def test_an_experiment_of_one_run_is_not_said_to_have_replicates(tmp_path):
     assert "1 replicates" not in page
 
 
+def test_a_sweep_of_one_run_a_value_draws_no_band_and_names_none():
+    rows = [
+        {"run_id": f"r{a}", "year": year, "a": a, "insured_share": 0.1 * a}
+        for a in (1, 2)
+        for year in (1, 2)
+    ]
+    figure = plots.plot_sweep(pd.DataFrame(rows), "a", band=None)
+    assert figure.axes[0].get_legend().get_title().get_text() == ""
+    many = plots.plot_sweep(pd.DataFrame(rows), "a")
+    assert many.axes[0].get_legend().get_title().get_text() == "band: min-max over replicates"
+
+
 def test_a_sweep_without_numbers_says_why_it_has_no_sensitivity_table(tmp_path):
     """The README lists sensitivity.csv among a report's files: its absence is explained."""
     folder = batch(tmp_path, sweep={"grid": {"engine": ["objects", "arrays"]}}, replicates=1)

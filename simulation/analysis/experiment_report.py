@@ -293,7 +293,12 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
         replicates = f"{runs} replicates" if runs > 1 else "its one replicate"
         for outcome, label in OUTCOMES.items():
             figure = plots.plot_sweep(
-                frame, "point", outcome, title=f"{outcome} over {replicates}", ylabel=label
+                frame,
+                "point",
+                outcome,
+                title=f"{outcome} over {replicates}",
+                ylabel=label,
+                band="min-max over replicates" if runs > 1 else None,
             )
             caption = (
                 f"{_sentence(label)}, each year: the mean over the {runs} replicates, with a "
@@ -309,20 +314,19 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
         others = [k for k in keys if k != key]
         across = f", across every value of {', '.join(others)}" if others else ""
         if levels <= MAX_LINES:
+            # One run a value (one replicate, no other key): a line each, and no band. The
+            # caption names the other keys: the legend stays narrow.
+            band: str | None = "min-max over runs" if others else "min-max over replicates"
+            spread = (
+                f"the mean over its runs{across}, with a band from the lowest run to the highest"
+            )
+            if frame.groupby(key, dropna=False)["run_id"].nunique().max() == 1:
+                band, spread = None, "its one run"
             for outcome, label in OUTCOMES.items():
                 figure = plots.plot_sweep(
-                    frame,
-                    key,
-                    outcome,
-                    title=f"{outcome} by {key}",
-                    ylabel=label,
-                    # The caption names the other keys: the legend stays narrow.
-                    band="min-max over runs" if others else "min-max over replicates",
+                    frame, key, outcome, title=f"{outcome} by {key}", ylabel=label, band=band
                 )
-                caption = (
-                    f"{_sentence(label)}, each year, for each value of {key}: the mean over "
-                    f"its runs{across}, with a band from the lowest run to the highest."
-                )
+                caption = f"{_sentence(label)}, each year, for each value of {key}: {spread}."
                 figures[f"{outcome}_by_{key}.png"] = (figure, caption)
         else:
             figure = plots.plot_run_averages(per_run, key, OUTCOMES)

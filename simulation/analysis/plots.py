@@ -463,7 +463,7 @@ def plot_sweep(
     *,
     title: str | None = None,
     ylabel: str | None = None,
-    band: str = "min-max over replicates",
+    band: str | None = "min-max over replicates",
 ) -> Figure:
     """One line per value of ``by`` (mean over its runs) with a min-max band over its runs.
 
@@ -476,7 +476,7 @@ def plot_sweep(
         title: Figure title (a default names the metric and the parameter).
         ylabel: Y axis label (default: the metric's name).
         band: What the band spans, for the legend's title (a value's runs may also span the
-            values of other swept keys).
+            values of other swept keys); ``None`` where there is one run a value, and no band.
     """
     fig = Figure(figsize=_SIZE, layout="constrained")
     ax = fig.subplots()
@@ -487,7 +487,7 @@ def plot_sweep(
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
         fontsize="small",
-        title=f"band: {band}",
+        title=None if band is None else f"band: {band}",
         title_fontsize="small",
     )
     ax.set_title(title or f"{value} by {by}", fontweight="bold")
