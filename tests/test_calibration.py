@@ -888,3 +888,14 @@ def test_ctrl_c_while_the_last_figure_is_drawn_leaves_a_summary_that_says_runnin
     assert (resumed.resumed, len(simulated)) == (3, 0)
     assert _outputs(tmp_path / "out") == _outputs(tmp_path / "whole")
     assert (tmp_path / "out" / "calibration.png").is_file()
+
+
+def test_a_year_set_twice_in_two_spellings_is_refused_by_a_calibration(tmp_path):
+    """hazard.events.4 and .04 are one year to the runs: one value would be lost unsaid."""
+    fixed = {**tiny()["set"], "hazard.events.4": 7.0, "hazard.events.04": 8.0}
+    with pytest.raises(CalibrationError, match=r"hazard.events.4 and hazard.events.04 are one"):
+        load_calibration(write(tmp_path, tiny(set=fixed)))
+    calibration, _ = load_calibration(
+        write(tmp_path, tiny(set={**tiny()["set"], "hazard.events.04": 7.0}))
+    )
+    assert calibration.set["hazard.events.4"] == 7.0
