@@ -173,6 +173,32 @@ def test_an_experiment_of_one_run_is_not_said_to_have_replicates(tmp_path):
     assert "1 replicates" not in page
 
 
+def test_a_grid_of_one_run_a_point_is_drawn_and_captioned_without_a_band(tmp_path):
+    sweep = {"grid": {"memory.decay_rate": [0.8, 0.95], "decision.pmt.beta_tp": [4.0, 8.0]}}
+    folder = batch(tmp_path, sweep=sweep, replicates=1)
+    page = write_experiment_report(folder).read_text(encoding="utf-8")
+    # A key's own figure pools the other key's runs, with a band; a panel holds one run.
+    assert "for each value of memory.decay_rate: the mean over its runs, across" in page
+    assert "in a panel per value of decision.pmt.beta_tp: its one run." in page
+
+
+def test_a_batch_with_a_year_key_spelled_with_a_zero_is_reported_with_that_key(tmp_path):
+    """Written before 04 and 4 were one year: the record now says hazard.events.4."""
+    base = tmp_path / "base.yaml"
+    base.write_text(f"base: {DEFAULT}\nhazard: {{source: scripted, events: {{2: 9.5}}}}\n")
+    folder = batch(
+        tmp_path, base=str(base), sweep={"grid": {"hazard.events.4": [6.0, 9.0]}}, replicates=1
+    )
+    metrics = folder / "model_years.parquet"
+    pd.read_parquet(metrics).rename(columns={"hazard.events.4": "hazard.events.04"}).to_parquet(
+        metrics
+    )
+    write_experiment_report(folder)
+    points = pd.read_csv(folder / "report" / "points.csv")
+    assert "hazard.events.4" in points.columns
+    assert (folder / "report" / "insured_share_by_hazard.events.4.png").is_file()
+
+
 def test_a_sweep_of_one_run_a_value_draws_no_band_and_names_none():
     rows = [
         {"run_id": f"r{a}", "year": year, "a": a, "insured_share": 0.1 * a}
@@ -183,6 +209,8 @@ def test_a_sweep_of_one_run_a_value_draws_no_band_and_names_none():
     assert figure.axes[0].get_legend().get_title().get_text() == ""
     many = plots.plot_sweep(pd.DataFrame(rows), "a")
     assert many.axes[0].get_legend().get_title().get_text() == "band: min-max over replicates"
+    facets = plots.plot_sweep_facets(pd.DataFrame(rows).assign(b="x"), "a", "b", band=None)
+    assert facets.axes[-1].get_legend().get_title().get_text() == ""
 
 
 def test_a_sweep_without_numbers_says_why_it_has_no_sensitivity_table(tmp_path):

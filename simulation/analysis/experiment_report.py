@@ -40,6 +40,7 @@ import pandas as pd
 
 from simulation.analysis.metrics import table_cells
 from simulation.analysis.report import REPORT_DIR, ReportError, figures_html, page_html
+from simulation.config import canonical_key
 from simulation.experiments.record import ExperimentRecord, RecordError, read_record
 
 if TYPE_CHECKING:
@@ -102,7 +103,9 @@ def _load(folder: Path) -> tuple[ExperimentRecord, pd.DataFrame]:
     if missing:
         msg = f"{metrics}: no column {', '.join(missing)}"
         raise ReportError(msg)
-    return record, frame
+    # A batch written before year keys were read as one (hazard.events.04) has its column so
+    # spelled; its record, read again, names the key hazard.events.4.
+    return record, frame.rename(columns=canonical_key)
 
 
 def _per_run(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -344,12 +347,19 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
     ):
         # Each line above pools the other key's values: a panel per value shows how they meet.
         by, within = keys
+        alone = frame.groupby(keys, dropna=False)["run_id"].nunique().max() == 1
+        band = None if alone else "min-max over replicates"
+        spread = (
+            "its one run"
+            if alone
+            else "the mean over the design point's replicates, with a band from the lowest to "
+            "the highest"
+        )
         for outcome, label in OUTCOMES.items():
-            figure = plots.plot_sweep_facets(frame, by, within, outcome, ylabel=label)
+            figure = plots.plot_sweep_facets(frame, by, within, outcome, ylabel=label, band=band)
             caption = (
                 f"{_sentence(label)}, each year, for each value of {by}, in a panel per value "
-                f"of {within}: the mean over the design point's replicates, with a band from "
-                "the lowest to the highest."
+                f"of {within}: {spread}."
             )
             figures[f"{outcome}_by_{by}_within_{within}.png"] = (figure, caption)
     return figures

@@ -502,6 +502,7 @@ def plot_sweep_facets(
     *,
     title: str | None = None,
     ylabel: str | None = None,
+    band: str | None = "min-max over replicates",
 ) -> Figure:
     """:func:`plot_sweep` of ``by`` in one panel per value of a second swept key, ``within``.
 
@@ -518,6 +519,8 @@ def plot_sweep_facets(
         value: The metric to plot (shares as percentages).
         title: Figure title (a default names the metric and both keys).
         ylabel: Y axis label of the first panel (default: the metric's name).
+        band: What the band spans, for the legend's title; ``None`` where a design point has
+            one run, and no band.
     """
     groups = list(frame.groupby(within, sort=True, dropna=False))
     # A value of `by` keeps its colour and style in every panel, whichever values a panel has.
@@ -536,7 +539,7 @@ def plot_sweep_facets(
         loc="upper left",
         bbox_to_anchor=(1.02, 1.0),
         fontsize="small",
-        title="band: min-max over replicates",
+        title=None if band is None else f"band: {band}",
         title_fontsize="small",
     )
     fig.suptitle(title or f"{value} by {by}, a panel per {within}", fontweight="bold")
