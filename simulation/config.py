@@ -1674,15 +1674,21 @@ def apply_overrides(
 def year_key(key: object) -> object:
     """A year table's key as a YAML file would read it: ``"010"`` and ``"0xA"`` are year 10.
 
-    Anything that is not a whole number stays as it is (stripped), for the field to refuse.
+    Anything that is not a whole number stays as it is (stripped), for the field to refuse. A
+    file's float key ``2.0:`` is year 2 too, as the year fields read it.
     """
-    if not isinstance(key, str):
-        return key
-    try:
-        read = load_yaml(key)
-    except yaml.YAMLError:
-        read = None
-    return read if type(read) is int else key.strip()
+    if isinstance(key, str):
+        try:
+            read = load_yaml(key)
+        except yaml.YAMLError:
+            return key.strip()
+    else:
+        read = key
+    if type(read) is float and read.is_integer():
+        return int(read)
+    if type(read) is int:
+        return read
+    return key.strip() if isinstance(key, str) else key
 
 
 def canonical_key(key: str) -> str:

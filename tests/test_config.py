@@ -419,6 +419,15 @@ def test_a_bad_value_of_a_set_year_names_the_flag_not_the_file(tmp_path, key):
     assert message.startswith(f"--set {override}: hazard.events.3: ")
 
 
+def test_a_bad_set_value_of_a_year_the_file_writes_as_a_float_names_the_flag(tmp_path):
+    config_path = write(
+        tmp_path / "c.yaml",
+        f"base: {DEFAULT}\nhazard: {{source: scripted, events: {{2.0: 9.5, 4: 7.0}}}}\n",
+    )
+    override = "hazard.events.2=.nan"
+    assert load_error(config_path, [override], named=f"--set {override}")
+
+
 def test_a_set_year_replaces_a_zero_padded_year_of_the_file(tmp_path):
     """`010:` in a file is year 10 (YAML 1.2), so `hazard.events.010` and `.10` are that year."""
     config_path = write(
