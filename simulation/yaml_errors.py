@@ -60,13 +60,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         sign = -1 if text.startswith("-") else 1
         digits = text[1:] if text[:1] in ("-", "+") else text
         base = {"0x": 16, "0b": 2}.get(digits[:2].lower(), 10)
+        body = digits[2:] if base != 10 else digits
+        if not body:  # 0x_: the rule's digits may all be separators
+            problem = f"{node.value!r} has no digits after its base prefix"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
         try:
-            value = sign * int(digits[2:] if base != 10 else digits, base)
-        except ValueError:
-            if len(digits) > _DIGITS_READABLE:
-                problem = f"an integer of {len(str(node.value))} characters, too long to read"
-            else:  # 0x_: the rule's digits may all be separators
-                problem = f"{node.value!r} has no digits after its base prefix"
+            # Leading zeros count towards Python's bound on digits, not towards the value.
+            value = sign * int(body.lstrip("0") or "0", base)
+        except ValueError:  # more than 4,300 significant decimal digits
+            problem = f"an integer of {len(str(node.value))} characters, too long to read"
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
         if abs(value) >= _READABLE_BELOW:
             problem = f"an integer of {len(str(node.value))} characters, too long to read"

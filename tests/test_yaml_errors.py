@@ -149,6 +149,10 @@ def test_an_explicitly_tagged_number_the_rule_reads_is_read(text, value):
     assert type(loaded) is type(value)
 
 
+def test_leading_zeros_do_not_count_towards_the_bound_on_digits():
+    assert load_yaml("x: " + "0" * 5000 + "1") == {"x": 1}
+
+
 def test_the_largest_integer_python_shows_is_read_and_written_back():
     """4,300 nines: a bound by bits refused it, and so what dump_yaml wrote."""
     largest = 10**4300 - 1
