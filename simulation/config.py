@@ -107,6 +107,7 @@ __all__ = [
     "remove_outputs",
     "resolve_base",
     "setting_origin",
+    "table_year",
     "warn_code_defaults",
     "warn_ignored_keys",
     "year_key",
@@ -1660,7 +1661,7 @@ def apply_overrides(
             # integer) and the one a dotted key gives ("5", or "05" or "0x5" as the file's
             # YAML would read them) are one year, replaced in place.
             year = year_key(last)
-            last = next((k for k in node if year_key(k) == year), year)
+            last = next((k for k in node if table_year(k) == year), year)
         current = node.get(last)
         if isinstance(value, dict) and isinstance(current, dict):
             # A mapping merges key by key, as a ``base:`` file's sections do: the keys it
@@ -1689,6 +1690,21 @@ def year_key(key: object) -> object:
     if type(read) is int:
         return read
     return key.strip() if isinstance(key, str) else key
+
+
+def table_year(key: object) -> object:
+    """A year table's own key as its field reads it: ``4``, ``4.0``, ``"04"`` are year 4.
+
+    Unlike :func:`year_key`, which reads a dotted key's text as YAML would, a key the file
+    quoted is read as the field reads text: ``'1e0'`` is no year, and the field refuses it.
+    Anything that is not a year is returned as it is.
+    """
+    if isinstance(key, bool):
+        return key
+    try:
+        return _YEAR_KEY.validate_python(key)
+    except ValidationError:
+        return key
 
 
 def canonical_key(key: str) -> str:
@@ -1912,10 +1928,10 @@ def _setting_override(
     """The index of the override that gave the value at ``loc`` (see :func:`_flag_setting`)."""
     loc = tuple(part for part in loc if part != "[key]")
     # A year is compared as the text its key reads as (`--set hazard.events.03=x` sets year 3).
-    said = tuple(str(year_key(part)) for part in loc)
+    said = _years_read(loc, table_year)
     for index in reversed(range(len(overrides))):
         key, _, raw = overrides[index].partition("=")
-        parts = tuple(str(year_key(part)) for part in key.strip().split("."))
+        parts = _years_read(key.strip().split("."), year_key)
         if said[: len(parts)] == parts:
             value: Any = load_yaml(raw) if raw.strip() else ""  # parsed once already
             node = _value_at(value, loc[len(parts) :])
@@ -1924,6 +1940,14 @@ def _setting_override(
         elif said and parts[: len(said)] == said and error_type in _UNKNOWN_KEY:
             return index  # it made up the unknown section
     return None
+
+
+def _years_read(path: Sequence[Any], read: Callable[[object], object]) -> tuple[str, ...]:
+    """``path`` as text, the part after a year table read as a year by ``read``."""
+    return tuple(
+        str(read(part) if tuple(path[:at]) in WHOLE_TABLES else part)
+        for at, part in enumerate(path)
+    )
 
 
 def _flag_failing_check(

@@ -428,6 +428,19 @@ def test_a_bad_set_value_of_a_year_the_file_writes_as_a_float_names_the_flag(tmp
     assert load_error(config_path, [override], named=f"--set {override}")
 
 
+@pytest.mark.parametrize(
+    ("section", "override"),
+    [
+        ("hazard: {source: scripted, events: {'1e0': 3.0}}", "hazard.events.1=4.0"),
+        ("insurance: {zone_multiplier: {'1.0': 2.0}}", "insurance.zone_multiplier.1=2.0"),
+    ],
+)
+def test_a_bad_key_of_the_file_is_not_blamed_on_a_set_of_another(tmp_path, section, override):
+    """A quoted '1e0' is no year to the field; a zone '1.0' is not the flag's zone 1."""
+    config_path = write(tmp_path / "c.yaml", f"base: {DEFAULT}\n{section}\n")
+    assert load_error(config_path, [override])
+
+
 def test_a_set_year_replaces_a_zero_padded_year_of_the_file(tmp_path):
     """`010:` in a file is year 10 (YAML 1.2), so `hazard.events.010` and `.10` are that year."""
     config_path = write(

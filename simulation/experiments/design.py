@@ -49,6 +49,7 @@ from simulation.config import (
     read_yaml,
     rebase_paths,
     resolve_base,
+    table_year,
     warn_code_defaults,
     year_key,
 )
@@ -394,7 +395,7 @@ def _entry(section: Any, part: str) -> Any:
     if part in section:
         return section[part]
     year = year_key(part)
-    return next((v for k, v in section.items() if year_key(k) == year), _ABSENT)
+    return next((v for k, v in section.items() if table_year(k) == year), _ABSENT)
 
 
 def override_executor(
