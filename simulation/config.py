@@ -1673,10 +1673,10 @@ def apply_overrides(
 
 
 def year_key(key: object) -> object:
-    """A year table's key as a YAML file would read it: ``"010"`` and ``"0xA"`` are year 10.
+    """A dotted key's year (``hazard.events.010``) as a YAML file would read it: year 10.
 
-    Anything that is not a whole number stays as it is (stripped), for the field to refuse. A
-    file's float key ``2.0:`` is year 2 too, as the year fields read it.
+    ``"010"``, ``"0xA"`` and ``"1e1"`` are 10, and a float ``10.0`` is too. Anything that is not
+    a whole number stays as it is (stripped), for the field to refuse.
     """
     if isinstance(key, str):
         try:
