@@ -268,6 +268,20 @@ def test_an_experiments_figure_has_a_panel_per_target_and_a_row_per_design_point
     assert len(share.lines) > 1
 
 
+@pytest.mark.parametrize(
+    ("value", "said", "passed"),
+    [(0.6503, "0.6503", False), (0.6497, "0.65", True), (0.65, "0.65", True), (0.4, "0.4", True)],
+)
+def test_a_value_near_the_band_is_written_with_the_digits_that_show_its_side(value, said, passed):
+    """0.6503 against 0.5 ± 0.15 fails: written "0.65", it read as the band's edge."""
+    row = {"name": "share", "point": 0, "setting": "", "value": value, "spread": math.nan}
+    row |= {"target": 0.5, "tolerance": 0.15, "passed": passed}
+    (ax,) = plot_behaviour(pd.DataFrame([row])).axes
+    verdict = "PASS" if passed else "FAIL"
+    assert ax.texts[0].get_text() == f"{said}  (target 0.5 ± 0.15)  {verdict}"
+    assert "standard deviation over runs" in ax.get_xlabel()
+
+
 def test_targets_dated_to_a_flood_on_an_unscripted_hazard_are_warned_of_once(tmp_path):
     config, base = load_config(SCENARIO.parent.parent / "default.yaml", SMALL)
     stochastic = run_simulation(config, base, tmp_path, progress=False).run_dir
@@ -1011,3 +1025,17 @@ def test_replicates_that_agree_have_their_value_as_mean_and_no_spread():
     mean, spread, low, high = _summary([0.1, 0.2, 0.4])
     assert low <= mean <= high
     assert spread == pytest.approx(np.std([0.1, 0.2, 0.4], ddof=1))
+
+
+@pytest.mark.parametrize(
+    ("value", "target", "tolerance", "passed"),
+    [
+        (0.65, 0.5, 0.15, True),
+        (0.35, 0.5, 0.15, True),
+        (0.7, 0.6, 0.1, True),
+        (0.66, 0.5, 0.15, False),
+    ],
+)
+def test_a_value_on_the_edge_of_its_band_passes(value, target, tolerance, passed):
+    """0.65 - 0.5 is 0.15000000000000002 in binary floats: 0.65 failed 0.5 ± 0.15."""
+    assert behaviour._within(value, target, tolerance) is passed

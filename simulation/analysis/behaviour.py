@@ -770,9 +770,7 @@ def check_behaviour(
             elif target.statistic == "median_policy_tenure" and len(answered) > 1:
                 mean = median_tenure(*spells)  # every run's spells together
             passed = (
-                bool(abs(mean - target.value) <= target.tolerance)
-                if not math.isnan(mean)
-                else False
+                _within(mean, target.value, target.tolerance) if not math.isnan(mean) else False
             )
             rows.append(
                 (
@@ -1021,7 +1019,7 @@ def draw_target_offsets(
         ax.text(
             limit * 1.05,
             y,
-            f"{'no value' if math.isnan(value) else f'{value:.3g}'}{spread_text}  "
+            f"{'no value' if math.isnan(value) else _beside_band(value, record)}{spread_text}  "
             f"(target {record.target:.3g} "
             f"± {record.tolerance:.3g}){verdict_text}",
             va="center",
@@ -1032,6 +1030,36 @@ def draw_target_offsets(
     ax.set_xlim(-limit, limit)
     ax.set_ylim(-0.7, n - 0.3)
     ax.set_yticks(range(n), labels[::-1])
+
+
+_OFFSET_AXIS = (
+    "(simulated - target) / tolerance   (grey band: within tolerance; bar: ± the standard "
+    "deviation over runs)"
+)
+
+
+def _beside_band(value: float, record: Any) -> str:
+    """``value`` to 3 significant digits, or as many more as show its side of the band.
+
+    0.6503 against 0.5 ± 0.15 fails, but "0.65" would read as the band's edge, a pass.
+    """
+    target, tolerance = float(record.target), float(record.tolerance)
+    inside = _within(value, target, tolerance)
+    for digits in range(3, 18):
+        text = f"{value:.{digits}g}"
+        if _within(float(text), target, tolerance) == inside:
+            return text
+    return repr(value)
+
+
+def _within(value: float, target: float, tolerance: float) -> bool:
+    """Whether ``value`` lies within ``target ± tolerance``, its edges included.
+
+    The edge is forgiven binary floats' last bits: 0.65 - 0.5 is 0.15000000000000002, which
+    would fail 0.65 against 0.5 ± 0.15.
+    """
+    gap = abs(value - target)
+    return gap <= tolerance or math.isclose(gap, tolerance, rel_tol=1e-12, abs_tol=0.0)
 
 
 def plot_behaviour(table: pd.DataFrame, *, title: str | None = None) -> Figure:
@@ -1060,7 +1088,7 @@ def plot_behaviour(table: pd.DataFrame, *, title: str | None = None) -> Figure:
         fig = Figure(figsize=(10.0, 1.0 + 0.7 * max(n, 1)), layout="constrained")
         ax = fig.subplots()
         draw_target_offsets(ax, table, row_labels(table))
-        ax.set_xlabel("(simulated - target) / tolerance   (grey band: within tolerance)")
+        ax.set_xlabel(_OFFSET_AXIS)
         ax.grid(visible=True, axis="x", alpha=0.3)
         ax.set_title(title, fontweight="bold")
     # Below the axes: inside, it covered the markers of the bottom rows.
@@ -1103,5 +1131,5 @@ def _plot_by_target(table: pd.DataFrame) -> Figure:
             fontsize="medium",
         )
         ax.grid(visible=True, axis="x", alpha=0.3)
-    axes[-1].set_xlabel("(simulated - target) / tolerance   (grey band: within tolerance)")
+    axes[-1].set_xlabel(_OFFSET_AXIS)
     return fig
