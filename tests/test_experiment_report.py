@@ -469,6 +469,23 @@ def test_a_null_value_of_the_lines_key_keeps_its_colour_in_every_panel():
     assert "a = null (n = 1)" in colours[0]
 
 
+def test_integer_levels_beside_a_null_are_named_as_integers():
+    """government.budget: [null, 1000000] is read back as floats: not '1000000.0'."""
+    rows = [
+        {"run_id": f"{a}-{b}", "year": year, "a": a, "b": b, "insured_share": 0.5}
+        for a in (None, 1_000_000)
+        for b in (None, 2)
+        for year in (1, 2)
+    ]
+    figure = plots.plot_sweep_facets(pd.DataFrame(rows), "a", "b")
+    assert [ax.get_title() for ax in figure.axes[:2]] == ["b = 2", "b = null"]
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    assert labels == ["a = 1000000 (n = 1)", "a = null (n = 1)"]
+    floats = pd.DataFrame(rows).assign(a=lambda f: f["a"].fillna(0.5))  # not all whole
+    (line, _) = plots.plot_sweep(floats, "a").axes[0].get_lines()
+    assert line.get_label() == "a = 0.5 (n = 2)"
+
+
 def test_a_long_panel_title_is_wrapped_within_its_panel():
     """A mapping swept as a value (flat against zone premiums) titled each panel past its edge."""
     key = "insurance.zone_multiplier"

@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator, PercentFormatter
 from simulation.analysis.metrics import WRITE_PREFIX, adaptation_shares, damage_and_claims
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from matplotlib.axes import Axes
 
@@ -480,7 +480,7 @@ def plot_sweep(
     """
     fig = Figure(figsize=_SIZE, layout="constrained")
     ax = fig.subplots()
-    _draw_sweep(ax, frame, by, value)
+    _draw_sweep(ax, frame, by, value, name=_level_namer(frame[by]))
     ax.set_ylabel(ylabel or f"{value} (mean over replicates)")
     # Beside the axes, not on them: with several values the bands fill the whole plot.
     ax.legend(
@@ -527,9 +527,10 @@ def plot_sweep_facets(
     levels = list(frame.groupby(by, sort=True, dropna=False).groups)
     fig = Figure(figsize=(3.6 * len(groups) + 2.4, 4.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(groups), sharex=True, sharey=True))
+    name_by, name_within = _level_namer(frame[by]), _level_namer(frame[within])
     for ax, (level, group) in zip(axes, groups, strict=True):
-        _draw_sweep(ax, group, by, value, levels)
-        shown = f"{within} = {'null' if pd.isna(level) else level}"
+        _draw_sweep(ax, group, by, value, levels, name=name_by)
+        shown = f"{within} = {name_within(level)}"
         # Wrapped at its spaces: a long value (a mapping) would run into the next panel's.
         ax.set_title(
             textwrap.fill(shown, _PANEL_TITLE_CHARS, break_long_words=False), fontsize="medium"
@@ -546,6 +547,27 @@ def plot_sweep_facets(
     return fig
 
 
+def _level_namer(values: pd.Series) -> Callable[[Any], str]:
+    """How a swept key's values are named in a figure: ``null`` for a null, else the value.
+
+    A column of integers and a null (``government.budget: [null, 1000000]``) is read back as
+    floats: its values are named as the integers the experiment gave, not ``1000000.0``.
+    """
+    given = values.dropna()
+    whole = bool(
+        len(given) < len(values)
+        and pd.api.types.is_float_dtype(values)
+        and (given == given.round()).all()
+    )
+
+    def name(level: Any) -> str:
+        if pd.isna(level):
+            return "null"
+        return str(int(level)) if whole else str(level)
+
+    return name
+
+
 def _position(levels: list[Any], level: Any) -> int:
     """Where ``level`` is among ``levels``, a null matching a null (NaN is not NaN's equal)."""
     null = pd.isna(level)
@@ -553,12 +575,19 @@ def _position(levels: list[Any], level: Any) -> int:
 
 
 def _draw_sweep(
-    ax: Axes, frame: pd.DataFrame, by: str, value: str, levels: list[Any] | None = None
+    ax: Axes,
+    frame: pd.DataFrame,
+    by: str,
+    value: str,
+    levels: list[Any] | None = None,
+    *,
+    name: Callable[[Any], str],
 ) -> None:
     """A line per value of ``by`` (the mean over its runs) and its min-max band, on ``ax``.
 
     ``levels`` (all the values of ``by``, in order) gives each value its colour and style: the
-    same in every panel of a figure, though a panel may lack some values.
+    same in every panel of a figure, though a panel may lack some values; ``name`` (of all the
+    values too, by :func:`_level_namer`) its name in the legend.
     """
     # dropna=False: a null level is a setting too (government.budget null: no budget limit).
     groups = list(frame.groupby(by, sort=True, dropna=False))
@@ -576,7 +605,7 @@ def _draw_sweep(
             # Levels whose runs are alike (a budget that never binds, and no budget) draw the
             # same line: a style of its own each keeps the one drawn first in sight.
             ls=_SWEEP_STYLES[index % len(_SWEEP_STYLES)],
-            label=f"{by} = {'null' if pd.isna(level) else level} (n = {int(stats['count'].max())})",
+            label=f"{by} = {name(level)} (n = {int(stats['count'].max())})",
         )
         ax.fill_between(
             stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.2, lw=0
