@@ -1553,3 +1553,167 @@ def test_a_sweep_counts_the_grid_product_times_the_samples():
 def test_a_sweep_that_cannot_be_run_as_labelled_is_refused(sweep, said):
     with pytest.raises(ValidationError, match=said):
         SweepConfig.model_validate(sweep)
+
+
+# --- design rules no earlier test held (helper 86's mutants) -------------------------------
+
+
+def _scenario_experiment(tmp_path, body):
+    path = tmp_path / "exp.yaml"
+    path.write_text(f"name: t\nbase: {SCENARIO}\n{body}", encoding="utf-8")
+    return path
+
+
+def test_keys_sharing_a_prefix_but_not_a_section_may_both_be_swept(tmp_path):
+    # audit.gzip_level is not inside audit.gzip: no "swept inside" refusal
+    path = _scenario_experiment(
+        tmp_path, "sweep: {grid: {audit.gzip: [true, false], audit.gzip_level: [1, 3]}}\n"
+    )
+    assert main(["validate", str(path)]) == 0
+
+
+def test_a_range_swept_inside_a_grid_key_is_refused(tmp_path, capsys):
+    body = (
+        "sweep: {grid: {memory: [{working_capacity: 5}]}, "
+        "lhs: {memory.decay_rate: [0.5, 0.9]}, samples: 2}\n"
+    )
+    assert main(["validate", str(_scenario_experiment(tmp_path, body))]) == 2
+    assert "memory.decay_rate: swept inside memory, which is swept too" in capsys.readouterr().err
+
+
+def test_a_mapping_listed_twice_in_another_key_order_is_refused(tmp_path, capsys):
+    body = "sweep: {grid: {hazard.events: [{2: 8.0, 3: 9.0}, {3: 9.0, 2: 8.0}]}}\n"
+    assert main(["validate", str(_scenario_experiment(tmp_path, body))]) == 2
+    assert capsys.readouterr().err.endswith("is listed twice\n")
+
+
+def test_a_grid_integer_past_a_floats_range_is_refused_in_words(tmp_path, capsys):
+    big = "1" + "0" * 400
+    body = f"sweep: {{grid: {{households.count: [30, {big}]}}}}\n"
+    assert main(["validate", str(_scenario_experiment(tmp_path, body))]) == 2
+    assert "households.count" in capsys.readouterr().err
+
+
+def test_a_key_both_set_and_swept_by_a_range_is_refused(tmp_path, capsys):
+    body = (
+        "set: {memory: {decay_rate: 0.5}}\n"
+        "sweep: {lhs: {memory.decay_rate: [0.6, 0.9]}, samples: 2}\n"
+    )
+    assert main(["validate", str(_scenario_experiment(tmp_path, body))]) == 2
+    assert "set: memory: holds memory.decay_rate, which is swept too" in capsys.readouterr().err
+
+
+def test_each_swept_raster_file_is_checked_before_anything_runs(tmp_path, capsys):
+    (tmp_path / "depth.asc").write_text(
+        "ncols 2\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n1.0 2.0\n", "utf-8"
+    )
+    (tmp_path / "broken.asc").write_text("not a grid\n", "utf-8")
+    body = (
+        "set: {hazard: {source: raster, events: {}}}\n"
+        "sweep: {grid: {hazard.rasters: [{1: depth.asc}, {1: broken.asc}]}}\n"
+    )
+    assert main(["validate", str(_scenario_experiment(tmp_path, body))]) == 2
+    err = capsys.readouterr().err
+    assert "broken.asc" in err
+    assert "design point 1" in err
+
+
+def test_each_swept_curve_file_is_checked_before_anything_runs(tmp_path, capsys):
+    (tmp_path / "broken.yaml").write_text("source: nowhere\n", "utf-8")
+    body = "sweep: {grid: {damage.curves: [usace_one_story_no_basement, broken.yaml]}}\n"
+    assert main(["validate", str(_scenario_experiment(tmp_path, body))]) == 2
+    err = capsys.readouterr().err
+    assert "broken.yaml" in err
+    assert "design point 1" in err
+
+
+def test_each_swept_registry_is_checked_before_anything_runs(tmp_path, capsys):
+    good = Path(__file__).resolve().parents[1] / "skill_registry.yaml"
+    (tmp_path / "broken.yaml").write_text("skills: 3\n", "utf-8")
+    body = f"sweep: {{grid: {{registry: [{good}, broken.yaml]}}}}\n"
+    assert main(["validate", str(_scenario_experiment(tmp_path, body))]) == 2
+    err = capsys.readouterr().err
+    assert "broken.yaml" in err
+    assert "design point 1" in err
+
+
+def _sized_experiment(tmp_path, fixed, sweep):
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        f"name: t\nbase: {DEFAULT}\nset: {{years: 2, audit.level: minimal, {fixed}}}\n"
+        f"sweep: {{grid: {sweep}}}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_each_swept_audit_list_is_checked_against_the_population(tmp_path, capsys):
+    path = _sized_experiment(
+        tmp_path, "households.count: 30", "{audit.sample: [[H00001], [H00031]]}"
+    )
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "'H00031' is not a household" in err
+    assert "design point 1" in err
+
+
+def test_listed_audit_ids_are_checked_against_each_swept_population(tmp_path, capsys):
+    path = _sized_experiment(tmp_path, "audit.sample: [H00025]", "{households.count: [30, 20]}")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "'H00025' is not a household" in err
+    assert "design point 1" in err
+
+
+def test_a_replay_point_without_its_cache_is_refused_before_anything_runs(tmp_path, capsys):
+    path = _sized_experiment(
+        tmp_path,
+        "households.count: 30, decision.policy: llm, decision.llm.cache: none.sqlite",
+        "{decision.llm.mode: [record, replay]}",
+    )
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "none.sqlite" in err
+    assert "design point 1" in err
+
+
+def test_workers_alone_keeps_the_files_dask_address():
+    from simulation.experiments.design import ExecutorConfig, override_executor_config
+
+    executor = ExecutorConfig(kind="dask", address="tcp://host:8786")
+    overridden = override_executor_config(executor, "exp.yaml", workers=3)
+    assert (overridden.kind, overridden.workers, overridden.address) == (
+        "dask",
+        3,
+        "tcp://host:8786",
+    )
+
+
+def test_a_year_swept_by_two_ranges_in_two_spellings_is_refused(tmp_path, capsys):
+    body = "sweep: {lhs: {hazard.events.4: [5.0, 6.0], hazard.events.04: [1.0, 2.0]}, samples: 2}\n"
+    assert main(["validate", str(_scenario_experiment(tmp_path, body))]) == 2
+    assert "hazard.events.4 and hazard.events.04 are one key" in capsys.readouterr().err
+
+
+def test_a_ranged_year_is_labelled_as_the_runs_read_it(tmp_path):
+    from simulation.experiments import load_experiment
+
+    body = "sweep: {lhs: {hazard.events.0x4: [5.0, 6.0]}, samples: 2}\n"
+    experiment, *_ = load_experiment(_scenario_experiment(tmp_path, body))
+    assert experiment.swept_keys == ["hazard.events.4"]
+
+
+def test_the_command_lines_executor_replaces_the_files(tmp_path):
+    from simulation.experiments.design import load_experiment, override_executor
+
+    path = _scenario_experiment(tmp_path, "executor: {kind: process, workers: 2}\n")
+    experiment, *_ = load_experiment(path)
+    overridden = override_executor(experiment, str(path), kind="serial")
+    assert overridden.executor.kind == "serial"
+    assert experiment.executor.kind == "process"  # the loaded experiment is left as it was
+
+
+def test_a_set_section_that_is_no_mapping_is_refused_in_words(tmp_path, capsys):
+    body = "set: {memory: 5}\nsweep: {grid: {memory.decay_rate: [0.8, 0.9]}}\n"
+    assert main(["validate", str(_scenario_experiment(tmp_path, body))]) == 2
+    assert "memory" in capsys.readouterr().err
