@@ -64,13 +64,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         if not body:  # 0x_: the rule's digits may all be separators
             problem = f"{node.value!r} has no digits after its base prefix"
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
-        try:
-            # Leading zeros count towards Python's bound on digits, not towards the value.
-            value = sign * int(body.lstrip("0") or "0", base)
-        except ValueError:  # more than 4,300 significant decimal digits
-            problem = f"an integer of {len(str(node.value))} characters, too long to read"
-            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
-        if abs(value) >= _READABLE_BELOW:
+        # Leading zeros count towards Python's bound on digits, not towards the value.
+        significant = body.lstrip("0") or "0"
+        # int() refuses a decimal one past the bound; a hex or binary one would fail later.
+        if (base == 10 and len(significant) > _DIGITS_READABLE) or abs(
+            value := sign * int(significant, base)
+        ) >= _READABLE_BELOW:
             problem = f"an integer of {len(str(node.value))} characters, too long to read"
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
         return value

@@ -323,7 +323,7 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
             spread = (
                 f"the mean over its runs{across}, with a band from the lowest run to the highest"
             )
-            if frame.groupby(key, dropna=False)["run_id"].nunique().max() == 1:
+            if _one_run_each(frame, key):
                 band, spread = None, "its one run"
             for outcome, label in OUTCOMES.items():
                 figure = plots.plot_sweep(
@@ -347,7 +347,7 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
     ):
         # Each line above pools the other key's values: a panel per value shows how they meet.
         by, within = keys
-        alone = frame.groupby(keys, dropna=False)["run_id"].nunique().max() == 1
+        alone = _one_run_each(frame, keys)
         band = None if alone else "min-max over replicates"
         spread = (
             "its one run"
@@ -363,6 +363,11 @@ def _figures(frame: pd.DataFrame, keys: list[str]) -> dict[str, tuple[Figure, st
             )
             figures[f"{outcome}_by_{by}_within_{within}.png"] = (figure, caption)
     return figures
+
+
+def _one_run_each(frame: pd.DataFrame, keys: str | list[str]) -> bool:
+    """Whether each value of ``keys`` has one run: its lines then have no band to draw."""
+    return bool(frame.groupby(keys, dropna=False)["run_id"].nunique().max() == 1)
 
 
 def _facts(record: ExperimentRecord, frame: pd.DataFrame) -> list[tuple[str, str]]:
